@@ -1,0 +1,68 @@
+// GEMM through Eigen: maps our row-major buffers without copying.
+#include "kernels/gemm.h"
+
+#include <Eigen/Core>
+
+#include "kernels/dispatch.h"
+
+namespace tandem::kernels {
+
+namespace {
+
+template <typename T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+template <typename T>
+void gemm_cpu(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, T alpha, T beta) {
+  Eigen::Map<const RowMajor<T>> A(a.data<T>(), a.size(0), a.size(1));
+  Eigen::Map<const RowMajor<T>> B(b.data<T>(), b.size(0), b.size(1));
+  Eigen::Map<RowMajor<T>> C(c.data<T>(), c.size(0), c.size(1));
+  if (beta == T(0)) {
+    // noalias: C never overlaps A or B here, so Eigen may write C directly.
+    if (!ta && !tb) C.noalias() = alpha * (A * B);
+    else if (ta && !tb) C.noalias() = alpha * (A.transpose() * B);
+    else if (!ta && tb) C.noalias() = alpha * (A * B.transpose());
+    else C.noalias() = alpha * (A.transpose() * B.transpose());
+  } else {
+    if (beta != T(1)) C *= beta;
+    if (!ta && !tb) C.noalias() += alpha * (A * B);
+    else if (ta && !tb) C.noalias() += alpha * (A.transpose() * B);
+    else if (!ta && tb) C.noalias() += alpha * (A * B.transpose());
+    else C.noalias() += alpha * (A.transpose() * B.transpose());
+  }
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  const char* op = "matmul";
+  TANDEM_CHECK(a.dim() == 2 && b.dim() == 2, op << ": needs 2-D operands, got " << shape_str(a.shape())
+                                                << " and " << shape_str(b.shape()));
+  check_same_dtype(op, a, b);
+  check_same_device(op, a, b);
+  int64_t m = ta ? a.size(1) : a.size(0);
+  int64_t k = ta ? a.size(0) : a.size(1);
+  int64_t kb = tb ? b.size(1) : b.size(0);
+  int64_t n = tb ? b.size(0) : b.size(1);
+  TANDEM_CHECK(k == kb, op << ": inner dimensions differ, " << shape_str(a.shape()) << (ta ? "^T" : "") << " x "
+                           << shape_str(b.shape()) << (tb ? "^T" : ""));
+  TANDEM_CHECK(c.dim() == 2 && c.size(0) == m && c.size(1) == n,
+               op << ": output " << shape_str(c.shape()) << " should be [" << m << ", " << n << "]");
+  check_same_dtype(op, a, c);
+  require_cpu(op, a);
+  dispatch_float(op, a.dtype(), [&]<typename T>() {
+    gemm_cpu<T>(a, ta, b, tb, c, static_cast<T>(alpha), static_cast<T>(beta));
+  });
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  TANDEM_CHECK(a.dim() == 2 && b.dim() == 2, "matmul: needs 2-D operands, got " << shape_str(a.shape())
+                                                 << " and " << shape_str(b.shape()));
+  int64_t m = ta ? a.size(1) : a.size(0);
+  int64_t n = tb ? b.size(0) : b.size(1);
+  Tensor c = Tensor::empty({m, n}, a.dtype(), a.device());
+  gemm(a, ta, b, tb, c, 1.0, 0.0);
+  return c;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,39 @@
+// Element types and the 16-bit float conversions.
+//
+// Contract: f32 is the working type; f64 exists on CPU for gradient checks; f16 and bf16
+// are storage types (conversion to and from float, round-to-nearest-even) used by the
+// compressed communication hooks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tandem {
+
+enum class DType : uint8_t { f32, f64, f16, bf16 };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+// 16-bit floats as plain bit patterns; arithmetic happens after conversion to float.
+struct Half {
+  uint16_t bits = 0;
+};
+struct BFloat16 {
+  uint16_t bits = 0;
+};
+
+uint16_t float_to_half_bits(float value);
+float half_bits_to_float(uint16_t bits);
+uint16_t float_to_bf16_bits(float value);
+float bf16_bits_to_float(uint16_t bits);
+
+// Maps a C++ element type to its DType.
+template <typename T> struct DTypeOf;
+template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
+template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
+template <> struct DTypeOf<Half> { static constexpr DType value = DType::f16; };
+template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::bf16; };
+
+}  // namespace tandem

@@ -1,0 +1,30 @@
+#include "runtime/error.h"
+
+#include <atomic>
+
+namespace tandem {
+
+namespace {
+std::atomic<int> g_rank{-1};
+
+std::string format(const char* file, int line, const std::string& message) {
+  std::string out = std::string(file) + ":" + std::to_string(line) + ": ";
+  int rank = g_rank.load();
+  if (rank >= 0) out += "[rank " + std::to_string(rank) + "] ";
+  return out + message;
+}
+}  // namespace
+
+Error::Error(const char* file, int line, const std::string& message)
+    : std::runtime_error(format(file, line, message)), file_(file), line_(line), message_(message) {}
+
+void set_process_rank(int rank) { g_rank.store(rank); }
+int process_rank() { return g_rank.load(); }
+
+namespace detail {
+void throw_error(const char* file, int line, const std::string& message) {
+  throw Error(file, line, message);
+}
+}  // namespace detail
+
+}  // namespace tandem

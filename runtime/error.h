@@ -1,0 +1,63 @@
+// Errors and checked calls.
+//
+// Contract: every failure tandem reports is a tandem::Error whose what() starts with
+// "file:line" and, once the process knows its rank, "[rank r]". Check macros wrap external
+// calls (MPI, CUDA, cuBLAS, NCCL) so the message names the call, the site and the rank.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace tandem {
+
+class Error : public std::runtime_error {
+ public:
+  Error(const char* file, int line, const std::string& message);
+  const std::string& message() const { return message_; }  // without the file:line prefix
+  const char* file() const { return file_; }
+  int line() const { return line_; }
+
+ private:
+  const char* file_;
+  int line_;
+  std::string message_;
+};
+
+// The rank this process has in the world group, or -1 before one is known. Set once by
+// the launch code; read by every error message.
+void set_process_rank(int rank);
+int process_rank();
+
+namespace detail {
+[[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+}  // namespace detail
+
+}  // namespace tandem
+
+// TANDEM_CHECK(cond, a << b << c): throws tandem::Error with the streamed message.
+#define TANDEM_CHECK(cond, msg)                                         \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      std::ostringstream tandem_check_os_;                              \
+      tandem_check_os_ << msg;                                          \
+      ::tandem::detail::throw_error(__FILE__, __LINE__, tandem_check_os_.str()); \
+    }                                                                   \
+  } while (0)
+
+#define TANDEM_FAIL(msg) TANDEM_CHECK(false, msg)
+
+// MPI: every call returns an int error code; MPI_SUCCESS is 0 in every implementation.
+#define TANDEM_CHECK_MPI(call)                                                  \
+  do {                                                                          \
+    int tandem_mpi_rc_ = (call);                                                \
+    if (tandem_mpi_rc_ != 0) {                                                  \
+      ::tandem::detail::throw_error(__FILE__, __LINE__,                         \
+          std::string("MPI call failed: ") + #call + " returned " +             \
+          ::tandem::detail::mpi_error_string(tandem_mpi_rc_));                  \
+    }                                                                           \
+  } while (0)
+
+namespace tandem::detail {
+std::string mpi_error_string(int code);  // defined with the MPI process group
+}  // namespace tandem::detail

@@ -1,0 +1,64 @@
+// Random numbers: seeded, counter-based, reproducible everywhere.
+//
+// Contract: a Generator is Philox4x32-10 keyed by a 64-bit seed; its whole state is
+// (seed, counter), so it can be checkpointed and restored exactly. Each block of the
+// counter gives four 32-bit words. Uniform fills use one word per element; normal fills
+// use Box-Muller on word pairs (four normals per block). Fills consume whole blocks, so
+// the numbers depend only on the seed and the sequence of fill calls, never on the
+// platform's standard library.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "runtime/tensor.h"
+
+namespace tandem {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0x5eed) : seed_(seed) {}
+
+  struct State {
+    uint64_t seed = 0;
+    uint64_t counter = 0;
+  };
+  State state() const { return {seed_, counter_}; }
+  void set_state(const State& s) {
+    seed_ = s.seed;
+    counter_ = s.counter;
+  }
+  void manual_seed(uint64_t seed) {
+    seed_ = seed;
+    counter_ = 0;
+  }
+
+  // The next block of four 32-bit words.
+  std::array<uint32_t, 4> next_block();
+
+  // Single draws (each consumes a whole block).
+  double uniform(double lo = 0.0, double hi = 1.0);
+  double normal(double mean = 0.0, double stddev = 1.0);
+  // An integer in [0, n).
+  uint64_t below(uint64_t n);
+
+ private:
+  uint64_t seed_;
+  uint64_t counter_ = 0;
+};
+
+// The process-wide generator used where none is passed.
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+// In-place fills of CPU f32/f64 tensors.
+void fill_uniform(Tensor& t, double lo, double hi, Generator& gen = default_generator());
+void fill_normal(Tensor& t, double mean, double stddev, Generator& gen = default_generator());
+
+// Philox word -> float in [0, 1) with 24 random bits (exact in float32), and the pair
+// transform used by fill_normal. Exposed so CUDA kernels can reproduce the same numbers.
+inline float uniform_from_word(uint32_t word) {
+  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
+}
+
+}  // namespace tandem

@@ -1,0 +1,45 @@
+// Storage: one allocation on one device, shared by every tensor that views it.
+//
+// Contract: Storage owns its bytes and frees them through the allocator of its device
+// when the last tensor viewing it goes away. Allocators are registered per device kind;
+// the CPU allocator (64-byte aligned) is always present, the CUDA one is registered by
+// CUDA builds.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "runtime/device.h"
+
+namespace tandem {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes, Device device) = 0;
+  virtual void deallocate(void* ptr, size_t bytes, Device device) = 0;
+};
+
+// Replaces the allocator for one device kind; the previous one must outlive its storages.
+void set_allocator(DeviceKind kind, Allocator* allocator);
+Allocator* allocator_for(DeviceKind kind);
+
+class Storage {
+ public:
+  Storage(size_t bytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Device device_;
+  Allocator* allocator_ = nullptr;
+};
+
+}  // namespace tandem
