@@ -1,0 +1,172 @@
+#include "autograd/engine.h"
+
+#include <algorithm>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/node.h"
+#include "kernels/elementwise.h"
+
+namespace tandem {
+
+namespace {
+
+std::vector<BackwardObserver*>& observers() {
+  static std::vector<BackwardObserver*> list;
+  return list;
+}
+
+struct Graph {
+  std::vector<std::shared_ptr<Node>> nodes;  // every reachable node, discovery order
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<std::shared_ptr<VariableImpl>> leaves;
+};
+
+void add_leaf_if_accumulator(const std::shared_ptr<Node>& node, Graph& g) {
+  if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) {
+    if (auto leaf = acc->leaf(); leaf && leaf->requires_grad) g.leaves.push_back(std::move(leaf));
+  }
+}
+
+// One walk over the graph reachable from `starts`: the nodes, their in-degree within it,
+// and the leaves.
+Graph discover(const std::vector<std::shared_ptr<Node>>& starts) {
+  Graph g;
+  std::unordered_set<Node*> seen;
+  std::vector<std::shared_ptr<Node>> stack;
+  for (const auto& s : starts) {
+    if (seen.insert(s.get()).second) {
+      stack.push_back(s);
+      g.nodes.push_back(s);
+      add_leaf_if_accumulator(s, g);
+    }
+  }
+  while (!stack.empty()) {
+    std::shared_ptr<Node> node = std::move(stack.back());
+    stack.pop_back();
+    for (const auto& next : node->next_edges()) {
+      if (!next) continue;
+      ++g.dependencies[next.get()];
+      if (seen.insert(next.get()).second) {
+        stack.push_back(next);
+        g.nodes.push_back(next);
+        add_leaf_if_accumulator(next, g);
+      }
+    }
+  }
+  return g;
+}
+
+std::shared_ptr<Node> root_node(const Variable& root, size_t index) {
+  TANDEM_CHECK(root.defined(), "backward: root " << index << " is an undefined Variable");
+  std::shared_ptr<Node> node = root.gradient_edge();
+  TANDEM_CHECK(node != nullptr, "backward: root " << index << " (" << root.data().str()
+                                                  << ") does not require grad and has no grad_fn");
+  return node;
+}
+
+struct NewestFirst {
+  bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
+    return a->sequence_nr() < b->sequence_nr();
+  }
+};
+
+void accumulate(std::unordered_map<Node*, Tensor>& buffers, Node* node, Tensor grad) {
+  Tensor& slot = buffers[node];
+  if (!slot.defined()) {
+    slot = std::move(grad);
+  } else if (slot.storage().use_count() == 1) {
+    kernels::add_(slot, grad);
+  } else {
+    slot = kernels::add(slot, grad);  // never write into a tensor someone else holds
+  }
+}
+
+}  // namespace
+
+void Engine::add_observer(BackwardObserver* observer) { observers().push_back(observer); }
+
+void Engine::remove_observer(BackwardObserver* observer) {
+  auto& list = observers();
+  list.erase(std::remove(list.begin(), list.end(), observer), list.end());
+}
+
+void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  TANDEM_CHECK(!roots.empty(), "backward: no roots given");
+  TANDEM_CHECK(grads.size() == roots.size(), "backward: " << roots.size() << " roots but " << grads.size()
+                                                          << " seed gradients");
+  std::vector<std::shared_ptr<Node>> starts;
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    starts.push_back(root_node(roots[i], i));
+    const Tensor& data = roots[i].data();
+    if (grads[i].defined()) {
+      TANDEM_CHECK(grads[i].shape() == data.shape(), "backward: seed gradient " << grads[i].str()
+                                                                                << " does not match root " << data.str());
+      seeds.push_back(grads[i].clone());
+    } else {
+      TANDEM_CHECK(data.numel() == 1, "backward: root " << data.str()
+                                                        << " is not a scalar; pass a seed gradient of its shape");
+      seeds.push_back(Tensor::ones(data.shape(), data.dtype(), data.device()));
+    }
+  }
+
+  Graph graph = discover(starts);
+  BackwardPass pass;
+  pass.roots_ = roots;
+  pass.leaves_ = std::move(graph.leaves);
+  std::vector<BackwardObserver*> watching = observers();
+  for (BackwardObserver* o : watching) o->on_backward_begin(pass);
+
+  try {
+    std::unordered_map<Node*, Tensor> buffers;
+    for (size_t i = 0; i < starts.size(); ++i) accumulate(buffers, starts[i].get(), seeds[i]);
+    std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, NewestFirst> ready;
+    std::unordered_set<Node*> queued;
+    for (const auto& s : starts) {
+      if (graph.dependencies[s.get()] == 0 && queued.insert(s.get()).second) ready.push(s);
+    }
+    while (!ready.empty()) {
+      std::shared_ptr<Node> node = ready.top();
+      ready.pop();
+      Tensor grad;
+      if (auto it = buffers.find(node.get()); it != buffers.end()) {
+        grad = std::move(it->second);
+        buffers.erase(it);
+      }
+      std::vector<Tensor> outputs;
+      if (grad.defined() || dynamic_cast<AccumulateGrad*>(node.get()) != nullptr) {
+        outputs = node->apply(grad);
+      }
+      const auto& edges = node->next_edges();
+      for (size_t i = 0; i < edges.size(); ++i) {
+        if (!edges[i]) continue;
+        if (i < outputs.size() && outputs[i].defined()) accumulate(buffers, edges[i].get(), std::move(outputs[i]));
+        if (--graph.dependencies[edges[i].get()] == 0) ready.push(edges[i]);
+      }
+    }
+  } catch (...) {
+    pass.ok = false;
+    for (BackwardObserver* o : watching) o->on_backward_end(pass);
+    throw;
+  }
+  if (!retain_graph) {
+    for (const auto& node : graph.nodes) node->release();
+  }
+  for (BackwardObserver* o : watching) o->on_backward_end(pass);
+}
+
+std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const std::vector<Variable>& roots) {
+  std::vector<std::shared_ptr<Node>> starts;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (auto node = roots[i].defined() ? roots[i].gradient_edge() : nullptr) starts.push_back(std::move(node));
+  }
+  return discover(starts).leaves;
+}
+
+void backward(const std::vector<Variable>& roots, bool retain_graph) {
+  Engine::backward(roots, std::vector<Tensor>(roots.size()), retain_graph);
+}
+
+}  // namespace tandem

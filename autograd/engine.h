@@ -1,0 +1,59 @@
+// The backward engine and its two seams for the Reducer.
+//
+// Contract:
+// - backward(roots, grads, retain_graph) visits only the nodes reachable from the roots,
+//   newest first among the ready ones (a reverse topological order), summing the
+//   gradients that reach a node before running it, so every node -- and every leaf's
+//   accumulator and its grad-ready hooks -- runs exactly once per backward.
+// - Before any gradient is computed, every registered BackwardObserver gets
+//   on_backward_begin with a BackwardPass that lists the leaves reachable from the roots
+//   (found in the same walk that counts dependencies, so the cost is proportional to the
+//   reachable graph). After the last node, observers get on_backward_end (also when the
+//   backward throws, with `ok` false).
+// - Without retain_graph every visited node is released after the backward.
+// - reachable_leaves(roots) answers the same question without running a backward (for
+//   an explicit prepare_for_backward).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "autograd/variable.h"
+
+namespace tandem {
+
+class BackwardPass {
+ public:
+  // Leaves reachable from the roots that require grad, in discovery order, no duplicates.
+  const std::vector<std::shared_ptr<VariableImpl>>& reachable_leaves() const { return leaves_; }
+  const std::vector<Variable>& roots() const { return roots_; }
+  bool ok = true;  // set false for on_backward_end when the backward failed
+
+ private:
+  friend class Engine;
+  std::vector<Variable> roots_;
+  std::vector<std::shared_ptr<VariableImpl>> leaves_;
+};
+
+class BackwardObserver {
+ public:
+  virtual ~BackwardObserver() = default;
+  virtual void on_backward_begin(const BackwardPass& pass) = 0;
+  virtual void on_backward_end(const BackwardPass& pass) = 0;
+};
+
+class Engine {
+ public:
+  static void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,
+                       bool retain_graph = false);
+  // Observers are not owned; remove them before they are destroyed.
+  static void add_observer(BackwardObserver* observer);
+  static void remove_observer(BackwardObserver* observer);
+};
+
+std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const std::vector<Variable>& roots);
+
+// backward for several roots at once (e.g. two losses), each with a scalar seed of 1.
+void backward(const std::vector<Variable>& roots, bool retain_graph = false);
+
+}  // namespace tandem

@@ -1,0 +1,79 @@
+// Nodes of the backward graph.
+//
+// Contract:
+// - Every differentiable op that runs while grad mode is on and has an input requiring
+//   grad records one Node. A node has exactly one output (its result variable) and one
+//   edge per input: the input's grad_fn, its leaf accumulator, or null when that input
+//   needs no gradient.
+// - apply(grad_output) returns one gradient per edge (undefined where the edge is null or
+//   needs_input_grad is false).
+// - sequence_nr increases with creation; the engine runs ready nodes newest first, which
+//   is the reverse of the forward order.
+// - release() frees what the node saved for backward; applying a released node throws an
+//   error telling the user to pass retain_graph.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+
+namespace tandem {
+
+class Node {
+ public:
+  Node();
+  virtual ~Node() = default;
+
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  virtual std::string name() const = 0;
+  virtual void release() {}
+  virtual bool released() const { return false; }
+
+  const std::vector<std::shared_ptr<Node>>& next_edges() const { return next_edges_; }
+  std::vector<std::shared_ptr<Node>>& next_edges() { return next_edges_; }
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  bool needs_input_grad(size_t i) const { return i < next_edges_.size() && next_edges_[i] != nullptr; }
+
+ private:
+  std::vector<std::shared_ptr<Node>> next_edges_;
+  uint64_t sequence_nr_;
+};
+
+// The node of an op, with its backward as a closure. What the closure captures is what
+// the node saved; release() drops the closure.
+class FunctionNode final : public Node {
+ public:
+  // backward(grad_output, node) -> one gradient per input; it may consult
+  // node.needs_input_grad(i) to skip work.
+  using Backward = std::function<std::vector<Tensor>(const Tensor&, const FunctionNode&)>;
+
+  FunctionNode(std::string name, Backward backward) : name_(std::move(name)), backward_(std::move(backward)) {}
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  std::string name() const override { return name_; }
+  void release() override { backward_ = nullptr; }
+  bool released() const override { return !backward_; }
+
+ private:
+  std::string name_;
+  Backward backward_;
+};
+
+// The sink of a leaf: adds the incoming gradient into the leaf's grad, then fires the
+// leaf's grad-ready hooks.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::weak_ptr<VariableImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  // The leaf, or null if it no longer exists.
+  std::shared_ptr<VariableImpl> leaf() const { return leaf_.lock(); }
+
+ private:
+  std::weak_ptr<VariableImpl> leaf_;
+};
+
+}  // namespace tandem

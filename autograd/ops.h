@@ -1,0 +1,79 @@
+// Differentiable ops on Variables. Each runs its kernel and records a node (see
+// function.h); gradients are those of kernels/ (each kernel's backward sits beside it).
+//
+// Contract: shapes follow the kernels' contracts; shape, dtype or device mismatches throw
+// an Error naming the op and both shapes. Reductions return 0-d Variables.
+#pragma once
+
+#include <vector>
+
+#include "autograd/variable.h"
+#include "kernels/conv.h"
+
+namespace tandem {
+
+// Factories (leaves, no history).
+Variable zeros(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
+Variable ones(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
+Variable randn(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);  // default generator
+Variable tensor(const Shape& shape, const std::vector<double>& values, bool requires_grad = false,
+                DType dtype = DType::f32);
+
+// Linear algebra.
+Variable matmul(const Variable& a, const Variable& b, bool transpose_a = false, bool transpose_b = false);
+// x [N, in] * weight [out, in]^T + bias [out] (bias may be undefined).
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+
+// Elementwise (same shapes).
+Variable add(const Variable& a, const Variable& b);
+Variable sub(const Variable& a, const Variable& b);
+Variable mul(const Variable& a, const Variable& b);
+Variable neg(const Variable& a);
+Variable scale(const Variable& a, double s);
+Variable add_scalar(const Variable& a, double s);
+Variable square(const Variable& a);
+Variable add_bias(const Variable& x, const Variable& bias);  // bias [C] over axis 1
+
+// Reductions.
+Variable sum(const Variable& x);
+Variable mean(const Variable& x);
+Variable sum(const Variable& x, int64_t axis, bool keepdim = false);
+Variable mean(const Variable& x, int64_t axis, bool keepdim = false);
+
+// Activations.
+Variable relu(const Variable& x);
+Variable leaky_relu(const Variable& x, double slope = 0.2);
+Variable tanh(const Variable& x);
+Variable sigmoid(const Variable& x);
+Variable softplus(const Variable& x);
+
+// Losses (elementwise; reduce with mean()).
+Variable bce_with_logits(const Variable& logits, const Variable& targets);
+
+// Shape.
+Variable reshape(const Variable& x, const Shape& shape);
+Variable flatten(const Variable& x);  // [N, ...] -> [N, prod(...)]
+Variable concat(const std::vector<Variable>& parts, int64_t axis);
+Variable slice(const Variable& x, int64_t axis, int64_t start, int64_t length);
+
+// Convolution, normalisation, resampling (NCHW).
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, const kernels::Conv2dParams& p);
+Variable conv_transpose2d(const Variable& x, const Variable& weight, const Variable& bias,
+                          const kernels::Conv2dParams& p);
+// Training mode updates running_mean/running_var (buffers) in place; eval mode uses them.
+Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta, Tensor& running_mean,
+                    Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+Variable upsample_nearest2x(const Variable& x);
+Variable avg_pool2x(const Variable& x);
+
+// Operators.
+inline Variable operator+(const Variable& a, const Variable& b) { return add(a, b); }
+inline Variable operator-(const Variable& a, const Variable& b) { return sub(a, b); }
+inline Variable operator*(const Variable& a, const Variable& b) { return mul(a, b); }
+inline Variable operator-(const Variable& a) { return neg(a); }
+inline Variable operator*(double s, const Variable& a) { return scale(a, s); }
+inline Variable operator*(const Variable& a, double s) { return scale(a, s); }
+inline Variable operator+(const Variable& a, double s) { return add_scalar(a, s); }
+inline Variable operator-(const Variable& a, double s) { return add_scalar(a, -s); }
+
+}  // namespace tandem

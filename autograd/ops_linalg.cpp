@@ -1,0 +1,32 @@
+#include "autograd/function.h"
+#include "autograd/ops.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+
+namespace tandem {
+
+Variable matmul(const Variable& a, const Variable& b, bool ta, bool tb) {
+  Tensor out = kernels::matmul(a.data(), b.data(), ta, tb);
+  return make_result(out, "matmul", {a, b},
+                     [A = a.data(), B = b.data(), ta, tb](const Tensor& g, const FunctionNode& node) {
+                       // C = op(A) op(B): dA = g op(B)^T (transposed back if A was), dB likewise.
+                       Tensor ga, gb;
+                       if (node.needs_input_grad(0)) {
+                         ga = ta ? kernels::matmul(B, g, tb, true) : kernels::matmul(g, B, false, !tb);
+                       }
+                       if (node.needs_input_grad(1)) {
+                         gb = tb ? kernels::matmul(g, A, true, ta) : kernels::matmul(A, g, !ta, false);
+                       }
+                       return std::vector<Tensor>{ga, gb};
+                     });
+}
+
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  TANDEM_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
+               "linear: input " << shape_str(x.shape()) << " does not match weight " << shape_str(weight.shape())
+                                << " (expected [N, " << (weight.dim() == 2 ? weight.size(1) : -1) << "])");
+  Variable y = matmul(x, weight, false, true);
+  return bias.defined() ? add_bias(y, bias) : y;
+}
+
+}  // namespace tandem

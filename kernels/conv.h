@@ -1,0 +1,33 @@
+// 2-D convolution and transposed convolution (NCHW), by im2col + GEMM.
+//
+// Contract:
+// conv2d: x [N, C, H, W], weight [O, C, kh, kw] -> [N, O, Ho, Wo] with
+//   Ho = (H + 2p - kh) / s + 1. No bias here (add_bias does that).
+// conv_transpose2d: x [N, C, H, W], weight [C, O, kh, kw] -> [N, O, Ho, Wo] with
+//   Ho = (H - 1) s - 2p + kh + output_padding. It is the adjoint of conv2d.
+// Each has backward_input and backward_weight. Shape errors name the op and both shapes.
+#pragma once
+
+#include "runtime/tensor.h"
+
+namespace tandem::kernels {
+
+struct Conv2dParams {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t output_padding = 0;  // conv_transpose2d only
+};
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p);
+Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
+                             const Conv2dParams& p);
+Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+                              const Conv2dParams& p);
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p);
+Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
+                                       const Conv2dParams& p);
+Tensor conv_transpose2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+                                        const Conv2dParams& p);
+
+}  // namespace tandem::kernels

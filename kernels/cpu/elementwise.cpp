@@ -1,0 +1,142 @@
+// Elementwise kernels: plain loops the compiler vectorises.
+#include "kernels/elementwise.h"
+
+#include <cmath>
+
+#include "kernels/dispatch.h"
+
+namespace tandem::kernels {
+
+namespace {
+
+void check_binary(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a, "first operand");
+  check_defined(op, b, "second operand");
+  check_same_shape(op, a, b);
+  check_same_dtype(op, a, b);
+  check_same_device(op, a, b);
+  require_cpu(op, a);
+}
+
+template <typename F>
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f) {
+  check_binary(op, a, b);
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  dispatch_float(op, a.dtype(), [&]<typename T>() {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = a.numel(); i < n; ++i) po[i] = f(pa[i], pb[i]);
+  });
+  return out;
+}
+
+template <typename F>
+Tensor unary(const char* op, const Tensor& a, F f) {
+  check_defined(op, a, "operand");
+  require_cpu(op, a);
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  dispatch_float(op, a.dtype(), [&]<typename T>() {
+    const T* pa = a.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = a.numel(); i < n; ++i) po[i] = f(pa[i]);
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary("add", a, b, [](auto x, auto y) { return x + y; }); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", a, b, [](auto x, auto y) { return x - y; }); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", a, b, [](auto x, auto y) { return x * y; }); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary("div", a, b, [](auto x, auto y) { return x / y; }); }
+Tensor neg(const Tensor& a) { return unary("neg", a, [](auto x) { return -x; }); }
+Tensor square(const Tensor& a) { return unary("square", a, [](auto x) { return x * x; }); }
+Tensor sqrt(const Tensor& a) { return unary("sqrt", a, [](auto x) { return std::sqrt(x); }); }
+Tensor exp(const Tensor& a) { return unary("exp", a, [](auto x) { return std::exp(x); }); }
+Tensor log(const Tensor& a) { return unary("log", a, [](auto x) { return std::log(x); }); }
+
+Tensor scale(const Tensor& a, double s) {
+  return unary("scale", a, [s](auto x) { return static_cast<decltype(x)>(s) * x; });
+}
+
+Tensor add_scalar(const Tensor& a, double s) {
+  return unary("add_scalar", a, [s](auto x) { return x + static_cast<decltype(x)>(s); });
+}
+
+void scale_(Tensor& a, double s) {
+  check_defined("scale_", a, "operand");
+  require_cpu("scale_", a);
+  dispatch_float("scale_", a.dtype(), [&]<typename T>() {
+    T* p = a.data<T>();
+    T f = static_cast<T>(s);
+    for (int64_t i = 0, n = a.numel(); i < n; ++i) p[i] *= f;
+  });
+}
+
+void axpy_(Tensor& y, double alpha, const Tensor& x) {
+  check_binary("axpy_", y, x);
+  dispatch_float("axpy_", y.dtype(), [&]<typename T>() {
+    T* py = y.data<T>();
+    const T* px = x.data<T>();
+    T a = static_cast<T>(alpha);
+    for (int64_t i = 0, n = y.numel(); i < n; ++i) py[i] += a * px[i];
+  });
+}
+
+void add_(Tensor& y, const Tensor& x) {
+  check_binary("add_", y, x);
+  dispatch_float("add_", y.dtype(), [&]<typename T>() {
+    T* py = y.data<T>();
+    const T* px = x.data<T>();
+    for (int64_t i = 0, n = y.numel(); i < n; ++i) py[i] += px[i];
+  });
+}
+
+Tensor add_bias(const Tensor& x, const Tensor& bias) {
+  const char* op = "add_bias";
+  check_defined(op, x, "input");
+  check_defined(op, bias, "bias");
+  TANDEM_CHECK(x.dim() >= 2 && bias.dim() == 1 && bias.size(0) == x.size(1),
+               op << ": bias " << shape_str(bias.shape()) << " does not match channels (axis 1) of input "
+                  << shape_str(x.shape()));
+  check_same_dtype(op, x, bias);
+  check_same_device(op, x, bias);
+  require_cpu(op, x);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  int64_t n = x.size(0), c = x.size(1), inner = x.numel() / (n * c == 0 ? 1 : n * c);
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pb = bias.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        int64_t base = (i * c + j) * inner;
+        for (int64_t k = 0; k < inner; ++k) po[base + k] = px[base + k] + pb[j];
+      }
+  });
+  return out;
+}
+
+Tensor bias_grad(const Tensor& grad) {
+  const char* op = "bias_grad";
+  check_defined(op, grad, "gradient");
+  TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
+  require_cpu(op, grad);
+  int64_t n = grad.size(0), c = grad.size(1), inner = grad.numel() / (n * c == 0 ? 1 : n * c);
+  Tensor out = Tensor::zeros({c}, grad.dtype(), grad.device());
+  dispatch_float(op, grad.dtype(), [&]<typename T>() {
+    const T* pg = grad.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        const T* row = pg + (i * c + j) * inner;
+        T s = 0;
+        for (int64_t k = 0; k < inner; ++k) s += row[k];
+        po[j] += s;
+      }
+  });
+  return out;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,32 @@
+// Elementwise arithmetic on same-shape tensors (float32/float64, one device).
+//
+// Contract: binary ops require equal shapes, dtypes and devices and throw an Error naming
+// the op and both shapes otherwise. Functions ending in `_` write into their first
+// argument; the others return a new tensor.
+#pragma once
+
+#include "runtime/tensor.h"
+
+namespace tandem::kernels {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& a);
+Tensor scale(const Tensor& a, double s);                // s * a
+Tensor add_scalar(const Tensor& a, double s);           // a + s
+void scale_(Tensor& a, double s);                       // a *= s
+void axpy_(Tensor& y, double alpha, const Tensor& x);   // y += alpha * x
+void add_(Tensor& y, const Tensor& x);                  // y += x
+Tensor square(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+
+// x: [N, C, ...]; bias: [C]. Adds bias[c] to every element of channel c (axis 1).
+Tensor add_bias(const Tensor& x, const Tensor& bias);
+// The gradient of add_bias with respect to bias: sums grad over every axis except 1.
+Tensor bias_grad(const Tensor& grad);
+
+}  // namespace tandem::kernels
