@@ -1,0 +1,54 @@
+#include "autograd/function.h"
+#include "autograd/ops.h"
+#include "kernels/shape_ops.h"
+
+namespace tandem {
+
+Variable reshape(const Variable& x, const Shape& shape) {
+  TANDEM_CHECK(shape_numel(shape) == x.numel(),
+               "reshape: cannot reshape " << shape_str(x.shape()) << " to " << shape_str(shape) << " ("
+                                          << x.numel() << " vs " << shape_numel(shape) << " elements)");
+  return make_result(x.data().view(shape), "reshape", {x}, [in = x.shape()](const Tensor& g, const FunctionNode&) {
+    return std::vector<Tensor>{g.view(in)};
+  });
+}
+
+Variable flatten(const Variable& x) {
+  TANDEM_CHECK(x.dim() >= 1, "flatten: needs [N, ...], got " << shape_str(x.shape()));
+  int64_t n = x.size(0);
+  int64_t rest = 1;
+  for (int64_t i = 1; i < x.dim(); ++i) rest *= x.size(i);
+  return reshape(x, {n, rest});
+}
+
+Variable concat(const std::vector<Variable>& parts, int64_t axis) {
+  std::vector<Tensor> data;
+  data.reserve(parts.size());
+  for (const Variable& p : parts) {
+    TANDEM_CHECK(p.defined(), "concat: undefined part");
+    data.push_back(p.data());
+  }
+  Tensor out = kernels::concat(data, axis);
+  int64_t a = axis < 0 ? axis + out.dim() : axis;
+  std::vector<int64_t> sizes;
+  sizes.reserve(parts.size());
+  for (const Variable& p : parts) sizes.push_back(p.size(a));
+  return make_result(out, "concat", parts, [a, sizes](const Tensor& g, const FunctionNode& n) {
+    std::vector<Tensor> grads(sizes.size());
+    int64_t start = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (n.needs_input_grad(i)) grads[i] = kernels::slice(g, a, start, sizes[i]);
+      start += sizes[i];
+    }
+    return grads;
+  });
+}
+
+Variable slice(const Variable& x, int64_t axis, int64_t start, int64_t length) {
+  return make_result(kernels::slice(x.data(), axis, start, length), "slice", {x},
+                     [shape = x.shape(), axis, start](const Tensor& g, const FunctionNode&) {
+                       return std::vector<Tensor>{kernels::slice_backward(g, shape, axis, start)};
+                     });
+}
+
+}  // namespace tandem

@@ -1,0 +1,101 @@
+// Activation kernels: plain loops. Sigmoid and softplus branch on the sign of x so that
+// exp() only ever sees a non-positive argument and cannot overflow.
+#include "kernels/activation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/dispatch.h"
+
+namespace tandem::kernels {
+
+namespace {
+
+template <typename T>
+T stable_sigmoid(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+template <typename T>
+T stable_softplus(T x) {
+  return std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x)));
+}
+
+template <typename F>
+Tensor unary(const char* op, const Tensor& x, F f) {
+  check_defined(op, x, "input");
+  require_cpu(op, x);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = f(px[i]);
+  });
+  return out;
+}
+
+// out[i] = f(grad[i], saved[i]), where saved is the forward's input or output.
+template <typename F>
+Tensor backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
+  check_defined(op, grad, "gradient");
+  check_defined(op, saved, "saved tensor");
+  check_same_shape(op, grad, saved);
+  check_same_dtype(op, grad, saved);
+  check_same_device(op, grad, saved);
+  require_cpu(op, grad);
+  Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
+  dispatch_float(op, grad.dtype(), [&]<typename T>() {
+    const T* pg = grad.data<T>();
+    const T* ps = saved.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = grad.numel(); i < n; ++i) po[i] = f(pg[i], ps[i]);
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) {
+  return unary("relu", x, [](auto v) { return v > decltype(v)(0) ? v : decltype(v)(0); });
+}
+
+Tensor relu_backward(const Tensor& grad, const Tensor& x) {
+  return backward("relu_backward", grad, x, [](auto g, auto v) { return v > decltype(v)(0) ? g : decltype(g)(0); });
+}
+
+Tensor leaky_relu(const Tensor& x, double slope) {
+  return unary("leaky_relu", x, [slope](auto v) { return v > decltype(v)(0) ? v : static_cast<decltype(v)>(slope) * v; });
+}
+
+Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
+  return backward("leaky_relu_backward", grad, x,
+                  [slope](auto g, auto v) { return v > decltype(v)(0) ? g : static_cast<decltype(g)>(slope) * g; });
+}
+
+Tensor tanh(const Tensor& x) {
+  return unary("tanh", x, [](auto v) { return std::tanh(v); });
+}
+
+Tensor tanh_backward(const Tensor& grad, const Tensor& y) {
+  return backward("tanh_backward", grad, y, [](auto g, auto v) { return g * (decltype(v)(1) - v * v); });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  return unary("sigmoid", x, [](auto v) { return stable_sigmoid(v); });
+}
+
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& y) {
+  return backward("sigmoid_backward", grad, y, [](auto g, auto v) { return g * v * (decltype(v)(1) - v); });
+}
+
+Tensor softplus(const Tensor& x) {
+  return unary("softplus", x, [](auto v) { return stable_softplus(v); });
+}
+
+Tensor softplus_backward(const Tensor& grad, const Tensor& x) {
+  return backward("softplus_backward", grad, x, [](auto g, auto v) { return g * stable_sigmoid(v); });
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,307 @@
+// Convolution by im2col + GEMM. Three kernels do the work (forward, input gradient, weight
+// gradient of conv2d); conv_transpose2d is conv2d's adjoint, so its entry points call the
+// same three with the roles of input and output swapped.
+//
+// Several samples share one im2col buffer of shape [K, nb * L] (K = C kh kw, L = Ho Wo)
+// so each GEMM is wide enough to run near peak even on 7x7 feature maps; the [O, nb * L]
+// result is then scattered back to NCHW.
+#include "kernels/conv.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "kernels/dispatch.h"
+#include "kernels/gemm.h"
+
+namespace tandem::kernels {
+
+namespace {
+
+// Bounds the shared im2col buffer (elements) so large batches do not allocate without limit.
+constexpr int64_t kMaxColumnElements = int64_t{1} << 22;
+
+// The geometry of one conv2d: input [n, c, h, w] -> output [n, o, ho, wo].
+struct Geometry {
+  int64_t n, c, h, w;
+  int64_t o, kh, kw;
+  int64_t ho, wo;
+  int64_t stride, padding;
+
+  int64_t k() const { return c * kh * kw; }
+  int64_t l() const { return ho * wo; }
+  // Samples per GEMM: as many as fit in the column buffer, at least one.
+  int64_t chunk() const { return std::clamp<int64_t>(kMaxColumnElements / std::max<int64_t>(1, k() * l()), 1, n); }
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The output positions [lo, hi) whose input coordinate o * stride + offset lies in [0, in_size).
+void valid_range(int64_t out_size, int64_t in_size, int64_t stride, int64_t offset, int64_t& lo, int64_t& hi) {
+  lo = offset >= 0 ? 0 : ceil_div(-offset, stride);
+  hi = in_size - offset <= 0 ? 0 : std::min(out_size, ceil_div(in_size - offset, stride));
+  lo = std::min(lo, hi);
+}
+
+// Writes the patches of one sample x [c, h, w] into columns [0, l) of col, whose rows are
+// (channel, ki, kj) and are `ld` elements apart.
+template <typename T>
+void im2col(const T* x, const Geometry& g, T* col, int64_t ld) {
+  for (int64_t ch = 0; ch < g.c; ++ch)
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      int64_t oh_lo, oh_hi;
+      valid_range(g.ho, g.h, g.stride, ki - g.padding, oh_lo, oh_hi);
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        T* row = col + ((ch * g.kh + ki) * g.kw + kj) * ld;
+        int64_t ow_lo, ow_hi;
+        valid_range(g.wo, g.w, g.stride, kj - g.padding, ow_lo, ow_hi);
+        std::fill(row, row + oh_lo * g.wo, T(0));
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+          const T* src = x + (ch * g.h + oh * g.stride + ki - g.padding) * g.w + kj - g.padding;
+          T* dst = row + oh * g.wo;
+          for (int64_t ow = 0; ow < ow_lo; ++ow) dst[ow] = T(0);
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] = src[ow * g.stride];
+          for (int64_t ow = ow_hi; ow < g.wo; ++ow) dst[ow] = T(0);
+        }
+        std::fill(row + oh_hi * g.wo, row + g.l(), T(0));
+      }
+    }
+}
+
+// The adjoint of im2col: adds each column entry back into the sample dx [c, h, w].
+template <typename T>
+void col2im(const T* col, int64_t ld, const Geometry& g, T* dx) {
+  for (int64_t ch = 0; ch < g.c; ++ch)
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      int64_t oh_lo, oh_hi;
+      valid_range(g.ho, g.h, g.stride, ki - g.padding, oh_lo, oh_hi);
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const T* row = col + ((ch * g.kh + ki) * g.kw + kj) * ld;
+        int64_t ow_lo, ow_hi;
+        valid_range(g.wo, g.w, g.stride, kj - g.padding, ow_lo, ow_hi);
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+          T* dst = dx + (ch * g.h + oh * g.stride + ki - g.padding) * g.w + kj - g.padding;
+          const T* src = row + oh * g.wo;
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow * g.stride] += src[ow];
+        }
+      }
+    }
+}
+
+// y [n0 + i, :, :] <- buf [:, i * l : (i + 1) * l] for i < count, and the reverse.
+template <typename T>
+void scatter_rows(const T* buf, int64_t rows, int64_t count, int64_t l, T* y) {
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(buf + r * count * l + i * l, l, y + (i * rows + r) * l);
+}
+
+template <typename T>
+void gather_rows(const T* y, int64_t rows, int64_t count, int64_t l, T* buf) {
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(y + (i * rows + r) * l, l, buf + r * count * l + i * l);
+}
+
+// y [n, o, ho, wo] = conv(x [n, c, h, w], weight [o, c, kh, kw]).
+template <typename T>
+void forward_impl(const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk();
+  Tensor w2 = weight.view({g.o, k});
+  Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
+  Tensor out = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+    const int64_t count = std::min(nb, g.n - n0);
+    Tensor cols = col.view_range(0, {k, count * l});
+    for (int64_t i = 0; i < count; ++i)
+      im2col(px + (n0 + i) * g.c * g.h * g.w, g, cols.data<T>() + i * l, count * l);
+    if (count == 1) {
+      Tensor dst = y.view_range(n0 * g.o * l, {g.o, l});
+      gemm(w2, false, cols, false, dst);
+    } else {
+      Tensor dst = out.view_range(0, {g.o, count * l});
+      gemm(w2, false, cols, false, dst);
+      scatter_rows(dst.data<T>(), g.o, count, l, py + n0 * g.o * l);
+    }
+  }
+}
+
+// dx [n, c, h, w] = conv^T(grad [n, o, ho, wo], weight [o, c, kh, kw]).
+template <typename T>
+void backward_input_impl(const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk();
+  Tensor w2 = weight.view({g.o, k});
+  Tensor col = Tensor::empty({k, nb * l}, grad.dtype(), grad.device());
+  Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, grad.dtype(), grad.device()) : Tensor();
+  dx.zero_();
+  T* pdx = dx.data<T>();
+  for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+    const int64_t count = std::min(nb, g.n - n0);
+    Tensor gs;
+    if (count == 1) {
+      gs = grad.view_range(n0 * g.o * l, {g.o, l});
+    } else {
+      gs = gbuf.view_range(0, {g.o, count * l});
+      gather_rows(grad.data<T>() + n0 * g.o * l, g.o, count, l, gs.data<T>());
+    }
+    Tensor cols = col.view_range(0, {k, count * l});
+    gemm(w2, true, gs, false, cols);
+    for (int64_t i = 0; i < count; ++i)
+      col2im(cols.data<T>() + i * l, count * l, g, pdx + (n0 + i) * g.c * g.h * g.w);
+  }
+}
+
+// dweight [o, c, kh, kw] = sum over samples of grad [o, l] x im2col(x)^T.
+template <typename T>
+void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk();
+  Tensor dw2 = dweight.view({g.o, k});
+  Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
+  Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
+  const T* px = x.data<T>();
+  for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+    const int64_t count = std::min(nb, g.n - n0);
+    Tensor gs;
+    if (count == 1) {
+      gs = grad.view_range(n0 * g.o * l, {g.o, l});
+    } else {
+      gs = gbuf.view_range(0, {g.o, count * l});
+      gather_rows(grad.data<T>() + n0 * g.o * l, g.o, count, l, gs.data<T>());
+    }
+    Tensor cols = col.view_range(0, {k, count * l});
+    for (int64_t i = 0; i < count; ++i)
+      im2col(px + (n0 + i) * g.c * g.h * g.w, g, cols.data<T>() + i * l, count * l);
+    gemm(gs, false, cols, true, dw2, 1.0, n0 == 0 ? 0.0 : 1.0);
+  }
+  if (g.n == 0) dweight.zero_();
+}
+
+void check_operands(const char* op, const Tensor& a, const char* a_what, const Tensor& b, const char* b_what) {
+  check_defined(op, a, a_what);
+  check_defined(op, b, b_what);
+  TANDEM_CHECK(a.dim() == 4 && b.dim() == 4, op << ": needs 4-D " << a_what << " and " << b_what << ", got "
+                                                << shape_str(a.shape()) << " and " << shape_str(b.shape()));
+  check_same_dtype(op, a, b);
+  check_same_device(op, a, b);
+  require_cpu(op, a);
+}
+
+void check_params(const char* op, const Conv2dParams& p, bool transposed) {
+  TANDEM_CHECK(p.stride >= 1 && p.padding >= 0,
+               op << ": stride " << p.stride << " and padding " << p.padding << " must be >= 1 and >= 0");
+  if (transposed) {
+    TANDEM_CHECK(p.output_padding >= 0 && p.output_padding < p.stride,
+                 op << ": output_padding " << p.output_padding << " must be in [0, stride " << p.stride << ")");
+  } else {
+    TANDEM_CHECK(p.output_padding == 0, op << ": output_padding " << p.output_padding
+                                           << " applies to conv_transpose2d only");
+  }
+}
+
+// conv2d geometry for input shape x and weight shape [o, c, kh, kw].
+Geometry conv_geometry(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
+  TANDEM_CHECK(x.size() == 4 && w.size() == 4, op << ": needs 4-D input and weight, got " << shape_str(x)
+                                                  << " and " << shape_str(w));
+  TANDEM_CHECK(x[1] == w[1], op << ": input " << shape_str(x) << " has " << x[1] << " channels but weight "
+                                << shape_str(w) << " expects " << w[1]);
+  Geometry g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p.stride, p.padding};
+  TANDEM_CHECK(g.h + 2 * g.padding >= g.kh && g.w + 2 * g.padding >= g.kw && g.kh > 0 && g.kw > 0,
+               op << ": kernel of weight " << shape_str(w) << " does not fit input " << shape_str(x)
+                  << " with padding " << g.padding);
+  g.ho = (g.h + 2 * g.padding - g.kh) / g.stride + 1;
+  g.wo = (g.w + 2 * g.padding - g.kw) / g.stride + 1;
+  return g;
+}
+
+// The conv2d whose adjoint is conv_transpose2d(x [n, c, h, w], weight [c, o, kh, kw]):
+// it maps the transposed conv's output [n, o, ho, wo] back to [n, c, h, w].
+Geometry transpose_geometry(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
+  TANDEM_CHECK(x.size() == 4 && w.size() == 4, op << ": needs 4-D input and weight, got " << shape_str(x)
+                                                  << " and " << shape_str(w));
+  TANDEM_CHECK(x[1] == w[0], op << ": input " << shape_str(x) << " has " << x[1] << " channels but weight "
+                                << shape_str(w) << " expects " << w[0]);
+  TANDEM_CHECK(w[2] > 0 && w[3] > 0, op << ": empty kernel in weight " << shape_str(w));
+  int64_t ho = (x[2] - 1) * p.stride - 2 * p.padding + w[2] + p.output_padding;
+  int64_t wo = (x[3] - 1) * p.stride - 2 * p.padding + w[3] + p.output_padding;
+  TANDEM_CHECK(ho > 0 && wo > 0, op << ": input " << shape_str(x) << " with weight " << shape_str(w)
+                                    << " and padding " << p.padding << " gives an empty output [" << ho << ", "
+                                    << wo << "]");
+  return Geometry{x[0], w[1], ho, wo, w[0], w[2], w[3], x[2], x[3], p.stride, p.padding};
+}
+
+void check_grad_shape(const char* op, const Tensor& grad, const Shape& expected) {
+  check_defined(op, grad, "gradient");
+  TANDEM_CHECK(grad.shape() == expected, op << ": gradient " << shape_str(grad.shape()) << " should be "
+                                            << shape_str(expected));
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+  const char* op = "conv2d";
+  check_operands(op, x, "input", weight, "weight");
+  check_params(op, p, false);
+  Geometry g = conv_geometry(op, x.shape(), weight.shape(), p);
+  Tensor y = Tensor::empty({g.n, g.o, g.ho, g.wo}, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
+  return y;
+}
+
+Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
+                             const Conv2dParams& p) {
+  const char* op = "conv2d_backward_input";
+  check_operands(op, grad, "gradient", weight, "weight");
+  check_params(op, p, false);
+  Geometry g = conv_geometry(op, x_shape, weight.shape(), p);
+  check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
+  Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
+  dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
+  return dx;
+}
+
+Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+                              const Conv2dParams& p) {
+  const char* op = "conv2d_backward_weight";
+  check_operands(op, grad, "gradient", x, "input");
+  check_params(op, p, false);
+  Geometry g = conv_geometry(op, x.shape(), weight_shape, p);
+  check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
+  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dw, g); });
+  return dw;
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+  const char* op = "conv_transpose2d";
+  check_operands(op, x, "input", weight, "weight");
+  check_params(op, p, true);
+  Geometry g = transpose_geometry(op, x.shape(), weight.shape(), p);
+  Tensor y = Tensor::empty({g.n, g.c, g.h, g.w}, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_input_impl<T>(x, weight, y, g); });
+  return y;
+}
+
+Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
+                                       const Conv2dParams& p) {
+  const char* op = "conv_transpose2d_backward_input";
+  check_operands(op, grad, "gradient", weight, "weight");
+  check_params(op, p, true);
+  Geometry g = transpose_geometry(op, x_shape, weight.shape(), p);
+  check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
+  Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
+  dispatch_float(op, grad.dtype(), [&]<typename T>() { forward_impl<T>(grad, weight, dx, g); });
+  return dx;
+}
+
+Tensor conv_transpose2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+                                        const Conv2dParams& p) {
+  const char* op = "conv_transpose2d_backward_weight";
+  check_operands(op, grad, "gradient", x, "input");
+  check_params(op, p, true);
+  Geometry g = transpose_geometry(op, x.shape(), weight_shape, p);
+  check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
+  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(x, grad, dw, g); });
+  return dw;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,199 @@
+// Batch normalisation. Statistics accumulate in double so float32 batches of many pixels
+// keep their precision; the variance is taken about the mean (two passes), never as
+// E[x^2] - E[x]^2, which cancels badly when the mean is large.
+#include "kernels/norm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/dispatch.h"
+
+namespace tandem::kernels {
+
+namespace {
+
+// x viewed as [n, c, inner]: element (i, ch, j) is at (i * c + ch) * inner + j.
+struct Layout {
+  int64_t n, c, inner;
+  int64_t count() const { return n * inner; }  // elements per channel
+};
+
+Layout layout_of(const char* op, const Tensor& x) {
+  check_defined(op, x, "input");
+  TANDEM_CHECK(x.dim() == 2 || x.dim() == 4, op << ": needs [N, C] or [N, C, H, W], got " << shape_str(x.shape()));
+  require_cpu(op, x);
+  return Layout{x.size(0), x.size(1), x.dim() == 4 ? x.size(2) * x.size(3) : 1};
+}
+
+// A per-channel tensor (gamma, beta, running stats) must be [C] of x's dtype and device;
+// gamma and beta may be undefined (scale 1, shift 0).
+void check_channel(const char* op, const Tensor& x, const Tensor& t, const char* what, bool optional) {
+  if (optional && !t.defined()) return;
+  check_defined(op, t, what);
+  TANDEM_CHECK(t.dim() == 1 && t.size(0) == x.size(1), op << ": " << what << " " << shape_str(t.shape())
+                                                          << " does not match channels (axis 1) of input "
+                                                          << shape_str(x.shape()));
+  check_same_dtype(op, x, t);
+  check_same_device(op, x, t);
+}
+
+// y = (x - center[ch]) * a[ch] + b[ch]; centering first keeps float32 exact-ish when the
+// mean is large against the spread.
+template <typename T>
+void affine(const T* x, const Layout& s, const std::vector<double>& center, const std::vector<double>& a,
+            const std::vector<double>& b, T* y) {
+  for (int64_t i = 0; i < s.n; ++i)
+    for (int64_t ch = 0; ch < s.c; ++ch) {
+      const int64_t base = (i * s.c + ch) * s.inner;
+      const size_t k = static_cast<size_t>(ch);
+      const T sm = static_cast<T>(center[k]), sa = static_cast<T>(a[k]), sb = static_cast<T>(b[k]);
+      for (int64_t j = 0; j < s.inner; ++j) y[base + j] = (x[base + j] - sm) * sa + sb;
+    }
+}
+
+template <typename T>
+T value_or(const Tensor& t, int64_t i, T fallback) {
+  return t.defined() ? t.data<T>()[i] : fallback;
+}
+
+}  // namespace
+
+Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                        Tensor& running_var, double momentum, double eps, BatchNormSaved& saved) {
+  const char* op = "batch_norm";
+  Layout s = layout_of(op, x);
+  check_channel(op, x, gamma, "gamma", true);
+  check_channel(op, x, beta, "beta", true);
+  check_channel(op, x, running_mean, "running_mean", true);
+  check_channel(op, x, running_var, "running_var", true);
+  TANDEM_CHECK(s.count() > 1, op << ": training needs more than one value per channel, got input "
+                                 << shape_str(x.shape()));
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  saved.mean = Tensor::empty({s.c}, x.dtype(), x.device());
+  saved.inv_std = Tensor::empty({s.c}, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    std::vector<double> mean(static_cast<size_t>(s.c), 0.0), var(static_cast<size_t>(s.c), 0.0);
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        const T* row = px + (i * s.c + ch) * s.inner;
+        double acc = 0;
+        for (int64_t j = 0; j < s.inner; ++j) acc += row[j];
+        mean[static_cast<size_t>(ch)] += acc;
+      }
+    for (double& m : mean) m /= static_cast<double>(s.count());
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        const T* row = px + (i * s.c + ch) * s.inner;
+        const double m = mean[static_cast<size_t>(ch)];
+        double acc = 0;
+        for (int64_t j = 0; j < s.inner; ++j) acc += (row[j] - m) * (row[j] - m);
+        var[static_cast<size_t>(ch)] += acc;
+      }
+    std::vector<double> a(static_cast<size_t>(s.c)), b(static_cast<size_t>(s.c));
+    const double count = static_cast<double>(s.count());
+    for (int64_t ch = 0; ch < s.c; ++ch) {
+      const size_t k = static_cast<size_t>(ch);
+      const double biased = var[k] / count;
+      const double inv_std = 1.0 / std::sqrt(biased + eps);
+      saved.mean.data<T>()[ch] = static_cast<T>(mean[k]);
+      saved.inv_std.data<T>()[ch] = static_cast<T>(inv_std);
+      a[k] = value_or<T>(gamma, ch, T(1)) * inv_std;
+      b[k] = value_or<T>(beta, ch, T(0));
+      if (running_mean.defined()) {
+        T& rm = running_mean.data<T>()[ch];
+        rm = static_cast<T>((1 - momentum) * rm + momentum * mean[k]);
+      }
+      if (running_var.defined()) {
+        T& rv = running_var.data<T>()[ch];
+        rv = static_cast<T>((1 - momentum) * rv + momentum * var[k] / (count - 1));
+      }
+    }
+    affine(px, s, mean, a, b, y.data<T>());
+  });
+  return y;
+}
+
+Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                       const Tensor& running_var, double eps) {
+  const char* op = "batch_norm";
+  Layout s = layout_of(op, x);
+  check_channel(op, x, gamma, "gamma", true);
+  check_channel(op, x, beta, "beta", true);
+  check_channel(op, x, running_mean, "running_mean", false);
+  check_channel(op, x, running_var, "running_var", false);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    std::vector<double> m(static_cast<size_t>(s.c)), a(static_cast<size_t>(s.c)), b(static_cast<size_t>(s.c));
+    for (int64_t ch = 0; ch < s.c; ++ch) {
+      const size_t k = static_cast<size_t>(ch);
+      const double inv_std = 1.0 / std::sqrt(static_cast<double>(running_var.data<T>()[ch]) + eps);
+      m[k] = running_mean.data<T>()[ch];
+      a[k] = value_or<T>(gamma, ch, T(1)) * inv_std;
+      b[k] = value_or<T>(beta, ch, T(0));
+    }
+    affine(x.data<T>(), s, m, a, b, y.data<T>());
+  });
+  return y;
+}
+
+BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& gamma,
+                                   const BatchNormSaved& saved) {
+  const char* op = "batch_norm_backward";
+  Layout s = layout_of(op, x);
+  check_defined(op, grad, "gradient");
+  check_same_shape(op, grad, x);
+  check_same_dtype(op, grad, x);
+  check_channel(op, x, gamma, "gamma", true);
+  check_channel(op, x, saved.mean, "saved mean", false);
+  check_channel(op, x, saved.inv_std, "saved inv_std", false);
+  BatchNormGrads out;
+  out.x = Tensor::empty(x.shape(), x.dtype(), x.device());
+  out.gamma = Tensor::empty({s.c}, x.dtype(), x.device());
+  out.beta = Tensor::empty({s.c}, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pg = grad.data<T>();
+    const T* mean = saved.mean.data<T>();
+    const T* inv_std = saved.inv_std.data<T>();
+    // sum_g[ch] = sum of grad, sum_gx[ch] = sum of grad * xhat over the channel.
+    std::vector<double> sum_g(static_cast<size_t>(s.c), 0.0), sum_gx(static_cast<size_t>(s.c), 0.0);
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        const int64_t base = (i * s.c + ch) * s.inner;
+        const double m = mean[ch];
+        double g_acc = 0, gx_acc = 0;
+        for (int64_t j = 0; j < s.inner; ++j) {
+          g_acc += pg[base + j];
+          gx_acc += pg[base + j] * (px[base + j] - m);
+        }
+        sum_g[static_cast<size_t>(ch)] += g_acc;
+        sum_gx[static_cast<size_t>(ch)] += gx_acc * inv_std[ch];
+      }
+    // dx = gamma inv_std (g - mean(g) - xhat mean(g xhat)), written as g a + (x - mean) b + c.
+    std::vector<double> a(static_cast<size_t>(s.c)), b(static_cast<size_t>(s.c)), c(static_cast<size_t>(s.c));
+    const double count = static_cast<double>(s.count());
+    for (int64_t ch = 0; ch < s.c; ++ch) {
+      const size_t k = static_cast<size_t>(ch);
+      const double is = inv_std[ch];
+      const double scale = value_or<T>(gamma, ch, T(1)) * is;
+      a[k] = scale;
+      b[k] = -scale * is * sum_gx[k] / count;
+      c[k] = -scale * sum_g[k] / count;
+      out.gamma.data<T>()[ch] = static_cast<T>(sum_gx[k]);
+      out.beta.data<T>()[ch] = static_cast<T>(sum_g[k]);
+    }
+    T* pdx = out.x.data<T>();
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        const int64_t base = (i * s.c + ch) * s.inner;
+        const size_t k = static_cast<size_t>(ch);
+        const T ta = static_cast<T>(a[k]), tb = static_cast<T>(b[k]), tc = static_cast<T>(c[k]);
+        const T tm = mean[ch];
+        for (int64_t j = 0; j < s.inner; ++j) pdx[base + j] = pg[base + j] * ta + (px[base + j] - tm) * tb + tc;
+      }
+  });
+  return out;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,119 @@
+// Concat and slice. Every tensor is contiguous and row-major, so along `axis` a tensor is
+// `outer` blocks of `size * inner` elements and each op is a loop of block copies.
+#include "kernels/shape_ops.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "kernels/dispatch.h"
+
+namespace tandem::kernels {
+
+namespace {
+
+int64_t normalize_axis(const char* op, const Shape& shape, int64_t axis) {
+  int64_t d = static_cast<int64_t>(shape.size());
+  int64_t a = axis < 0 ? axis + d : axis;
+  TANDEM_CHECK(a >= 0 && a < d, op << ": axis " << axis << " out of range for shape " << shape_str(shape));
+  return a;
+}
+
+// Product of the dimensions before `axis` (outer) and after it (inner).
+void outer_inner(const Shape& shape, int64_t axis, int64_t& outer, int64_t& inner) {
+  outer = 1;
+  inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= shape[static_cast<size_t>(i)];
+  for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
+}
+
+// Copies `outer` blocks of `count` elements from src (stride src_stride) to dst (stride
+// dst_stride).
+template <typename T>
+void copy_blocks(const T* src, int64_t src_stride, T* dst, int64_t dst_stride, int64_t outer, int64_t count) {
+  for (int64_t o = 0; o < outer; ++o) std::copy_n(src + o * src_stride, count, dst + o * dst_stride);
+}
+
+std::string shapes_str(const std::vector<Tensor>& parts) {
+  std::ostringstream os;
+  for (size_t i = 0; i < parts.size(); ++i) os << (i ? ", " : "") << shape_str(parts[i].shape());
+  return os.str();
+}
+
+}  // namespace
+
+Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
+  const char* op = "concat";
+  TANDEM_CHECK(!parts.empty(), op << ": no tensors given");
+  for (const Tensor& p : parts) check_defined(op, p, "part");
+  const Tensor& first = parts.front();
+  int64_t a = normalize_axis(op, first.shape(), axis);
+  Shape out_shape = first.shape();
+  out_shape[static_cast<size_t>(a)] = 0;
+  for (const Tensor& p : parts) {
+    bool match = p.dim() == first.dim();
+    for (int64_t i = 0; match && i < p.dim(); ++i) match = i == a || p.size(i) == first.size(i);
+    TANDEM_CHECK(match, op << ": shapes differ outside axis " << axis << ": " << shape_str(first.shape()) << " vs "
+                           << shape_str(p.shape()) << " (all parts: " << shapes_str(parts) << ")");
+    check_same_dtype(op, first, p);
+    check_same_device(op, first, p);
+    require_cpu(op, p);
+    out_shape[static_cast<size_t>(a)] += p.size(a);
+  }
+  Tensor out = Tensor::empty(out_shape, first.dtype(), first.device());
+  int64_t outer, inner;
+  outer_inner(out_shape, a, outer, inner);
+  int64_t out_stride = out_shape[static_cast<size_t>(a)] * inner;
+  dispatch_float(op, first.dtype(), [&]<typename T>() {
+    T* po = out.data<T>();
+    int64_t at = 0;
+    for (const Tensor& p : parts) {
+      int64_t block = p.size(a) * inner;
+      copy_blocks(p.data<T>(), block, po + at, out_stride, outer, block);
+      at += block;
+    }
+  });
+  return out;
+}
+
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t length) {
+  const char* op = "slice";
+  check_defined(op, x, "input");
+  require_cpu(op, x);
+  int64_t a = normalize_axis(op, x.shape(), axis);
+  int64_t size = x.size(a);
+  TANDEM_CHECK(start >= 0 && length >= 0 && start + length <= size,
+               op << ": range [" << start << ", " << start + length << ") out of bounds of axis " << axis
+                  << " of shape " << shape_str(x.shape()));
+  Shape out_shape = x.shape();
+  out_shape[static_cast<size_t>(a)] = length;
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  int64_t outer, inner;
+  outer_inner(x.shape(), a, outer, inner);
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    copy_blocks(x.data<T>() + start * inner, size * inner, out.data<T>(), length * inner, outer, length * inner);
+  });
+  return out;
+}
+
+Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t axis, int64_t start) {
+  const char* op = "slice_backward";
+  check_defined(op, grad, "gradient");
+  require_cpu(op, grad);
+  int64_t a = normalize_axis(op, input_shape, axis);
+  int64_t size = input_shape[static_cast<size_t>(a)];
+  bool match = grad.dim() == static_cast<int64_t>(input_shape.size());
+  for (int64_t i = 0; match && i < grad.dim(); ++i) match = i == a || grad.size(i) == input_shape[static_cast<size_t>(i)];
+  TANDEM_CHECK(match && start >= 0 && start + grad.size(a) <= size,
+               op << ": gradient " << shape_str(grad.shape()) << " at offset " << start << " of axis " << axis
+                  << " does not fit input " << shape_str(input_shape));
+  int64_t length = grad.size(a);
+  Tensor out = Tensor::zeros(input_shape, grad.dtype(), grad.device());
+  int64_t outer, inner;
+  outer_inner(input_shape, a, outer, inner);
+  dispatch_float(op, grad.dtype(), [&]<typename T>() {
+    copy_blocks(grad.data<T>(), length * inner, out.data<T>() + start * inner, size * inner, outer, length * inner);
+  });
+  return out;
+}
+
+}  // namespace tandem::kernels
