@@ -1,0 +1,189 @@
+// Layers: Modules with a single-input forward, built on autograd/ops.h.
+//
+// Contract:
+// - Linear, Conv2d and ConvTranspose2d own `weight` (and `bias` unless bias=false),
+//   initialised as PyTorch does: weight ~ kaiming_uniform(a = sqrt(5)), i.e.
+//   U(-1/sqrt(fan_in), 1/sqrt(fan_in)), then bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+//   drawn in that order from `gen` (default_generator() unless one is passed). fan_in is
+//   init::fan_in(weight shape): in * k * k for Conv2d, out * k * k for ConvTranspose2d.
+//   Re-initialise with init:: functions (e.g. normal_(w, 0, 0.02) for DCGAN).
+// - Shapes: Linear [N, in] -> [N, out], weight [out, in]. Conv2d NCHW, weight
+//   [out, in, k, k]. ConvTranspose2d NCHW, weight [in, out, k, k].
+// - BatchNorm1d ([N, C]) and BatchNorm2d ([N, C, H, W]) own `weight` (ones) and `bias`
+//   (zeros) and the buffers running_mean (zeros) and running_var (ones). In training mode
+//   they normalise with batch statistics and update the running ones
+//   (r = (1 - momentum) r + momentum * batch, unbiased variance); in eval mode they use the
+//   running ones.
+// - Activations and resampling have no parameters: ReLU, LeakyReLU(slope, default 0.01 as
+//   PyTorch), Tanh, Sigmoid, Flatten ([N, ...] -> [N, prod]), Reshape(shape) ([N, ...] ->
+//   [N, shape...]), Upsample (nearest, factor 2), AvgPool (2x2 mean, stride 2).
+// - Sequential runs its children in order; they are named "0", "1", ... in push order.
+//   ModuleList only holds children under the same names (no forward).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/module.h"
+#include "kernels/conv.h"
+#include "runtime/rng.h"
+
+namespace tandem::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override;
+
+  Variable weight;  // [out, in]
+  Variable bias;    // [out], or undefined
+  int64_t in_features, out_features;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         int64_t padding = 0, bool bias = true, Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override;
+
+  Variable weight;  // [out, in, k, k]
+  Variable bias;    // [out], or undefined
+  int64_t in_channels, out_channels, kernel_size;
+  kernels::Conv2dParams params;
+};
+
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+                  int64_t padding = 0, int64_t output_padding = 0, bool bias = true,
+                  Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override;
+
+  Variable weight;  // [in, out, k, k]
+  Variable bias;    // [out], or undefined
+  int64_t in_channels, out_channels, kernel_size;
+  kernels::Conv2dParams params;
+};
+
+// Shared by BatchNorm1d and BatchNorm2d (they differ only in the input rank they accept).
+class BatchNorm : public Module {
+ public:
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override;
+
+  Variable weight;  // gamma [C], ones
+  Variable bias;    // beta [C], zeros
+  Tensor& running_mean;
+  Tensor& running_var;
+  int64_t num_features;
+  double eps, momentum;
+
+ protected:
+  BatchNorm(int64_t num_features, double eps, double momentum, int64_t input_dim);
+
+ private:
+  int64_t input_dim_;
+};
+
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1)
+      : BatchNorm(num_features, eps, momentum, 2) {}
+};
+
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1)
+      : BatchNorm(num_features, eps, momentum, 4) {}
+};
+
+class ReLU : public Module {
+ public:
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "ReLU"; }
+};
+
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double slope = 0.01) : slope(slope) {}
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override;
+  double slope;
+};
+
+class Tanh : public Module {
+ public:
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "Tanh"; }
+};
+
+class Sigmoid : public Module {
+ public:
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "Sigmoid"; }
+};
+
+class Flatten : public Module {
+ public:
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "Flatten"; }
+};
+
+class Reshape : public Module {
+ public:
+  explicit Reshape(Shape shape) : shape(std::move(shape)) {}  // per-sample shape
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override;
+  Shape shape;
+};
+
+class Upsample : public Module {
+ public:
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "Upsample(nearest, 2)"; }
+};
+
+class AvgPool : public Module {
+ public:
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "AvgPool(2)"; }
+};
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  explicit Sequential(const std::vector<std::shared_ptr<Module>>& modules);
+  // Sequential(make_shared<Linear>(2, 16), make_shared<Tanh>(), ...)
+  template <typename... Ms>
+  explicit Sequential(std::shared_ptr<Ms>... modules) {
+    (push_back(std::move(modules)), ...);
+  }
+
+  Sequential& push_back(std::shared_ptr<Module> module);
+  Sequential& add(std::shared_ptr<Module> module) { return push_back(std::move(module)); }
+  size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "Sequential"; }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+class ModuleList : public Module {
+ public:
+  ModuleList& push_back(std::shared_ptr<Module> module);
+  size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+  std::string type_name() const override { return "ModuleList"; }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+}  // namespace tandem::nn

@@ -1,0 +1,125 @@
+// Optimizers with PyTorch semantics: SGD (momentum, dampening, Nesterov, L2 weight decay),
+// Adam (bias correction, L2 weight decay added to the gradient) and AdamW (decoupled
+// weight decay).
+//
+// Contract:
+// - An optimizer holds the parameter Variables it was given (in that order; no repeats)
+//   and one learning rate (lr()/set_lr()). step() updates, in place and under no autograd,
+//   every parameter whose grad is defined; a parameter without a grad is skipped and its
+//   state (step count, moments) left as it was. zero_grad(set_to_none) clears or zeroes
+//   the gradients of its parameters.
+// - Per-parameter state is indexed by the parameter's position. state_dict() returns
+//   "lr" (a 0-d float64 tensor), and for each parameter i that has state
+//   "state.<i>.step" (0-d float64) and its moment tensors ("state.<i>.momentum_buffer" for
+//   SGD, "state.<i>.exp_avg" and "state.<i>.exp_avg_sq" for Adam/AdamW), as handles on
+//   the live state (clone to snapshot). load_state_dict() checks every entry first (index
+//   in range, known key, shape equal to the parameter's) and throws an Error naming the
+//   entry, the parameter and both shapes; then it copies.
+// - Updates (g = grad, p = parameter, t = step count after increment):
+//   SGD:   g += wd p; if momentum: b = g on the first step, else b = momentum b + (1 - dampening) g;
+//          g = nesterov ? g + momentum b : b; p -= lr g.
+//   Adam:  g += wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+//          p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+//   AdamW: p *= 1 - lr wd first, then Adam's update without the wd term.
+// - Parameters must be CPU float32 or float64 (CUDA updates come with the CUDA kernels).
+// - Options are plain structs: optim::Adam opt(params, {.lr = 2e-4, .betas = {0.5, 0.999}}).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autograd/module.h"
+#include "autograd/variable.h"
+
+namespace tandem::optim {
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<Variable> params, double lr, const char* name);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual void step() = 0;
+  void zero_grad(bool set_to_none = true);
+
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+  const std::vector<Variable>& params() const { return params_; }
+  // The step count of parameter i (0 before its first update).
+  int64_t step_count(size_t i) const { return state_.at(i).step; }
+
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
+
+ protected:
+  struct ParamState {
+    int64_t step = 0;
+    std::map<std::string, Tensor> tensors;  // moments, same shape as the parameter
+  };
+  // The parameter's name for messages ("#3" when it has none).
+  std::string param_label(size_t i) const;
+  // Checks a parameter that is about to be updated (device, dtype, grad).
+  void check_updatable(size_t i) const;
+
+  std::vector<Variable> params_;
+  std::vector<ParamState> state_;
+  double lr_;
+  const char* name_;
+};
+
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  explicit SGD(std::vector<Variable> params, SGDOptions options = {});
+  void step() override;
+  const SGDOptions& options() const { return options_; }  // options().lr is the initial lr
+
+ private:
+  SGDOptions options_;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // L2: added to the gradient
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 1e-2;  // decoupled: p *= 1 - lr * weight_decay
+};
+
+class Adam : public Optimizer {
+ public:
+  explicit Adam(std::vector<Variable> params, AdamOptions options = {});
+  void step() override;
+  const AdamOptions& options() const { return options_; }  // options().lr is the initial lr
+
+ protected:
+  Adam(std::vector<Variable> params, AdamOptions options, bool decoupled, const char* name);
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;
+};
+
+class AdamW : public Adam {
+ public:
+  explicit AdamW(std::vector<Variable> params, AdamWOptions options = {});
+};
+
+}  // namespace tandem::optim
