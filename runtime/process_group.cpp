@@ -1,0 +1,199 @@
+#include "runtime/process_group.h"
+
+#include <mpi.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "runtime/mpi_process_group.h"
+
+#if TANDEM_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "runtime/cuda/nccl_process_group.h"
+#endif
+
+namespace tandem::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+  }
+  return "?";
+}
+
+const char* backend_name(Backend backend) {
+  return backend == Backend::mpi ? "mpi" : "nccl";
+}
+
+std::chrono::milliseconds default_timeout() {
+  const char* text = std::getenv(kTimeoutEnvVar);
+  if (text == nullptr) return std::chrono::milliseconds(static_cast<int64_t>(kDefaultTimeoutS * 1000));
+  errno = 0;
+  char* end = nullptr;
+  double seconds = std::strtod(text, &end);
+  TANDEM_CHECK(*text != '\0' && end != nullptr && *end == '\0' && errno == 0 && std::isfinite(seconds) &&
+                   seconds > 0,
+               kTimeoutEnvVar << "='" << text << "' is not a positive number of seconds");
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(seconds * 1000)));
+}
+
+ProcessGroup::ProcessGroup(int rank, int size, std::string name)
+    : rank_(rank), size_(size), name_(std::move(name)), timeout_ms_(default_timeout().count()) {}
+
+void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
+  TANDEM_CHECK(timeout.count() > 0, "set_timeout: the timeout of process group '"
+                                        << name_ << "' must be positive, got " << timeout.count()
+                                        << " ms");
+  timeout_ms_.store(timeout.count());
+}
+
+void ProcessGroup::check_allreduce_args(const Tensor& tensor, ReduceOp op) const {
+  check_defined("allreduce", tensor, "the tensor");
+  (void)op;
+}
+
+void ProcessGroup::check_broadcast_args(const Tensor& tensor, int root) const {
+  check_defined("broadcast", tensor, "the tensor");
+  TANDEM_CHECK(root >= 0 && root < size_, "broadcast: root " << root << " is not a rank of process group '"
+                                                              << name_ << "' (size " << size_ << ")");
+}
+
+void ProcessGroup::check_allgather_args(const std::vector<Tensor>& out, const Tensor& in) const {
+  check_defined("allgather", in, "the input");
+  TANDEM_CHECK(static_cast<int>(out.size()) == size_,
+               "allgather: " << out.size() << " output tensors for a process group of size " << size_);
+  for (size_t i = 0; i < out.size(); ++i) {
+    TANDEM_CHECK(out[i].defined(), "allgather: output " << i << " is an undefined tensor");
+    TANDEM_CHECK(out[i].numel() == in.numel() && out[i].dtype() == in.dtype() &&
+                     out[i].device() == in.device(),
+                 "allgather: output " << i << " is " << out[i].str() << ", the input is " << in.str()
+                                      << " (element count, dtype and device must match)");
+  }
+}
+
+void ProcessGroup::check_allgather_flat_args(const Tensor& out, const Tensor& in) const {
+  check_defined("allgather_flat", in, "the input");
+  check_defined("allgather_flat", out, "the output");
+  TANDEM_CHECK(out.numel() == in.numel() * size_ && out.dtype() == in.dtype() &&
+                   out.device() == in.device(),
+               "allgather_flat: output " << out.str() << " for input " << in.str() << " in a group of "
+                                         << size_ << " (needs " << in.numel() * size_
+                                         << " elements of the input's dtype and device)");
+}
+
+void ProcessGroup::check_subgroup_ranks(const std::vector<int>& ranks) const {
+  TANDEM_CHECK(!ranks.empty(), "new_subgroup: the rank list is empty");
+  std::set<int> seen;
+  for (int r : ranks) {
+    TANDEM_CHECK(r >= 0 && r < size_, "new_subgroup: rank " << r << " is not a rank of process group '"
+                                                            << name_ << "' (size " << size_ << ")");
+    TANDEM_CHECK(seen.insert(r).second, "new_subgroup: rank " << r << " is listed twice");
+  }
+}
+
+std::string describe_op(const std::string& op, int64_t count, DType dtype, const std::string& tag) {
+  // Built for every operation issued, so plain appends rather than a stream.
+  std::string out = op;
+  if (count >= 0) {
+    out += " of ";
+    out += std::to_string(count);
+    out += ' ';
+    out += dtype_name(dtype);
+    out += " elements";
+  }
+  out += ", tag '";
+  out += tag;
+  out += '\'';
+  return out;
+}
+
+std::string timeout_message(const std::string& description, std::chrono::milliseconds timeout,
+                            int rank, int size, const std::string& detail) {
+  std::ostringstream os;
+  os << description << ", timed out after " << static_cast<double>(timeout.count()) / 1000.0 << " s on rank "
+     << rank << " of " << size;
+  if (!detail.empty()) os << " (" << detail << ")";
+  os << "; every rank must issue the same collectives in the same order, and one that skipped, "
+        "reordered or never reached this one makes the others wait";
+  return os.str();
+}
+
+void abort_on_timeout(const Error& error) {
+  std::fprintf(stderr, "tandem: ending the job: %s\n", error.what());
+  std::fflush(stderr);
+  if (detail::mpi_abort_possible()) MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
+  std::_Exit(kTimeoutExitCode);
+}
+
+namespace {
+
+struct Initialised {
+  LaunchEnv env;
+  std::shared_ptr<ProcessGroup> world;
+};
+
+Initialised initialise(Backend backend) {
+  LaunchEnv env = init_from_env();
+  detail::ensure_mpi_initialized();
+  int rank = 0, size = 1;
+  TANDEM_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  TANDEM_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  set_process_rank(rank);
+  if (env.launcher != "single") {
+    TANDEM_CHECK(env.world_size == size,
+                 "launch environment (" << env.launcher << ") says " << env.str()
+                                        << ", but MPI_COMM_WORLD has " << size
+                                        << " ranks: start the job with mpirun, srun or mpiexec");
+    TANDEM_CHECK(env.rank == rank, "launch environment (" << env.launcher << ") says " << env.str()
+                                                          << ", but this is MPI rank " << rank);
+  } else if (size > 1) {
+    // Launched by something we do not know: ask MPI which ranks share this node.
+    env.rank = rank;
+    env.world_size = size;
+    MPI_Comm node = MPI_COMM_NULL;
+    TANDEM_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    TANDEM_CHECK_MPI(MPI_Comm_rank(node, &env.local_rank));
+    TANDEM_CHECK_MPI(MPI_Comm_size(node, &env.local_size));
+    TANDEM_CHECK_MPI(MPI_Comm_free(&node));
+    env.launcher = "mpi";
+  }
+  if (backend == Backend::mpi) return {env, std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD, "world")};
+#if TANDEM_HAVE_CUDA
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  TANDEM_CHECK(rc == cudaSuccess && count > 0,
+               "init_process_group(nccl): no usable CUDA device ("
+                   << (rc == cudaSuccess ? std::string("0 devices") : std::string(cudaGetErrorString(rc)))
+                   << ")");
+  return {env, std::make_shared<NcclProcessGroup>(MPI_COMM_WORLD, env.cuda_device(count), "world")};
+#else
+  TANDEM_FAIL("init_process_group(nccl): this build has no CUDA/NCCL support (TANDEM_HAVE_CUDA is off)");
+#endif
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init_process_group(Backend backend) { return initialise(backend).world; }
+
+void shutdown_process_groups() { detail::shutdown_mpi(); }
+
+DistributedContext::DistributedContext(Backend backend) {
+  Initialised init = initialise(backend);
+  env_ = init.env;
+  world_ = std::move(init.world);
+}
+
+DistributedContext::~DistributedContext() {
+  world_.reset();
+  shutdown_process_groups();
+}
+
+}  // namespace tandem::dist
