@@ -1,0 +1,687 @@
+#include "runtime/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace tandem {
+
+// safetensors stores little-endian data; we write host memory as is.
+static_assert(std::endian::native == std::endian::little, "checkpoint I/O assumes a little-endian host");
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The Rust reference implementation refuses headers above 100 MB; so do we, before
+// allocating anything a corrupt length prefix asks for.
+constexpr uint64_t kMaxHeaderBytes = 100u * 1000u * 1000u;
+constexpr int kMaxJsonDepth = 32;
+constexpr const char* kMetadataKey = "__metadata__";
+
+std::string errno_text() { return std::strerror(errno); }
+
+// ---- A JSON subset: objects, arrays, strings, integers (all a safetensors header holds).
+
+struct Json {
+  enum class Kind { object, array, string, integer };
+  Kind kind = Kind::object;
+  std::vector<std::string> keys;  // object: keys[i] names values[i], in file order
+  std::vector<Json> values;       // object members or array items
+  std::string text;               // string
+  bool negative = false;          // integer: sign and magnitude
+  uint64_t magnitude = 0;
+
+  const Json* find(std::string_view key) const {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == key) return &values[i];
+    }
+    return nullptr;
+  }
+};
+
+const char* kind_name(Json::Kind kind) {
+  switch (kind) {
+    case Json::Kind::object:
+      return "an object";
+    case Json::Kind::array:
+      return "an array";
+    case Json::Kind::string:
+      return "a string";
+    case Json::Kind::integer:
+      return "an integer";
+  }
+  return "?";
+}
+
+class JsonParser {
+ public:
+  JsonParser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
+
+  Json parse_document() {
+    skip_space();
+    Json value = parse_value(0);
+    skip_space();
+    if (pos_ != text_.size()) fail("unexpected data after the top-level value");
+    return value;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    TANDEM_FAIL(path_ << ": corrupt header: invalid JSON at byte " << pos_ << " of the header: " << what);
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+
+  void expect(char c) {
+    if (pos_ >= text_.size()) fail(std::string("expected '") + c + "', found the end of the header");
+    if (text_[pos_] != c) fail(std::string("expected '") + c + "', found " + describe(text_[pos_]));
+    ++pos_;
+  }
+
+  static std::string describe(char c) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) return std::string("'") + c + "'";
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "byte 0x%02x", u);
+    return buf;
+  }
+
+  Json parse_value(int depth) {
+    if (depth > kMaxJsonDepth) fail("nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
+    if (pos_ >= text_.size()) fail("expected a value, found the end of the header");
+    char c = text_[pos_];
+    if (c == '{') return parse_object(depth);
+    if (c == '[') return parse_array(depth);
+    if (c == '"') {
+      Json s;
+      s.kind = Json::Kind::string;
+      s.text = parse_string();
+      return s;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return parse_integer();
+    fail("expected a value, found " + describe(c));
+  }
+
+  Json parse_object(int depth) {
+    Json obj;
+    obj.kind = Json::Kind::object;
+    expect('{');
+    skip_space();
+    if (peek() == '}') {
+      ++pos_;
+      return obj;
+    }
+    for (;;) {
+      skip_space();
+      if (peek() != '"') fail("expected a string key");
+      std::string key = parse_string();
+      if (obj.find(key) != nullptr) fail("duplicate key \"" + key + "\"");
+      skip_space();
+      expect(':');
+      skip_space();
+      obj.keys.push_back(std::move(key));
+      obj.values.push_back(parse_value(depth + 1));
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      expect('}');
+      return obj;
+    }
+  }
+
+  Json parse_array(int depth) {
+    Json arr;
+    arr.kind = Json::Kind::array;
+    expect('[');
+    skip_space();
+    if (peek() == ']') {
+      ++pos_;
+      return arr;
+    }
+    for (;;) {
+      skip_space();
+      arr.values.push_back(parse_value(depth + 1));
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      expect(']');
+      return arr;
+    }
+  }
+
+  Json parse_integer() {
+    Json n;
+    n.kind = Json::Kind::integer;
+    if (peek() == '-') {
+      n.negative = true;
+      ++pos_;
+    }
+    size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
+      if (n.magnitude > (std::numeric_limits<uint64_t>::max() - digit) / 10) fail("integer out of range");
+      n.magnitude = n.magnitude * 10 + digit;
+      ++pos_;
+    }
+    if (pos_ == start) fail("expected digits");
+    if (pos_ - start > 1 && text_[start] == '0') fail("integer with a leading zero");
+    char c = peek();
+    if (c == '.' || c == 'e' || c == 'E') fail("only integers are expected in a safetensors header");
+    return n;
+  }
+
+  unsigned parse_hex4() {
+    if (text_.size() - pos_ < 4) fail("truncated \\u escape");
+    unsigned v = 0;
+    for (int i = 0; i < 4; ++i) {
+      char c = text_[pos_++];
+      v <<= 4;
+      if (c >= '0' && c <= '9')
+        v |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        fail("bad hex digit in \\u escape");
+    }
+    return v;
+  }
+
+  static void append_utf8(std::string& out, unsigned cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xc0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xe0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      out += static_cast<char>(0xf0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+
+  std::string parse_string() {
+    expect('"');
+    std::string out;
+    for (;;) {
+      if (pos_ >= text_.size()) fail("unterminated string");
+      char c = text_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) {
+        --pos_;
+        fail("control character " + describe(c) + " inside a string");
+      }
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= text_.size()) fail("unterminated escape");
+      char e = text_[pos_++];
+      switch (e) {
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u': {
+          unsigned cp = parse_hex4();
+          if (cp >= 0xd800 && cp < 0xdc00) {
+            if (text_.substr(pos_, 2) != "\\u") fail("unpaired surrogate in \\u escape");
+            pos_ += 2;
+            unsigned low = parse_hex4();
+            if (low < 0xdc00 || low >= 0xe000) fail("unpaired surrogate in \\u escape");
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+          } else if (cp >= 0xdc00 && cp < 0xe000) {
+            fail("unpaired surrogate in \\u escape");
+          }
+          append_utf8(out, cp);
+          break;
+        }
+        default:
+          --pos_;
+          fail("unknown escape \\" + std::string(1, e));
+      }
+    }
+  }
+
+  std::string_view text_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+void write_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (char c : s) {
+    unsigned char u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (u < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", u);
+          out += buf;
+        } else {
+          out += c;  // UTF-8 bytes pass through: JSON text is UTF-8
+        }
+    }
+  }
+  out += '"';
+}
+
+// ---- safetensors dtype names.
+
+const char* safetensors_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_safetensors_dtype(const std::string& name) {
+  if (name == "F32") return DType::f32;
+  if (name == "F64") return DType::f64;
+  if (name == "F16") return DType::f16;
+  if (name == "BF16") return DType::bf16;
+  return std::nullopt;
+}
+
+// ---- Files.
+
+// Closes on scope exit so every early throw releases the handle.
+struct File {
+  std::FILE* fp = nullptr;
+  File() = default;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File() {
+    if (fp != nullptr) std::fclose(fp);
+  }
+};
+
+uint64_t read_le_u64(const unsigned char* b) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | b[i];
+  return v;
+}
+
+void read_exact(std::FILE* fp, void* dst, size_t bytes, uint64_t offset, const std::string& path,
+                const std::string& what) {
+  if (fseeko(fp, static_cast<off_t>(offset), SEEK_SET) != 0) {
+    TANDEM_FAIL(path << ": cannot seek to byte " << offset << " to read " << what << ": " << errno_text());
+  }
+  size_t got = bytes == 0 ? 0 : std::fread(dst, 1, bytes, fp);
+  if (got != bytes) {
+    TANDEM_FAIL(path << ": truncated: reading " << what << " wanted " << bytes << " bytes at offset "
+                     << offset << ", got " << got
+                     << (std::ferror(fp) ? " (" + errno_text() + ")" : std::string()));
+  }
+}
+
+uint64_t checked_u64(const Json& v, const std::string& path, const std::string& where) {
+  TANDEM_CHECK(v.kind == Json::Kind::integer && !v.negative,
+               path << ": corrupt header: " << where << " must be a non-negative integer, found "
+                    << (v.kind == Json::Kind::integer ? "a negative integer" : kind_name(v.kind)));
+  return v.magnitude;
+}
+
+SafetensorsEntry parse_entry(const std::string& name, const Json& v, const std::string& path) {
+  const std::string where = "tensor \"" + name + "\"";
+  TANDEM_CHECK(v.kind == Json::Kind::object,
+               path << ": corrupt header: " << where << " must be an object, found " << kind_name(v.kind));
+  const Json* dtype = v.find("dtype");
+  const Json* shape = v.find("shape");
+  const Json* offsets = v.find("data_offsets");
+  TANDEM_CHECK(dtype != nullptr, path << ": corrupt header: " << where << " has no \"dtype\"");
+  TANDEM_CHECK(shape != nullptr, path << ": corrupt header: " << where << " has no \"shape\"");
+  TANDEM_CHECK(offsets != nullptr, path << ": corrupt header: " << where << " has no \"data_offsets\"");
+  TANDEM_CHECK(dtype->kind == Json::Kind::string,
+               path << ": corrupt header: " << where << ": \"dtype\" must be a string");
+  std::optional<DType> dt = parse_safetensors_dtype(dtype->text);
+  TANDEM_CHECK(dt.has_value(), path << ": " << where << ": unsupported dtype \"" << dtype->text
+                                    << "\" (tandem reads F32, F64, F16 and BF16)");
+  SafetensorsEntry e;
+  e.dtype = *dt;
+  TANDEM_CHECK(shape->kind == Json::Kind::array,
+               path << ": corrupt header: " << where << ": \"shape\" must be an array");
+  uint64_t numel = 1;
+  for (const Json& d : shape->values) {
+    uint64_t n = checked_u64(d, path, where + " shape entry");
+    TANDEM_CHECK(n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
+                     (n == 0 || numel <= std::numeric_limits<uint64_t>::max() / 64 / n),
+                 path << ": corrupt header: " << where << ": shape is too large");
+    numel *= n;
+    e.shape.push_back(static_cast<int64_t>(n));
+  }
+  TANDEM_CHECK(offsets->kind == Json::Kind::array && offsets->values.size() == 2,
+               path << ": corrupt header: " << where << ": \"data_offsets\" must be an array [begin, end]");
+  e.begin = checked_u64(offsets->values[0], path, where + " data_offsets[0]");
+  e.end = checked_u64(offsets->values[1], path, where + " data_offsets[1]");
+  TANDEM_CHECK(e.begin <= e.end, path << ": corrupt header: " << where << ": data_offsets [" << e.begin
+                                      << ", " << e.end << "] end before they begin");
+  uint64_t bytes = numel * dtype_size(e.dtype);
+  TANDEM_CHECK(e.end - e.begin == bytes, path << ": corrupt header: " << where << ": shape "
+                                              << shape_str(e.shape) << " of " << dtype->text << " needs "
+                                              << bytes << " bytes but data_offsets [" << e.begin << ", "
+                                              << e.end << "] span " << (e.end - e.begin));
+  return e;
+}
+
+SafetensorsHeader read_header(std::FILE* fp, const std::string& path, uint64_t file_bytes) {
+  TANDEM_CHECK(file_bytes >= 8, path << ": truncated: the file has " << file_bytes
+                                     << " bytes, too short for the 8-byte header length");
+  unsigned char prefix[8];
+  read_exact(fp, prefix, 8, 0, path, "the header length");
+  uint64_t header_bytes = read_le_u64(prefix);
+  TANDEM_CHECK(header_bytes <= kMaxHeaderBytes, path << ": corrupt header: header length " << header_bytes
+                                                     << " is implausibly large (not a safetensors file?)");
+  TANDEM_CHECK(header_bytes <= file_bytes - 8, path << ": truncated: header length says " << header_bytes
+                                                    << " bytes, the file has only " << (file_bytes - 8)
+                                                    << " after the 8-byte length");
+  std::string text(header_bytes, '\0');
+  read_exact(fp, text.data(), text.size(), 8, path, "the header");
+
+  Json root = JsonParser(text, path).parse_document();
+  TANDEM_CHECK(root.kind == Json::Kind::object,
+               path << ": corrupt header: the header must be a JSON object, found " << kind_name(root.kind));
+
+  SafetensorsHeader h;
+  h.data_offset = 8 + header_bytes;
+  const uint64_t data_bytes = file_bytes - h.data_offset;
+  for (size_t i = 0; i < root.keys.size(); ++i) {
+    const std::string& key = root.keys[i];
+    const Json& value = root.values[i];
+    if (key == kMetadataKey) {
+      TANDEM_CHECK(value.kind == Json::Kind::object,
+                   path << ": corrupt header: \"__metadata__\" must be an object of strings");
+      for (size_t j = 0; j < value.keys.size(); ++j) {
+        TANDEM_CHECK(value.values[j].kind == Json::Kind::string,
+                     path << ": corrupt header: metadata \"" << value.keys[j] << "\" must be a string, found "
+                          << kind_name(value.values[j].kind));
+        h.metadata[value.keys[j]] = value.values[j].text;
+      }
+      continue;
+    }
+    h.entries[key] = parse_entry(key, value, path);
+  }
+
+  // Offsets: inside the data section, no two tensors sharing a byte, and nothing after them.
+  std::vector<std::pair<const std::string*, const SafetensorsEntry*>> order;
+  uint64_t data_end = 0;
+  const std::string* last = nullptr;
+  for (const auto& [name, e] : h.entries) {
+    order.emplace_back(&name, &e);
+    if (last == nullptr || e.end > data_end) last = &name;
+    data_end = std::max(data_end, e.end);
+  }
+  if (data_end > data_bytes) {
+    const SafetensorsEntry& e = h.entries.at(*last);
+    TANDEM_FAIL(path << ": truncated: header says " << data_end << " bytes of data, file has " << data_bytes
+                     << " (tensor \"" << *last << "\" data_offsets [" << e.begin << ", " << e.end
+                     << "] out of range)");
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.second->begin != b.second->begin ? a.second->begin < b.second->begin
+                                              : a.second->end < b.second->end;
+  });
+  const std::pair<const std::string*, const SafetensorsEntry*>* prev = nullptr;
+  for (const auto& item : order) {
+    if (item.second->begin == item.second->end) continue;  // empty tensors occupy no bytes
+    if (prev != nullptr) {
+      TANDEM_CHECK(item.second->begin >= prev->second->end,
+                   path << ": corrupt header: tensors \"" << *prev->first << "\" [" << prev->second->begin
+                        << ", " << prev->second->end << ") and \"" << *item.first << "\" ["
+                        << item.second->begin << ", " << item.second->end << ") overlap");
+    }
+    prev = &item;
+  }
+  TANDEM_CHECK(data_end == data_bytes, path << ": corrupt file: " << (data_bytes - data_end)
+                                            << " bytes of unexpected data after the " << data_end
+                                            << " bytes of tensors the header describes");
+  return h;
+}
+
+uint64_t file_size_of(std::FILE* fp, const std::string& path) {
+  struct stat st {};
+  TANDEM_CHECK(fstat(fileno(fp), &st) == 0, path << ": cannot stat: " << errno_text());
+  TANDEM_CHECK(S_ISREG(st.st_mode), path << ": not a regular file");
+  return static_cast<uint64_t>(st.st_size);
+}
+
+void open_for_reading(File& f, const std::string& path) {
+  f.fp = std::fopen(path.c_str(), "rb");
+  TANDEM_CHECK(f.fp != nullptr, path << ": cannot open checkpoint: " << errno_text());
+}
+
+std::string parent_dir(const std::string& path) {
+  fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // Widest elements first (then by name), as the reference writer does, so every tensor
+  // starts aligned to its element size within the 8-aligned data section.
+  std::vector<std::pair<std::string, Tensor>> order;
+  for (const auto& [name, t] : tensors) {
+    TANDEM_CHECK(name != kMetadataKey, path << ": cannot save a tensor named \"__metadata__\" (reserved)");
+    TANDEM_CHECK(t.defined(), path << ": cannot save tensor \"" << name << "\": it is undefined");
+    order.emplace_back(name, t.device().is_cpu() ? t : t.to(Device::cpu()));
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return dtype_size(a.second.dtype()) > dtype_size(b.second.dtype());
+  });
+
+  std::string header = "{";
+  bool first = true;
+  if (!metadata.empty()) {
+    write_json_string(header, kMetadataKey);
+    header += ":{";
+    for (const auto& [key, value] : metadata) {
+      if (!first) header += ',';
+      first = false;
+      write_json_string(header, key);
+      header += ':';
+      write_json_string(header, value);
+    }
+    header += '}';
+    first = false;
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : order) {
+    if (!first) header += ',';
+    first = false;
+    write_json_string(header, name);
+    header += ":{\"dtype\":\"";
+    header += safetensors_dtype(t.dtype());
+    header += "\",\"shape\":[";
+    for (size_t i = 0; i < t.shape().size(); ++i) {
+      if (i > 0) header += ',';
+      header += std::to_string(t.shape()[i]);
+    }
+    header += "],\"data_offsets\":[" + std::to_string(offset) + ",";
+    offset += t.bytes();
+    header += std::to_string(offset) + "]}";
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+
+  const std::string tmp = path + ".tmp";
+  std::FILE* fp = std::fopen(tmp.c_str(), "wb");
+  TANDEM_CHECK(fp != nullptr,
+               path << ": cannot save checkpoint: cannot create " << tmp << ": " << errno_text());
+  auto fail_write = [&](const std::string& what) {
+    std::string err = errno_text();
+    if (fp != nullptr) std::fclose(fp);
+    std::remove(tmp.c_str());
+    TANDEM_FAIL(path << ": cannot save checkpoint: " << what << " " << tmp << ": " << err);
+  };
+  unsigned char prefix[8];
+  uint64_t header_bytes = header.size();
+  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<unsigned char>(header_bytes >> (8 * i));
+  if (std::fwrite(prefix, 1, 8, fp) != 8) fail_write("writing");
+  if (std::fwrite(header.data(), 1, header.size(), fp) != header.size()) fail_write("writing");
+  for (const auto& [name, t] : order) {
+    if (t.bytes() == 0) continue;
+    if (std::fwrite(t.raw_data(), 1, t.bytes(), fp) != t.bytes()) fail_write("writing");
+  }
+  if (std::fflush(fp) != 0) fail_write("flushing");
+  if (fsync(fileno(fp)) != 0) fail_write("syncing");
+  int rc = std::fclose(fp);
+  fp = nullptr;
+  if (rc != 0) fail_write("closing");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail_write("renaming over the final name");
+
+  // The rename is durable only once the directory entry is on disk.
+  const std::string dir = parent_dir(path);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  TANDEM_CHECK(dfd >= 0,
+               path << ": saved, but cannot open directory " << dir << " to sync it: " << errno_text());
+  int sync_rc = fsync(dfd);
+  std::string sync_err = sync_rc != 0 ? errno_text() : std::string();
+  ::close(dfd);
+  TANDEM_CHECK(sync_rc == 0, path << ": saved, but syncing directory " << dir << " failed: " << sync_err);
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  File f;
+  open_for_reading(f, path);
+  return read_header(f.fp, path, file_size_of(f.fp, path));
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  File f;
+  open_for_reading(f, path);
+  SafetensorsHeader h = read_header(f.fp, path, file_size_of(f.fp, path));
+  SafetensorsFile out;
+  out.metadata = std::move(h.metadata);
+  for (const auto& [name, e] : h.entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    read_exact(f.fp, t.raw_data(), t.bytes(), h.data_offset + e.begin, path, "tensor \"" + name + "\"");
+    out.tensors.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+std::string checkpoint_path(const std::string& dir, const std::string& prefix, int64_t iteration) {
+  TANDEM_CHECK(iteration >= 0, "checkpoint_path: iteration must be non-negative, got " << iteration);
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%06lld", static_cast<long long>(iteration));
+  std::string name = prefix + "-" + digits + ".safetensors";
+  return dir.empty() ? name : (fs::path(dir) / name).string();
+}
+
+std::optional<std::string> find_latest_checkpoint(const std::string& dir, const std::string& prefix) {
+  const std::string head = prefix + "-";
+  const std::string tail = ".safetensors";
+  std::vector<std::pair<int64_t, std::string>> candidates;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return std::nullopt;
+  for (const fs::directory_entry& entry : it) {
+    std::error_code type_ec;
+    if (!entry.is_regular_file(type_ec)) continue;
+    std::string name = entry.path().filename().string();
+    if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+        name.compare(name.size() - tail.size(), tail.size(), tail) != 0) {
+      continue;
+    }
+    std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+    if (digits.size() > 18 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    candidates.emplace_back(std::stoll(digits), entry.path().string());
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [iteration, path] : candidates) {
+    try {
+      read_safetensors_header(path);
+      return path;
+    } catch (const Error&) {
+      // torn or foreign: fall back to the next older one
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace tandem

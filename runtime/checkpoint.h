@@ -1,0 +1,63 @@
+// Checkpoint files in the safetensors format.
+//
+// Contract:
+// - Layout (exactly safetensors): an 8-byte little-endian header length N, N bytes of JSON
+//   {"__metadata__": {string: string}, "name": {"dtype": "F32"|"F64"|"F16"|"BF16",
+//   "shape": [...], "data_offsets": [begin, end]}, ...} padded with spaces to a multiple
+//   of 8, then the raw little-endian tensor data (offsets are relative to its start).
+//   Any safetensors reader can open what save_safetensors writes.
+// - save_safetensors writes `path + ".tmp"`, flushes and fsyncs it, renames it over `path`
+//   and fsyncs the directory: a crash never leaves a half-written file under `path`.
+//   Tensors may live on any device (they are copied to the host to be written).
+// - load_safetensors validates everything before trusting it (header length against the
+//   file size, JSON syntax, dtype, shape x dtype size == byte span, offsets in range and
+//   non-overlapping, the data ending exactly at the end of the file). Every problem is an
+//   Error whose message starts with the path and says what is wrong.
+// - find_latest_checkpoint returns the complete checkpoint `<dir>/<prefix>-<iteration>
+//   .safetensors` with the highest iteration, skipping *.tmp files and files whose header
+//   does not validate (a torn or foreign file never wins); nullopt when there is none or
+//   `dir` does not exist.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "runtime/tensor.h"
+
+namespace tandem {
+
+struct SafetensorsFile {
+  std::map<std::string, Tensor> tensors;  // CPU tensors
+  std::map<std::string, std::string> metadata;
+};
+
+// Per-tensor entry of a validated header (no data read).
+struct SafetensorsEntry {
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t begin = 0;  // byte offsets into the data section
+  uint64_t end = 0;
+};
+
+struct SafetensorsHeader {
+  std::map<std::string, SafetensorsEntry> entries;
+  std::map<std::string, std::string> metadata;
+  uint64_t data_offset = 0;  // byte offset of the data section in the file (8 + N)
+};
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+SafetensorsFile load_safetensors(const std::string& path);
+
+// Reads and validates the header only, including that the file is long enough for it.
+SafetensorsHeader read_safetensors_header(const std::string& path);
+
+// "<dir>/<prefix>-000100.safetensors" (iteration zero-padded to at least 6 digits).
+std::string checkpoint_path(const std::string& dir, const std::string& prefix, int64_t iteration);
+
+std::optional<std::string> find_latest_checkpoint(const std::string& dir, const std::string& prefix);
+
+}  // namespace tandem
