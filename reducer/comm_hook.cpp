@@ -1,0 +1,63 @@
+#include "reducer/comm_hook.h"
+
+#include "kernels/elementwise.h"
+
+namespace tandem {
+
+namespace {
+
+class AllreduceHook final : public CommHook {
+ public:
+  std::string name() const override { return "allreduce"; }
+  std::shared_ptr<dist::Work> launch(GradBucket& b) override {
+    b.bytes_sent = b.buffer.bytes();
+    return b.group->allreduce(b.buffer, dist::ReduceOp::avg, b.tag);
+  }
+  void finish(GradBucket&) override {}
+};
+
+class CompressHook final : public CommHook {
+ public:
+  explicit CompressHook(DType wire) : wire_(wire) {}
+  std::string name() const override { return wire_ == DType::f16 ? "fp16_compress" : "bf16_compress"; }
+  std::shared_ptr<dist::Work> launch(GradBucket& b) override {
+    Tensor scaled = kernels::scale(b.buffer, 1.0 / b.group->size());
+    b.scratch = scaled.to(wire_);
+    b.bytes_sent = b.scratch.bytes();
+    return b.group->allreduce(b.scratch, dist::ReduceOp::sum, b.tag);
+  }
+  void finish(GradBucket& b) override { b.buffer.copy_(b.scratch); }
+
+ private:
+  DType wire_;
+};
+
+class FunctionHook final : public CommHook {
+ public:
+  FunctionHook(std::string name, std::function<Tensor(GradBucket&)> fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name() const override { return name_; }
+  std::shared_ptr<dist::Work> launch(GradBucket& b) override {
+    b.bytes_sent = b.buffer.bytes();
+    b.scratch = fn_(b);
+    TANDEM_CHECK(b.scratch.defined() && b.scratch.numel() == b.buffer.numel(),
+                 "comm hook '" << name_ << "' returned " << b.scratch.str() << " for " << b.tag << " of "
+                               << b.buffer.numel() << " elements");
+    return nullptr;
+  }
+  void finish(GradBucket& b) override { b.buffer.copy_(b.scratch); }
+
+ private:
+  std::string name_;
+  std::function<Tensor(GradBucket&)> fn_;
+};
+
+}  // namespace
+
+std::shared_ptr<CommHook> allreduce_hook() { return std::make_shared<AllreduceHook>(); }
+std::shared_ptr<CommHook> fp16_compress_hook() { return std::make_shared<CompressHook>(DType::f16); }
+std::shared_ptr<CommHook> bf16_compress_hook() { return std::make_shared<CompressHook>(DType::bf16); }
+std::shared_ptr<CommHook> make_comm_hook(std::string name, std::function<Tensor(GradBucket&)> fn) {
+  return std::make_shared<FunctionHook>(std::move(name), std::move(fn));
+}
+
+}  // namespace tandem

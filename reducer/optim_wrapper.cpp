@@ -1,0 +1,56 @@
+#include "reducer/optim_wrapper.h"
+
+#include <algorithm>
+
+#include "autograd/ops.h"
+
+namespace tandem {
+
+OptimWrapper::OptimWrapper(std::shared_ptr<optim::Optimizer> optimizer, int accumulative_counts)
+    : optimizer_(std::move(optimizer)), accumulative_counts_(accumulative_counts) {
+  TANDEM_CHECK(optimizer_ != nullptr, "OptimWrapper: no optimizer");
+  TANDEM_CHECK(accumulative_counts_ >= 1, "OptimWrapper: accumulative_counts must be at least 1, got "
+                                              << accumulative_counts_);
+}
+
+void OptimWrapper::zero_grad() { optimizer_->zero_grad(); }
+
+void OptimWrapper::backward(const Variable& loss) { loss.backward(); }
+
+void OptimWrapper::step() { optimizer_->step(); }
+
+void OptimWrapper::attach(Reducer* reducer) {
+  if (std::find(reducers_.begin(), reducers_.end(), reducer) == reducers_.end()) reducers_.push_back(reducer);
+}
+
+void OptimWrapper::update_params(const Variable& loss) {
+  Variable scaled = accumulative_counts_ == 1 ? loss : scale(loss, 1.0 / accumulative_counts_);
+  bool boundary = should_sync();
+  ++calls_;
+  if (boundary) {
+    backward(scaled);
+    step();
+    zero_grad();
+    return;
+  }
+  std::vector<std::unique_ptr<Reducer::NoSyncGuard>> guards;
+  for (Reducer* r : reducers_) guards.push_back(std::make_unique<Reducer::NoSyncGuard>(*r));
+  backward(scaled);
+}
+
+void OptimWrapperDict::add(const std::string& name, std::shared_ptr<OptimWrapper> wrapper) {
+  TANDEM_CHECK(wrapper != nullptr, "OptimWrapperDict: null wrapper for '" << name << "'");
+  wrappers_[name] = std::move(wrapper);
+}
+
+OptimWrapper& OptimWrapperDict::operator[](const std::string& name) {
+  auto it = wrappers_.find(name);
+  if (it == wrappers_.end()) {
+    std::string keys;
+    for (const auto& [k, v] : wrappers_) keys += (keys.empty() ? "" : ", ") + k;
+    TANDEM_FAIL("OptimWrapperDict has no optimizer wrapper '" << name << "' (it has: " << keys << ")");
+  }
+  return *it->second;
+}
+
+}  // namespace tandem

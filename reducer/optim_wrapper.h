@@ -1,0 +1,56 @@
+// OptimWrapper and OptimWrapperDict, as in MMEngine.
+//
+// Contract: an OptimWrapper owns an optimizer and an accumulation count k (default 1).
+// update_params(loss) runs backward on loss / k and, every k-th call, steps the optimizer
+// and zeroes the gradients. Between those calls the backward runs inside no_sync() of
+// the Reducers the wrapper is attached to (a DDP wrapper attaches them), so gradients
+// accumulate locally and are averaged once, at the step. zero_grad/backward/step are
+// also callable one by one.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/optim.h"
+#include "autograd/variable.h"
+#include "reducer/reducer.h"
+
+namespace tandem {
+
+class OptimWrapper {
+ public:
+  explicit OptimWrapper(std::shared_ptr<optim::Optimizer> optimizer, int accumulative_counts = 1);
+
+  void zero_grad();
+  void backward(const Variable& loss);
+  void step();
+  void update_params(const Variable& loss);
+  // True when the next update_params call is an accumulation boundary (it steps).
+  bool should_sync() const { return (calls_ + 1) % accumulative_counts_ == 0; }
+
+  void attach(Reducer* reducer);
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  int accumulative_counts() const { return accumulative_counts_; }
+
+ private:
+  std::shared_ptr<optim::Optimizer> optimizer_;
+  int accumulative_counts_;
+  int64_t calls_ = 0;
+  std::vector<Reducer*> reducers_;
+};
+
+class OptimWrapperDict {
+ public:
+  void add(const std::string& name, std::shared_ptr<OptimWrapper> wrapper);
+  OptimWrapper& operator[](const std::string& name);  // throws naming the missing key
+  bool contains(const std::string& name) const { return wrappers_.count(name) != 0; }
+  const std::map<std::string, std::shared_ptr<OptimWrapper>>& items() const { return wrappers_; }
+
+ private:
+  std::map<std::string, std::shared_ptr<OptimWrapper>> wrappers_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,324 @@
+#include "reducer/reducer.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "reducer/replica_sync.h"
+
+namespace tandem {
+
+namespace {
+
+bool any_of(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), true) != v.end(); }
+
+}  // namespace
+
+Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names, std::shared_ptr<dist::ProcessGroup> group,
+                 ReducerOptions options)
+    : params_(std::move(params)), names_(std::move(names)), group_(std::move(group)), options_(std::move(options)) {
+  TANDEM_CHECK(group_ != nullptr, "Reducer for " << options_.name << ": no process group");
+  TANDEM_CHECK(params_.size() == names_.size(), "Reducer for " << options_.name << ": " << params_.size()
+                                                               << " parameters but " << names_.size() << " names");
+  TANDEM_CHECK(options_.bucket_cap_mb > 0 && options_.first_bucket_cap_mb > 0,
+               "Reducer for " << options_.name << ": bucket_cap_mb must be positive, got " << options_.bucket_cap_mb);
+  std::vector<TensorDescription> descriptions;
+  std::vector<Tensor*> data;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    TANDEM_CHECK(params_[i].defined() && params_[i].is_leaf(),
+                 "Reducer for " << options_.name << ": '" << names_[i] << "' is not a leaf parameter");
+    TANDEM_CHECK(index_of_.emplace(params_[i].impl(), i).second,
+                 "Reducer for " << options_.name << ": parameter '" << names_[i] << "' is registered twice");
+    descriptions.push_back({names_[i], &params_[i].data()});
+    data.push_back(&params_[i].data());
+    std::string part = names_[i].find('.') == std::string::npos ? "" : names_[i].substr(0, names_[i].find('.'));
+    auto it = std::find(parts_.begin(), parts_.end(), part);
+    part_index_.push_back(static_cast<size_t>(it - parts_.begin()));
+    if (it == parts_.end()) parts_.push_back(part);
+  }
+  verify_replicas(*group_, descriptions, "parameter");
+  broadcast_from_rank0(*group_, data, "initial parameters of " + options_.name);
+  hook_ = allreduce_hook();
+  unsynced_used_.assign(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    hook_ids_.push_back(params_[i].add_grad_ready_hook([this, i](Variable& v) { mark_ready(i, &v.grad()); }));
+  }
+  Engine::add_observer(this);
+}
+
+Reducer::~Reducer() {
+  Engine::remove_observer(this);
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].remove_grad_ready_hook(hook_ids_[i]);
+}
+
+void Reducer::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  TANDEM_CHECK(hook != nullptr, "register_comm_hook: null hook for " << options_.name);
+  TANDEM_CHECK(active_ == nullptr, "register_comm_hook during a backward of " << options_.name);
+  hook_ = std::move(hook);
+}
+
+std::string Reducer::part_of(size_t index) const {
+  const std::string& p = parts_[part_index_[index]];
+  return p.empty() ? "(top level)" : p;
+}
+
+std::vector<bool> Reducer::local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const {
+  std::vector<bool> used(params_.size(), false);
+  for (const auto& leaf : leaves) {
+    if (auto it = index_of_.find(leaf.get()); it != index_of_.end()) used[it->second] = true;
+  }
+  return used;
+}
+
+void Reducer::on_backward_begin(const BackwardPass& pass) {
+  if (prepared_) {  // prepare_for_backward already agreed on this backward's set
+    prepared_ = false;
+    return;
+  }
+  std::vector<bool> local = local_used(pass.reachable_leaves());
+  if (!sync_enabled_) {
+    for (size_t i = 0; i < local.size(); ++i) unsynced_used_[i] = unsynced_used_[i] || local[i];
+    return;
+  }
+  if (!any_of(local) && !any_of(unsynced_used_)) return;  // this backward is not about our parameters
+  begin_sync(std::move(local));
+}
+
+void Reducer::prepare_for_backward(const std::vector<Variable>& roots) {
+  std::vector<bool> local = local_used(reachable_leaves(roots));
+  if (!sync_enabled_) {
+    for (size_t i = 0; i < local.size(); ++i) unsynced_used_[i] = unsynced_used_[i] || local[i];
+    return;
+  }
+  begin_sync(std::move(local));
+  prepared_ = true;
+}
+
+void Reducer::begin_sync(std::vector<bool> local) {
+  TANDEM_CHECK(active_ == nullptr, "Reducer for " << options_.name
+                                                  << ": a backward began before the previous one finished");
+  const size_t count = params_.size();
+  // `reachable`: gradients this backward will produce here. `local` adds the parameters
+  // used by no_sync backwards since the last sync: their accumulated gradients are due too.
+  const std::vector<bool> reachable = local;
+  for (size_t i = 0; i < count; ++i) local[i] = local[i] || unsynced_used_[i];
+  unsynced_used_.assign(count, false);
+
+  // One small collective: per parameter, then per part, how many ranks used it.
+  Tensor counts = Tensor::zeros({static_cast<int64_t>(count + parts_.size())}, DType::f32);
+  float* c = counts.data<float>();
+  for (size_t i = 0; i < count; ++i) {
+    if (local[i]) {
+      c[i] = 1.0f;
+      c[count + part_index_[i]] = 1.0f;
+    }
+  }
+  group_->allreduce(counts, dist::ReduceOp::sum, "used-parameter agreement of " + options_.name)->wait();
+  const int world = group_->size();
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    int ranks = static_cast<int>(c[count + k]);
+    if (ranks > 0 && ranks < world) {
+      size_t first = 0;
+      while (part_index_[first] != k) ++first;
+      bool here = false;
+      for (size_t i = 0; i < count; ++i) here = here || (local[i] && part_index_[i] == k);
+      TANDEM_FAIL("ranks diverge in " << options_.name << ": this backward reaches part '" << part_of(first)
+                                      << "' (first parameter '" << names_[first] << "') on " << ranks << " of "
+                                      << world << " ranks, " << (here ? "including" : "not including")
+                                      << " this one; every rank must run the same backward (the same step) in "
+                                      << "the same order");
+    }
+  }
+  std::vector<bool> global(count);
+  for (size_t i = 0; i < count; ++i) global[i] = c[i] > 0.0f;
+
+  Phase& phase = phase_for(global);
+  maybe_rebuild(phase);
+  active_ = &phase;
+  slot_ready_.assign(count, false);
+  next_launch_ = 0;
+  phase.ready_order.clear();
+  for (Bucket& b : phase.buckets) {
+    b.pending = b.params.size();
+    b.work = nullptr;
+  }
+  // No gradient will arrive here for these (used elsewhere, or only in earlier no_sync
+  // backwards): this rank contributes what it has, zeros without a grad.
+  for (size_t i : phase.used) {
+    if (!reachable[i]) mark_ready(i, params_[i].grad().defined() ? &params_[i].grad() : nullptr);
+  }
+}
+
+Reducer::Phase& Reducer::phase_for(const std::vector<bool>& global) {
+  auto it = phases_.find(global);
+  if (it != phases_.end()) return it->second;
+  Phase& phase = phases_[global];
+  phase.id = static_cast<int>(phases_.size());
+  for (size_t i = 0; i < global.size(); ++i) {
+    if (global[i]) phase.used.push_back(i);
+  }
+  std::vector<size_t> order(phase.used.rbegin(), phase.used.rend());  // gradients arrive roughly in reverse
+  build_layout(phase, order);
+  return phase;
+}
+
+void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
+  std::vector<BucketParamInfo> infos;
+  for (const Variable& p : params_) infos.push_back({p.numel(), p.dtype(), p.device()});
+  BucketCaps caps;
+  caps.bucket_bytes = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);
+  caps.first_bucket_bytes = std::min(caps.bucket_bytes, static_cast<size_t>(options_.first_bucket_cap_mb * 1024 * 1024));
+  std::vector<std::vector<size_t>> assignment = assign_buckets(infos, order, caps);
+
+  phase.buckets.clear();
+  phase.bucket_of.assign(params_.size(), -1);
+  phase.slot_offset.assign(params_.size(), 0);
+  for (size_t b = 0; b < assignment.size(); ++b) {
+    Bucket bucket;
+    bucket.params = assignment[b];
+    int64_t total = 0;
+    std::string names;
+    for (size_t i : bucket.params) {
+      bucket.offsets.push_back(total);
+      phase.bucket_of[i] = static_cast<int>(b);
+      phase.slot_offset[i] = total;
+      total += params_[i].numel();
+      bucket.grad_bucket.param_names.push_back(names_[i]);
+      if (names.size() < 120) names += (names.empty() ? "" : ", ") + names_[i];
+    }
+    if (bucket.params.size() > 0 && names.size() >= 120) names += ", ...";
+    const Variable& first = params_[bucket.params.front()];
+    bucket.grad_bucket.index = b;
+    bucket.grad_bucket.buffer = Tensor::zeros({total}, first.dtype(), first.device());
+    bucket.grad_bucket.group = group_.get();
+    bucket.grad_bucket.tag = "bucket " + std::to_string(b) + " of phase " + std::to_string(phase.id) + " of " +
+                             options_.name + " (" + names + ")";
+    phase.buckets.push_back(std::move(bucket));
+  }
+}
+
+void Reducer::maybe_rebuild(Phase& phase) {
+  if (phase.rebuilds > 0 || phase.backwards != 1) return;
+  // Rank 0's observed ready order of the first backward becomes everyone's layout order.
+  Tensor order = Tensor::zeros({static_cast<int64_t>(phase.used.size())}, DType::f64);
+  double* o = order.data<double>();
+  TANDEM_CHECK(phase.ready_order.size() == phase.used.size(),
+               "internal: phase " << phase.id << " of " << options_.name << " recorded " << phase.ready_order.size()
+                                  << " ready gradients for " << phase.used.size() << " parameters");
+  for (size_t k = 0; k < phase.used.size(); ++k) o[k] = static_cast<double>(phase.ready_order[k]);
+  group_->broadcast(order, 0, "bucket rebuild order of phase " + std::to_string(phase.id) + " of " + options_.name)
+      ->wait();
+  std::vector<size_t> rank0_order;
+  for (size_t k = 0; k < phase.used.size(); ++k) rank0_order.push_back(static_cast<size_t>(o[k]));
+  build_layout(phase, rank0_order);
+  phase.rebuilds = 1;
+}
+
+void Reducer::mark_ready(size_t index, const Tensor* grad) {
+  if (active_ == nullptr) return;
+  int b = active_->bucket_of[index];
+  if (b < 0) return;
+  TANDEM_CHECK(!slot_ready_[index], "gradient of '" << names_[index] << "' became ready twice in one backward");
+  Bucket& bucket = active_->buckets[static_cast<size_t>(b)];
+  Tensor slot = bucket.grad_bucket.buffer.view_range(active_->slot_offset[index], params_[index].shape());
+  if (grad == nullptr || !grad->defined()) {
+    slot.zero_();
+  } else if (!(grad->shares_storage_with(slot) && grad->offset() == slot.offset())) {
+    slot.copy_(*grad);
+  }
+  slot_ready_[index] = true;
+  active_->ready_order.push_back(index);
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  auto& buckets = active_->buckets;
+  while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
+    Bucket& b = buckets[next_launch_];
+    b.grad_bucket.bytes_sent = 0;
+    b.work = hook_->launch(b.grad_bucket);
+    ++next_launch_;
+  }
+}
+
+void Reducer::on_backward_end(const BackwardPass& pass) {
+  if (active_ == nullptr || prepared_) return;
+  if (!pass.ok) {
+    abandon_sync();
+    return;
+  }
+  finish_sync();
+}
+
+void Reducer::abandon_sync() {
+  // The backward threw. Launched reductions stay owned by their Work objects; the next
+  // backward starts afresh (other ranks may then time out, naming the bucket).
+  active_ = nullptr;
+}
+
+void Reducer::finish_sync() {
+  Phase& phase = *active_;
+  for (size_t i : phase.used) {
+    if (!slot_ready_[i]) {
+      active_ = nullptr;
+      TANDEM_FAIL("Reducer for " << options_.name << ": parameter '" << names_[i]
+                                 << "' was reached by the backward but its gradient never became ready");
+    }
+  }
+  size_t bytes = 0;
+  for (Bucket& b : phase.buckets) {
+    try {
+      if (b.work) b.work->wait();
+    } catch (...) {
+      active_ = nullptr;
+      throw;
+    }
+    hook_->finish(b.grad_bucket);
+    bytes += b.grad_bucket.bytes_sent;
+  }
+  for (size_t i : phase.used) {
+    const Bucket& b = phase.buckets[static_cast<size_t>(phase.bucket_of[i])];
+    Tensor slot = b.grad_bucket.buffer.view_range(phase.slot_offset[i], params_[i].shape());
+    if (options_.gradient_as_bucket_view) {
+      params_[i].set_grad(slot);
+    } else if (params_[i].grad().defined()) {
+      Tensor grad = params_[i].grad();
+      grad.copy_(slot);
+    } else {
+      params_[i].set_grad(slot.clone());
+    }
+  }
+  phase.bytes = bytes;
+  ++phase.backwards;
+  last_backward_bytes_ = bytes;
+  total_bytes_ += bytes;
+  ++synced_backwards_;
+  active_ = nullptr;
+}
+
+std::vector<PhaseStats> Reducer::stats() const {
+  std::vector<const Phase*> ordered;
+  for (const auto& [key, phase] : phases_) ordered.push_back(&phase);
+  std::sort(ordered.begin(), ordered.end(), [](const Phase* a, const Phase* b) { return a->id < b->id; });
+  std::vector<PhaseStats> out;
+  for (const Phase* p : ordered) {
+    PhaseStats s;
+    std::vector<std::string> parts;
+    for (size_t i : p->used) {
+      if (std::find(parts.begin(), parts.end(), part_of(i)) == parts.end()) parts.push_back(part_of(i));
+    }
+    std::ostringstream os;
+    os << "phase " << p->id << ": " << p->used.size() << " of " << params_.size() << " parameters (";
+    for (size_t k = 0; k < parts.size(); ++k) os << (k ? ", " : "") << parts[k];
+    os << ")";
+    s.description = os.str();
+    s.used_params = p->used.size();
+    for (const Bucket& b : p->buckets) s.bucket_bytes.push_back(b.grad_bucket.buffer.bytes());
+    s.bytes_per_backward = p->bytes;
+    s.rebuilds = p->rebuilds;
+    s.backwards = p->backwards;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace tandem

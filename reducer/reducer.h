@@ -1,0 +1,155 @@
+// The Reducer: bucketed, overlapped gradient averaging scoped to each backward.
+//
+// Contract (DESIGN.md §3):
+// - At construction the parameters are verified across ranks (names, dtypes, shapes; a
+//   named error on the first difference) and broadcast from rank 0. The Reducer then
+//   watches every backward (autograd's backward-begin seam) and every parameter's
+//   grad-ready hook.
+// - A backward whose graph reaches none of this Reducer's parameters is not its business.
+//   Otherwise, before any gradient is computed, ranks agree in one small allreduce on the
+//   globally used set: parameters reachable from the roots on at least one rank. Exactly
+//   that set is averaged; parameters no rank used keep their gradient untouched and cost
+//   no bytes; parameters used elsewhere but not here contribute their current gradient
+//   (zeros when they have none).
+// - Each used set is a phase with a cached bucket layout: registration order reversed for
+//   its first backward, rebuilt once at its second backward from the gradient-ready order
+//   rank 0 observed (broadcast, so all ranks agree).
+// - A bucket's reduction is launched as soon as its last gradient is ready, strictly in
+//   bucket order, while the backward goes on. At the end of the backward the Reducer
+//   waits, and writes the averages into the gradients (or makes the gradients views into
+//   the buckets with gradient_as_bucket_view).
+// - prepare_for_backward(roots) does the agreement now for the next backward (the
+//   explicit, MMGeneration-style call); the next backward then does not repeat it.
+// - Inside no_sync() backwards accumulate locally and communicate nothing; the next
+//   synced backward averages the accumulated sums, including parameters used only in the
+//   no_sync backwards.
+// - Ranks whose backwards reach different parts of the model (parts are the first
+//   component of parameter names, e.g. "generator" / "discriminator") are detected at the
+//   agreement and every rank throws an error naming the part and its first parameter.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/variable.h"
+#include "reducer/bucket_assignment.h"
+#include "reducer/comm_hook.h"
+#include "runtime/process_group.h"
+
+namespace tandem {
+
+struct ReducerOptions {
+  double bucket_cap_mb = 25.0;
+  double first_bucket_cap_mb = 1.0;
+  bool gradient_as_bucket_view = false;
+  // Accepted for PyTorch users; tandem always finds the used set from the graph, at the
+  // cost of one walk it already does, so true and false behave the same.
+  bool find_unused_parameters = false;
+  // Accepted; layouts are cached per phase whatever its value.
+  bool static_graph = false;
+  std::string name = "model";  // in messages and tags
+};
+
+struct PhaseStats {
+  std::string description;            // "phase 1: 6 of 12 parameters (discriminator.*)"
+  size_t used_params = 0;
+  std::vector<size_t> bucket_bytes;   // per bucket, in layout order
+  size_t bytes_per_backward = 0;      // bytes put on the wire by the last backward of this phase
+  int rebuilds = 0;
+  int64_t backwards = 0;
+};
+
+class Reducer : public BackwardObserver {
+ public:
+  Reducer(std::vector<Variable> params, std::vector<std::string> names, std::shared_ptr<dist::ProcessGroup> group,
+          ReducerOptions options = {});
+  ~Reducer() override;
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  void prepare_for_backward(const Variable& root) { prepare_for_backward(std::vector<Variable>{root}); }
+  void prepare_for_backward(const std::vector<Variable>& roots);
+
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(Reducer& r) : reducer_(r), previous_(r.sync_enabled_) { r.sync_enabled_ = false; }
+    ~NoSyncGuard() { reducer_.sync_enabled_ = previous_; }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    Reducer& reducer_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  void register_comm_hook(std::shared_ptr<CommHook> hook);
+
+  std::vector<PhaseStats> stats() const;
+  size_t last_backward_bytes() const { return last_backward_bytes_; }
+  uint64_t total_bytes() const { return total_bytes_; }  // over every synced backward so far
+  int64_t synced_backwards() const { return synced_backwards_; }
+  const std::vector<Variable>& parameters() const { return params_; }
+  const std::vector<std::string>& names() const { return names_; }
+  dist::ProcessGroup& group() const { return *group_; }
+
+  void on_backward_begin(const BackwardPass& pass) override;
+  void on_backward_end(const BackwardPass& pass) override;
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;  // element offset of each parameter in the buffer
+    GradBucket grad_bucket;
+    size_t pending = 0;
+    std::shared_ptr<dist::Work> work;
+  };
+  struct Phase {
+    int id = 0;
+    std::vector<size_t> used;  // parameter indices, registration order
+    std::vector<Bucket> buckets;
+    std::vector<int> bucket_of;       // per parameter, -1 when unused in this phase
+    std::vector<int64_t> slot_offset; // per parameter, element offset in its bucket
+    std::vector<size_t> ready_order;  // of the last backward
+    int rebuilds = 0;
+    int64_t backwards = 0;
+    size_t bytes = 0;
+  };
+
+  std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
+  void begin_sync(std::vector<bool> local);
+  Phase& phase_for(const std::vector<bool>& global);
+  void build_layout(Phase& phase, const std::vector<size_t>& order);
+  void maybe_rebuild(Phase& phase);
+  void mark_ready(size_t index, const Tensor* grad);
+  void launch_ready_buckets();
+  void finish_sync();
+  void abandon_sync();
+  std::string part_of(size_t index) const;
+
+  std::vector<Variable> params_;
+  std::vector<std::string> names_;
+  std::vector<uint64_t> hook_ids_;
+  std::map<VariableImpl*, size_t> index_of_;
+  std::vector<std::string> parts_;      // distinct parts, first-seen order
+  std::vector<size_t> part_index_;      // per parameter
+  std::shared_ptr<dist::ProcessGroup> group_;
+  ReducerOptions options_;
+  std::shared_ptr<CommHook> hook_;
+
+  std::map<std::vector<bool>, Phase> phases_;
+  Phase* active_ = nullptr;            // the phase of the backward in flight
+  std::vector<bool> slot_ready_;
+  size_t next_launch_ = 0;
+  bool prepared_ = false;               // prepare_for_backward ran for the next backward
+  bool sync_enabled_ = true;
+  std::vector<bool> unsynced_used_;     // used in no_sync backwards since the last sync
+  size_t last_backward_bytes_ = 0;
+  uint64_t total_bytes_ = 0;
+  int64_t synced_backwards_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,81 @@
+#include "reducer/replica_sync.h"
+
+#include <sstream>
+
+namespace tandem {
+
+namespace {
+
+std::string describe(const TensorDescription& d) {
+  return "'" + d.name + "' " + dtype_name(d.tensor->dtype()) + shape_str(d.tensor->shape());
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream is(s);
+  for (std::string line; std::getline(is, line);) out.push_back(line);
+  return out;
+}
+
+// Rank 0's string, on every rank. Characters travel one per float32 element (exact).
+std::string broadcast_string(dist::ProcessGroup& group, const std::string& mine, const std::string& tag) {
+  Tensor length = Tensor::from_values({1}, {double(mine.size())}, DType::f64);
+  group.broadcast(length, 0, tag + " (length)")->wait();
+  auto n = static_cast<int64_t>(length.item());
+  Tensor chars = Tensor::zeros({n}, DType::f32);
+  if (group.rank() == 0) {
+    float* p = chars.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(mine[static_cast<size_t>(i)]);
+  }
+  if (n > 0) group.broadcast(chars, 0, tag)->wait();
+  std::string out(static_cast<size_t>(n), '\0');
+  const float* p = chars.data<float>();
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<char>(static_cast<int>(p[i]));
+  return out;
+}
+
+}  // namespace
+
+void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors, const std::string& what) {
+  std::string mine;
+  for (const auto& d : tensors) mine += describe(d) + "\n";
+  std::string rank0 = broadcast_string(group, mine, "verify " + what);
+  std::vector<std::string> theirs = split_lines(rank0), ours = split_lines(mine);
+  std::string problem;
+  int r = group.rank();
+  for (size_t i = 0; i < std::max(theirs.size(), ours.size()) && problem.empty(); ++i) {
+    if (i >= ours.size()) {
+      problem = what + " " + std::to_string(i) + ": rank 0 has " + theirs[i] + ", rank " + std::to_string(r) +
+                " has none (" + std::to_string(ours.size()) + " against rank 0's " + std::to_string(theirs.size()) + ")";
+    } else if (i >= theirs.size()) {
+      problem = what + " " + std::to_string(i) + ": rank " + std::to_string(r) + " has " + ours[i] +
+                ", rank 0 has none (" + std::to_string(ours.size()) + " against rank 0's " +
+                std::to_string(theirs.size()) + ")";
+    } else if (theirs[i] != ours[i]) {
+      problem = what + " " + std::to_string(i) + ": rank 0 has " + theirs[i] + ", rank " + std::to_string(r) +
+                " has " + ours[i];
+    }
+  }
+  Tensor flags = Tensor::zeros({group.size()}, DType::f32);
+  if (!problem.empty()) flags.data<float>()[r] = 1.0f;
+  group.allreduce(flags, dist::ReduceOp::sum, "verify " + what + " (result)")->wait();
+  std::string differing;
+  for (int i = 0; i < group.size(); ++i) {
+    if (flags.at(i) != 0.0) differing += (differing.empty() ? "" : ", ") + std::to_string(i);
+  }
+  if (differing.empty()) return;
+  if (!problem.empty()) TANDEM_FAIL("model differs across ranks: " << problem);
+  TANDEM_FAIL("model differs across ranks: rank(s) " << differing << " differ from rank 0 in their " << what
+                                                     << " list (their error names the first difference)");
+}
+
+void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>& tensors, const std::string& tag) {
+  std::vector<std::shared_ptr<dist::Work>> works;
+  works.reserve(tensors.size());
+  for (Tensor* t : tensors) {
+    if (t->numel() > 0) works.push_back(group.broadcast(*t, 0, tag));
+  }
+  for (auto& w : works) w->wait();
+}
+
+}  // namespace tandem

@@ -1,0 +1,27 @@
+// Making replicas identical at wrap time.
+//
+// Contract: verify_replicas is collective over `group`: every rank passes its parameter
+// descriptions (name, dtype, shape, in order); if any rank's list differs from rank 0's,
+// every rank throws an Error, and a differing rank's message names the first difference
+// with both ranks' versions ("parameter 3: rank 0 has 'fc.weight' float32[4, 3], rank 1
+// has 'fc.weight' float32[4, 5]"). broadcast_from_rank0 overwrites every tensor with rank
+// 0's values (collective; same list on every rank).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/process_group.h"
+
+namespace tandem {
+
+struct TensorDescription {
+  std::string name;
+  const Tensor* tensor = nullptr;
+};
+
+void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors, const std::string& what);
+void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>& tensors, const std::string& tag);
+
+}  // namespace tandem

@@ -1,0 +1,28 @@
+# Runs a probe program under mpirun at NP ranks and checks that the job ended non-zero,
+# within MAX_SECONDS, with every line of EXPECT (separated by '|') in its output.
+#   cmake -DMPIEXEC=... -DNP_FLAG=-n -DNP=2 -DPROBE=... -DEXPECT="a|b" -DMAX_SECONDS=30 -P run_probe.cmake
+string(TIMESTAMP start "%s")
+execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} ${NP} --oversubscribe ${PROBE}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 90)
+string(TIMESTAMP stop "%s")
+math(EXPR elapsed "${stop} - ${start}")
+message("---- ${PROBE} (exit ${rc}, ${elapsed} s) ----\n${out}\n${err}\n----")
+set(failed "")
+if(NOT rc MATCHES "^[0-9]+$")
+  string(APPEND failed "mpirun did not exit by itself: ${rc}\n")
+elseif(rc EQUAL 0)
+  string(APPEND failed "the job exited 0; it must end non-zero\n")
+endif()
+if(elapsed GREATER MAX_SECONDS)
+  string(APPEND failed "the job took ${elapsed} s, more than ${MAX_SECONDS} s\n")
+endif()
+string(REPLACE "|" ";" expected "${EXPECT}")
+foreach(text IN LISTS expected)
+  string(FIND "${out}\n${err}" "${text}" pos)
+  if(pos EQUAL -1)
+    string(APPEND failed "missing from the output: ${text}\n")
+  endif()
+endforeach()
+if(failed)
+  message(FATAL_ERROR "probe failed:\n${failed}")
+endif()

@@ -1,0 +1,369 @@
+// The Reducer and the DDP wrappers at 1-4 ranks, against the single-process oracle:
+// N ranks each on a slice of a global batch must end with the parameters of one process
+// on the whole batch, and with bitwise identical replicas.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "autograd/nn.h"
+#include "autograd/ops.h"
+#include "autograd/optim.h"
+#include "reducer/ddp.h"
+#include "runtime/process_group.h"
+#include "runtime/rng.h"
+
+using namespace tandem;
+
+namespace {
+
+std::shared_ptr<dist::ProcessGroup> world() {
+  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
+  return group;
+}
+
+constexpr int64_t kGlobalBatch = 12;  // divisible by 1, 2, 3 and 4 ranks
+
+// Rows of a global batch that belong to this rank.
+Tensor my_slice(const Tensor& global) {
+  int n = world()->size(), r = world()->rank();
+  int64_t rows = global.size(0) / n;
+  return global.narrow_rows(r * rows, rows).clone();
+}
+
+Tensor random_tensor(const Shape& shape, uint64_t seed) {
+  Tensor t = Tensor::empty(shape);
+  Generator gen(seed);
+  fill_normal(t, 0.0, 1.0, gen);
+  return t;
+}
+
+// A small GAN: G 4 -> 8 -> 3, D 3 -> 8 (-> 8 extra, dynamic) -> 1.
+class TinyGan : public DataParallelModel {
+ public:
+  TinyGan(uint64_t seed, bool dynamic) : dynamic_(dynamic) {
+    Generator gen(seed);
+    generator = register_module("generator", std::make_shared<nn::Sequential>(
+                                                 std::make_shared<nn::Linear>(4, 8, true, gen), std::make_shared<nn::ReLU>(),
+                                                 std::make_shared<nn::Linear>(8, 3, true, gen), std::make_shared<nn::Tanh>()));
+    discriminator = register_module("discriminator", std::make_shared<Discriminator>(gen));
+  }
+  std::string type_name() const override { return "TinyGan"; }
+
+  struct Discriminator : nn::Module {
+    explicit Discriminator(Generator& gen) {
+      fc1 = register_module("fc1", std::make_shared<nn::Linear>(3, 8, true, gen));
+      extra = register_module("extra", std::make_shared<nn::Linear>(8, 8, true, gen));
+      fc2 = register_module("fc2", std::make_shared<nn::Linear>(8, 1, true, gen));
+    }
+    Variable run(const Variable& x, bool use_extra) {
+      Variable h = leaky_relu(fc1->forward(x), 0.2);
+      if (use_extra) h = relu(extra->forward(h));
+      return fc2->forward(h);
+    }
+    std::shared_ptr<nn::Linear> fc1, extra, fc2;
+  };
+
+  bool uses_extra(int iteration) const { return dynamic_ && (iteration / 2) % 2 == 1; }
+
+  std::shared_ptr<nn::Sequential> generator;
+  std::shared_ptr<Discriminator> discriminator;
+
+ private:
+  bool dynamic_;
+};
+
+enum class Style { whole, whole_find_unused, separate, separate_find_unused, whole_explicit_prepare, none };
+
+const char* style_name(Style s) {
+  switch (s) {
+    case Style::whole: return "whole, find_unused_parameters=false";
+    case Style::whole_find_unused: return "whole, find_unused_parameters=true";
+    case Style::separate: return "separate, find_unused_parameters=false";
+    case Style::separate_find_unused: return "separate, find_unused_parameters=true";
+    case Style::whole_explicit_prepare: return "whole, explicit prepare_for_backward";
+    case Style::none: return "one process";
+  }
+  return "";
+}
+
+// One D update then one G update, MMGeneration style. `prepare` (may be null) is called
+// before each backward for the explicit style.
+void gan_step(TinyGan& gan, const Tensor& real, const Tensor& z, int iteration, OptimWrapperDict& wrappers,
+              Reducer* prepare) {
+  bool extra = gan.uses_extra(iteration);
+  Variable fake = gan.generator->forward(Variable(z));
+  Variable loss_d = mean(softplus(gan.discriminator->run(fake.detach(), extra))) +
+                    mean(softplus(-gan.discriminator->run(Variable(real), extra)));
+  wrappers["discriminator"].zero_grad();
+  if (prepare) prepare->prepare_for_backward(loss_d);
+  wrappers["discriminator"].backward(loss_d);
+  wrappers["discriminator"].step();
+
+  Variable loss_g = mean(softplus(-gan.discriminator->run(fake, extra)));
+  wrappers["generator"].zero_grad();
+  if (prepare) prepare->prepare_for_backward(loss_g);
+  wrappers["generator"].backward(loss_g);
+  wrappers["generator"].step();
+}
+
+OptimWrapperDict make_wrappers(TinyGan& gan) {
+  OptimWrapperDict dict;
+  dict.add("generator", std::make_shared<OptimWrapper>(std::make_shared<optim::Adam>(
+                            gan.generator->parameters(), optim::AdamOptions{.lr = 1e-2, .betas = {0.5, 0.999}})));
+  dict.add("discriminator", std::make_shared<OptimWrapper>(std::make_shared<optim::Adam>(
+                                gan.discriminator->parameters(), optim::AdamOptions{.lr = 1e-2, .betas = {0.5, 0.999}})));
+  return dict;
+}
+
+// Trains `iterations` GAN steps in the given style on this rank's slices (or, for
+// Style::none, on the whole global batch) and returns the final parameters.
+std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations) {
+  auto gan = std::make_shared<TinyGan>(/*seed=*/7, dynamic);
+  OptimWrapperDict wrappers = make_wrappers(*gan);
+  DdpOptions options;
+  options.find_unused_parameters = style == Style::whole_find_unused || style == Style::separate_find_unused;
+  std::unique_ptr<DistributedDataParallel> whole;
+  std::unique_ptr<SeparateDistributedDataParallel> separate;
+  if (style == Style::whole || style == Style::whole_find_unused || style == Style::whole_explicit_prepare) {
+    whole = std::make_unique<DistributedDataParallel>(gan, world(), options);
+  } else if (style != Style::none) {
+    separate = std::make_unique<SeparateDistributedDataParallel>(gan, world(), options);
+  }
+  Reducer* prepare = style == Style::whole_explicit_prepare ? &whole->reducer() : nullptr;
+  for (int it = 0; it < iterations; ++it) {
+    Tensor real = random_tensor({kGlobalBatch, 3}, 1000 + it);
+    Tensor z = random_tensor({kGlobalBatch, 4}, 2000 + it);
+    if (style != Style::none) {
+      real = my_slice(real);
+      z = my_slice(z);
+    }
+    gan_step(*gan, real, z, it, wrappers, prepare);
+  }
+  std::vector<Tensor> out;
+  for (const Variable& p : gan->parameters()) out.push_back(p.data().clone());
+  return out;
+}
+
+void require_close(const std::vector<Tensor>& got, const std::vector<Tensor>& expected, double rel) {
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto g = got[i].to_vector(), e = expected[i].to_vector();
+    for (size_t k = 0; k < g.size(); ++k) {
+      INFO("parameter " << i << " element " << k);
+      REQUIRE(g[k] == Approx(e[k]).epsilon(rel).margin(1e-6));
+    }
+  }
+}
+
+// Every rank's tensors equal rank 0's, bit for bit.
+void require_replicas_identical(const std::vector<Tensor>& params) {
+  for (const Tensor& p : params) {
+    Tensor mine = p.clone();
+    Tensor rank0 = p.clone();
+    world()->broadcast(rank0, 0, "replica check")->wait();
+    REQUIRE(std::memcmp(mine.raw_data(), rank0.raw_data(), mine.bytes()) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GAN training in every MMGeneration style matches the single-process oracle", "[reducer][oracle]") {
+  for (bool dynamic : {false, true}) {
+    std::vector<Tensor> reference = train_gan(Style::none, dynamic, 6);
+    for (Style style : {Style::whole, Style::whole_find_unused, Style::separate, Style::separate_find_unused,
+                        Style::whole_explicit_prepare}) {
+      INFO((dynamic ? "dynamic" : "static") << " GAN, " << style_name(style) << ", " << world()->size() << " ranks");
+      std::vector<Tensor> got = train_gan(style, dynamic, 6);
+      require_close(got, reference, 1e-5);
+      require_replicas_identical(got);
+    }
+  }
+}
+
+TEST_CASE("the D step synchronises D only; G's parameters cost no bytes", "[reducer][phases]") {
+  auto gan = std::make_shared<TinyGan>(3, false);
+  DistributedDataParallel ddp(gan, world());
+  size_t d_bytes = 0, g_bytes = 0;
+  for (const Variable& p : gan->discriminator->parameters()) {
+    // the extra block is not used in the static GAN
+    d_bytes += p.data().bytes();
+  }
+  for (const Variable& p : gan->discriminator->extra->parameters()) d_bytes -= p.data().bytes();
+  for (const Variable& p : gan->generator->parameters()) g_bytes += p.data().bytes();
+
+  Tensor z = my_slice(random_tensor({kGlobalBatch, 4}, 5));
+  Tensor real = my_slice(random_tensor({kGlobalBatch, 3}, 6));
+  for (int it = 0; it < 3; ++it) {
+    Variable fake = gan->generator->forward(Variable(z));  // G's forward runs inside the D step
+    Variable loss_d = mean(softplus(gan->discriminator->run(fake.detach(), false))) +
+                      mean(softplus(-gan->discriminator->run(Variable(real), false)));
+    gan->zero_grad();
+    loss_d.backward();
+    CHECK(ddp.reducer().last_backward_bytes() == d_bytes);
+    for (const Variable& p : gan->generator->parameters()) CHECK_FALSE(p.grad().defined());
+    Variable loss_g = mean(softplus(-gan->discriminator->run(fake, false)));
+    loss_g.backward();
+    CHECK(ddp.reducer().last_backward_bytes() == d_bytes + g_bytes);
+  }
+  auto stats = ddp.reducer().stats();
+  REQUIRE(stats.size() == 2);  // the D phase and the G phase
+  CHECK(stats[0].description.find("discriminator") != std::string::npos);
+  CHECK(stats[0].description.find("generator") == std::string::npos);
+  CHECK(stats[0].backwards == 3);
+  CHECK(stats[0].rebuilds == 1);  // rebuilt once from the observed order, at its second backward
+  CHECK(stats[1].rebuilds == 1);
+}
+
+TEST_CASE("rank-dependent control flow: averaged gradients, untouched unused parameter", "[reducer]") {
+  auto model = std::make_shared<DataParallelModel>();
+  Variable a = model->register_parameter("a", zeros({3}));
+  Variable b = model->register_parameter("b", zeros({3}));
+  Variable c = model->register_parameter("c", zeros({3}));
+  DistributedDataParallel ddp(model, world());
+  c.set_grad(Tensor::full({3}, 42.0));  // nobody uses c: it must keep this gradient
+  int r = world()->rank(), n = world()->size();
+  Variable x = Variable(Tensor::full({3}, r + 1.0));
+  Variable loss = r % 2 == 0 ? sum(a * x) : sum(b * x);
+  loss.backward();
+  double expect_a = 0, expect_b = 0;
+  for (int q = 0; q < n; ++q) (q % 2 == 0 ? expect_a : expect_b) += (q + 1.0) / n;
+  CHECK(a.grad().at(0) == Approx(expect_a));
+  if (n > 1) {
+    CHECK(b.grad().at(2) == Approx(expect_b));
+  } else {
+    CHECK_FALSE(b.grad().defined());  // nobody used b
+  }
+  CHECK(c.grad().at(1) == 42.0);
+  size_t expected_bytes = (n > 1 ? 2 : 1) * 3 * sizeof(float);
+  CHECK(ddp.reducer().last_backward_bytes() == expected_bytes);
+}
+
+TEST_CASE("no_sync over 3 micro-batches equals one synced step on the concatenated batch", "[reducer][no_sync]") {
+  auto make = [] {
+    auto m = std::make_shared<DataParallelModel>();
+    Generator gen(11);
+    m->register_module("fc", std::make_shared<nn::Linear>(5, 2, true, gen));
+    m->register_module("side", std::make_shared<nn::Linear>(5, 2, true, gen));  // used in micro-batch 0 only
+    return m;
+  };
+  auto forward = [](DataParallelModel& m, const Tensor& x, int micro) {
+    auto fc = std::dynamic_pointer_cast<nn::Linear>(m.named_children()[0].second);
+    auto side = std::dynamic_pointer_cast<nn::Linear>(m.named_children()[1].second);
+    Variable out = fc->forward(Variable(x));
+    if (micro == 0) out = out + side->forward(Variable(x));
+    return mean(square(out));
+  };
+  // Reference: one process, each micro-batch on the global rows.
+  auto ref = make();
+  for (int micro = 0; micro < 3; ++micro) forward(*ref, random_tensor({kGlobalBatch, 5}, 300 + micro), micro).backward();
+
+  auto model = make();
+  DistributedDataParallel ddp(model, world());
+  int64_t synced_before = ddp.reducer().synced_backwards();
+  {
+    auto guard = ddp.no_sync();
+    for (int micro = 0; micro < 2; ++micro) {
+      forward(*model, my_slice(random_tensor({kGlobalBatch, 5}, 300 + micro)), micro).backward();
+    }
+  }
+  CHECK(ddp.reducer().synced_backwards() == synced_before);  // nothing communicated
+  forward(*model, my_slice(random_tensor({kGlobalBatch, 5}, 302)), 2).backward();
+  CHECK(ddp.reducer().synced_backwards() == synced_before + 1);
+  auto got = model->named_parameters();
+  auto expected = ref->named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    auto g = got[i].second.grad().to_vector(), e = expected[i].second.grad().to_vector();
+    for (size_t k = 0; k < g.size(); ++k) CHECK(g[k] == Approx(e[k]).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+TEST_CASE("gradient_as_bucket_view leaves gradients as views with the averaged values", "[reducer]") {
+  auto model = std::make_shared<DataParallelModel>();
+  Variable w = model->register_parameter("w", zeros({4}));
+  DdpOptions options;
+  options.gradient_as_bucket_view = true;
+  DistributedDataParallel ddp(model, world(), options);
+  int r = world()->rank(), n = world()->size();
+  // The first backward of a phase uses the initial layout, the second rebuilds it once;
+  // from then on the gradient stays a view into the same bucket.
+  for (int i = 0; i < 2; ++i) {
+    w.set_grad(Tensor());
+    sum(w * Variable(Tensor::full({4}, r + 1.0))).backward();
+    CHECK(w.grad().at(3) == Approx((n + 1) / 2.0));
+  }
+  Tensor view = w.grad();
+  sum(w * Variable(Tensor::full({4}, 1.0))).backward();  // accumulates into the view
+  CHECK(w.grad().shares_storage_with(view));
+  CHECK(w.grad().offset() == view.offset());
+  CHECK(w.grad().at(0) == Approx((n + 1) / 2.0 + 1.0));
+}
+
+TEST_CASE("fp16 and bf16 compression hooks stay close to fp32 and do not overflow", "[reducer][hooks]") {
+  int r = world()->rank(), n = world()->size();
+  for (int which = 0; which < 2; ++which) {
+    auto model = std::make_shared<DataParallelModel>();
+    Variable w = model->register_parameter("w", zeros({5}));
+    DistributedDataParallel ddp(model, world());
+    ddp.reducer().register_comm_hook(which == 0 ? fp16_compress_hook() : bf16_compress_hook());
+    INFO((which == 0 ? "fp16" : "bf16"));
+    // A gradient of 60 000 on every rank: summing undivided would overflow fp16 at 2+ ranks.
+    sum(w * Variable(Tensor::full({5}, 60000.0))).backward();
+    CHECK(std::isfinite(w.grad().at(0)));
+    CHECK(w.grad().at(0) == Approx(60000.0).epsilon(which == 0 ? 1e-3 : 1e-2));
+    w.set_grad(Tensor());
+    sum(w * Variable(Tensor::full({5}, 0.1 * (r + 1)))).backward();
+    CHECK(w.grad().at(4) == Approx(0.1 * (n + 1) / 2.0).epsilon(which == 0 ? 2e-3 : 1e-2));
+  }
+  // A user hook sees the bucket and returns its reduction (here: the local values doubled).
+  auto model = std::make_shared<DataParallelModel>();
+  Variable w = model->register_parameter("w", zeros({2}));
+  DistributedDataParallel ddp(model, world());
+  std::vector<std::string> seen;
+  ddp.reducer().register_comm_hook(make_comm_hook("double", [&](GradBucket& b) {
+    seen = b.param_names;
+    Tensor out = b.buffer.clone();
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] *= 2;
+    return out;
+  }));
+  sum(w * Variable(Tensor::full({2}, 3.0))).backward();
+  CHECK(seen == std::vector<std::string>{"w"});
+  CHECK(w.grad().at(1) == 6.0);
+}
+
+TEST_CASE("models that differ across ranks are refused with a named error", "[reducer][errors]") {
+  if (world()->size() < 2) return;
+  int r = world()->rank();
+  {
+    auto model = std::make_shared<DataParallelModel>();
+    model->register_parameter("w", zeros({4, r == 1 ? 5 : 3}));
+    if (r == 1) {
+      CHECK_THROWS_WITH(DistributedDataParallel(model, world()),
+                        Catch::Contains("model differs across ranks") &&
+                            Catch::Contains("rank 0 has 'w' float32[4, 3], rank 1 has 'w' float32[4, 5]"));
+    } else {
+      CHECK_THROWS_WITH(DistributedDataParallel(model, world()), Catch::Contains("model differs across ranks"));
+    }
+  }
+  {
+    auto model = std::make_shared<DataParallelModel>();
+    model->register_parameter("w", zeros({2}));
+    if (r == 1) model->register_parameter("extra", zeros({2}));
+    CHECK_THROWS_WITH(DistributedDataParallel(model, world()), Catch::Contains("model differs across ranks"));
+  }
+}
+
+TEST_CASE("ranks running different phases are detected at the agreement", "[reducer][errors]") {
+  if (world()->size() < 2) return;
+  auto gan = std::make_shared<TinyGan>(3, false);
+  DistributedDataParallel ddp(gan, world());
+  Tensor z = my_slice(random_tensor({kGlobalBatch, 4}, 5));
+  Variable fake = gan->generator->forward(Variable(z));
+  // Rank 0 runs the D step's backward while the others run the G step's.
+  Variable loss = world()->rank() == 0 ? mean(gan->discriminator->run(fake.detach(), false))
+                                       : mean(gan->discriminator->run(fake, false));
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("ranks diverge") && Catch::Contains("part 'generator'") &&
+                                         Catch::Contains("generator.0.weight"));
+}
