@@ -1,0 +1,269 @@
+// The GAN models: ring8-mlp, mlp (optionally dynamic), dcgan and pggan.
+#include <algorithm>
+
+#include "autograd/grad_mode.h"
+#include "autograd/init.h"
+#include "autograd/nn.h"
+#include "autograd/ops.h"
+#include "models/gan.h"
+
+namespace tandem::models {
+
+namespace {
+
+using nn::Linear;
+using nn::Sequential;
+
+// ring8: G 16 -> 128 -> 128 -> 2, D (2 * kPack) -> 128 -> 128 -> 1. D judges packs of
+// kPack samples at once (PacGAN), which penalises a generator that drops modes.
+class Ring8Mlp final : public GanModel {
+ public:
+  explicit Ring8Mlp(Generator& gen) {
+    generator = register_module("generator", std::make_shared<Sequential>(
+        std::make_shared<Linear>(kNoise, 128, true, gen), std::make_shared<nn::ReLU>(),
+        std::make_shared<Linear>(128, 128, true, gen), std::make_shared<nn::ReLU>(),
+        std::make_shared<Linear>(128, 2, true, gen)));
+    discriminator = register_module("discriminator", std::make_shared<Sequential>(
+        std::make_shared<Linear>(2 * kPack, 128, true, gen), std::make_shared<nn::LeakyReLU>(0.2),
+        std::make_shared<Linear>(128, 128, true, gen), std::make_shared<nn::LeakyReLU>(0.2),
+        std::make_shared<Linear>(128, 1, true, gen)));
+  }
+  std::string type_name() const override { return "ring8-mlp"; }
+  Variable generate(const Variable& z) override { return generator->forward(z); }
+  Variable discriminate(const Variable& x) override {
+    TANDEM_CHECK(x.size(0) % kPack == 0, "ring8-mlp: the batch (" << x.size(0) << ") must be a multiple of "
+                                                                  << kPack << " (the discriminator's pack size)");
+    return discriminator->forward(reshape(x, {x.size(0) / kPack, 2 * kPack}));
+  }
+  int64_t noise_dim() const override { return kNoise; }
+  Shape sample_shape() const override { return {2}; }
+  bool is_image_model() const override { return false; }
+
+ private:
+  static constexpr int64_t kNoise = 16;
+  static constexpr int64_t kPack = 4;
+};
+
+// The classic MLP GAN of DESIGN.md §7. D's layer names follow the reference PyTorch model.
+class MlpDiscriminator final : public nn::Module {
+ public:
+  explicit MlpDiscriminator(Generator& gen) {
+    l0 = register_module("l0", std::make_shared<Linear>(784, 256, true, gen));
+    l1 = register_module("l1", std::make_shared<Linear>(256, 256, true, gen));
+    l2 = register_module("l2", std::make_shared<Linear>(256, 1, true, gen));
+    extra = register_module("extra", std::make_shared<Linear>(256, 256, true, gen));
+  }
+  std::string type_name() const override { return "MlpDiscriminator"; }
+  Variable run(const Variable& x, bool use_extra) {
+    Variable h = leaky_relu(l0->forward(x), 0.2);
+    if (use_extra) h = relu(extra->forward(h));
+    return l2->forward(leaky_relu(l1->forward(h), 0.2));
+  }
+  std::shared_ptr<Linear> l0, l1, l2, extra;
+};
+
+class MlpGan final : public GanModel {
+ public:
+  MlpGan(Generator& gen, bool dynamic) : dynamic_(dynamic) {
+    generator = register_module("generator", std::make_shared<Sequential>(
+        std::make_shared<Linear>(64, 256, true, gen), std::make_shared<nn::ReLU>(),
+        std::make_shared<Linear>(256, 256, true, gen), std::make_shared<nn::ReLU>(),
+        std::make_shared<Linear>(256, 784, true, gen), std::make_shared<nn::Tanh>()));
+    d_ = register_module("discriminator", std::make_shared<MlpDiscriminator>(gen));
+    discriminator = d_;
+  }
+  std::string type_name() const override { return dynamic_ ? "mlp (dynamic)" : "mlp"; }
+  Variable generate(const Variable& z) override { return generator->forward(z); }
+  Variable discriminate(const Variable& x) override { return d_->run(flatten(x), uses_extra()); }
+  int64_t noise_dim() const override { return 64; }
+  Shape sample_shape() const override { return {1, 28, 28}; }
+  Tensor prepare_real(const Tensor& real) const override { return real.reshape({real.size(0), 784}); }
+  std::string structure() const override { return uses_extra() ? "extra D layer in use" : ""; }
+  bool uses_extra() const { return dynamic_ && (iteration_ / 5) % 2 == 1; }
+
+ private:
+  bool dynamic_;
+  std::shared_ptr<MlpDiscriminator> d_;
+};
+
+// DCGAN for 28x28: G z -> 128x7x7 -> 64x14x14 -> 1x28x28; D the mirror image.
+class DcGan final : public GanModel {
+ public:
+  explicit DcGan(Generator& gen) {
+    auto g = std::make_shared<Sequential>();
+    g->push_back(std::make_shared<Linear>(kNoise, 128 * 7 * 7, false, gen));
+    g->push_back(std::make_shared<nn::Reshape>(Shape{128, 7, 7}));
+    g->push_back(std::make_shared<nn::BatchNorm2d>(128));
+    g->push_back(std::make_shared<nn::ReLU>());
+    g->push_back(std::make_shared<nn::ConvTranspose2d>(128, 64, 4, 2, 1, 0, false, gen));
+    g->push_back(std::make_shared<nn::BatchNorm2d>(64));
+    g->push_back(std::make_shared<nn::ReLU>());
+    g->push_back(std::make_shared<nn::ConvTranspose2d>(64, 1, 4, 2, 1, 0, true, gen));
+    g->push_back(std::make_shared<nn::Tanh>());
+    generator = register_module("generator", g);
+    auto d = std::make_shared<Sequential>();
+    d->push_back(std::make_shared<nn::Conv2d>(1, 64, 4, 2, 1, true, gen));
+    d->push_back(std::make_shared<nn::LeakyReLU>(0.2));
+    d->push_back(std::make_shared<nn::Conv2d>(64, 128, 4, 2, 1, true, gen));
+    d->push_back(std::make_shared<nn::LeakyReLU>(0.2));
+    d->push_back(std::make_shared<nn::Flatten>());
+    d->push_back(std::make_shared<Linear>(128 * 7 * 7, 1, true, gen));
+    discriminator = register_module("discriminator", d);
+    // DCGAN initialisation: weights N(0, 0.02); batch-norm gamma N(1, 0.02), beta 0.
+    for (auto& [name, p] : named_parameters()) {
+      bool bn = name.find("generator.2.") == 0 || name.find("generator.5.") == 0;
+      if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) {
+        nn::init::normal_(p, bn ? 1.0 : 0.0, 0.02, gen);
+      } else if (bn) {
+        nn::init::zeros_(p);
+      }
+    }
+  }
+  std::string type_name() const override { return "dcgan"; }
+  Variable generate(const Variable& z) override { return generator->forward(z); }
+  Variable discriminate(const Variable& x) override { return discriminator->forward(x); }
+  int64_t noise_dim() const override { return kNoise; }
+  Shape sample_shape() const override { return {1, 28, 28}; }
+
+ private:
+  static constexpr int64_t kNoise = 64;
+};
+
+// Progressive GAN, 7x7 -> 14x14 -> 28x28. Stage s trains at 7 * 2^s; the first half of
+// stages 1 and 2 fades the new block in (alpha 0 -> 1) alongside the upsampled (G) or
+// downsampled (D) output of the previous resolution. Which parameters a step uses thus
+// changes between stages and when a fade ends: the dynamic case for the Reducer.
+class ProgressiveGenerator final : public nn::Module {
+ public:
+  ProgressiveGenerator(Generator& gen, int64_t noise, int64_t channels) : channels_(channels) {
+    fc = register_module("fc", std::make_shared<Linear>(noise, channels * 7 * 7, true, gen));
+    for (int s = 0; s < 3; ++s) {
+      blocks.push_back(register_module("block" + std::to_string(s),
+                                       std::make_shared<nn::Conv2d>(channels, channels, 3, 1, 1, true, gen)));
+      to_rgb.push_back(register_module("to_rgb" + std::to_string(s),
+                                       std::make_shared<nn::Conv2d>(channels, 1, 1, 1, 0, true, gen)));
+    }
+  }
+  std::string type_name() const override { return "ProgressiveGenerator"; }
+  Variable run(const Variable& z, int stage, double alpha) {
+    Variable h = leaky_relu(fc->forward(z), 0.2);
+    h = reshape(h, {z.size(0), channels_, 7, 7});
+    h = leaky_relu(blocks[0]->forward(h), 0.2);
+    for (int s = 1; s <= stage; ++s) {
+      Variable up = upsample_nearest2x(h);
+      Variable next = leaky_relu(blocks[static_cast<size_t>(s)]->forward(up), 0.2);
+      if (s == stage && alpha < 1.0) {
+        Variable old_rgb = upsample_nearest2x(to_rgb[static_cast<size_t>(s - 1)]->forward(h));
+        Variable new_rgb = to_rgb[static_cast<size_t>(s)]->forward(next);
+        return tanh(scale(new_rgb, alpha) + scale(old_rgb, 1.0 - alpha));
+      }
+      h = next;
+    }
+    return tanh(to_rgb[static_cast<size_t>(stage)]->forward(h));
+  }
+  std::shared_ptr<Linear> fc;
+  std::vector<std::shared_ptr<nn::Conv2d>> blocks, to_rgb;
+
+ private:
+  int64_t channels_;
+};
+
+class ProgressiveDiscriminator final : public nn::Module {
+ public:
+  ProgressiveDiscriminator(Generator& gen, int64_t channels) {
+    for (int s = 0; s < 3; ++s) {
+      from_rgb.push_back(register_module("from_rgb" + std::to_string(s),
+                                         std::make_shared<nn::Conv2d>(1, channels, 1, 1, 0, true, gen)));
+      blocks.push_back(register_module("block" + std::to_string(s),
+                                       std::make_shared<nn::Conv2d>(channels, channels, 3, 1, 1, true, gen)));
+    }
+    fc = register_module("fc", std::make_shared<Linear>(channels * 7 * 7, 1, true, gen));
+  }
+  std::string type_name() const override { return "ProgressiveDiscriminator"; }
+  Variable run(const Variable& x, int stage, double alpha) {
+    Variable h = leaky_relu(from_rgb[static_cast<size_t>(stage)]->forward(x), 0.2);
+    for (int s = stage; s >= 1; --s) {
+      h = avg_pool2x(leaky_relu(blocks[static_cast<size_t>(s)]->forward(h), 0.2));
+      if (s == stage && alpha < 1.0) {
+        Variable old = leaky_relu(from_rgb[static_cast<size_t>(s - 1)]->forward(avg_pool2x(x)), 0.2);
+        h = scale(h, alpha) + scale(old, 1.0 - alpha);
+      }
+    }
+    h = leaky_relu(blocks[0]->forward(h), 0.2);
+    return fc->forward(flatten(h));
+  }
+  std::shared_ptr<Linear> fc;
+  std::vector<std::shared_ptr<nn::Conv2d>> from_rgb, blocks;
+};
+
+class ProgressiveGan final : public GanModel {
+ public:
+  ProgressiveGan(Generator& gen, int64_t stage_iters) : stage_iters_(stage_iters) {
+    TANDEM_CHECK(stage_iters > 0, "pggan: iterations per stage must be positive, got " << stage_iters);
+    g_ = register_module("generator", std::make_shared<ProgressiveGenerator>(gen, kNoise, kChannels));
+    d_ = register_module("discriminator", std::make_shared<ProgressiveDiscriminator>(gen, kChannels));
+    generator = g_;
+    discriminator = d_;
+  }
+  std::string type_name() const override { return "pggan"; }
+  Variable generate(const Variable& z) override { return g_->run(z, stage(), alpha()); }
+  Variable discriminate(const Variable& x) override { return d_->run(x, stage(), alpha()); }
+  int64_t noise_dim() const override { return kNoise; }
+  Shape sample_shape() const override {
+    int64_t side = 7 << stage();
+    return {1, side, side};
+  }
+  Tensor prepare_real(const Tensor& real) const override {
+    NoGradGuard no_grad;
+    Variable x(real);
+    for (int s = 2; s > stage(); --s) x = avg_pool2x(x);
+    return x.data();
+  }
+  std::string structure() const override {
+    std::string side = std::to_string(7 << stage());
+    std::string out = "stage " + std::to_string(stage()) + " (" + side + "x" + side + ")";
+    if (alpha() < 1.0) out += ", fade-in alpha " + std::to_string(alpha()).substr(0, 4);
+    return out;
+  }
+  int stage() const { return static_cast<int>(std::min<int64_t>(2, iteration_ / stage_iters_)); }
+  double alpha() const {
+    if (stage() == 0) return 1.0;
+    int64_t into = iteration_ - stage() * stage_iters_;
+    double fade = static_cast<double>(stage_iters_) / 2.0;
+    return std::min(1.0, (static_cast<double>(into) + 1.0) / fade);
+  }
+
+ private:
+  static constexpr int64_t kNoise = 64;
+  static constexpr int64_t kChannels = 32;
+  int64_t stage_iters_;
+  std::shared_ptr<ProgressiveGenerator> g_;
+  std::shared_ptr<ProgressiveDiscriminator> d_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& gan_model_names() {
+  static const std::vector<std::string> names = {"ring8-mlp", "mlp", "dcgan", "pggan"};
+  return names;
+}
+
+std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
+  Generator gen(config.seed);
+  std::shared_ptr<GanModel> model;
+  if (config.model == "ring8-mlp") model = std::make_shared<Ring8Mlp>(gen);
+  else if (config.model == "mlp") model = std::make_shared<MlpGan>(gen, config.dynamic);
+  else if (config.model == "dcgan") model = std::make_shared<DcGan>(gen);
+  else if (config.model == "pggan") model = std::make_shared<ProgressiveGan>(gen, config.pggan_stage_iters);
+  else {
+    std::string known;
+    for (const auto& n : gan_model_names()) known += (known.empty() ? "" : ", ") + n;
+    TANDEM_FAIL("unknown model '" << config.model << "' (known: " << known << ")");
+  }
+  TANDEM_CHECK(!config.dynamic || config.model == "mlp", "--dynamic applies to the mlp model only, not '"
+                                                             << config.model << "'");
+  model->loss = config.loss;
+  return model;
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,137 @@
+#include "models/train_options.h"
+
+#include <charconv>
+#include <functional>
+#include <map>
+
+#include "models/gan.h"
+
+namespace tandem::models {
+
+namespace {
+
+[[noreturn]] void usage_error(const std::string& message) { throw UsageError(message + " (see --help)"); }
+
+int64_t parse_int(const std::string& flag, const std::string& value, int64_t min) {
+  int64_t out = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
+  if (ec != std::errc() || end != value.data() + value.size()) {
+    usage_error(flag + " needs an integer, got '" + value + "'");
+  }
+  if (out < min) usage_error(flag + " must be at least " + std::to_string(min) + ", got " + value);
+  return out;
+}
+
+double parse_double(const std::string& flag, const std::string& value) {
+  try {
+    size_t used = 0;
+    double out = std::stod(value, &used);
+    if (used != value.size()) throw std::invalid_argument("trailing characters");
+    if (!(out > 0)) usage_error(flag + " must be positive, got " + value);
+    return out;
+  } catch (const std::logic_error&) {
+    usage_error(flag + " needs a number, got '" + value + "'");
+  }
+}
+
+std::string one_of(const std::string& flag, const std::string& value, const std::vector<std::string>& choices) {
+  for (const auto& c : choices) {
+    if (value == c) return value;
+  }
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : "|") + c;
+  usage_error(flag + " must be one of " + list + ", got '" + value + "'");
+}
+
+}  // namespace
+
+std::string usage() {
+  return R"(usage: mpirun -np N tandem-train [flags]
+
+Trains a GAN data-parallel: each rank draws its own data and noise, every backward is
+synchronised over the parameters it reaches.
+
+  --model NAME          ring8-mlp | mlp | dcgan | pggan          (ring8-mlp)
+  --data NAME           ring8 | fashion-mnist       (ring8 for ring8-mlp, else fashion-mnist)
+  --data-dir DIR        Fashion-MNIST IDX files        (/usr/share/datasets/fashion-mnist)
+  --iters N             training iterations (one D and one G update each)     (2000)
+  --batch N             batch per rank                                          (64)
+  --lr X                Adam learning rate, betas (0.5, 0.999)                (2e-4)
+  --wrap whole|separate one Reducer for the model, or one per part          (whole)
+  --prepare             call prepare_for_backward before each backward (MMGeneration style)
+  --bucket-cap-mb X     bucket size cap in MB                                   (25)
+  --backend B           auto | mpi | nccl                                      (auto)
+  --device D            cpu | cuda                                              (cpu)
+  --seed N              seed of weights, data and noise                           (0)
+  --out DIR             metrics.jsonl, samples and checkpoints go here (runs/default)
+  --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
+  --resume              continue from the newest complete checkpoint in --out
+  --sample-every N      write a sample picture every N iterations (0: at the end) (0)
+  --log-every N         progress line every N iterations                       (100)
+  --dynamic             mlp: an extra D layer on alternate blocks of 5 iterations
+  --loss ns|hinge       non-saturating (softplus) or hinge loss                  (ns)
+  --pggan-stage-iters N pggan: iterations per stage (0: iters / 3)                (0)
+  --help                this text
+)";
+}
+
+TrainOptions parse_train_options(const std::vector<std::string>& args) {
+  TrainOptions o;
+  bool data_given = false;
+  std::map<std::string, std::function<void(const std::string&)>> with_value = {
+      {"--model", [&](const std::string& v) { o.model = one_of("--model", v, gan_model_names()); }},
+      {"--data", [&](const std::string& v) { o.data = one_of("--data", v, {"ring8", "fashion-mnist"}); data_given = true; }},
+      {"--data-dir", [&](const std::string& v) { o.data_dir = v; }},
+      {"--iters", [&](const std::string& v) { o.iters = parse_int("--iters", v, 1); }},
+      {"--batch", [&](const std::string& v) { o.batch = parse_int("--batch", v, 1); }},
+      {"--lr", [&](const std::string& v) { o.lr = parse_double("--lr", v); }},
+      {"--wrap", [&](const std::string& v) { o.wrap = one_of("--wrap", v, {"whole", "separate"}); }},
+      {"--bucket-cap-mb", [&](const std::string& v) { o.bucket_cap_mb = parse_double("--bucket-cap-mb", v); }},
+      {"--backend", [&](const std::string& v) { o.backend = one_of("--backend", v, {"auto", "mpi", "nccl"}); }},
+      {"--device", [&](const std::string& v) { o.device = one_of("--device", v, {"cpu", "cuda"}); }},
+      {"--seed", [&](const std::string& v) { o.seed = static_cast<uint64_t>(parse_int("--seed", v, 0)); }},
+      {"--out", [&](const std::string& v) { o.out = v; }},
+      {"--ckpt-every", [&](const std::string& v) { o.ckpt_every = parse_int("--ckpt-every", v, 0); }},
+      {"--sample-every", [&](const std::string& v) { o.sample_every = parse_int("--sample-every", v, 0); }},
+      {"--log-every", [&](const std::string& v) { o.log_every = parse_int("--log-every", v, 1); }},
+      {"--loss", [&](const std::string& v) { o.loss = one_of("--loss", v, {"ns", "hinge"}); }},
+      {"--pggan-stage-iters", [&](const std::string& v) { o.pggan_stage_iters = parse_int("--pggan-stage-iters", v, 0); }},
+  };
+  std::map<std::string, std::function<void()>> switches = {
+      {"--resume", [&] { o.resume = true; }},
+      {"--dynamic", [&] { o.dynamic = true; }},
+      {"--prepare", [&] { o.explicit_prepare = true; }},
+      {"--help", [&] { o.help = true; }},
+      {"-h", [&] { o.help = true; }},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    bool inline_value = false;
+    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      inline_value = true;
+    }
+    if (auto s = switches.find(flag); s != switches.end()) {
+      if (inline_value) usage_error(flag + " takes no value");
+      s->second();
+      continue;
+    }
+    auto w = with_value.find(flag);
+    if (w == with_value.end()) usage_error("unknown flag '" + args[i] + "'");
+    if (!inline_value) {
+      if (i + 1 >= args.size()) usage_error(flag + " needs a value");
+      value = args[++i];
+    }
+    w->second(value);
+  }
+  if (!data_given) o.data = o.model == "ring8-mlp" ? "ring8" : "fashion-mnist";
+  if ((o.model == "ring8-mlp") != (o.data == "ring8")) {
+    usage_error("--model " + o.model + " cannot train on --data " + o.data +
+                " (ring8-mlp goes with ring8, the image models with fashion-mnist)");
+  }
+  if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
+  return o;
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,48 @@
+// Command-line options of tandem-train.
+//
+// Contract: parse_train_options(args) returns the options or throws UsageError (exit
+// code 2) naming the offending flag and why: an unknown flag, a missing or malformed
+// value, a value out of range. Flags take "--flag value" or "--flag=value"; --help sets
+// `help`. usage() is the --help text.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tandem::models {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainOptions {
+  std::string model = "ring8-mlp";
+  std::string data;  // default: ring8 for ring8-mlp, fashion-mnist otherwise
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t iters = 2000;
+  int64_t batch = 64;  // per rank
+  double lr = 2e-4;
+  std::string wrap = "whole";  // whole | separate
+  bool explicit_prepare = false;  // MMGeneration style: prepare_for_backward before each backward
+  double bucket_cap_mb = 25.0;
+  std::string backend = "auto";  // auto | mpi | nccl
+  std::string device = "cpu";    // cpu | cuda
+  uint64_t seed = 0;
+  std::string out = "runs/default";
+  int64_t ckpt_every = 0;        // 0: only at the end
+  bool resume = false;
+  int64_t sample_every = 0;      // 0: only at the end
+  int64_t log_every = 100;
+  bool dynamic = false;
+  std::string loss = "ns";       // ns | hinge
+  int64_t pggan_stage_iters = 0; // 0: iters / 3
+  bool help = false;
+};
+
+TrainOptions parse_train_options(const std::vector<std::string>& args);
+std::string usage();
+
+}  // namespace tandem::models

@@ -1,0 +1,313 @@
+#include "models/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "autograd/optim.h"
+#include "models/dataset.h"
+#include "models/gan.h"
+#include "models/png_writer.h"
+#include "models/sampler.h"
+#include "reducer/ddp.h"
+#include "runtime/checkpoint.h"
+#include "runtime/rng.h"
+
+namespace tandem::models {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kCheckpointPrefix = "ckpt";
+
+// A stream of random numbers that depends only on (seed, rank, iteration, purpose).
+Generator stream_for(uint64_t seed, int rank, int64_t iteration, uint64_t purpose) {
+  uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(rank) + 1) * 0xBF58476D1CE4E5B9ull ^
+                 purpose * 0x94D049BB133111EBull;
+  Generator gen(key);
+  gen.set_state({key, static_cast<uint64_t>(iteration) << 20});
+  return gen;
+}
+
+std::string format_duration(double seconds) {
+  int64_t s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
+  std::ostringstream os;
+  if (s >= 3600) os << s / 3600 << "h";
+  if (s >= 60) os << (s / 60) % 60 << "m";
+  os << s % 60 << "s";
+  return os.str();
+}
+
+std::string format_bytes(double bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(bytes >= 1e6 ? 2 : 1);
+  if (bytes >= 1e6) os << bytes / 1e6 << " MB";
+  else os << bytes / 1e3 << " kB";
+  return os.str();
+}
+
+// The wrapper in use, whole or per part, behind one interface.
+struct Wrapped {
+  std::unique_ptr<DistributedDataParallel> whole;
+  std::unique_ptr<SeparateDistributedDataParallel> separate;
+
+  LogVars train_step(const Batch& b, OptimWrapperDict& w) {
+    return whole ? whole->train_step(b, w) : separate->train_step(b, w);
+  }
+  uint64_t total_bytes() const {
+    if (whole) return whole->reducer().total_bytes();
+    uint64_t sum = 0;
+    for (const auto& [name, r] : separate->reducers()) sum += r->total_bytes();
+    return sum;
+  }
+};
+
+StateDict checkpoint_state(GanModel& model, optim::Optimizer& opt_g, optim::Optimizer& opt_d) {
+  StateDict state;
+  for (auto& [name, t] : model.state_dict()) state["model." + name] = t;
+  for (auto& [name, t] : opt_g.state_dict()) state["optim.generator." + name] = t;
+  for (auto& [name, t] : opt_d.state_dict()) state["optim.discriminator." + name] = t;
+  return state;
+}
+
+StateDict with_prefix(const StateDict& all, const std::string& prefix) {
+  StateDict out;
+  for (const auto& [name, t] : all) {
+    if (name.rfind(prefix, 0) == 0) out[name.substr(prefix.size())] = t;
+  }
+  return out;
+}
+
+// Loads a checkpoint into model and optimizers; returns its iteration.
+int64_t load_checkpoint(const std::string& path, const TrainOptions& o, int world_size, GanModel& model,
+                        optim::Optimizer& opt_g, optim::Optimizer& opt_d) {
+  SafetensorsFile file = load_safetensors(path);
+  auto meta = [&](const std::string& key) {
+    auto it = file.metadata.find(key);
+    TANDEM_CHECK(it != file.metadata.end(), path << ": not a tandem-train checkpoint (no '" << key << "' in its metadata)");
+    return it->second;
+  };
+  std::string model_name = meta("model");
+  TANDEM_CHECK(model_name == model.type_name(), path << ": checkpoint of model '" << model_name
+                                                     << "', but this run trains '" << model.type_name() << "'");
+  int saved_world = std::stoi(meta("world_size"));
+  TANDEM_CHECK(saved_world == world_size,
+               path << ": written by a run of " << saved_world << " ranks; resuming on " << world_size
+                    << " ranks would change every rank's data stream. Resume with mpirun -np " << saved_world
+                    << ", or start a new run in another --out");
+  int64_t batch = std::stoll(meta("batch"));
+  TANDEM_CHECK(batch == o.batch, path << ": written with --batch " << batch << ", this run has --batch " << o.batch);
+  try {
+    model.load_state_dict(with_prefix(file.tensors, "model."));
+    opt_g.load_state_dict(with_prefix(file.tensors, "optim.generator."));
+    opt_d.load_state_dict(with_prefix(file.tensors, "optim.discriminator."));
+  } catch (const Error& e) {
+    TANDEM_FAIL(path << ": does not fit this model: " << e.message());
+  }
+  return std::stoll(meta("iteration"));
+}
+
+}  // namespace
+
+TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world, std::ostream& out) {
+  const int rank = world->rank(), size = world->size();
+  TANDEM_CHECK(o.device == "cpu", "--device cuda: this build trains on the CPU only so far");
+  const bool is_rank0 = rank == 0;
+
+  // --out must be usable before any work is done.
+  if (is_rank0) {
+    std::error_code ec;
+    fs::create_directories(o.out, ec);
+    TANDEM_CHECK(!ec && fs::is_directory(o.out), "--out " << o.out << ": cannot create the directory ("
+                                                          << (ec ? ec.message() : "not a directory") << ")");
+    std::ofstream probe(fs::path(o.out) / ".write-test");
+    TANDEM_CHECK(probe.good(), "--out " << o.out << ": directory is not writable");
+    probe.close();
+    fs::remove(fs::path(o.out) / ".write-test", ec);
+  }
+
+  GanConfig config;
+  config.model = o.model;
+  config.dynamic = o.dynamic;
+  config.loss = o.loss == "hinge" ? GanLoss::hinge : GanLoss::non_saturating;
+  config.pggan_stage_iters = o.pggan_stage_iters > 0 ? o.pggan_stage_iters : std::max<int64_t>(1, o.iters / 3);
+  config.seed = o.seed;
+  std::shared_ptr<GanModel> model = make_gan(config);
+
+  // Data: ring8 is drawn fresh each iteration; images come from a sharded sampler.
+  data::ImageDataset images;
+  std::unique_ptr<data::DistributedSampler> sampler;
+  if (o.data == "fashion-mnist") {
+    images = data::load_fashion_mnist(o.data_dir, true);
+    sampler = std::make_unique<data::DistributedSampler>(images.size(), size, rank, o.batch, o.seed);
+  }
+
+  auto opt_g = std::make_shared<optim::Adam>(model->generator->parameters(),
+                                             optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
+  auto opt_d = std::make_shared<optim::Adam>(model->discriminator->parameters(),
+                                             optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
+  int64_t start = 0;
+  if (o.resume) {
+    std::optional<std::string> latest = find_latest_checkpoint(o.out, kCheckpointPrefix);
+    if (latest) {
+      start = load_checkpoint(*latest, o, size, *model, *opt_g, *opt_d);
+      if (is_rank0) out << "resuming from " << *latest << " at iteration " << start << "\n";
+    } else if (is_rank0) {
+      out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
+    }
+  }
+
+  OptimWrapperDict wrappers;
+  wrappers.add("generator", std::make_shared<OptimWrapper>(opt_g));
+  wrappers.add("discriminator", std::make_shared<OptimWrapper>(opt_d));
+  DdpOptions ddp_options;
+  ddp_options.bucket_cap_mb = o.bucket_cap_mb;
+  Wrapped wrapped;
+  if (o.wrap == "whole") {
+    wrapped.whole = std::make_unique<DistributedDataParallel>(model, world, ddp_options);
+    if (o.explicit_prepare) {
+      Reducer* reducer = &wrapped.whole->reducer();
+      model->before_backward = [reducer](const Variable& loss) { reducer->prepare_for_backward(loss); };
+    }
+  } else {
+    TANDEM_CHECK(!o.explicit_prepare, "--prepare goes with --wrap whole");
+    wrapped.separate = std::make_unique<SeparateDistributedDataParallel>(model, world, ddp_options);
+  }
+
+  std::ofstream metrics;
+  if (is_rank0) {
+    fs::path path = fs::path(o.out) / "metrics.jsonl";
+    metrics.open(path, start > 0 ? std::ios::app : std::ios::trunc);
+    TANDEM_CHECK(metrics.good(), "cannot open " << path.string() << " for writing");
+    out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch " << o.batch
+        << " per rank, " << o.wrap << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, "
+        << model->parameters().size() << " parameter tensors\n";
+  }
+
+  auto write_samples = [&](int64_t iteration, TrainResult& result) {
+    NoGradGuard no_grad;
+    bool was_training = model->is_training();
+    model->eval();
+    int64_t count = model->is_image_model() ? 64 : 2500;
+    Tensor z = Tensor::empty({count, model->noise_dim()});
+    Generator gen(o.seed + 4242);  // the same noise every time: pictures are comparable
+    fill_normal(z, 0.0, 1.0, gen);
+    Tensor samples = model->generate(Variable(z)).data();
+    model->train(was_training);
+    std::ostringstream name;
+    name << "samples-" << std::setw(6) << std::setfill('0') << iteration << ".png";
+    std::string path = (fs::path(o.out) / name.str()).string();
+    if (model->is_image_model()) {
+      Shape shape = model->sample_shape();
+      shape.insert(shape.begin(), count);
+      data::write_png_gray_grid(path, samples.reshape(shape), 8);
+    } else {
+      data::Ring8Quality q = data::ring8_quality(samples);
+      result.ring8_modes = q.modes_covered;
+      result.ring8_high_quality = q.high_quality_fraction;
+      data::write_ring8_scatter_png(path, samples, data::ring8_modes());
+    }
+    return path;
+  };
+
+  auto save = [&](int64_t iteration) {
+    std::map<std::string, std::string> metadata = {{"model", model->type_name()},
+                                                   {"iteration", std::to_string(iteration)},
+                                                   {"world_size", std::to_string(size)},
+                                                   {"batch", std::to_string(o.batch)},
+                                                   {"seed", std::to_string(o.seed)}};
+    std::string path = checkpoint_path(o.out, kCheckpointPrefix, iteration);
+    save_safetensors(path, checkpoint_state(*model, *opt_g, *opt_d), metadata);
+    return path;
+  };
+
+  TrainResult result;
+  result.start_iteration = start;
+  auto loop_start = Clock::now();
+  auto interval_start = loop_start;
+  uint64_t bytes_at_interval = wrapped.total_bytes();
+  std::vector<double> interval_ms;
+  int64_t interval_iters = 0;
+  for (int64_t it = start; it < o.iters; ++it) {
+    model->set_iteration(it);
+    Batch batch;
+    if (sampler) {
+      int64_t per_epoch = sampler->batches_per_epoch();
+      batch.inputs = data::gather_rows(images.images, sampler->batch_indices(it / per_epoch, it % per_epoch));
+    } else {
+      Generator data_gen = stream_for(o.seed, rank, it, 1);
+      batch.inputs = data::make_ring8(o.batch, data_gen);
+    }
+    batch.targets = Tensor::empty({o.batch, model->noise_dim()});
+    Generator noise_gen = stream_for(o.seed, rank, it, 2);
+    fill_normal(batch.targets, 0.0, 1.0, noise_gen);
+
+    LogVars log = wrapped.train_step(batch, wrappers);
+    ++interval_iters;
+
+    bool last = it + 1 == o.iters;
+    if ((it + 1) % o.log_every == 0 || last) {
+      Tensor losses = Tensor::from_values({2}, {log["loss_d"], log["loss_g"]});
+      world->allreduce(losses, dist::ReduceOp::avg, "logged losses")->wait();
+      auto now = Clock::now();
+      double seconds = std::chrono::duration<double>(now - interval_start).count();
+      double per_step_ms = 1000.0 * seconds / static_cast<double>(interval_iters);
+      if (it + 1 - start > interval_iters) interval_ms.push_back(per_step_ms);  // the first interval warms up
+      double bytes_per_step = static_cast<double>(wrapped.total_bytes() - bytes_at_interval) /
+                              static_cast<double>(interval_iters);
+      if (is_rank0) {
+        double its = 1000.0 / per_step_ms;
+        double eta = static_cast<double>(o.iters - it - 1) * per_step_ms / 1000.0;
+        out << "iter " << std::setw(6) << it + 1 << "/" << o.iters << "  " << std::fixed << std::setprecision(1)
+            << its << " it/s  " << per_step_ms << " ms/step  ETA " << format_duration(eta) << "  loss_d "
+            << std::setprecision(4) << losses.at(0) << "  loss_g " << losses.at(1) << "  sync "
+            << format_bytes(bytes_per_step) << "/step";
+        if (!model->structure().empty()) out << "  [" << model->structure() << "]";
+        out << std::endl;
+        metrics << "{\"iteration\": " << it + 1 << ", \"loss_d\": " << losses.at(0) << ", \"loss_g\": "
+                << losses.at(1) << ", \"ms_per_step\": " << per_step_ms << ", \"bytes_per_step\": "
+                << static_cast<int64_t>(bytes_per_step) << "}" << std::endl;
+      }
+      interval_start = Clock::now();
+      bytes_at_interval = wrapped.total_bytes();
+      interval_iters = 0;
+    }
+    if (is_rank0 && ((o.sample_every > 0 && (it + 1) % o.sample_every == 0) || last)) {
+      std::string path = write_samples(it + 1, result);
+      if (last) out << "samples: " << path << "\n";
+    }
+    if (is_rank0 && ((o.ckpt_every > 0 && (it + 1) % o.ckpt_every == 0) || last)) {
+      std::string path = save(it + 1);
+      if (last) out << "checkpoint: " << path << "\n";
+    }
+  }
+  // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).
+  world->barrier("end of training")->wait();
+  result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
+  result.iterations = o.iters - start;
+  if (!interval_ms.empty()) {
+    std::sort(interval_ms.begin(), interval_ms.end());
+    result.ms_per_step = interval_ms[interval_ms.size() / 2];
+  } else if (result.iterations > 0) {
+    result.ms_per_step = 1000.0 * result.seconds / static_cast<double>(result.iterations);
+  }
+  if (is_rank0 && result.ring8_modes >= 0) {
+    out << "ring8 quality: " << result.ring8_modes << "/8 modes covered, " << std::fixed << std::setprecision(1)
+        << 100.0 * result.ring8_high_quality << "% high-quality samples (within 3 sigma of a mode, 2500 samples)\n";
+    metrics << "{\"iteration\": " << o.iters << ", \"ring8_modes\": " << result.ring8_modes
+            << ", \"ring8_high_quality\": " << result.ring8_high_quality << "}" << std::endl;
+  }
+  if (is_rank0) out << "metrics: " << (fs::path(o.out) / "metrics.jsonl").string() << "\n";
+  for (const Variable& p : model->parameters()) result.parameters.push_back(p.data().clone());
+  return result;
+}
+
+}  // namespace tandem::models

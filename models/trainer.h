@@ -1,0 +1,37 @@
+// The training loop of tandem-train.
+//
+// Contract: train(options, world, out) trains options.model data-parallel over `world`
+// from iteration 0, or from the newest complete checkpoint in options.out with
+// options.resume, to options.iters. Rank 0 prints a progress line every log_every
+// iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, bytes
+// synchronised per step) to `out`, appends the same as one JSON object per line to
+// <out>/metrics.jsonl, writes sample pictures (<out>/samples-<iter>.png) and checkpoints
+// (<out>/ckpt-<iter>.safetensors: model, both optimizers, iteration; written atomically).
+// Data and noise of iteration i on rank r depend only on (seed, r, i), so a resumed run
+// continues exactly as an uninterrupted one would. Errors (missing data, bad checkpoint,
+// unwritable --out) are tandem::Errors naming the file or flag.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "models/train_options.h"
+#include "runtime/process_group.h"
+#include "runtime/tensor.h"
+
+namespace tandem::models {
+
+struct TrainResult {
+  int64_t start_iteration = 0;
+  int64_t iterations = 0;  // run by this call
+  double seconds = 0.0;    // of the training loop
+  double ms_per_step = 0.0;  // median over logged intervals after the first
+  int ring8_modes = -1;      // ring8 only
+  double ring8_high_quality = -1.0;
+  std::vector<Tensor> parameters;  // final values, registration order
+};
+
+TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& world, std::ostream& out);
+
+}  // namespace tandem::models

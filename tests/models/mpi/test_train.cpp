@@ -1,0 +1,106 @@
+// The training loop at 2 ranks: every model runs and writes its outputs, and a resumed
+// run reaches bitwise the parameters of an uninterrupted one.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <iomanip>
+#include <filesystem>
+#include <sstream>
+
+#include "models/trainer.h"
+#include "runtime/process_group.h"
+
+using namespace tandem;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::shared_ptr<dist::ProcessGroup> world() {
+  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
+  return group;
+}
+
+// A fresh directory shared by the ranks (rank 0 creates it).
+std::string fresh_dir(const std::string& name) {
+  std::string dir = (fs::temp_directory_path() / ("tandem-test-" + name)).string();
+  if (world()->rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  world()->barrier("fresh dir")->wait();
+  return dir;
+}
+
+models::TrainOptions short_run(const std::string& model, const std::string& dir, int64_t iters) {
+  models::TrainOptions o;
+  o.model = model;
+  o.data = model == "ring8-mlp" ? "ring8" : "fashion-mnist";
+  o.iters = iters;
+  o.batch = 8;
+  o.log_every = 2;
+  o.out = dir;
+  o.seed = 5;
+  return o;
+}
+
+bool fashion_mnist_present() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+
+}  // namespace
+
+TEST_CASE("20 iterations straight equal 10 + resume + 10, bitwise", "[train][resume]") {
+  std::ostringstream log;
+  auto straight = models::train(short_run("ring8-mlp", fresh_dir("straight"), 20), world(), log);
+  std::string dir = fresh_dir("resumed");
+  auto first = models::train(short_run("ring8-mlp", dir, 10), world(), log);
+  CHECK(first.iterations == 10);
+  auto o = short_run("ring8-mlp", dir, 20);
+  o.resume = true;
+  auto second = models::train(o, world(), log);
+  CHECK(second.start_iteration == 10);
+  CHECK(second.iterations == 10);
+  REQUIRE(second.parameters.size() == straight.parameters.size());
+  for (size_t i = 0; i < straight.parameters.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(std::memcmp(second.parameters[i].raw_data(), straight.parameters[i].raw_data(),
+                        straight.parameters[i].bytes()) == 0);
+  }
+}
+
+TEST_CASE("every model trains a few iterations and writes metrics, a picture and a checkpoint", "[train]") {
+  for (std::string model : {"ring8-mlp", "mlp", "dcgan", "pggan"}) {
+    if (model != "ring8-mlp" && !fashion_mnist_present()) {
+      WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping " << model);
+      continue;
+    }
+    INFO(model);
+    std::string dir = fresh_dir(model);
+    std::ostringstream log;
+    auto o = short_run(model, dir, model == "pggan" ? 10 : 3);
+    o.pggan_stage_iters = 4;  // stage 0, stage 1 fading in then stable, stage 2 within 10 iterations
+    o.log_every = 1;
+    auto result = models::train(o, world(), log);
+    CHECK(result.iterations == o.iters);
+    if (world()->rank() == 0) {
+      CHECK(fs::file_size(fs::path(dir) / "metrics.jsonl") > 0);
+      std::ostringstream png;
+      png << "samples-" << std::setw(6) << std::setfill('0') << o.iters << ".png";
+      CHECK(fs::exists(fs::path(dir) / png.str()));
+      CHECK(fs::exists(fs::path(dir) / ("ckpt-" + png.str().substr(8, 6) + ".safetensors")));
+      if (model == "pggan") {
+        CHECK(log.str().find("stage 1 (14x14), fade-in") != std::string::npos);
+        CHECK(log.str().find("stage 2 (28x28)") != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("resume refuses a checkpoint of another model, naming it", "[train][errors]") {
+  std::string dir = fresh_dir("other-model");
+  std::ostringstream log;
+  models::train(short_run("ring8-mlp", dir, 2), world(), log);
+  if (!fashion_mnist_present()) return;
+  auto o = short_run("mlp", dir, 4);
+  o.resume = true;
+  CHECK_THROWS_WITH(models::train(o, world(), log),
+                    Catch::Contains("checkpoint of model 'ring8-mlp', but this run trains 'mlp'"));
+}
