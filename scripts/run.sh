@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job on its embedded default: trains the ring8 GAN (a mixture of 8 Gaussians,
+# generated, no downloads) on 2 ranks with mpirun, then says where the pictures and
+# metrics are. Extra arguments go to tandem-train (e.g. --seed 3, --iters 4000).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+bash "$TANDEM_ROOT/scripts/setup.sh"
+cmake -S "$TANDEM_ROOT" -B "$TANDEM_BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target tandem-train
+
+out="${TANDEM_RUN_OUT:-$TANDEM_ROOT/runs/ring8}"
+mpirun -np 2 --oversubscribe "$TANDEM_BUILD/bin/tandem-train" \
+  --model ring8-mlp --iters 10000 --batch 256 --lr 5e-4 --log-every 1000 --out "$out" "$@"
+echo "run.sh: samples scatter and metrics are in $out (samples-*.png, metrics.jsonl)"
