@@ -11,37 +11,15 @@
 #include "models/dataset.h"
 #include "models/sampler.h"
 
+#include "tests/test_files.h"
 using namespace tandem;
 using namespace tandem::data;
 namespace fs = std::filesystem;
+using tandem::testing::TempDir;
+using tandem::testing::read_bytes;
+using tandem::testing::write_bytes;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tandem_data_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // 5 images of 4x3 whose pixels count up from 3*k, wrapping, with 0 and 255 present.
 IdxArray small_images() {

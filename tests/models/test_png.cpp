@@ -10,27 +10,15 @@
 #include "models/dataset.h"
 #include "models/png_writer.h"
 
+#include "tests/test_files.h"
 using namespace tandem;
 using namespace tandem::data;
 namespace fs = std::filesystem;
+using tandem::testing::TempDir;
+using tandem::testing::read_bytes;
+using tandem::testing::write_bytes;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tandem_png_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // Decoded independently of the writer, with libpng's reading API, as 8-bit RGB.
 struct Decoded {

@@ -9,37 +9,14 @@
 #include "runtime/checkpoint.h"
 #include "runtime/rng.h"
 
+#include "tests/test_files.h"
 using namespace tandem;
 namespace fs = std::filesystem;
+using tandem::testing::TempDir;
+using tandem::testing::read_bytes;
+using tandem::testing::write_bytes;
 
 namespace {
-
-// A fresh directory per test case, removed afterwards (CTest may run cases in parallel).
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tandem_ckpt_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // A hand-made safetensors file: the header as given (padded to 8), then `data_bytes` bytes.
 void write_raw_safetensors(const std::string& path, std::string header, size_t data_bytes) {
