@@ -62,6 +62,12 @@ struct Wrapped {
   LogVars train_step(const Batch& b, OptimWrapperDict& w) {
     return whole ? whole->train_step(b, w) : separate->train_step(b, w);
   }
+  std::vector<const Reducer*> reducers() const {
+    if (whole) return {&whole->reducer()};
+    std::vector<const Reducer*> out;
+    for (const auto& [name, r] : separate->reducers()) out.push_back(r.get());
+    return out;
+  }
   uint64_t total_bytes() const {
     if (whole) return whole->reducer().total_bytes();
     uint64_t sum = 0;
@@ -305,7 +311,19 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     metrics << "{\"iteration\": " << o.iters << ", \"ring8_modes\": " << result.ring8_modes
             << ", \"ring8_high_quality\": " << result.ring8_high_quality << "}" << std::endl;
   }
-  if (is_rank0) out << "metrics: " << (fs::path(o.out) / "metrics.jsonl").string() << "\n";
+  if (is_rank0) {
+    // One line per synchronisation phase: what each kind of backward cost.
+    for (const Reducer* reducer : wrapped.reducers()) {
+      for (const PhaseStats& phase : reducer->stats()) {
+        size_t largest = 0;
+        for (size_t b : phase.bucket_bytes) largest = std::max(largest, b);
+        out << "sync " << phase.description << ": " << phase.bucket_bytes.size() << " bucket(s), largest "
+            << format_bytes(static_cast<double>(largest)) << ", " << format_bytes(static_cast<double>(phase.bytes_per_backward))
+            << " per backward, " << phase.backwards << " backward(s), rebuilt " << phase.rebuilds << "x\n";
+      }
+    }
+    out << "metrics: " << (fs::path(o.out) / "metrics.jsonl").string() << "\n";
+  }
   for (const Variable& p : model->parameters()) result.parameters.push_back(p.data().clone());
   return result;
 }
