@@ -199,22 +199,25 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   }
 
   auto write_samples = [&](int64_t iteration, TrainResult& result) {
+    // Samples come from the generator in training mode, as in the reference DCGAN loop:
+    // early in training batch norm's running statistics lag far behind the batch ones.
+    // The buffers are restored afterwards so sampling never changes the training run.
     NoGradGuard no_grad;
-    bool was_training = model->is_training();
-    model->eval();
+    std::vector<std::pair<Tensor, Tensor>> saved_buffers;
+    for (auto& [name, buffer] : model->named_buffers()) saved_buffers.emplace_back(buffer, buffer.clone());
     int64_t count = model->is_image_model() ? 64 : 2500;
     Tensor z = Tensor::empty({count, model->noise_dim()});
     Generator gen(o.seed + 4242);  // the same noise every time: pictures are comparable
     fill_normal(z, 0.0, 1.0, gen);
     Tensor samples = model->generate(Variable(z)).data();
-    model->train(was_training);
+    for (auto& [buffer, copy] : saved_buffers) buffer.copy_(copy);
     std::ostringstream name;
     name << "samples-" << std::setw(6) << std::setfill('0') << iteration << ".png";
     std::string path = (fs::path(o.out) / name.str()).string();
     if (model->is_image_model()) {
       Shape shape = model->sample_shape();
       shape.insert(shape.begin(), count);
-      data::write_png_gray_grid(path, samples.reshape(shape), 8);
+      data::write_png_gray_grid(path, samples.reshape(shape), 8, /*scale=*/2);
     } else {
       data::Ring8Quality q = data::ring8_quality(samples);
       result.ring8_modes = q.modes_covered;

@@ -229,6 +229,39 @@ TEST_CASE("an MLP classifier trained through train_step matches the single-proce
   require_replicas_identical(got);
 }
 
+TEST_CASE("gradient accumulation through OptimWrapper equals one step on the concatenated batch", "[reducer][no_sync]") {
+  // Two micro-batches with accumulative_counts 2 (the first backward inside no_sync) must
+  // give the parameters of one single-process step on both micro-batches' global rows.
+  auto make_batch = [](int micro) {
+    Tensor x = random_tensor({kGlobalBatch, 6}, 700 + micro);
+    Tensor y = Tensor::empty({kGlobalBatch, 1});
+    for (int64_t i = 0; i < kGlobalBatch; ++i) y.data<float>()[i] = x.at(i * 6 + 2) > 0 ? 1.0f : 0.0f;
+    return Batch{x, y};
+  };
+  auto reference = std::make_shared<MlpClassifier>();
+  OptimWrapper ref_wrapper(std::make_shared<optim::SGD>(reference->parameters(), optim::SGDOptions{.lr = 0.5}));
+  Batch b0 = make_batch(0), b1 = make_batch(1);
+  Batch both{Tensor::empty({2 * kGlobalBatch, 6}), Tensor::empty({2 * kGlobalBatch, 1})};
+  both.inputs.narrow_rows(0, kGlobalBatch).copy_(b0.inputs);
+  both.inputs.narrow_rows(kGlobalBatch, kGlobalBatch).copy_(b1.inputs);
+  both.targets.narrow_rows(0, kGlobalBatch).copy_(b0.targets);
+  both.targets.narrow_rows(kGlobalBatch, kGlobalBatch).copy_(b1.targets);
+  ref_wrapper.update_params(parse_losses(reference->forward_losses(both)).first);
+
+  auto model = std::make_shared<MlpClassifier>();
+  OptimWrapper wrapper(std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.5}), 2);
+  DistributedDataParallel ddp(model, world());
+  int64_t synced = ddp.reducer().synced_backwards();
+  ddp.train_step(Batch{my_slice(b0.inputs), my_slice(b0.targets)}, wrapper);
+  CHECK(ddp.reducer().synced_backwards() == synced);  // accumulated locally, nothing sent
+  ddp.train_step(Batch{my_slice(b1.inputs), my_slice(b1.targets)}, wrapper);
+  CHECK(ddp.reducer().synced_backwards() == synced + 1);
+  std::vector<Tensor> got, expected;
+  for (const Variable& p : model->parameters()) got.push_back(p.data().clone());
+  for (const Variable& p : reference->parameters()) expected.push_back(p.data().clone());
+  require_close(got, expected, 1e-5);
+}
+
 TEST_CASE("buffers are verified at wrap time and broadcast from rank 0 before each step", "[reducer][buffers]") {
   auto model = std::make_shared<DataParallelModel>();
   model->register_parameter("w", zeros({2}));
