@@ -57,6 +57,7 @@ synchronised over the parameters it reaches.
   --iters N             training iterations (one D and one G update each)     (2000)
   --batch N             batch per rank                                          (64)
   --lr X                Adam learning rate, betas (0.5, 0.999)                (2e-4)
+  --ema-decay X         samples from a moving average of G's weights (0: off) (0.999)
   --wrap whole|separate one Reducer for the model, or one per part          (whole)
   --prepare             call prepare_for_backward before each backward (MMGeneration style)
   --bucket-cap-mb X     bucket size cap in MB                                   (25)
@@ -85,6 +86,10 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       {"--iters", [&](const std::string& v) { o.iters = parse_int("--iters", v, 1); }},
       {"--batch", [&](const std::string& v) { o.batch = parse_int("--batch", v, 1); }},
       {"--lr", [&](const std::string& v) { o.lr = parse_double("--lr", v); }},
+      {"--ema-decay", [&](const std::string& v) {
+         o.ema_decay = v == "0" ? 0.0 : parse_double("--ema-decay", v);
+         if (o.ema_decay >= 1.0) usage_error("--ema-decay must be below 1, got " + v);
+       }},
       {"--wrap", [&](const std::string& v) { o.wrap = one_of("--wrap", v, {"whole", "separate"}); }},
       {"--bucket-cap-mb", [&](const std::string& v) { o.bucket_cap_mb = parse_double("--bucket-cap-mb", v); }},
       {"--backend", [&](const std::string& v) { o.backend = one_of("--backend", v, {"auto", "mpi", "nccl"}); }},

@@ -25,6 +25,7 @@ struct TrainOptions {
   int64_t iters = 2000;
   int64_t batch = 64;  // per rank
   double lr = 2e-4;
+  double ema_decay = 0.999;  // samples come from an exponential moving average of G's weights; 0: off
   std::string wrap = "whole";  // whole | separate
   bool explicit_prepare = false;  // MMGeneration style: prepare_for_backward before each backward
   double bucket_cap_mb = 25.0;

@@ -11,6 +11,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
+#include "kernels/elementwise.h"
 #include "models/dataset.h"
 #include "models/gan.h"
 #include "models/png_writer.h"
@@ -76,8 +77,10 @@ struct Wrapped {
   }
 };
 
-StateDict checkpoint_state(GanModel& model, optim::Optimizer& opt_g, optim::Optimizer& opt_d) {
+StateDict checkpoint_state(GanModel& model, optim::Optimizer& opt_g, optim::Optimizer& opt_d,
+                           const std::vector<Tensor>& ema) {
   StateDict state;
+  for (size_t i = 0; i < ema.size(); ++i) state["ema." + std::to_string(i)] = ema[i];
   for (auto& [name, t] : model.state_dict()) state["model." + name] = t;
   for (auto& [name, t] : opt_g.state_dict()) state["optim.generator." + name] = t;
   for (auto& [name, t] : opt_d.state_dict()) state["optim.discriminator." + name] = t;
@@ -94,7 +97,7 @@ StateDict with_prefix(const StateDict& all, const std::string& prefix) {
 
 // Loads a checkpoint into model and optimizers; returns its iteration.
 int64_t load_checkpoint(const std::string& path, const TrainOptions& o, int world_size, GanModel& model,
-                        optim::Optimizer& opt_g, optim::Optimizer& opt_d) {
+                        optim::Optimizer& opt_g, optim::Optimizer& opt_d, std::vector<Tensor>& ema) {
   SafetensorsFile file = load_safetensors(path);
   auto meta = [&](const std::string& key) {
     auto it = file.metadata.find(key);
@@ -115,6 +118,14 @@ int64_t load_checkpoint(const std::string& path, const TrainOptions& o, int worl
     model.load_state_dict(with_prefix(file.tensors, "model."));
     opt_g.load_state_dict(with_prefix(file.tensors, "optim.generator."));
     opt_d.load_state_dict(with_prefix(file.tensors, "optim.discriminator."));
+    StateDict saved_ema = with_prefix(file.tensors, "ema.");
+    for (size_t i = 0; i < ema.size(); ++i) {
+      auto it = saved_ema.find(std::to_string(i));
+      TANDEM_CHECK(it != saved_ema.end() && it->second.shape() == ema[i].shape(),
+                   "no moving-average entry 'ema." << i << "' of shape " << shape_str(ema[i].shape())
+                                                   << " (written with --ema-decay 0?)");
+      ema[i].copy_(it->second);
+    }
   } catch (const Error& e) {
     TANDEM_FAIL(path << ": does not fit this model: " << e.message());
   }
@@ -160,11 +171,18 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                                              optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
   auto opt_d = std::make_shared<optim::Adam>(model->discriminator->parameters(),
                                              optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
+  // The moving average of G's weights that pictures are drawn from (identical on every
+  // rank, since the weights are). Starts at the initial weights.
+  std::vector<Variable> g_params = model->generator->parameters();
+  std::vector<Tensor> ema;
+  if (o.ema_decay > 0) {
+    for (const Variable& p : g_params) ema.push_back(p.data().clone());
+  }
   int64_t start = 0;
   if (o.resume) {
     std::optional<std::string> latest = find_latest_checkpoint(o.out, kCheckpointPrefix);
     if (latest) {
-      start = load_checkpoint(*latest, o, size, *model, *opt_g, *opt_d);
+      start = load_checkpoint(*latest, o, size, *model, *opt_g, *opt_d, ema);
       if (is_rank0) out << "resuming from " << *latest << " at iteration " << start << "\n";
     } else if (is_rank0) {
       out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
@@ -209,7 +227,13 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     Tensor z = Tensor::empty({count, model->noise_dim()});
     Generator gen(o.seed + 4242);  // the same noise every time: pictures are comparable
     fill_normal(z, 0.0, 1.0, gen);
+    std::vector<Tensor> live;
+    for (size_t i = 0; i < ema.size(); ++i) {
+      live.push_back(g_params[i].data().clone());
+      g_params[i].data().copy_(ema[i]);
+    }
     Tensor samples = model->generate(Variable(z)).data();
+    for (size_t i = 0; i < ema.size(); ++i) g_params[i].data().copy_(live[i]);
     for (auto& [buffer, copy] : saved_buffers) buffer.copy_(copy);
     std::ostringstream name;
     name << "samples-" << std::setw(6) << std::setfill('0') << iteration << ".png";
@@ -234,7 +258,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                                                    {"batch", std::to_string(o.batch)},
                                                    {"seed", std::to_string(o.seed)}};
     std::string path = checkpoint_path(o.out, kCheckpointPrefix, iteration);
-    save_safetensors(path, checkpoint_state(*model, *opt_g, *opt_d), metadata);
+    save_safetensors(path, checkpoint_state(*model, *opt_g, *opt_d, ema), metadata);
     return path;
   };
 
@@ -260,6 +284,10 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     fill_normal(batch.targets, 0.0, 1.0, noise_gen);
 
     LogVars log = wrapped.train_step(batch, wrappers);
+    for (size_t i = 0; i < ema.size(); ++i) {
+      kernels::scale_(ema[i], o.ema_decay);
+      kernels::axpy_(ema[i], 1.0 - o.ema_decay, g_params[i].data());
+    }
     ++interval_iters;
 
     bool last = it + 1 == o.iters;

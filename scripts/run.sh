@@ -11,5 +11,5 @@ cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target tandem-train
 
 out="${TANDEM_RUN_OUT:-$TANDEM_ROOT/runs/ring8}"
 mpirun -np 2 --oversubscribe "$TANDEM_BUILD/bin/tandem-train" \
-  --model ring8-mlp --iters 10000 --batch 256 --lr 5e-4 --log-every 1000 --out "$out" "$@"
+  --model ring8-mlp --iters 20000 --batch 256 --lr 2e-4 --log-every 2000 --out "$out" "$@"
 echo "run.sh: samples scatter and metrics are in $out (samples-*.png, metrics.jsonl)"
