@@ -284,9 +284,12 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     fill_normal(batch.targets, 0.0, 1.0, noise_gen);
 
     LogVars log = wrapped.train_step(batch, wrappers);
+    // The decay ramps up over the first steps ((1 + t) / (10 + t)) so that a short run
+    // is not dominated by the initial weights.
+    double decay = std::min(o.ema_decay, static_cast<double>(it + 1) / static_cast<double>(it + 10));
     for (size_t i = 0; i < ema.size(); ++i) {
-      kernels::scale_(ema[i], o.ema_decay);
-      kernels::axpy_(ema[i], 1.0 - o.ema_decay, g_params[i].data());
+      kernels::scale_(ema[i], decay);
+      kernels::axpy_(ema[i], 1.0 - decay, g_params[i].data());
     }
     ++interval_iters;
 

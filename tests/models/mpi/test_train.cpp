@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "models/trainer.h"
+#include "runtime/checkpoint.h"
 #include "runtime/process_group.h"
 
 using namespace tandem;
@@ -103,4 +104,24 @@ TEST_CASE("resume refuses a checkpoint of another model, naming it", "[train][er
   o.resume = true;
   CHECK_THROWS_WITH(models::train(o, world(), log),
                     Catch::Contains("checkpoint of model 'ring8-mlp', but this run trains 'mlp'"));
+}
+
+TEST_CASE("a checkpoint whose tensors do not fit the model names the first mismatching parameter", "[train][errors]") {
+  if (!fashion_mnist_present()) return;
+  std::string dir = fresh_dir("relabelled");
+  std::ostringstream log;
+  models::train(short_run("ring8-mlp", dir, 2), world(), log);
+  if (world()->rank() == 0) {
+    // Relabel the ring8 checkpoint as an mlp one: the metadata check passes, the tensors do not fit.
+    std::string path = checkpoint_path(dir, "ckpt", 2);
+    SafetensorsFile file = load_safetensors(path);
+    file.metadata["model"] = "mlp";
+    save_safetensors(path, file.tensors, file.metadata);
+  }
+  world()->barrier("relabelled")->wait();
+  auto o = short_run("mlp", dir, 4);
+  o.resume = true;
+  CHECK_THROWS_WITH(models::train(o, world(), log),
+                    Catch::Contains("does not fit this model") && Catch::Contains("'generator.0.weight'") &&
+                        Catch::Contains("[128, 16]") && Catch::Contains("[256, 64]"));
 }
