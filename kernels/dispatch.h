@@ -24,4 +24,16 @@ inline void require_cpu(const char* op, const Tensor& t) {
   TANDEM_CHECK(t.device().is_cpu(), op << ": no kernel for " << t.str() << " in this build");
 }
 
+// The checks of every same-shape binary kernel: both defined, same shape, dtype and
+// device, on the CPU. Errors name the op and the operands.
+inline void check_same_layout(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
+                              const char* b_name) {
+  check_defined(op, a, a_name);
+  check_defined(op, b, b_name);
+  check_same_shape(op, a, b);
+  check_same_dtype(op, a, b);
+  check_same_device(op, a, b);
+  require_cpu(op, a);
+}
+
 }  // namespace tandem::kernels

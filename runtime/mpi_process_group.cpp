@@ -748,16 +748,6 @@ void allgather_any(MpiGroupState& g, const Tensor& in, const Tensor& flat_out) {
 #endif
 }
 
-// True when out[0..n) are consecutive views of one storage, so one flat receive fills them.
-bool consecutive(const std::vector<Tensor>& out) {
-  for (size_t i = 1; i < out.size(); ++i) {
-    if (!out[i].shares_storage_with(out[0]) ||
-        out[i].offset() != out[0].offset() + static_cast<int64_t>(i) * out[0].numel())
-      return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::shared_ptr<Work> MpiProcessGroup::allgather(std::vector<Tensor>& out, const Tensor& in, const std::string& tag) {
@@ -771,7 +761,7 @@ std::shared_ptr<Work> MpiProcessGroup::allgather(std::vector<Tensor>& out, const
   return enqueue(state_, timeout(), std::move(description), in.bytes() * static_cast<size_t>(size()),
                  std::move(keep), [outs, input](MpiGroupState& g) mutable {
     const int64_t count = input.numel();
-    if (consecutive(outs) && input.device().is_cpu()) {
+    if (are_consecutive_views(outs) && input.device().is_cpu()) {
       allgather_host(g, input.raw_data(), outs[0].raw_data(), count, input.dtype());
       return;
     }

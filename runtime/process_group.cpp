@@ -196,4 +196,13 @@ DistributedContext::~DistributedContext() {
   shutdown_process_groups();
 }
 
+bool are_consecutive_views(const std::vector<Tensor>& out) {
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (!out[i].shares_storage_with(out[0]) ||
+        out[i].offset() != out[0].offset() + static_cast<int64_t>(i) * out[0].numel())
+      return false;
+  }
+  return true;
+}
+
 }  // namespace tandem::dist

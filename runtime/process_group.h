@@ -111,6 +111,10 @@ class ProcessGroup {
   std::atomic<int64_t> timeout_ms_;
 };
 
+// True when out[0..n) are consecutive views of one storage (out[i] starts where out[i-1]
+// ends), so one flat allgather fills them all. Shared by the backends.
+bool are_consecutive_views(const std::vector<Tensor>& out);
+
 // Descriptions and timeout messages, shared by the backends.
 std::string describe_op(const std::string& op, int64_t count, DType dtype, const std::string& tag);
 std::string timeout_message(const std::string& description, std::chrono::milliseconds timeout,

@@ -9,18 +9,9 @@ namespace tandem::kernels {
 
 namespace {
 
-void check_binary(const char* op, const Tensor& a, const Tensor& b) {
-  check_defined(op, a, "first operand");
-  check_defined(op, b, "second operand");
-  check_same_shape(op, a, b);
-  check_same_dtype(op, a, b);
-  check_same_device(op, a, b);
-  require_cpu(op, a);
-}
-
 template <typename F>
 Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f) {
-  check_binary(op, a, b);
+  check_same_layout(op, a, "first operand", b, "second operand");
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
   dispatch_float(op, a.dtype(), [&]<typename T>() {
     const T* pa = a.data<T>();
@@ -75,7 +66,7 @@ void scale_(Tensor& a, double s) {
 }
 
 void axpy_(Tensor& y, double alpha, const Tensor& x) {
-  check_binary("axpy_", y, x);
+  check_same_layout("axpy_", y, "destination", x, "source");
   dispatch_float("axpy_", y.dtype(), [&]<typename T>() {
     T* py = y.data<T>();
     const T* px = x.data<T>();
@@ -85,7 +76,7 @@ void axpy_(Tensor& y, double alpha, const Tensor& x) {
 }
 
 void add_(Tensor& y, const Tensor& x) {
-  check_binary("add_", y, x);
+  check_same_layout("add_", y, "destination", x, "source");
   dispatch_float("add_", y.dtype(), [&]<typename T>() {
     T* py = y.data<T>();
     const T* px = x.data<T>();

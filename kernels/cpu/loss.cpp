@@ -9,22 +9,9 @@
 
 namespace tandem::kernels {
 
-namespace {
-
-void check_pair(const char* op, const Tensor& logits, const Tensor& targets) {
-  check_defined(op, logits, "logits");
-  check_defined(op, targets, "targets");
-  check_same_shape(op, logits, targets);
-  check_same_dtype(op, logits, targets);
-  check_same_device(op, logits, targets);
-  require_cpu(op, logits);
-}
-
-}  // namespace
-
 Tensor bce_with_logits(const Tensor& logits, const Tensor& targets) {
   const char* op = "bce_with_logits";
-  check_pair(op, logits, targets);
+  check_same_layout(op, logits, "logits", targets, "targets");
   Tensor out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   dispatch_float(op, logits.dtype(), [&]<typename T>() {
     const T* px = logits.data<T>();
@@ -40,7 +27,7 @@ Tensor bce_with_logits(const Tensor& logits, const Tensor& targets) {
 
 Tensor bce_with_logits_backward(const Tensor& grad, const Tensor& logits, const Tensor& targets) {
   const char* op = "bce_with_logits_backward";
-  check_pair(op, logits, targets);
+  check_same_layout(op, logits, "logits", targets, "targets");
   check_defined(op, grad, "gradient");
   check_same_shape(op, grad, logits);
   check_same_dtype(op, grad, logits);

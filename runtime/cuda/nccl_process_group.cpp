@@ -250,15 +250,6 @@ std::shared_ptr<Work> launch(const std::shared_ptr<NcclGroupState>& state, std::
   return work;
 }
 
-bool consecutive(const std::vector<Tensor>& out) {
-  for (size_t i = 1; i < out.size(); ++i) {
-    if (!out[i].shares_storage_with(out[0]) ||
-        out[i].offset() != out[0].offset() + static_cast<int64_t>(i) * out[0].numel())
-      return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 NcclProcessGroup::NcclProcessGroup(MPI_Comm comm, int device, std::string name)
@@ -359,7 +350,7 @@ std::shared_ptr<Work> NcclProcessGroup::allgather(std::vector<Tensor>& out, cons
                 std::move(keep), false, [&](NcclGroupState& g) {
     const size_t count = static_cast<size_t>(in.numel());
     const ncclDataType_t type = detail::nccl_type(in.dtype());
-    if (consecutive(out)) {
+    if (are_consecutive_views(out)) {
       TANDEM_CHECK_NCCL(ncclAllGather(in.raw_data(), out[0].raw_data(), count, type, g.comm, g.stream));
       return;
     }
