@@ -1,0 +1,270 @@
+// step_bench: per-step time of a GAN training step, one process against the DDP wrappers.
+//
+//   mpirun -np 2 --oversubscribe build/bin/step_bench [--models mlp,mlp-dynamic,dcgan]
+//       [--steps 100] [--runs 3] [--warmup 10] [--batch 64] [--json FILE]
+//
+// A step is GanModel::train_step: one D update then one G update (Adam 2e-4, betas 0.5,
+// 0.999), on fresh random data drawn inside the step as the PyTorch anchor does (real
+// uniform in [-1, 1] of the model's sample shape, noise N(0, 1)), batch --batch per rank.
+// Modes, in one mpirun job, every rank running each mode at the same time (barriers around
+// every run, runs of the modes interleaved), so "one process" is measured under the same
+// load of one process per core:
+//   single    the unwrapped model on every rank independently (no communication)
+//   whole     DistributedDataParallel over the whole model
+//   separate  SeparateDistributedDataParallel (one Reducer per part)
+//   prepare   whole wrap + explicit reducer().prepare_for_backward(loss) before each backward
+// The time per step of a run is its wall time / --steps, the maximum over ranks; the
+// table gives the median of --runs runs after --warmup steps. ratio = mode / single.
+// Checks (exit 1 on failure): losses finite, and after every DDP mode the parameters are
+// bitwise identical on all ranks.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "autograd/optim.h"
+#include "models/gan.h"
+#include "reducer/ddp.h"
+#include "runtime/process_group.h"
+#include "runtime/rng.h"
+
+using namespace tandem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::vector<std::string> models = {"mlp", "mlp-dynamic"};
+  int steps = 100;
+  int runs = 3;
+  int warmup = 10;
+  int64_t batch = 64;
+  std::string json;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "step_bench: %s\nusage: step_bench [--models mlp,mlp-dynamic,dcgan] [--steps N] [--runs N] "
+               "[--warmup N] [--batch N] [--json FILE]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--models") o.models = split(next());
+    else if (arg == "--steps") o.steps = std::atoi(next().c_str());
+    else if (arg == "--runs") o.runs = std::atoi(next().c_str());
+    else if (arg == "--warmup") o.warmup = std::atoi(next().c_str());
+    else if (arg == "--batch") o.batch = std::atoll(next().c_str());
+    else if (arg == "--json") o.json = next();
+    else usage("unknown argument '" + arg + "'");
+  }
+  if (o.steps < 1 || o.runs < 1 || o.warmup < 0 || o.batch < 1) usage("bad --steps, --runs, --warmup or --batch");
+  return o;
+}
+
+const char* kModes[] = {"single", "whole", "separate", "prepare"};
+
+// One model under one mode, with its optimizers and wrapper.
+struct Setup {
+  std::shared_ptr<models::GanModel> model;
+  OptimWrapperDict wrappers;
+  std::unique_ptr<DistributedDataParallel> whole;
+  std::unique_ptr<SeparateDistributedDataParallel> separate;
+  Generator gen;
+
+  Setup(const std::string& name, const std::string& mode, std::shared_ptr<dist::ProcessGroup> group, int rank)
+      : gen(1234 + static_cast<uint64_t>(rank)) {
+    models::GanConfig config;
+    config.model = name == "mlp-dynamic" ? "mlp" : name;
+    config.dynamic = name == "mlp-dynamic";
+    config.seed = 7;
+    model = models::make_gan(config);
+    auto adam = [](std::vector<Variable> params) {
+      return std::make_shared<optim::Adam>(std::move(params), optim::AdamOptions{.lr = 2e-4, .betas = {0.5, 0.999}});
+    };
+    wrappers.add("generator", std::make_shared<OptimWrapper>(adam(model->generator->parameters())));
+    wrappers.add("discriminator", std::make_shared<OptimWrapper>(adam(model->discriminator->parameters())));
+    if (mode == "whole" || mode == "prepare") {
+      whole = std::make_unique<DistributedDataParallel>(model, group);
+      if (mode == "prepare") {
+        Reducer* reducer = &whole->reducer();
+        model->before_backward = [reducer](const Variable& loss) { reducer->prepare_for_backward(loss); };
+      }
+    } else if (mode == "separate") {
+      separate = std::make_unique<SeparateDistributedDataParallel>(model, group);
+    }
+  }
+
+  // One training step at iteration `it`; returns loss_d + loss_g (local).
+  double step(int64_t it, int64_t batch_size) {
+    model->set_iteration(it);
+    Shape shape = model->sample_shape();
+    shape.insert(shape.begin(), batch_size);
+    Batch batch;
+    batch.inputs = Tensor::empty(shape);
+    fill_uniform(batch.inputs, -1.0, 1.0, gen);
+    batch.targets = Tensor::empty({batch_size, model->noise_dim()});
+    fill_normal(batch.targets, 0.0, 1.0, gen);
+    LogVars log = whole ? whole->train_step(batch, wrappers)
+                        : separate ? separate->train_step(batch, wrappers) : model->train_step(batch, wrappers);
+    return log["loss_d"] + log["loss_g"];
+  }
+};
+
+double max_over_ranks(double v) {
+  double out = 0;
+  TANDEM_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return out;
+}
+
+// Parameters bitwise identical on every rank: compare each rank's bytes with rank 0's.
+int64_t replica_mismatches(const std::shared_ptr<models::GanModel>& model, dist::ProcessGroup& group) {
+  int64_t wrong = 0;
+  for (const auto& [name, p] : model->named_parameters()) {
+    Tensor mine = p.data().clone();
+    Tensor theirs = mine.clone();
+    group.broadcast(theirs, 0, "replica check")->wait();
+    const float* a = mine.data<float>();
+    const float* b = theirs.data<float>();
+    for (int64_t k = 0; k < mine.numel(); ++k) wrong += std::memcmp(a + k, b + k, sizeof(float)) != 0;
+  }
+  long long local = wrong, total = 0;
+  TANDEM_CHECK_MPI(MPI_Allreduce(&local, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+  return total;
+}
+
+struct Result {
+  std::string model;
+  std::string mode;
+  std::vector<double> run_ms;
+  double median_ms = 0;
+  int64_t wrong = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  try {
+    dist::DistributedContext context(dist::Backend::mpi);
+    std::shared_ptr<dist::ProcessGroup> group = context.world();
+    const int n = group->size();
+    const bool root = group->rank() == 0;
+    if (root) {
+      std::printf("# step_bench: %d ranks, batch %lld per rank, %d runs of %d steps after %d warm-up steps;\n"
+                  "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
+                  "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
+                  n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
+      std::printf("# %12s %9s %10s %26s %7s %7s\n", "model", "mode", "step", "runs", "ratio", "#wrong");
+      std::printf("# %12s %9s %10s %26s %7s %7s\n", "", "", "(ms)", "(ms)", "", "");
+      std::fflush(stdout);
+    }
+    std::vector<Result> results;
+    int64_t total_wrong = 0;
+    for (const auto& name : o.models) {
+      // All four modes live side by side and their runs are interleaved (run 1 of every
+      // mode, then run 2, ...), so drift on the shared machine affects every mode alike.
+      std::vector<std::unique_ptr<Setup>> setups;
+      std::vector<Result> rs;
+      std::vector<int64_t> its;
+      std::vector<bool> finite;
+      for (const char* mode : kModes) {
+        setups.push_back(std::make_unique<Setup>(name, mode, group, group->rank()));
+        rs.push_back(Result{name, mode, {}, 0, 0});
+        its.push_back(0);
+        finite.push_back(true);
+      }
+      for (size_t m = 0; m < setups.size(); ++m) {
+        for (int i = 0; i < o.warmup; ++i) finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
+      }
+      for (int run = 0; run < o.runs; ++run) {
+        for (size_t m = 0; m < setups.size(); ++m) {
+          TANDEM_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+          auto t0 = Clock::now();
+          for (int s = 0; s < o.steps; ++s) finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
+          double ms = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count() / o.steps;
+          rs[m].run_ms.push_back(max_over_ranks(ms));
+        }
+      }
+      double single_ms = 0;
+      for (size_t m = 0; m < setups.size(); ++m) {
+        Result& r = rs[m];
+        std::vector<double> sorted = r.run_ms;
+        std::sort(sorted.begin(), sorted.end());
+        size_t k = sorted.size();
+        r.median_ms = k % 2 ? sorted[k / 2] : 0.5 * (sorted[k / 2 - 1] + sorted[k / 2]);
+        long long bad = finite[m] ? 0 : 1, bad_total = 0;
+        TANDEM_CHECK_MPI(MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+        r.wrong = bad_total;
+        if (r.mode != "single") r.wrong += replica_mismatches(setups[m]->model, *group);
+        total_wrong += r.wrong;
+        if (r.mode == "single") single_ms = r.median_ms;
+        if (root) {
+          std::ostringstream runs;
+          for (size_t i = 0; i < r.run_ms.size(); ++i) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%s%.2f", i ? " " : "", r.run_ms[i]);
+            runs << buf;
+          }
+          std::printf("  %12s %9s %10.2f %26s %7.2f %7lld\n", name.c_str(), r.mode.c_str(), r.median_ms,
+                      runs.str().c_str(), r.median_ms / single_ms, static_cast<long long>(r.wrong));
+          std::fflush(stdout);
+        }
+        results.push_back(r);
+      }
+    }
+    if (root) {
+      std::printf("# Wrong (non-finite losses, differing replica values) : %lld %s\n",
+                  static_cast<long long>(total_wrong), total_wrong ? "WRONG" : "OK");
+      if (!o.json.empty()) {
+        std::ofstream js(o.json);
+        js << "{\"ranks\": " << n << ", \"batch\": " << o.batch << ", \"steps\": " << o.steps << ", \"runs\": "
+           << o.runs << ", \"results\": [";
+        for (size_t i = 0; i < results.size(); ++i) {
+          const Result& r = results[i];
+          js << (i ? ", " : "") << "{\"model\": \"" << r.model << "\", \"mode\": \"" << r.mode
+             << "\", \"step_ms\": " << r.median_ms << ", \"runs_ms\": [";
+          for (size_t k = 0; k < r.run_ms.size(); ++k) js << (k ? ", " : "") << r.run_ms[k];
+          js << "]}";
+        }
+        js << "], \"wrong\": " << total_wrong << "}\n";
+      }
+    }
+    if (total_wrong != 0) {
+      if (root) std::fprintf(stderr, "step_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
+      return 1;
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "step_bench: %s\n", e.what());
+    dist::abort_on_timeout(e);
+  }
+  return 0;
+}

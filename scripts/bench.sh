@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Builds and runs the benchmarks at 2 ranks: reducer_bench (Reducer vs. one plain allreduce,
+# bucket-cap sweep, exposed communication) and step_bench (GAN step time, one process vs. the
+# DDP wrappers). When python3 can import torch, also runs the PyTorch anchor
+# (../shared/anchors/torch_gan_ddp.py) in the same run for the side-by-side comparison;
+# without torch that part is skipped with a message. Prints a summary table and writes it
+# as JSON to bench/results/<timestamp>.json.
+#
+#   scripts/bench.sh [--quick]      (--quick: fewer iterations, for a smoke test)
+# Environment: TANDEM_BUILD (build folder, default build-bench), RANKS (default 2),
+# TORCH_ANCHOR (path of torch_gan_ddp.py), TORCH_PYTHON (a python3 that imports torch),
+# STEP_MODELS (default mlp,mlp-dynamic).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export TANDEM_BUILD="${TANDEM_BUILD:-$ROOT/build-bench}"
+# shellcheck source=common.sh
+source "$ROOT/scripts/common.sh"
+
+RANKS="${RANKS:-2}"
+STEP_MODELS="${STEP_MODELS:-mlp,mlp-dynamic}"
+TORCH_ANCHOR="${TORCH_ANCHOR:-$ROOT/../shared/anchors/torch_gan_ddp.py}"
+REDUCER_ARGS=(--iters 20 --warmup 3)
+STEP_ARGS=(--steps 100 --runs 3 --warmup 10 --models "$STEP_MODELS")
+TORCH_ITERS=60
+if [ "${1:-}" = "--quick" ]; then
+  REDUCER_ARGS=(--iters 5 --warmup 2)
+  STEP_ARGS=(--steps 20 --runs 3 --warmup 3 --models "$STEP_MODELS")
+  TORCH_ITERS=20
+fi
+
+cmake -S "$ROOT" -B "$TANDEM_BUILD" -DCMAKE_BUILD_TYPE=Release -DTANDEM_TESTS=OFF >/dev/null
+cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target reducer_bench step_bench >/dev/null
+
+stamp="$(date +%Y%m%d-%H%M%S)"
+results="$ROOT/bench/results"
+mkdir -p "$results"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+MPIRUN=(mpirun -np "$RANKS" --oversubscribe)
+
+echo "== reducer_bench ($RANKS ranks) =="
+"${MPIRUN[@]}" "$TANDEM_BUILD/bin/reducer_bench" "${REDUCER_ARGS[@]}" --json "$work/reducer.json"
+echo
+echo "== step_bench ($RANKS ranks) =="
+"${MPIRUN[@]}" "$TANDEM_BUILD/bin/step_bench" "${STEP_ARGS[@]}" --json "$work/step.json"
+echo
+
+echo "[]" >"$work/torch.json"
+# Debian's python3-torch lives under /usr/bin/python3, which may not be the python3 in PATH.
+TORCH_PYTHON="${TORCH_PYTHON:-}"
+if [ -z "$TORCH_PYTHON" ]; then
+  for candidate in python3 /usr/bin/python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c "import torch" 2>/dev/null; then
+      TORCH_PYTHON="$candidate"
+      break
+    fi
+  done
+fi
+if [ -n "$TORCH_PYTHON" ] && [ -f "$TORCH_ANCHOR" ]; then
+  echo "== PyTorch anchor ($TORCH_ANCHOR, $TORCH_ITERS iterations) =="
+  : >"$work/torch.txt"
+  for args in "single $TORCH_ITERS 1" "whole_prepare $TORCH_ITERS $RANKS" "whole_prepare_dynamic $TORCH_ITERS $RANKS"; do
+    # shellcheck disable=SC2086
+    OMP_NUM_THREADS=1 timeout 300 "$TORCH_PYTHON" "$TORCH_ANCHOR" $args | tee -a "$work/torch.txt" || true
+  done
+  python3 - "$work/torch.txt" "$work/torch.json" <<'EOF'
+import ast, json, sys
+rows = []
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("("):
+        mode, status, dt = ast.literal_eval(line)
+        rows.append({"mode": mode, "status": status, "step_ms": None if dt is None else 1e3 * dt})
+json.dump(rows, open(sys.argv[2], "w"))
+EOF
+  echo
+else
+  echo "== PyTorch anchor: skipped (python3 cannot import torch, or $TORCH_ANCHOR is missing;" \
+       "apt-get install python3-torch libopenblas0-openmp to compare) =="
+  echo
+fi
+
+out="$results/$stamp.json"
+python3 - "$work/reducer.json" "$work/step.json" "$work/torch.json" "$out" "$RANKS" <<'EOF'
+import json, sys
+reducer, step, torch = (json.load(open(p)) for p in sys.argv[1:4])
+out, ranks = sys.argv[4], int(sys.argv[5])
+steps = {(r["model"], r["mode"]): r["step_ms"] for r in step["results"]}
+torch_ms = {r["mode"]: r["step_ms"] for r in torch if r["step_ms"] is not None}
+summary = []
+def add(what, value, target, ok):
+    summary.append({"what": what, "value": value, "target": target,
+                    "met": None if ok is None else bool(ok)})
+# Two baselines: one allreduce of all the bytes (the target's wording; at ~100 MB Open MPI
+# is several times slower per byte than at bucket sizes here, which flatters the Reducer),
+# and plain allreduces of the Reducer's own bucket sizes (the honest overhead figure).
+for r in reducer["sweep"]:
+    if r["set"] == "25m" and r["cap_mb"] == 25:
+        add("reducer/one plain allreduce, 25M set, cap 25 MB", round(r["ratio"], 3), "<= 1.05", r["ratio"] <= 1.05)
+        add("reducer/bucketed plain allreduces, 25M set, cap 25 MB", round(r["ratio_bucketed"], 3), "<= 1.05",
+            r["ratio_bucketed"] <= 1.05)
+for r in reducer["overlap"]:
+    add("exposed comm / one plain allreduce, %s set (compute %.1f ms vs plain %.1f ms)"
+        % (r["set"], r["compute_ms"], r["plain_ms"]), round(r["exposed_fraction"], 3), "<= 0.20",
+        r["exposed_fraction"] <= 0.20)
+    add("exposed comm / bucketed plain, %s set (bucketed %.1f ms)" % (r["set"], r["bucketed_ms"]),
+        round(r["exposed_fraction_bucketed"], 3), "<= 0.20", r["exposed_fraction_bucketed"] <= 0.20)
+for model in sorted({m for m, _ in steps}):
+    single = steps.get((model, "single"))
+    for mode in ("whole", "separate", "prepare"):
+        if single and (model, mode) in steps:
+            ratio = steps[(model, mode)] / single
+            add("%s %s / single step time" % (model, mode), round(ratio, 3),
+                "<= 1.10" if (model, mode) == ("mlp", "whole") else "-",
+                ratio <= 1.10 if (model, mode) == ("mlp", "whole") else None)
+for model, tmode in (("mlp", "whole_prepare"), ("mlp-dynamic", "whole_prepare_dynamic")):
+    if (model, "whole") in steps and tmode in torch_ms:
+        ratio = steps[(model, "whole")] / torch_ms[tmode]
+        add("tandem %s whole %.2f ms / PyTorch %s %.2f ms" % (model, steps[(model, "whole")], tmode, torch_ms[tmode]),
+            round(ratio, 3), "<= 0.50", ratio <= 0.5)
+    elif (model, "whole") in steps:
+        add("tandem %s whole / PyTorch %s" % (model, tmode), None, "<= 0.50", None)
+if "single" in torch_ms and ("mlp", "single") in steps:
+    add("tandem mlp single %.2f ms / PyTorch single %.2f ms" % (steps[("mlp", "single")], torch_ms["single"]),
+        round(steps[("mlp", "single")] / torch_ms["single"], 3), "-", None)
+print("== summary (%d ranks; 2 shared cores: expect noise of about +-20%%) ==" % ranks)
+print("  %-80s %8s %8s %5s" % ("measure", "value", "target", "met"))
+for s in summary:
+    value = "n/a" if s["value"] is None else "%.3f" % s["value"]
+    met = "-" if s["met"] is None else ("yes" if s["met"] else "NO")
+    print("  %-80s %8s %8s %5s" % (s["what"], value, s["target"], met))
+json.dump({"ranks": ranks, "summary": summary, "reducer_bench": reducer, "step_bench": step, "torch": torch},
+          open(out, "w"), indent=1)
+print("written: " + out)
+EOF
