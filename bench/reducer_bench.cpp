@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "models/gan.h"
@@ -65,16 +66,6 @@ struct Options {
   std::exit(2);
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -85,10 +76,10 @@ Options parse(int argc, char** argv) {
     };
     if (arg == "--iters") o.iters = std::atoi(next().c_str());
     else if (arg == "--warmup") o.warmup = std::atoi(next().c_str());
-    else if (arg == "--sets") o.sets = split(next());
+    else if (arg == "--sets") o.sets = bench::split_list(next());
     else if (arg == "--caps") {
       o.caps.clear();
-      for (const auto& c : split(next())) o.caps.push_back(std::atof(c.c_str()));
+      for (const auto& c : bench::split_list(next())) o.caps.push_back(std::atof(c.c_str()));
     } else if (arg == "--compute-factor") o.compute_factor = std::atof(next().c_str());
     else if (arg == "--json") o.json = next();
     else usage("unknown argument '" + arg + "'");

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.h"
 #include "autograd/optim.h"
 #include "models/gan.h"
 #include "reducer/ddp.h"
@@ -60,16 +61,6 @@ struct Options {
   std::exit(2);
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -78,7 +69,7 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--models") o.models = split(next());
+    if (arg == "--models") o.models = bench::split_list(next());
     else if (arg == "--steps") o.steps = std::atoi(next().c_str());
     else if (arg == "--runs") o.runs = std::atoi(next().c_str());
     else if (arg == "--warmup") o.warmup = std::atoi(next().c_str());
