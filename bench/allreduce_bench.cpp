@@ -27,6 +27,7 @@
 #if TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/nccl_process_group.h"
 #include "runtime/cuda_check.h"
 #endif
@@ -115,23 +116,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-#if TANDEM_HAVE_CUDA
-class BenchCudaAllocator final : public Allocator {
- public:
-  void* allocate(size_t bytes, Device device) override {
-    TANDEM_CHECK_CUDA(cudaSetDevice(device.index));
-    void* ptr = nullptr;
-    TANDEM_CHECK_CUDA(cudaMalloc(&ptr, bytes == 0 ? 1 : bytes));
-    return ptr;
-  }
-  void deallocate(void* ptr, size_t, Device device) override {
-    cudaSetDevice(device.index);
-    cudaFree(ptr);
-  }
-};
-BenchCudaAllocator g_cuda_allocator;
-#endif
-
 // The buffer under test: a host tensor, mirrored on the GPU for the nccl backend.
 struct Buffer {
   Tensor host;
@@ -142,33 +126,16 @@ struct Buffer {
     upload();
   }
   void upload() {
-    if (tensor.shares_storage_with(host)) return;
-#if TANDEM_HAVE_CUDA
-    TANDEM_CHECK_CUDA(cudaMemcpy(tensor.raw_data(), host.raw_data(), host.bytes(), cudaMemcpyHostToDevice));
-#endif
+    if (!tensor.shares_storage_with(host)) tensor.copy_(host);
   }
   void download() {
-    if (tensor.shares_storage_with(host)) return;
-#if TANDEM_HAVE_CUDA
-    TANDEM_CHECK_CUDA(cudaMemcpy(host.raw_data(), tensor.raw_data(), host.bytes(), cudaMemcpyDeviceToHost));
-#endif
+    if (!tensor.shares_storage_with(host)) host.copy_(tensor);
   }
 };
 
-double load(const void* data, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::f32: return static_cast<const float*>(data)[i];
-    case DType::f64: return static_cast<const double*>(data)[i];
-    case DType::f16: return half_bits_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DType::bf16: return bf16_bits_to_float(static_cast<const uint16_t*>(data)[i]);
-  }
-  return 0;
-}
-
 int64_t count_wrong(const Tensor& host, double expected) {
   int64_t wrong = 0;
-  const void* data = host.raw_data();
-  for (int64_t i = 0; i < host.numel(); ++i) wrong += load(data, host.dtype(), i) != expected;
+  for (double v : host.to_vector()) wrong += v != expected;
   return wrong;
 }
 
@@ -279,7 +246,7 @@ int main(int argc, char** argv) {
 #if TANDEM_HAVE_CUDA
     if (o.backend == Backend::nccl) {
       device = Device::cuda(static_cast<NcclProcessGroup&>(group).device());
-      if (allocator_for(DeviceKind::cuda) == nullptr) set_allocator(DeviceKind::cuda, &g_cuda_allocator);
+      install_cuda_memory();
     }
 #endif
     const size_t element_bytes = dtype_size(o.dtype);

@@ -257,5 +257,6 @@ void check_defined(const char* op, const Tensor& t, const char* what) {
 }
 
 void set_device_copy(DeviceCopyFn fn) { g_device_copy = fn; }
+bool has_device_copy() { return g_device_copy != nullptr; }
 
 }  // namespace tandem

@@ -106,5 +106,6 @@ void check_defined(const char* op, const Tensor& t, const char* what);
 using DeviceCopyFn = void (*)(void* dst, Device dst_device, const void* src, Device src_device,
                               size_t bytes);
 void set_device_copy(DeviceCopyFn fn);
+bool has_device_copy();
 
 }  // namespace tandem

@@ -7,6 +7,7 @@
 
 #include <sstream>
 
+#include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/nccl_process_group.h"
 #include "runtime/mpi_process_group.h"
 #include "runtime/cuda_check.h"
@@ -16,20 +17,6 @@ using namespace tandem;
 using namespace tandem::dist;
 
 namespace {
-
-class TestCudaAllocator final : public Allocator {
- public:
-  void* allocate(size_t bytes, Device device) override {
-    TANDEM_CHECK_CUDA(cudaSetDevice(device.index));
-    void* ptr = nullptr;
-    TANDEM_CHECK_CUDA(cudaMalloc(&ptr, bytes == 0 ? 1 : bytes));
-    return ptr;
-  }
-  void deallocate(void* ptr, size_t, Device device) override {
-    cudaSetDevice(device.index);
-    cudaFree(ptr);
-  }
-};
 
 // Empty when every rank has a GPU of its own; else why the tests skip.
 std::string why_skip() {
@@ -53,8 +40,7 @@ std::string why_skip() {
       cudaGetLastError();
       return "no GPU: " + mine + "; NCCL tests skipped";
     }
-    static TestCudaAllocator allocator;
-    if (allocator_for(DeviceKind::cuda) == nullptr) set_allocator(DeviceKind::cuda, &allocator);
+    install_cuda_memory();
     return std::string();
   }();
   return reason;
