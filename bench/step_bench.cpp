@@ -33,6 +33,7 @@
 
 #include "bench/bench_args.h"
 #include "autograd/optim.h"
+#include "models/wrapped_gan.h"
 #include "models/gan.h"
 #include "reducer/ddp.h"
 #include "runtime/process_group.h"
@@ -86,9 +87,7 @@ const char* kModes[] = {"single", "whole", "separate", "prepare"};
 // One model under one mode, with its optimizers and wrapper.
 struct Setup {
   std::shared_ptr<models::GanModel> model;
-  OptimWrapperDict wrappers;
-  std::unique_ptr<DistributedDataParallel> whole;
-  std::unique_ptr<SeparateDistributedDataParallel> separate;
+  std::unique_ptr<models::WrappedGan> wrapped;
   Generator gen;
 
   Setup(const std::string& name, const std::string& mode, std::shared_ptr<dist::ProcessGroup> group, int rank)
@@ -98,20 +97,10 @@ struct Setup {
     config.dynamic = name == "mlp-dynamic";
     config.seed = 7;
     model = models::make_gan(config);
-    auto adam = [](std::vector<Variable> params) {
-      return std::make_shared<optim::Adam>(std::move(params), optim::AdamOptions{.lr = 2e-4, .betas = {0.5, 0.999}});
-    };
-    wrappers.add("generator", std::make_shared<OptimWrapper>(adam(model->generator->parameters())));
-    wrappers.add("discriminator", std::make_shared<OptimWrapper>(adam(model->discriminator->parameters())));
-    if (mode == "whole" || mode == "prepare") {
-      whole = std::make_unique<DistributedDataParallel>(model, group);
-      if (mode == "prepare") {
-        Reducer* reducer = &whole->reducer();
-        model->before_backward = [reducer](const Variable& loss) { reducer->prepare_for_backward(loss); };
-      }
-    } else if (mode == "separate") {
-      separate = std::make_unique<SeparateDistributedDataParallel>(model, group);
-    }
+    models::WrappedGanOptions options;
+    options.wrap = mode == "single" ? "none" : mode == "prepare" ? "whole" : mode;
+    options.explicit_prepare = mode == "prepare";
+    wrapped = std::make_unique<models::WrappedGan>(model, group, options);
   }
 
   // One training step at iteration `it`; returns loss_d + loss_g (local).
@@ -124,8 +113,7 @@ struct Setup {
     fill_uniform(batch.inputs, -1.0, 1.0, gen);
     batch.targets = Tensor::empty({batch_size, model->noise_dim()});
     fill_normal(batch.targets, 0.0, 1.0, gen);
-    LogVars log = whole ? whole->train_step(batch, wrappers)
-                        : separate ? separate->train_step(batch, wrappers) : model->train_step(batch, wrappers);
+    LogVars log = wrapped->train_step(batch);
     return log["loss_d"] + log["loss_g"];
   }
 };

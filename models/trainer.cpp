@@ -1,4 +1,5 @@
 #include "models/trainer.h"
+#include "models/wrapped_gan.h"
 
 #include <algorithm>
 #include <chrono>
@@ -54,28 +55,6 @@ std::string format_bytes(double bytes) {
   else os << bytes / 1e3 << " kB";
   return os.str();
 }
-
-// The wrapper in use, whole or per part, behind one interface.
-struct Wrapped {
-  std::unique_ptr<DistributedDataParallel> whole;
-  std::unique_ptr<SeparateDistributedDataParallel> separate;
-
-  LogVars train_step(const Batch& b, OptimWrapperDict& w) {
-    return whole ? whole->train_step(b, w) : separate->train_step(b, w);
-  }
-  std::vector<const Reducer*> reducers() const {
-    if (whole) return {&whole->reducer()};
-    std::vector<const Reducer*> out;
-    for (const auto& [name, r] : separate->reducers()) out.push_back(r.get());
-    return out;
-  }
-  uint64_t total_bytes() const {
-    if (whole) return whole->reducer().total_bytes();
-    uint64_t sum = 0;
-    for (const auto& [name, r] : separate->reducers()) sum += r->total_bytes();
-    return sum;
-  }
-};
 
 StateDict checkpoint_state(GanModel& model, optim::Optimizer& opt_g, optim::Optimizer& opt_d,
                            const std::vector<Tensor>& ema) {
@@ -167,10 +146,14 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     sampler = std::make_unique<data::DistributedSampler>(images.size(), size, rank, o.batch, o.seed);
   }
 
-  auto opt_g = std::make_shared<optim::Adam>(model->generator->parameters(),
-                                             optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
-  auto opt_d = std::make_shared<optim::Adam>(model->discriminator->parameters(),
-                                             optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
+  WrappedGanOptions wrap_options;
+  wrap_options.wrap = o.wrap;
+  wrap_options.explicit_prepare = o.explicit_prepare;
+  wrap_options.lr = o.lr;
+  wrap_options.ddp.bucket_cap_mb = o.bucket_cap_mb;
+  WrappedGan wrapped(model, world, wrap_options);
+  optim::Adam& opt_g = wrapped.opt_g();
+  optim::Adam& opt_d = wrapped.opt_d();
   // The moving average of G's weights that pictures are drawn from (identical on every
   // rank, since the weights are). Starts at the initial weights.
   std::vector<Variable> g_params = model->generator->parameters();
@@ -182,28 +165,11 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   if (o.resume) {
     std::optional<std::string> latest = find_latest_checkpoint(o.out, kCheckpointPrefix);
     if (latest) {
-      start = load_checkpoint(*latest, o, size, *model, *opt_g, *opt_d, ema);
+      start = load_checkpoint(*latest, o, size, *model, opt_g, opt_d, ema);
       if (is_rank0) out << "resuming from " << *latest << " at iteration " << start << "\n";
     } else if (is_rank0) {
       out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
     }
-  }
-
-  OptimWrapperDict wrappers;
-  wrappers.add("generator", std::make_shared<OptimWrapper>(opt_g));
-  wrappers.add("discriminator", std::make_shared<OptimWrapper>(opt_d));
-  DdpOptions ddp_options;
-  ddp_options.bucket_cap_mb = o.bucket_cap_mb;
-  Wrapped wrapped;
-  if (o.wrap == "whole") {
-    wrapped.whole = std::make_unique<DistributedDataParallel>(model, world, ddp_options);
-    if (o.explicit_prepare) {
-      Reducer* reducer = &wrapped.whole->reducer();
-      model->before_backward = [reducer](const Variable& loss) { reducer->prepare_for_backward(loss); };
-    }
-  } else {
-    TANDEM_CHECK(!o.explicit_prepare, "--prepare goes with --wrap whole");
-    wrapped.separate = std::make_unique<SeparateDistributedDataParallel>(model, world, ddp_options);
   }
 
   std::ofstream metrics;
@@ -258,7 +224,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                                                    {"batch", std::to_string(o.batch)},
                                                    {"seed", std::to_string(o.seed)}};
     std::string path = checkpoint_path(o.out, kCheckpointPrefix, iteration);
-    save_safetensors(path, checkpoint_state(*model, *opt_g, *opt_d, ema), metadata);
+    save_safetensors(path, checkpoint_state(*model, opt_g, opt_d, ema), metadata);
     return path;
   };
 
@@ -283,7 +249,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     Generator noise_gen = stream_for(o.seed, rank, it, 2);
     fill_normal(batch.targets, 0.0, 1.0, noise_gen);
 
-    LogVars log = wrapped.train_step(batch, wrappers);
+    LogVars log = wrapped.train_step(batch);
     // The decay ramps up over the first steps ((1 + t) / (10 + t)) so that a short run
     // is not dominated by the initial weights.
     double decay = std::min(o.ema_decay, static_cast<double>(it + 1) / static_cast<double>(it + 10));

@@ -1,0 +1,49 @@
+// A GAN ready to train data-parallel: the model, its two Adam optimizers (betas 0.5,
+// 0.999, as DCGAN) in an OptimWrapperDict, and the wrapper that synchronises it.
+//
+// Contract: wrap "whole" is one DistributedDataParallel (with explicit_prepare, the
+// model's backwards are preceded by reducer.prepare_for_backward, MMGeneration style);
+// "separate" is one Reducer per part; "none" trains the model alone (no communication).
+// An unknown wrap, or explicit_prepare without "whole", is an Error naming it.
+// train_step runs one D and one G update; reducers()/total_bytes() report what was sent.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/optim.h"
+#include "models/gan.h"
+#include "reducer/ddp.h"
+
+namespace tandem::models {
+
+struct WrappedGanOptions {
+  std::string wrap = "whole";  // whole | separate | none
+  bool explicit_prepare = false;
+  double lr = 2e-4;
+  DdpOptions ddp;
+};
+
+class WrappedGan {
+ public:
+  WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::ProcessGroup> group,
+             const WrappedGanOptions& options);
+
+  LogVars train_step(const Batch& batch);
+  std::vector<const Reducer*> reducers() const;
+  uint64_t total_bytes() const;  // over every synchronised backward so far
+
+  GanModel& model() { return *model_; }
+  optim::Adam& opt_g() { return *opt_g_; }
+  optim::Adam& opt_d() { return *opt_d_; }
+
+ private:
+  std::shared_ptr<GanModel> model_;
+  std::shared_ptr<optim::Adam> opt_g_, opt_d_;
+  OptimWrapperDict wrappers_;
+  std::unique_ptr<DistributedDataParallel> whole_;
+  std::unique_ptr<SeparateDistributedDataParallel> separate_;
+};
+
+}  // namespace tandem::models
