@@ -136,6 +136,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
                 " (ring8-mlp goes with ring8, the image models with fashion-mnist)");
   }
   if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
+  if (o.explicit_prepare && o.wrap != "whole") usage_error("--prepare goes with --wrap whole");
   return o;
 }
 

@@ -35,6 +35,8 @@ TEST_CASE("bad flags are usage errors naming the flag", "[options][errors]") {
   CHECK_THROWS_WITH(parse_train_options({"--dynamic"}), Catch::Contains("--dynamic applies to --model mlp only"));
   CHECK_THROWS_WITH(parse_train_options({"--ema-decay", "1"}), Catch::Contains("--ema-decay must be below 1"));
   CHECK(parse_train_options({"--ema-decay", "0"}).ema_decay == 0.0);
+  CHECK_THROWS_WITH(parse_train_options({"--wrap", "separate", "--prepare"}),
+                    Catch::Contains("--prepare goes with --wrap whole"));
 }
 
 TEST_CASE("the program exits with code 2 on a usage error and 0 on --help", "[options][program]") {
