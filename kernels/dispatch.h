@@ -18,7 +18,18 @@ decltype(auto) dispatch_float(const char* op, DType dtype, Fn&& fn) {
   TANDEM_FAIL(op << ": dtype " << dtype_name(dtype) << " is not supported (use float32 or float64)");
 }
 
-// CPU kernels call this first: until the CUDA twins exist, a CUDA tensor is an error that
+// Every public kernel starts with TANDEM_CUDA_ROUTE(tensor, cuda::op(args...)): in CUDA
+// builds a tensor on a GPU goes to the kernel of kernels/cuda (declared in
+// kernels/cuda/<file>_cuda.h); without CUDA the statement is empty and require_cpu below
+// names the op.
+#if TANDEM_HAVE_CUDA
+#define TANDEM_CUDA_ROUTE(tensor, call) \
+  if ((tensor).device().is_cuda()) return call
+#else
+#define TANDEM_CUDA_ROUTE(tensor, call) static_cast<void>(0)
+#endif
+
+// CPU kernels call this after routing: a CUDA tensor that reaches them is an error that
 // names the op rather than a wild host read of device memory.
 inline void require_cpu(const char* op, const Tensor& t) {
   TANDEM_CHECK(t.device().is_cpu(), op << ": no kernel for " << t.str() << " in this build");

@@ -89,7 +89,19 @@ Generator& default_generator() {
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
+// A GPU tensor is filled on the host and copied over, so it gets the very numbers a CPU
+// tensor would (the noise of a GAN step is small; this is not a hot path).
+template <typename Fill>
+bool filled_through_host(Tensor& t, Fill&& fill) {
+  if (t.device().is_cpu()) return false;
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  fill(host);
+  t.copy_(host);
+  return true;
+}
+
 void fill_uniform(Tensor& t, double lo, double hi, Generator& gen) {
+  if (filled_through_host(t, [&](Tensor& h) { fill_uniform(h, lo, hi, gen); })) return;
   if (t.dtype() == DType::f64) {
     fill_uniform_impl(t.data<double>(), t.numel(), lo, hi, gen);
   } else {
@@ -98,6 +110,7 @@ void fill_uniform(Tensor& t, double lo, double hi, Generator& gen) {
 }
 
 void fill_normal(Tensor& t, double mean, double stddev, Generator& gen) {
+  if (filled_through_host(t, [&](Tensor& h) { fill_normal(h, mean, stddev, gen); })) return;
   if (t.dtype() == DType::f64) {
     fill_normal_impl(t.data<double>(), t.numel(), mean, stddev, gen);
   } else {

@@ -51,7 +51,8 @@ class Generator {
 Generator& default_generator();
 void manual_seed(uint64_t seed);
 
-// In-place fills of CPU f32/f64 tensors.
+// In-place fills of f32/f64 tensors. A CUDA tensor gets the same numbers as a CPU one
+// (drawn on the host, then copied).
 void fill_uniform(Tensor& t, double lo, double hi, Generator& gen = default_generator());
 void fill_normal(Tensor& t, double mean, double stddev, Generator& gen = default_generator());
 

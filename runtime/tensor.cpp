@@ -7,7 +7,11 @@ namespace tandem {
 
 namespace {
 
-DeviceCopyFn g_device_copy = nullptr;
+DeviceOps g_device_ops;
+
+void require_device_ops(const char* what, Device device) {
+  TANDEM_CHECK(g_device_ops.copy != nullptr, what << " on " << device.str() << " needs a CUDA build with a GPU");
+}
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
@@ -15,9 +19,9 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     std::memcpy(dst, src, bytes);
     return;
   }
-  TANDEM_CHECK(g_device_copy != nullptr, "copy from " << src_device.str() << " to " << dst_device.str()
-                                                      << " needs a CUDA build with a GPU");
-  g_device_copy(dst, dst_device, src, src_device, bytes);
+  TANDEM_CHECK(g_device_ops.copy != nullptr, "copy from " << src_device.str() << " to " << dst_device.str()
+                                                          << " needs a CUDA build with a GPU");
+  g_device_ops.copy(dst, dst_device, src, src_device, bytes);
 }
 
 // Reads element i of a CPU buffer of any dtype as double.
@@ -196,10 +200,16 @@ void Tensor::copy_(const Tensor& src) {
     copy_bytes(raw_data(), device_, src.raw_data(), src.device(), bytes());
     return;
   }
-  TANDEM_CHECK(device_.is_cpu() && src.device().is_cpu(),
-               "copy_: dtype conversion from " << src.str() << " to " << str()
-                                               << " is only done on the CPU here");
-  convert_cpu(raw_data(), dtype_, src.raw_data(), src.dtype(), numel_);
+  if (device_.is_cpu() && src.device().is_cpu()) {
+    convert_cpu(raw_data(), dtype_, src.raw_data(), src.dtype(), numel_);
+    return;
+  }
+  if (device_ != src.device()) {  // move first, then convert where the destination lives
+    copy_(src.to(device_));
+    return;
+  }
+  require_device_ops("copy_ with dtype conversion", device_);
+  g_device_ops.convert(raw_data(), dtype_, src.raw_data(), src.dtype(), numel_, device_);
 }
 
 void Tensor::fill_(double value) {
@@ -215,9 +225,8 @@ void Tensor::fill_(double value) {
     }
     return;
   }
-  // CUDA: fill a host staging copy and move it over (fills on the device are rare here).
-  Tensor host = full(shape_, value, dtype_, Device::cpu());
-  copy_(host);
+  require_device_ops("fill_", device_);
+  g_device_ops.fill(raw_data(), device_, dtype_, numel_, value);
 }
 
 double Tensor::item() const {
@@ -256,7 +265,7 @@ void check_defined(const char* op, const Tensor& t, const char* what) {
   TANDEM_CHECK(t.defined(), op << ": " << what << " is an undefined tensor");
 }
 
-void set_device_copy(DeviceCopyFn fn) { g_device_copy = fn; }
-bool has_device_copy() { return g_device_copy != nullptr; }
+void set_device_ops(const DeviceOps& ops) { g_device_ops = ops; }
+bool has_device_ops() { return g_device_ops.copy != nullptr; }
 
 }  // namespace tandem

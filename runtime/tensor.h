@@ -101,11 +101,20 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_defined(const char* op, const Tensor& t, const char* what);
 
-// Copies between devices are provided by the CUDA runtime when it is built; without it a
-// CUDA copy throws. `copy` moves `bytes` from src to dst, either of which may be on CUDA.
-using DeviceCopyFn = void (*)(void* dst, Device dst_device, const void* src, Device src_device,
-                              size_t bytes);
-void set_device_copy(DeviceCopyFn fn);
-bool has_device_copy();
+// Device-side operations are provided by the CUDA runtime when it is built (see
+// runtime/cuda/cuda_memory.h); without them an operation on a CUDA tensor throws.
+// copy: moves `bytes` from src to dst, either of which may be on CUDA. Copies between two
+//   CUDA buffers are ordered on the compute stream; copies touching the host return once
+//   the host side may be used.
+// fill: sets `count` elements of `dtype` at device pointer dst to `value`.
+// convert: converts `count` elements between dtypes, both buffers on one CUDA device.
+struct DeviceOps {
+  void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) = nullptr;
+  void (*fill)(void* dst, Device device, DType dtype, int64_t count, double value) = nullptr;
+  void (*convert)(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t count,
+                  Device device) = nullptr;
+};
+void set_device_ops(const DeviceOps& ops);
+bool has_device_ops();
 
 }  // namespace tandem

@@ -1,0 +1,74 @@
+#include "runtime/cuda/stream.h"
+
+#include <utility>
+
+#include "runtime/cuda_check.h"
+
+namespace tandem::cuda {
+
+bool device_available(std::string* why) {
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess || count == 0) {
+    if (why != nullptr) {
+      *why = rc != cudaSuccess ? std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(rc) + " (error " +
+                                     std::to_string(static_cast<int>(rc)) + ")"
+                               : std::string("no CUDA device found");
+    }
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+CudaStream::CudaStream() { TANDEM_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+CudaStream::~CudaStream() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+void CudaStream::synchronize() const { TANDEM_CHECK_CUDA(cudaStreamSynchronize(stream_)); }
+
+CudaEvent::CudaEvent(bool timing) {
+  TANDEM_CHECK_CUDA(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+}
+CudaEvent::~CudaEvent() {
+  if (event_ != nullptr) cudaEventDestroy(event_);
+}
+void CudaEvent::record(cudaStream_t stream) { TANDEM_CHECK_CUDA(cudaEventRecord(event_, stream)); }
+void CudaEvent::wait_on(cudaStream_t stream) const { TANDEM_CHECK_CUDA(cudaStreamWaitEvent(stream, event_, 0)); }
+void CudaEvent::synchronize() const { TANDEM_CHECK_CUDA(cudaEventSynchronize(event_)); }
+bool CudaEvent::done() const {
+  cudaError_t rc = cudaEventQuery(event_);
+  if (rc == cudaErrorNotReady) return false;
+  TANDEM_CHECK_CUDA(rc);
+  return true;
+}
+float CudaEvent::milliseconds_since(const CudaEvent& start) const {
+  float ms = 0.0f;
+  TANDEM_CHECK_CUDA(cudaEventElapsedTime(&ms, start.event_, event_));
+  return ms;
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes) { reserve(bytes); }
+PinnedBuffer::~PinnedBuffer() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFreeHost(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+void PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= bytes_) return;
+  if (data_ != nullptr) TANDEM_CHECK_CUDA(cudaFreeHost(data_));
+  data_ = nullptr;
+  bytes_ = 0;
+  TANDEM_CHECK_CUDA(cudaHostAlloc(&data_, bytes, cudaHostAllocDefault));
+  bytes_ = bytes;
+}
+
+}  // namespace tandem::cuda
