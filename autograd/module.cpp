@@ -232,4 +232,18 @@ void Module::zero_grad(bool set_to_none) {
   }
 }
 
+Module& Module::to(Device device) {
+  for (auto& [name, param] : named_parameters()) {
+    if (param.device() == device) continue;
+    param.data() = param.data().to(device);
+    param.set_grad(Tensor());
+  }
+  for (auto& [name, module] : named_modules()) {
+    for (BufferSlot& slot : module->buffers_) {
+      if (slot.tensor->defined() && slot.tensor->device() != device) *slot.tensor = slot.tensor->to(device);
+    }
+  }
+  return *this;
+}
+
 }  // namespace tandem::nn

@@ -99,6 +99,11 @@ class Module {
   Module& requires_grad_(bool requires_grad);
   void zero_grad(bool set_to_none = true);
 
+  // Moves every parameter and buffer of the subtree to `device`, in place: handles held by
+  // layers, optimizers built afterwards and buffer references all see the moved data.
+  // Gradients are dropped. Call it before wrapping the model or building optimizers.
+  Module& to(Device device);
+
  protected:
   // Looks up an own buffer by local name (throws naming it when absent).
   Tensor& buffer(const std::string& name);

@@ -37,7 +37,7 @@ Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& be
                      [X = x.data(), G = g, mean, var, eps](const Tensor& grad, const FunctionNode& node) {
                        Tensor gx, gg, gb;
                        if (node.needs_input_grad(0)) {
-                         gx = kernels::batch_norm_eval(grad, G, Tensor(), Tensor::zeros(mean.shape(), mean.dtype()),
+                         gx = kernels::batch_norm_eval(grad, G, Tensor(), Tensor::zeros(mean.shape(), mean.dtype(), mean.device()),
                                                        var, eps);
                        }
                        if (node.needs_input_grad(1)) {

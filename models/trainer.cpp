@@ -115,7 +115,12 @@ int64_t load_checkpoint(const std::string& path, const TrainOptions& o, int worl
 
 TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world, std::ostream& out) {
   const int rank = world->rank(), size = world->size();
-  TANDEM_CHECK(o.device == "cpu", "--device cuda: this build trains on the CPU only so far");
+  // The group decides where tensors live: MPI reduces host tensors, NCCL its rank's GPU.
+  const Device device = world->tensor_device();
+  TANDEM_CHECK(device.is_cuda() == (o.device == "cuda"),
+               "--device " << o.device << " with the " << dist::backend_name(world->backend())
+                           << " backend: the mpi backend reduces CPU tensors and nccl CUDA tensors; use --device cuda "
+                              "with --backend nccl (or auto), --device cpu with --backend mpi (or auto)");
   const bool is_rank0 = rank == 0;
 
   // --out must be usable before any work is done.
@@ -137,6 +142,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   config.pggan_stage_iters = o.pggan_stage_iters > 0 ? o.pggan_stage_iters : std::max<int64_t>(1, o.iters / 3);
   config.seed = o.seed;
   std::shared_ptr<GanModel> model = make_gan(config);
+  model->to(device);  // before the wrapper and optimizers take their handles
 
   // Data: ring8 is drawn fresh each iteration; images come from a sharded sampler.
   data::ImageDataset images;
@@ -190,7 +196,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     std::vector<std::pair<Tensor, Tensor>> saved_buffers;
     for (auto& [name, buffer] : model->named_buffers()) saved_buffers.emplace_back(buffer, buffer.clone());
     int64_t count = model->is_image_model() ? 64 : 2500;
-    Tensor z = Tensor::empty({count, model->noise_dim()});
+    Tensor z = Tensor::empty({count, model->noise_dim()}, DType::f32, device);
     Generator gen(o.seed + 4242);  // the same noise every time: pictures are comparable
     fill_normal(z, 0.0, 1.0, gen);
     std::vector<Tensor> live;
@@ -198,7 +204,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       live.push_back(g_params[i].data().clone());
       g_params[i].data().copy_(ema[i]);
     }
-    Tensor samples = model->generate(Variable(z)).data();
+    Tensor samples = model->generate(Variable(z)).data().to(Device::cpu());
     for (size_t i = 0; i < ema.size(); ++i) g_params[i].data().copy_(live[i]);
     for (auto& [buffer, copy] : saved_buffers) buffer.copy_(copy);
     std::ostringstream name;
@@ -245,7 +251,8 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       Generator data_gen = stream_for(o.seed, rank, it, 1);
       batch.inputs = data::make_ring8(o.batch, data_gen);
     }
-    batch.targets = Tensor::empty({o.batch, model->noise_dim()});
+    if (device.is_cuda()) batch.inputs = batch.inputs.to(device);
+    batch.targets = Tensor::empty({o.batch, model->noise_dim()}, DType::f32, device);
     Generator noise_gen = stream_for(o.seed, rank, it, 2);
     fill_normal(batch.targets, 0.0, 1.0, noise_gen);
 
@@ -262,7 +269,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     bool last = it + 1 == o.iters;
     if ((it + 1) % o.log_every == 0 || last) {
       Tensor losses = Tensor::from_values({2}, {log["loss_d"], log["loss_g"]});
-      world->allreduce(losses, dist::ReduceOp::avg, "logged losses")->wait();
+      dist::allreduce_host(*world, losses, dist::ReduceOp::avg, "logged losses");
       auto now = Clock::now();
       double seconds = std::chrono::duration<double>(now - interval_start).count();
       double per_step_ms = 1000.0 * seconds / static_cast<double>(interval_iters);
@@ -324,7 +331,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     }
     out << "metrics: " << (fs::path(o.out) / "metrics.jsonl").string() << "\n";
   }
-  for (const Variable& p : model->parameters()) result.parameters.push_back(p.data().clone());
+  for (const Variable& p : model->parameters()) result.parameters.push_back(p.data().to(Device::cpu()));
   return result;
 }
 

@@ -112,7 +112,7 @@ void Reducer::begin_sync(std::vector<bool> local) {
       c[count + part_index_[i]] = 1.0f;
     }
   }
-  group_->allreduce(counts, dist::ReduceOp::sum, "used-parameter agreement of " + options_.name)->wait();
+  dist::allreduce_host(*group_, counts, dist::ReduceOp::sum, "used-parameter agreement of " + options_.name);
   const int world = group_->size();
   for (size_t k = 0; k < parts_.size(); ++k) {
     int ranks = static_cast<int>(c[count + k]);
@@ -205,8 +205,8 @@ void Reducer::maybe_rebuild(Phase& phase) {
                "internal: phase " << phase.id << " of " << options_.name << " recorded " << phase.ready_order.size()
                                   << " ready gradients for " << phase.used.size() << " parameters");
   for (size_t k = 0; k < phase.used.size(); ++k) o[k] = static_cast<double>(phase.ready_order[k]);
-  group_->broadcast(order, 0, "bucket rebuild order of phase " + std::to_string(phase.id) + " of " + options_.name)
-      ->wait();
+  dist::broadcast_host(*group_, order, 0,
+                       "bucket rebuild order of phase " + std::to_string(phase.id) + " of " + options_.name);
   std::vector<size_t> rank0_order;
   for (size_t k = 0; k < phase.used.size(); ++k) rank0_order.push_back(static_cast<size_t>(o[k]));
   build_layout(phase, rank0_order);

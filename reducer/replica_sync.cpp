@@ -20,14 +20,14 @@ std::vector<std::string> split_lines(const std::string& s) {
 // Rank 0's string, on every rank. Characters travel one per float32 element (exact).
 std::string broadcast_string(dist::ProcessGroup& group, const std::string& mine, const std::string& tag) {
   Tensor length = Tensor::from_values({1}, {double(mine.size())}, DType::f64);
-  group.broadcast(length, 0, tag + " (length)")->wait();
+  dist::broadcast_host(group, length, 0, tag + " (length)");
   auto n = static_cast<int64_t>(length.item());
   Tensor chars = Tensor::zeros({n}, DType::f32);
   if (group.rank() == 0) {
     float* p = chars.data<float>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(mine[static_cast<size_t>(i)]);
   }
-  if (n > 0) group.broadcast(chars, 0, tag)->wait();
+  if (n > 0) dist::broadcast_host(group, chars, 0, tag);
   std::string out(static_cast<size_t>(n), '\0');
   const float* p = chars.data<float>();
   for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<char>(static_cast<int>(p[i]));
@@ -58,7 +58,7 @@ void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescript
   }
   Tensor flags = Tensor::zeros({group.size()}, DType::f32);
   if (!problem.empty()) flags.data<float>()[r] = 1.0f;
-  group.allreduce(flags, dist::ReduceOp::sum, "verify " + what + " (result)")->wait();
+  dist::allreduce_host(group, flags, dist::ReduceOp::sum, "verify " + what + " (result)");
   std::string differing;
   for (int i = 0; i < group.size(); ++i) {
     if (flags.at(i) != 0.0) differing += (differing.empty() ? "" : ", ") + std::to_string(i);

@@ -205,4 +205,29 @@ bool are_consecutive_views(const std::vector<Tensor>& out) {
   return true;
 }
 
+namespace {
+
+template <typename Collective>
+void through_device(ProcessGroup& group, Tensor& host, Collective&& collective) {
+  TANDEM_CHECK(host.device().is_cpu(), "a host collective needs a CPU tensor, got " << host.str());
+  Device device = group.tensor_device();
+  if (device.is_cpu()) {
+    collective(host)->wait();
+    return;
+  }
+  Tensor staged = host.to(device);
+  collective(staged)->synchronize();
+  host.copy_(staged);
+}
+
+}  // namespace
+
+void allreduce_host(ProcessGroup& group, Tensor& host, ReduceOp op, const std::string& tag) {
+  through_device(group, host, [&](Tensor& t) { return group.allreduce(t, op, tag); });
+}
+
+void broadcast_host(ProcessGroup& group, Tensor& host, int root, const std::string& tag) {
+  through_device(group, host, [&](Tensor& t) { return group.broadcast(t, root, tag); });
+}
+
 }  // namespace tandem::dist

@@ -77,6 +77,9 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual Backend backend() const = 0;
+  // Where the tensors given to this group must live: the CPU for MPI, the group's GPU for
+  // NCCL.
+  virtual Device tensor_device() const { return Device::cpu(); }
   // "world", or "world/{0,2}" for a subgroup of world ranks 0 and 2.
   const std::string& name() const { return name_; }
 
@@ -110,6 +113,12 @@ class ProcessGroup {
   std::string name_;
   std::atomic<int64_t> timeout_ms_;
 };
+
+// Blocking collectives on small host tensors (agreement counts, layouts, logged values),
+// whatever the backend: for a group whose tensors live on a GPU the data is staged through
+// the device. Returns once `host` holds the result.
+void allreduce_host(ProcessGroup& group, Tensor& host, ReduceOp op, const std::string& tag);
+void broadcast_host(ProcessGroup& group, Tensor& host, int root, const std::string& tag);
 
 // True when out[0..n) are consecutive views of one storage (out[i] starts where out[i-1]
 // ends), so one flat allgather fills them all. Shared by the backends.

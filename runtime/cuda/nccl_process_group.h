@@ -47,6 +47,7 @@ class NcclProcessGroup final : public ProcessGroup {
   ~NcclProcessGroup() override;
 
   Backend backend() const override { return Backend::nccl; }
+  Device tensor_device() const override { return Device::cuda(device()); }
   std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::sum,
                                   const std::string& tag = {}) override;
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root, const std::string& tag = {}) override;

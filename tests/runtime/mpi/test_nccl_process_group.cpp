@@ -12,48 +12,12 @@
 #include "runtime/mpi_process_group.h"
 #include "runtime/cuda_check.h"
 #include "runtime/storage.h"
+#include "tests/mpi_gpu_skip.h"
 
 using namespace tandem;
 using namespace tandem::dist;
 
 namespace {
-
-// Empty when every rank has a GPU of its own; else why the tests skip.
-std::string why_skip() {
-  static std::string reason = [] {
-    int count = 0;
-    cudaError_t rc = cudaGetDeviceCount(&count);
-    int size = 1;
-    TANDEM_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    std::string mine;
-    if (rc != cudaSuccess) {
-      mine = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(rc) + " (error " +
-             std::to_string(static_cast<int>(rc)) + ")";
-    } else if (count < size) {
-      mine = std::to_string(count) + " CUDA device(s) for " + std::to_string(size) + " ranks";
-    }
-    // Every rank must agree, or the ones that run would wait for the ones that skip.
-    int skip = mine.empty() ? 0 : 1, any = 0;
-    TANDEM_CHECK_MPI(MPI_Allreduce(&skip, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    if (any && mine.empty()) mine = "another rank has no usable GPU";
-    if (!mine.empty()) {
-      cudaGetLastError();
-      return "no GPU: " + mine + "; NCCL tests skipped";
-    }
-    install_cuda_memory();
-    return std::string();
-  }();
-  return reason;
-}
-
-#define SKIP_WITHOUT_GPU()            \
-  do {                                \
-    std::string why_ = why_skip();    \
-    if (!why_.empty()) {              \
-      WARN(why_);                     \
-      return;                         \
-    }                                 \
-  } while (0)
 
 std::shared_ptr<NcclProcessGroup> world() {
   static std::shared_ptr<NcclProcessGroup> group = [] {

@@ -1,0 +1,142 @@
+// tandem-train's loop on the GPU (NCCL backend) against the same loop on the CPU (MPI
+// backend), for every model and every way of wrapping: after a few steps the parameters
+// must agree to float32 rounding, and a checkpoint written from the GPU must resume.
+// Needs one GPU per rank; skips with a message without one (as on CI).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "models/trainer.h"
+#include "runtime/process_group.h"
+#include "tests/mpi_gpu_skip.h"
+
+using namespace tandem;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::shared_ptr<dist::ProcessGroup> cpu_world() {
+  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group(dist::Backend::mpi);
+  return group;
+}
+
+std::shared_ptr<dist::ProcessGroup> gpu_world() {
+  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group(dist::Backend::nccl);
+  return group;
+}
+
+std::string fresh_dir(const std::string& name) {
+  std::string dir = (fs::temp_directory_path() / ("tandem-cuda-test-" + name)).string();
+  if (cpu_world()->rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  cpu_world()->barrier("fresh dir")->wait();
+  return dir;
+}
+
+models::TrainOptions run_options(const std::string& model, const std::string& device, const std::string& dir) {
+  models::TrainOptions o;
+  o.model = model;
+  o.data = model == "ring8-mlp" ? "ring8" : "fashion-mnist";
+  o.device = device;
+  o.backend = device == "cuda" ? "nccl" : "mpi";
+  o.iters = 6;
+  o.batch = 8;
+  o.log_every = 3;
+  o.pggan_stage_iters = 2;  // crosses both stage changes and a fade
+  o.out = dir;
+  o.seed = 9;
+  return o;
+}
+
+bool have_data(const models::TrainOptions& o) {
+  return o.data != "fashion-mnist" || fs::exists(fs::path(o.data_dir) / "train-images-idx3-ubyte.gz");
+}
+
+double relative_error(const Tensor& got, const Tensor& want) {
+  std::vector<double> g = got.to_vector(), w = want.to_vector();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!std::isfinite(g[i])) return INFINITY;
+    diff += (g[i] - w[i]) * (g[i] - w[i]);
+    norm += w[i] * w[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+void compare_gpu_with_cpu(models::TrainOptions cpu, models::TrainOptions gpu) {
+  std::ostringstream log;
+  models::TrainResult want = models::train(cpu, cpu_world(), log);
+  models::TrainResult got = models::train(gpu, gpu_world(), log);
+  INFO(log.str());
+  REQUIRE(got.parameters.size() == want.parameters.size());
+  double worst = 0;
+  for (size_t i = 0; i < want.parameters.size(); ++i) {
+    REQUIRE(got.parameters[i].device().is_cpu());
+    REQUIRE(got.parameters[i].shape() == want.parameters[i].shape());
+    worst = std::max(worst, relative_error(got.parameters[i], want.parameters[i]));
+  }
+  INFO("worst relative parameter error GPU vs CPU: " << worst);
+  CHECK(worst < 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("GPU training equals CPU training for every model and wrap", "[cuda][train]") {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    std::string model, wrap;
+    bool prepare, dynamic;
+  };
+  for (const Case& c : {Case{"ring8-mlp", "whole", false, false}, Case{"mlp", "whole", false, false},
+                        Case{"mlp", "separate", false, false}, Case{"mlp", "whole", true, true},
+                        Case{"dcgan", "whole", false, false}, Case{"pggan", "whole", false, false},
+                        Case{"pggan", "separate", false, false}}) {
+    DYNAMIC_SECTION(c.model << " " << c.wrap << (c.prepare ? " + prepare" : "") << (c.dynamic ? " dynamic" : "")) {
+      models::TrainOptions cpu = run_options(c.model, "cpu", fresh_dir("cpu"));
+      models::TrainOptions gpu = run_options(c.model, "cuda", fresh_dir("gpu"));
+      for (models::TrainOptions* o : {&cpu, &gpu}) {
+        o->wrap = c.wrap;
+        o->explicit_prepare = c.prepare;
+        o->dynamic = c.dynamic;
+      }
+      if (!have_data(cpu)) {
+        WARN("no Fashion-MNIST in " << cpu.data_dir << "; " << c.model << " skipped");
+        continue;
+      }
+      compare_gpu_with_cpu(cpu, gpu);
+    }
+  }
+}
+
+TEST_CASE("a checkpoint written on the GPU resumes bitwise on the GPU", "[cuda][train][resume]") {
+  SKIP_WITHOUT_GPU();
+  std::ostringstream log;
+  models::TrainOptions straight = run_options("mlp", "cuda", fresh_dir("straight"));
+  straight.iters = 8;
+  models::TrainResult whole = models::train(straight, gpu_world(), log);
+  models::TrainOptions half = run_options("mlp", "cuda", fresh_dir("resumed"));
+  half.iters = 4;
+  models::train(half, gpu_world(), log);
+  half.iters = 8;
+  half.resume = true;
+  models::TrainResult resumed = models::train(half, gpu_world(), log);
+  CHECK(resumed.start_iteration == 4);
+  REQUIRE(resumed.parameters.size() == whole.parameters.size());
+  for (size_t i = 0; i < whole.parameters.size(); ++i) CHECK(resumed.parameters[i].to_vector() == whole.parameters[i].to_vector());
+}
+
+TEST_CASE("--device cuda with the mpi backend is refused with both names", "[cuda][train]") {
+  SKIP_WITHOUT_GPU();
+  models::TrainOptions o = run_options("mlp", "cuda", fresh_dir("refused"));
+  std::ostringstream log;
+  try {
+    models::train(o, cpu_world(), log);
+    FAIL("--device cuda trained through the MPI backend");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("--device cuda with the mpi backend") != std::string::npos);
+  }
+}
