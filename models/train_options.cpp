@@ -72,6 +72,10 @@ synchronised over the parameters it reaches.
   --dynamic             mlp: an extra D layer on alternate blocks of 5 iterations
   --loss ns|hinge       non-saturating (softplus) or hinge loss                  (ns)
   --pggan-stage-iters N pggan: iterations per stage (0: iters / 3)                (0)
+  --on-nonfinite P      NaN/Inf in an averaged gradient: off | skip (the step, on
+                        every rank) | stop (with the parameter names)            (off)
+  --check-replicas-every N  compare a hash of all parameters across ranks every N
+                        steps and stop naming the first that differs (0: never)  (0)
   --help                this text
 )";
 }
@@ -101,6 +105,9 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       {"--log-every", [&](const std::string& v) { o.log_every = parse_int("--log-every", v, 1); }},
       {"--loss", [&](const std::string& v) { o.loss = one_of("--loss", v, {"ns", "hinge"}); }},
       {"--pggan-stage-iters", [&](const std::string& v) { o.pggan_stage_iters = parse_int("--pggan-stage-iters", v, 0); }},
+      {"--on-nonfinite", [&](const std::string& v) { o.on_nonfinite = one_of("--on-nonfinite", v, {"off", "skip", "stop"}); }},
+      {"--check-replicas-every",
+       [&](const std::string& v) { o.check_replicas_every = parse_int("--check-replicas-every", v, 0); }},
   };
   std::map<std::string, std::function<void()>> switches = {
       {"--resume", [&] { o.resume = true; }},

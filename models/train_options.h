@@ -40,6 +40,8 @@ struct TrainOptions {
   bool dynamic = false;
   std::string loss = "ns";       // ns | hinge
   int64_t pggan_stage_iters = 0; // 0: iters / 3
+  std::string on_nonfinite = "off";   // off | skip | stop: NaN/Inf in averaged gradients
+  int64_t check_replicas_every = 0;   // compare parameter hashes across ranks every N steps
   bool help = false;
 };
 

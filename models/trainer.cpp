@@ -157,6 +157,10 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   wrap_options.explicit_prepare = o.explicit_prepare;
   wrap_options.lr = o.lr;
   wrap_options.ddp.bucket_cap_mb = o.bucket_cap_mb;
+  wrap_options.ddp.check_replicas_every = o.check_replicas_every;
+  wrap_options.ddp.non_finite = o.on_nonfinite == "skip"   ? NonFinitePolicy::skip_step
+                                : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
+                                                           : NonFinitePolicy::off;
   WrappedGan wrapped(model, world, wrap_options);
   optim::Adam& opt_g = wrapped.opt_g();
   optim::Adam& opt_d = wrapped.opt_d();
@@ -284,6 +288,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
             << std::setprecision(4) << losses.at(0) << "  loss_g " << losses.at(1) << "  sync "
             << format_bytes(bytes_per_step) << "/step";
         if (!model->structure().empty()) out << "  [" << model->structure() << "]";
+        if (wrapped.skipped_steps() > 0) out << "  skipped " << wrapped.skipped_steps() << " non-finite step(s)";
         out << std::endl;
         metrics << "{\"iteration\": " << it + 1 << ", \"loss_d\": " << losses.at(0) << ", \"loss_g\": "
                 << losses.at(1) << ", \"ms_per_step\": " << per_step_ms << ", \"bytes_per_step\": "

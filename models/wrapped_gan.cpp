@@ -48,4 +48,10 @@ uint64_t WrappedGan::total_bytes() const {
   return sum;
 }
 
+int64_t WrappedGan::skipped_steps() const {
+  int64_t n = 0;
+  for (const auto& [name, wrapper] : wrappers_.items()) n += wrapper->skipped_steps();
+  return n;
+}
+
 }  // namespace tandem::models

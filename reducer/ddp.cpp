@@ -14,8 +14,20 @@ ReducerOptions reducer_options(const DdpOptions& o, std::string name) {
   r.gradient_as_bucket_view = o.gradient_as_bucket_view;
   r.find_unused_parameters = o.find_unused_parameters;
   r.static_graph = o.static_graph;
+  r.non_finite = o.non_finite;
   r.name = std::move(name);
   return r;
+}
+
+// The check_replicas_every option: after every k-th train_step, parameters and buffers.
+void maybe_check_replicas(DataParallelModel& model, dist::ProcessGroup& group, const DdpOptions& o, int64_t step) {
+  if (o.check_replicas_every <= 0 || step % o.check_replicas_every != 0) return;
+  std::vector<std::pair<std::string, Variable>> params = model.named_parameters();
+  std::vector<std::pair<std::string, Tensor>> buffers = model.named_buffers();
+  std::vector<TensorDescription> all;
+  for (auto& [name, p] : params) all.push_back({name, &p.data()});
+  for (auto& [name, b] : buffers) all.push_back({name, &b});
+  check_replicas_equal(group, all, "after train_step " + std::to_string(step));
 }
 
 // Verifies the buffers across ranks, broadcasts them from rank 0 and returns handles.
@@ -94,13 +106,16 @@ LogVars DistributedDataParallel::train_step(const Batch& batch, OptimWrapper& op
   attach(optim_wrapper);
   auto [total, log] = parse_losses(model_->forward_losses(data));
   optim_wrapper.update_params(total);
+  maybe_check_replicas(*model_, *group_, options_, ++steps_);
   return log;
 }
 
 LogVars DistributedDataParallel::train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) {
   for (auto& [name, wrapper] : optim_wrappers.items()) attach(*wrapper);
   sync_buffers();
-  return model_->train_step(batch, optim_wrappers);
+  LogVars log = model_->train_step(batch, optim_wrappers);
+  maybe_check_replicas(*model_, *group_, options_, ++steps_);
+  return log;
 }
 
 Variable DistributedDataParallel::val_step(const Batch& batch) {
@@ -143,7 +158,9 @@ LogVars SeparateDistributedDataParallel::train_step(const Batch& batch, OptimWra
     for (auto& [child, reducer] : reducers_) wrapper->attach(reducer.get());
   }
   sync_buffers();
-  return model_->train_step(batch, optim_wrappers);
+  LogVars log = model_->train_step(batch, optim_wrappers);
+  maybe_check_replicas(*model_, *group_, options_, ++steps_);
+  return log;
 }
 
 Variable SeparateDistributedDataParallel::val_step(const Batch& batch) {

@@ -58,6 +58,10 @@ struct DdpOptions {
   bool broadcast_buffers = true;
   bool gradient_as_bucket_view = false;
   bool static_graph = false;
+  NonFinitePolicy non_finite = NonFinitePolicy::off;  // see reducer.h
+  // Every this many train_steps, compare a hash of every parameter across ranks and
+  // throw naming the first that differs (0: never).
+  int64_t check_replicas_every = 0;
 };
 
 class DistributedDataParallel {
@@ -85,6 +89,7 @@ class DistributedDataParallel {
   DdpOptions options_;
   std::unique_ptr<Reducer> reducer_;
   std::vector<Tensor> buffers_;
+  int64_t steps_ = 0;
 };
 
 class SeparateDistributedDataParallel {
@@ -107,6 +112,7 @@ class SeparateDistributedDataParallel {
   DdpOptions options_;
   std::map<std::string, std::unique_ptr<Reducer>> reducers_;
   std::vector<Tensor> buffers_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace tandem

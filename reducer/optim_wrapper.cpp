@@ -17,7 +17,15 @@ void OptimWrapper::zero_grad() { optimizer_->zero_grad(); }
 
 void OptimWrapper::backward(const Variable& loss) { loss.backward(); }
 
-void OptimWrapper::step() { optimizer_->step(); }
+void OptimWrapper::step() {
+  bool non_finite = false;
+  for (Reducer* r : reducers_) non_finite = r->take_non_finite() || non_finite;
+  if (non_finite) {
+    ++skipped_steps_;
+    return;
+  }
+  optimizer_->step();
+}
 
 void OptimWrapper::attach(Reducer* reducer) {
   if (std::find(reducers_.begin(), reducers_.end(), reducer) == reducers_.end()) reducers_.push_back(reducer);

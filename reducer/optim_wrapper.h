@@ -5,7 +5,9 @@
 // and zeroes the gradients. Between those calls the backward runs inside no_sync() of
 // the Reducers the wrapper is attached to (a DDP wrapper attaches them), so gradients
 // accumulate locally and are averaged once, at the step. zero_grad/backward/step are
-// also callable one by one.
+// also callable one by one. step() is skipped (and counted) when an attached Reducer
+// with the skip_step non-finite policy averaged a NaN/Inf since the last step; the
+// verdict is the same on every rank, so all ranks skip together.
 #pragma once
 
 #include <map>
@@ -34,11 +36,13 @@ class OptimWrapper {
   void attach(Reducer* reducer);
   optim::Optimizer& optimizer() { return *optimizer_; }
   int accumulative_counts() const { return accumulative_counts_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
 
  private:
   std::shared_ptr<optim::Optimizer> optimizer_;
   int accumulative_counts_;
   int64_t calls_ = 0;
+  int64_t skipped_steps_ = 0;
   std::vector<Reducer*> reducers_;
 };
 

@@ -23,6 +23,13 @@
 // - Inside no_sync() backwards accumulate locally and communicate nothing; the next
 //   synced backward averages the accumulated sums, including parameters used only in the
 //   no_sync backwards.
+// - Non-finite gradients (ReducerOptions::non_finite): after averaging, each bucket is
+//   checked with one reduction on its device (not per element on the host). The averages
+//   are identical on every rank, so every rank reaches the same verdict with no extra
+//   collective. stop: the backward throws an Error naming the parameters holding NaN/Inf
+//   on every rank. skip_step: the gradients are left as they are and the next
+//   OptimWrapper step of a wrapper attached to this Reducer is skipped on every rank.
+//   off (the default) costs nothing.
 // - Ranks whose backwards reach different parts of the model (parts are the first
 //   component of parameter names, e.g. "generator" / "discriminator") are detected at the
 //   agreement and every rank throws an error naming the part and its first parameter.
@@ -41,6 +48,8 @@
 
 namespace tandem {
 
+enum class NonFinitePolicy { off, skip_step, stop };
+
 struct ReducerOptions {
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
@@ -51,6 +60,7 @@ struct ReducerOptions {
   // Accepted; layouts are cached per phase whatever its value.
   bool static_graph = false;
   std::string name = "model";  // in messages and tags
+  NonFinitePolicy non_finite = NonFinitePolicy::off;
 };
 
 struct PhaseStats {
@@ -92,6 +102,10 @@ class Reducer : public BackwardObserver {
   size_t last_backward_bytes() const { return last_backward_bytes_; }
   uint64_t total_bytes() const { return total_bytes_; }  // over every synced backward so far
   int64_t synced_backwards() const { return synced_backwards_; }
+  // skip_step policy: true (once) when a backward since the last call averaged a NaN/Inf;
+  // `names` then lists the parameters that held them.
+  bool take_non_finite(std::vector<std::string>* names = nullptr);
+  int64_t non_finite_backwards() const { return non_finite_backwards_; }
   const std::vector<Variable>& parameters() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
   dist::ProcessGroup& group() const { return *group_; }
@@ -127,6 +141,7 @@ class Reducer : public BackwardObserver {
   void mark_ready(size_t index, const Tensor* grad);
   void launch_ready_buckets();
   void finish_sync();
+  void check_finite(const Phase& phase);
   void abandon_sync();
   std::string part_of(size_t index) const;
 
@@ -150,6 +165,8 @@ class Reducer : public BackwardObserver {
   size_t last_backward_bytes_ = 0;
   uint64_t total_bytes_ = 0;
   int64_t synced_backwards_ = 0;
+  int64_t non_finite_backwards_ = 0;
+  std::vector<std::string> non_finite_names_;  // pending for take_non_finite
 };
 
 }  // namespace tandem

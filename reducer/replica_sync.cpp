@@ -78,4 +78,42 @@ void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>&
   for (auto& w : works) w->wait();
 }
 
+namespace {
+
+uint64_t fnv1a(const Tensor& t) {
+  Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  const auto* p = static_cast<const unsigned char*>(host.raw_data());
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0, n = host.bytes(); i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+void check_replicas_equal(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors,
+                          const std::string& when) {
+  const int64_t n = static_cast<int64_t>(tensors.size());
+  // Each hash as two 32-bit halves: exact in float64, which every backend reduces.
+  Tensor high = Tensor::empty({2 * n}, DType::f64);
+  double* h = high.data<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t v = fnv1a(*tensors[static_cast<size_t>(i)].tensor);
+    h[2 * i] = static_cast<double>(v >> 32);
+    h[2 * i + 1] = static_cast<double>(v & 0xffffffffu);
+  }
+  Tensor low = high.clone();
+  dist::allreduce_host(group, high, dist::ReduceOp::max, "replica check (max) " + when);
+  dist::allreduce_host(group, low, dist::ReduceOp::min, "replica check (min) " + when);
+  const double* hi = high.data<double>();
+  const double* lo = low.data<double>();
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    if (hi[i] != lo[i]) {
+      const TensorDescription& d = tensors[static_cast<size_t>(i / 2)];
+      TANDEM_FAIL("replicas differ " << when << ": '" << d.name << "' (" << d.tensor->str()
+                                     << ") is not bitwise the same on all " << group.size()
+                                     << " ranks; the first differing tensor of " << n << " checked");
+    }
+  }
+}
+
 }  // namespace tandem

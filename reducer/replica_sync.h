@@ -6,6 +6,10 @@
 // with both ranks' versions ("parameter 3: rank 0 has 'fc.weight' float32[4, 3], rank 1
 // has 'fc.weight' float32[4, 5]"). broadcast_from_rank0 overwrites every tensor with rank
 // 0's values (collective; same list on every rank).
+// check_replicas_equal is collective: it hashes the bytes of every tensor (64-bit FNV-1a,
+// on the host; GPU tensors are copied over), compares the hashes across ranks with two
+// small allreduces (max and min) and, if any differ, throws on every rank an Error naming
+// the first differing tensor and `when` ("after step 300").
 #pragma once
 
 #include <memory>
@@ -22,6 +26,8 @@ struct TensorDescription {
 };
 
 void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors, const std::string& what);
+void check_replicas_equal(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors,
+                          const std::string& when);
 void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>& tensors, const std::string& tag);
 
 }  // namespace tandem

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Fault test: SIGKILL one rank of a 3-rank tandem-train run mid-training.
+#   kill_rank_test.sh <mpiexec> <tandem-train> <work dir>
+# Asserts: the job ends non-zero well within a minute (no hang); every checkpoint that was
+# complete before the kill still loads; --resume continues from the newest one and ends
+# with a final checkpoint byte-identical to an uninterrupted run's; a checkpoint write cut
+# short (a torn .tmp beside the checkpoints, as a kill during save leaves) is ignored.
+set -uo pipefail
+mpiexec="$1"; train="$2"; work="$3"
+rm -rf "$work"; mkdir -p "$work"
+fail() { echo "kill_rank_test: FAIL: $*" >&2; exit 1; }
+run() {  # out dir, extra args...
+  local out="$1"; shift
+  "$mpiexec" -np 3 --oversubscribe "$train" --model ring8-mlp --batch 32 --iters 200 --ckpt-every 10 \
+    --log-every 50 --ema-decay 0.99 --seed 3 --out "$out" "$@"
+}
+
+# 1. The reference: 200 iterations without interruption.
+run "$work/straight" > "$work/straight.log" 2>&1 || { cat "$work/straight.log"; fail "the uninterrupted run failed"; }
+[ -f "$work/straight/ckpt-000200.safetensors" ] || fail "no final checkpoint in the uninterrupted run"
+
+# 2. The same run, with rank 2 killed once the checkpoint of iteration 20 exists.
+run "$work/killed" > "$work/killed.log" 2>&1 &
+job=$!
+victim=""
+for _ in $(seq 1 600); do
+  if [ -f "$work/killed/ckpt-000020.safetensors" ]; then
+    for pid in $(pgrep -f "tandem-train.*$work/killed"); do
+      if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2'; then victim=$pid; fi
+    done
+    [ -n "$victim" ] && break
+  fi
+  sleep 0.02
+done
+[ -n "$victim" ] || { kill -9 $job; fail "never saw rank 2 running after the checkpoint of iteration 20"; }
+kill -9 "$victim"
+killed_at=$(date +%s%N)
+echo "killed rank 2 (pid $victim)"
+wait $job
+rc=$?
+seconds=$(( ($(date +%s%N) - killed_at) / 1000000000 ))
+echo "job exit status $rc, ${seconds} s after the kill"
+sed -n '1,200p' "$work/killed.log" | tail -n 15
+[ $rc -ne 0 ] || fail "the job exited 0 after losing a rank"
+[ $seconds -lt 60 ] || fail "the job took ${seconds} s to end after losing a rank"
+if [ -f "$work/killed/ckpt-000200.safetensors" ]; then fail "the killed run finished anyway (kill came too late)"; fi
+latest=$(ls "$work/killed"/ckpt-*.safetensors | sort | tail -n 1)
+echo "newest checkpoint after the kill: $latest"
+
+# 3. A save cut short: a torn temporary beside the checkpoints must not be picked.
+next=$(( 10#$(basename "$latest" .safetensors | sed 's/ckpt-//') + 10 ))
+torn="$work/killed/$(printf 'ckpt-%06d.safetensors.tmp' $next)"
+head -c 100 "$latest" > "$torn"
+
+# 4. Resume to iteration 200: bytes equal to the uninterrupted run's final checkpoint.
+run "$work/killed" --resume > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fail "the resumed run failed"; }
+grep -q "resuming from $latest" "$work/resumed.log" || { cat "$work/resumed.log"; fail "did not resume from $latest"; }
+cmp "$work/straight/ckpt-000200.safetensors" "$work/killed/ckpt-000200.safetensors" ||
+  fail "resumed run's final checkpoint differs from the uninterrupted run's"
+echo "kill_rank_test: ok (resumed from $(basename "$latest"), final checkpoint byte-identical)"
+rm -rf "$work"
