@@ -1,13 +1,9 @@
 #include "autograd/optim.h"
 
-#include <cmath>
 #include <set>
 #include <sstream>
-#include <type_traits>
 
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
+#include "kernels/optim.h"
 
 namespace tandem::optim {
 
@@ -56,9 +52,10 @@ void Optimizer::zero_grad(bool set_to_none) {
 
 void Optimizer::check_updatable(size_t i) const {
   const Variable& p = params_[i];
+#if !TANDEM_HAVE_CUDA
   TANDEM_CHECK(p.device().is_cpu(), "optim::" << name_ << ": parameter " << param_label(i) << " is "
-                                              << p.data().str()
-                                              << "; only CPU parameters can be updated yet");
+                                              << p.data().str() << "; this build updates CPU parameters only");
+#endif
   TANDEM_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64,
                "optim::" << name_ << ": parameter " << param_label(i) << " is " << p.data().str()
                          << "; only float32 and float64 parameters can be updated");
@@ -154,28 +151,29 @@ void Optimizer::load_state_dict(const StateDict& state) {
   if (lr) lr_ = lr->item();
 }
 
-// ---- SGD -------------------------------------------------------------------------------
+// ---- Grouping -------------------------------------------------------------------------
 
 namespace {
 
-template <typename T>
-void sgd_update(T* p, const T* g, T* buf, int64_t n, double lr_d, double momentum_d, double dampening_d,
-                double wd_d, bool nesterov, bool first) {
-  const T lr = static_cast<T>(lr_d), momentum = static_cast<T>(momentum_d), wd = static_cast<T>(wd_d);
-  const T keep = static_cast<T>(1.0 - dampening_d);
-  for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i];
-    if (wd_d != 0.0) gi = gi + wd * p[i];
-    if (buf != nullptr) {
-      const T b = first ? gi : momentum * buf[i] + keep * gi;
-      buf[i] = b;
-      gi = nesterov ? gi + momentum * b : b;
-    }
-    p[i] = p[i] - lr * gi;
-  }
+// Parameters updated by one fused kernel call: same device and dtype, and the same value
+// of whatever else the kernel takes once per call (Adam's step count, SGD's first step).
+struct UpdateGroup {
+  Device device;
+  DType dtype;
+  int64_t key;
+  std::vector<Tensor> params, grads, state_a, state_b;
+};
+
+UpdateGroup& group_for(std::vector<UpdateGroup>& groups, const Variable& p, int64_t key) {
+  for (UpdateGroup& g : groups)
+    if (g.device == p.device() && g.dtype == p.dtype() && g.key == key) return g;
+  groups.push_back(UpdateGroup{p.device(), p.dtype(), key, {}, {}, {}, {}});
+  return groups.back();
 }
 
 }  // namespace
+
+// ---- SGD -------------------------------------------------------------------------------
 
 SGD::SGD(std::vector<Variable> params, SGDOptions options)
     : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
@@ -186,93 +184,46 @@ SGD::SGD(std::vector<Variable> params, SGDOptions options)
 }
 
 void SGD::step() {
+  // Check every parameter before changing any state.
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) check_updatable(i);
+  const bool use_momentum = options_.momentum != 0.0;
+  std::vector<UpdateGroup> groups;
   for (size_t i = 0; i < params_.size(); ++i) {
     Variable& p = params_[i];
     if (!p.grad().defined()) continue;
-    check_updatable(i);
     ParamState& st = state_[i];
     ++st.step;
-    Tensor* buf = nullptr;
     bool first = false;
-    if (options_.momentum != 0.0) {
+    Tensor buf;
+    if (use_momentum) {
       auto it = st.tensors.find("momentum_buffer");
       if (it == st.tensors.end()) {
         it = st.tensors.emplace("momentum_buffer", Tensor::empty(p.shape(), p.dtype(), p.device())).first;
         first = true;
       }
-      buf = &it->second;
+      buf = it->second;
     }
-    if (p.dtype() == DType::f32) {
-      sgd_update(p.data().data<float>(), p.grad().data<float>(), buf ? buf->data<float>() : nullptr,
-                 p.numel(), lr_, options_.momentum, options_.dampening, options_.weight_decay,
-                 options_.nesterov, first);
-    } else {
-      sgd_update(p.data().data<double>(), p.grad().data<double>(), buf ? buf->data<double>() : nullptr,
-                 p.numel(), lr_, options_.momentum, options_.dampening, options_.weight_decay,
-                 options_.nesterov, first);
-    }
+    UpdateGroup& g = group_for(groups, p, first ? 1 : 0);
+    g.params.push_back(p.data());
+    g.grads.push_back(p.grad());
+    if (use_momentum) g.state_a.push_back(buf);
+  }
+  for (const UpdateGroup& g : groups) {
+    kernels::SgdStep s;
+    s.lr = lr_;
+    s.momentum = options_.momentum;
+    s.dampening = options_.dampening;
+    s.weight_decay = options_.weight_decay;
+    s.nesterov = options_.nesterov;
+    s.first = g.key == 1;
+    kernels::sgd_update_(g.params, g.grads, g.state_a, s);
   }
 }
 
 // ---- Adam / AdamW ----------------------------------------------------------------------
 
 namespace {
-
-struct AdamCoeffs {
-  double beta1, beta2, eps;
-  double l2;         // Adam's weight decay, added to the gradient
-  double decay;      // AdamW's factor 1 - lr * wd on the parameter (1 for Adam)
-  double step_size;  // lr / (1 - beta1^t)
-  double bc2_sqrt;   // sqrt(1 - beta2^t)
-};
-
-// One pass over the parameter: every value is read and written once. The float path is
-// written with AVX intrinsics because std::sqrt's errno handling keeps GCC from
-// vectorising the loop (we cannot assume -fno-math-errno); it computes exactly what the
-// scalar tail computes, operation by operation.
-template <typename T>
-void adam_update(T* p, const T* g, T* m, T* v, int64_t n, const AdamCoeffs& c) {
-  const T b1 = static_cast<T>(c.beta1), one_b1 = static_cast<T>(1.0 - c.beta1);
-  const T b2 = static_cast<T>(c.beta2), one_b2 = static_cast<T>(1.0 - c.beta2);
-  const T eps = static_cast<T>(c.eps), l2 = static_cast<T>(c.l2), decay = static_cast<T>(c.decay);
-  const T step_size = static_cast<T>(c.step_size), bc2_sqrt = static_cast<T>(c.bc2_sqrt);
-  const bool use_l2 = c.l2 != 0.0, use_decay = c.decay != 1.0;
-  int64_t i = 0;
-#if defined(__AVX__)
-  if constexpr (std::is_same_v<T, float>) {
-    const __m256 vb1 = _mm256_set1_ps(b1), vone_b1 = _mm256_set1_ps(one_b1);
-    const __m256 vb2 = _mm256_set1_ps(b2), vone_b2 = _mm256_set1_ps(one_b2);
-    const __m256 veps = _mm256_set1_ps(eps), vl2 = _mm256_set1_ps(l2), vdecay = _mm256_set1_ps(decay);
-    const __m256 vstep = _mm256_set1_ps(step_size), vbc2 = _mm256_set1_ps(bc2_sqrt);
-    for (; i + 8 <= n; i += 8) {
-      __m256 gi = _mm256_loadu_ps(g + i);
-      __m256 pi = _mm256_loadu_ps(p + i);
-      if (use_l2) gi = _mm256_add_ps(gi, _mm256_mul_ps(vl2, pi));
-      if (use_decay) pi = _mm256_mul_ps(pi, vdecay);
-      const __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vone_b1, gi));
-      const __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
-                                      _mm256_mul_ps(_mm256_mul_ps(vone_b2, gi), gi));
-      const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc2), veps);
-      pi = _mm256_sub_ps(pi, _mm256_mul_ps(vstep, _mm256_div_ps(mi, denom)));
-      _mm256_storeu_ps(m + i, mi);
-      _mm256_storeu_ps(v + i, vi);
-      _mm256_storeu_ps(p + i, pi);
-    }
-  }
-#endif
-  for (; i < n; ++i) {
-    T gi = g[i];
-    T pi = p[i];
-    if (use_l2) gi = gi + l2 * pi;
-    if (use_decay) pi = pi * decay;
-    const T mi = b1 * m[i] + one_b1 * gi;
-    const T vi = b2 * v[i] + (one_b2 * gi) * gi;
-    const T denom = std::sqrt(vi) / bc2_sqrt + eps;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi - step_size * (mi / denom);
-  }
-}
 
 void check_adam_options(const char* name, const std::array<double, 2>& betas, double eps, double wd) {
   TANDEM_CHECK(betas[0] >= 0.0 && betas[0] < 1.0, "optim::" << name << ": invalid beta1 " << betas[0]);
@@ -295,11 +246,13 @@ AdamW::AdamW(std::vector<Variable> params, AdamWOptions o)
     : Adam(std::move(params), AdamOptions{o.lr, o.betas, o.eps, o.weight_decay}, true, "AdamW") {}
 
 void Adam::step() {
-  const double beta1 = options_.betas[0], beta2 = options_.betas[1], wd = options_.weight_decay;
+  // Check every parameter before changing any state.
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) check_updatable(i);
+  std::vector<UpdateGroup> groups;
   for (size_t i = 0; i < params_.size(); ++i) {
     Variable& p = params_[i];
     if (!p.grad().defined()) continue;
-    check_updatable(i);
     ParamState& st = state_[i];
     auto m_it = st.tensors.find("exp_avg");
     if (m_it == st.tensors.end()) {
@@ -309,22 +262,22 @@ void Adam::step() {
     if (v_it == st.tensors.end()) {
       v_it = st.tensors.emplace("exp_avg_sq", Tensor::zeros(p.shape(), p.dtype(), p.device())).first;
     }
-    const int64_t t = ++st.step;
-    AdamCoeffs c;
-    c.beta1 = beta1;
-    c.beta2 = beta2;
-    c.eps = options_.eps;
-    c.l2 = decoupled_ ? 0.0 : wd;
-    c.decay = decoupled_ ? 1.0 - lr_ * wd : 1.0;
-    c.step_size = lr_ / (1.0 - std::pow(beta1, static_cast<double>(t)));
-    c.bc2_sqrt = std::sqrt(1.0 - std::pow(beta2, static_cast<double>(t)));
-    if (p.dtype() == DType::f32) {
-      adam_update(p.data().data<float>(), p.grad().data<float>(), m_it->second.data<float>(),
-                  v_it->second.data<float>(), p.numel(), c);
-    } else {
-      adam_update(p.data().data<double>(), p.grad().data<double>(), m_it->second.data<double>(),
-                  v_it->second.data<double>(), p.numel(), c);
-    }
+    UpdateGroup& g = group_for(groups, p, ++st.step);
+    g.params.push_back(p.data());
+    g.grads.push_back(p.grad());
+    g.state_a.push_back(m_it->second);
+    g.state_b.push_back(v_it->second);
+  }
+  for (const UpdateGroup& g : groups) {
+    kernels::AdamStep s;
+    s.lr = lr_;
+    s.beta1 = options_.betas[0];
+    s.beta2 = options_.betas[1];
+    s.eps = options_.eps;
+    s.weight_decay = options_.weight_decay;
+    s.decoupled = decoupled_;
+    s.step = g.key;
+    kernels::adam_update_(g.params, g.grads, g.state_a, g.state_b, s);
   }
 }
 

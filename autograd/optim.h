@@ -21,7 +21,9 @@
 //   Adam:  g += wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 //          p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
 //   AdamW: p *= 1 - lr wd first, then Adam's update without the wd term.
-// - Parameters must be CPU float32 or float64 (CUDA updates come with the CUDA kernels).
+// - Parameters are float32 or float64, on the CPU or (CUDA builds) a GPU. step() checks
+//   every parameter first, then updates them with the fused kernels of kernels/optim.h,
+//   one call per group of parameters sharing device, dtype and step count.
 // - Options are plain structs: optim::Adam opt(params, {.lr = 2e-4, .betas = {0.5, 0.999}}).
 #pragma once
 

@@ -1,8 +1,12 @@
 // Matrix products.
 //
-// Contract: 2-D float32/float64 tensors on one device. op(X) is X or its transpose.
-// gemm: C = alpha * op(A) op(B) + beta * C (C preallocated, shape checked).
+// Contract: 2-D float32/float64 tensors on one device (CPU, or CUDA through cuBLAS with
+// float32 accumulation and no TF32). op(X) is X or its transpose.
+// gemm: C = alpha * op(A) op(B) + beta * C (C preallocated, shape checked; with beta = 0
+//   C's old contents are never read, so NaN there does not leak).
 // matmul: returns op(A) op(B). Shape errors name the op and both operand shapes.
+// check_gemm: the checks gemm makes on its operands (device-agnostic), returning
+//   {m, k, n}; shared by the CPU and CUDA kernels.
 #pragma once
 
 #include "runtime/tensor.h"
@@ -12,5 +16,10 @@ namespace tandem::kernels {
 void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
           double alpha = 1.0, double beta = 0.0);
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+
+struct GemmShape {
+  int64_t m, k, n;
+};
+GemmShape check_gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c);
 
 }  // namespace tandem::kernels

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "kernels/bucket_ops.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "reducer/replica_sync.h"
@@ -290,17 +291,24 @@ void Reducer::finish_sync() {
       throw;
     }
   }
-  for (size_t i : phase.used) {
-    const Bucket& b = phase.buckets[static_cast<size_t>(phase.bucket_of[i])];
-    Tensor slot = b.grad_bucket.buffer.view_range(phase.slot_offset[i], params_[i].shape());
+  for (const Bucket& b : phase.buckets) {
     if (options_.gradient_as_bucket_view) {
-      params_[i].set_grad(slot);
-    } else if (params_[i].grad().defined()) {
-      Tensor grad = params_[i].grad();
-      grad.copy_(slot);
-    } else {
-      params_[i].set_grad(slot.clone());
+      for (size_t k = 0; k < b.params.size(); ++k) {
+        size_t i = b.params[k];
+        params_[i].set_grad(b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape()));
+      }
+      continue;
     }
+    // Averages back into the gradients (kept when they exist, so views stay valid): one
+    // unpack per bucket, a single launch on a GPU.
+    std::vector<Tensor> grads;
+    for (size_t i : b.params) {
+      if (!params_[i].grad().defined()) {
+        params_[i].set_grad(Tensor::empty(params_[i].shape(), params_[i].dtype(), params_[i].device()));
+      }
+      grads.push_back(params_[i].grad());
+    }
+    kernels::unpack_(b.grad_bucket.buffer, grads, b.offsets);
   }
   phase.bytes = bytes;
   ++phase.backwards;

@@ -7,6 +7,10 @@
 
 #include "kernels/dispatch.h"
 
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/activation_cuda.h"
+#endif
+
 namespace tandem::kernels {
 
 namespace {
@@ -58,43 +62,53 @@ Tensor backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
 }  // namespace
 
 Tensor relu(const Tensor& x) {
+  TANDEM_CUDA_ROUTE(x, cuda::relu(x));
   return unary("relu", x, [](auto v) { return v > decltype(v)(0) ? v : decltype(v)(0); });
 }
 
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
+  TANDEM_CUDA_ROUTE(grad, cuda::relu_backward(grad, x));
   return backward("relu_backward", grad, x, [](auto g, auto v) { return v > decltype(v)(0) ? g : decltype(g)(0); });
 }
 
 Tensor leaky_relu(const Tensor& x, double slope) {
+  TANDEM_CUDA_ROUTE(x, cuda::leaky_relu(x, slope));
   return unary("leaky_relu", x, [slope](auto v) { return v > decltype(v)(0) ? v : static_cast<decltype(v)>(slope) * v; });
 }
 
 Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
+  TANDEM_CUDA_ROUTE(grad, cuda::leaky_relu_backward(grad, x, slope));
   return backward("leaky_relu_backward", grad, x,
                   [slope](auto g, auto v) { return v > decltype(v)(0) ? g : static_cast<decltype(g)>(slope) * g; });
 }
 
 Tensor tanh(const Tensor& x) {
+  TANDEM_CUDA_ROUTE(x, cuda::tanh(x));
   return unary("tanh", x, [](auto v) { return std::tanh(v); });
 }
 
 Tensor tanh_backward(const Tensor& grad, const Tensor& y) {
+  TANDEM_CUDA_ROUTE(grad, cuda::tanh_backward(grad, y));
   return backward("tanh_backward", grad, y, [](auto g, auto v) { return g * (decltype(v)(1) - v * v); });
 }
 
 Tensor sigmoid(const Tensor& x) {
+  TANDEM_CUDA_ROUTE(x, cuda::sigmoid(x));
   return unary("sigmoid", x, [](auto v) { return stable_sigmoid(v); });
 }
 
 Tensor sigmoid_backward(const Tensor& grad, const Tensor& y) {
+  TANDEM_CUDA_ROUTE(grad, cuda::sigmoid_backward(grad, y));
   return backward("sigmoid_backward", grad, y, [](auto g, auto v) { return g * v * (decltype(v)(1) - v); });
 }
 
 Tensor softplus(const Tensor& x) {
+  TANDEM_CUDA_ROUTE(x, cuda::softplus(x));
   return unary("softplus", x, [](auto v) { return stable_softplus(v); });
 }
 
 Tensor softplus_backward(const Tensor& grad, const Tensor& x) {
+  TANDEM_CUDA_ROUTE(grad, cuda::softplus_backward(grad, x));
   return backward("softplus_backward", grad, x, [](auto g, auto v) { return g * stable_sigmoid(v); });
 }
 

@@ -4,34 +4,39 @@
 //
 // Several samples share one im2col buffer of shape [K, nb * L] (K = C kh kw, L = Ho Wo)
 // so each GEMM is wide enough to run near peak even on 7x7 feature maps; the [O, nb * L]
-// result is then scattered back to NCHW.
+// result is then scattered back to NCHW. CUDA tensors go to kernels/cuda/conv_cuda.cu,
+// which follows the same plan with device kernels.
 #include "kernels/conv.h"
 
 #include <algorithm>
 #include <sstream>
 
+#include "kernels/conv_geometry.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
+
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/conv_cuda.h"
+#endif
 
 namespace tandem::kernels {
 
 namespace {
 
+using conv_detail::check_grad_shape;
+using conv_detail::check_params;
+using conv_detail::conv_geometry;
+using conv_detail::Geometry;
+using conv_detail::transpose_geometry;
+
+// Defined, 4-D, same dtype and device, on the CPU.
+void check_operands(const char* op, const Tensor& a, const char* a_what, const Tensor& b, const char* b_what) {
+  conv_detail::check_operands(op, a, a_what, b, b_what);
+  require_cpu(op, a);
+}
+
 // Bounds the shared im2col buffer (elements) so large batches do not allocate without limit.
 constexpr int64_t kMaxColumnElements = int64_t{1} << 22;
-
-// The geometry of one conv2d: input [n, c, h, w] -> output [n, o, ho, wo].
-struct Geometry {
-  int64_t n, c, h, w;
-  int64_t o, kh, kw;
-  int64_t ho, wo;
-  int64_t stride, padding;
-
-  int64_t k() const { return c * kh * kw; }
-  int64_t l() const { return ho * wo; }
-  // Samples per GEMM: as many as fit in the column buffer, at least one.
-  int64_t chunk() const { return std::clamp<int64_t>(kMaxColumnElements / std::max<int64_t>(1, k() * l()), 1, n); }
-};
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -103,7 +108,7 @@ void gather_rows(const T* y, int64_t rows, int64_t count, int64_t l, T* buf) {
 // y [n, o, ho, wo] = conv(x [n, c, h, w], weight [o, c, kh, kw]).
 template <typename T>
 void forward_impl(const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
-  const int64_t k = g.k(), l = g.l(), nb = g.chunk();
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements);
   Tensor w2 = weight.view({g.o, k});
   Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
   Tensor out = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
@@ -128,7 +133,7 @@ void forward_impl(const Tensor& x, const Tensor& weight, Tensor& y, const Geomet
 // dx [n, c, h, w] = conv^T(grad [n, o, ho, wo], weight [o, c, kh, kw]).
 template <typename T>
 void backward_input_impl(const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
-  const int64_t k = g.k(), l = g.l(), nb = g.chunk();
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements);
   Tensor w2 = weight.view({g.o, k});
   Tensor col = Tensor::empty({k, nb * l}, grad.dtype(), grad.device());
   Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, grad.dtype(), grad.device()) : Tensor();
@@ -153,7 +158,7 @@ void backward_input_impl(const Tensor& grad, const Tensor& weight, Tensor& dx, c
 // dweight [o, c, kh, kw] = sum over samples of grad [o, l] x im2col(x)^T.
 template <typename T>
 void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
-  const int64_t k = g.k(), l = g.l(), nb = g.chunk();
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements);
   Tensor dw2 = dweight.view({g.o, k});
   Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
   Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
@@ -175,68 +180,10 @@ void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, 
   if (g.n == 0) dweight.zero_();
 }
 
-void check_operands(const char* op, const Tensor& a, const char* a_what, const Tensor& b, const char* b_what) {
-  check_defined(op, a, a_what);
-  check_defined(op, b, b_what);
-  TANDEM_CHECK(a.dim() == 4 && b.dim() == 4, op << ": needs 4-D " << a_what << " and " << b_what << ", got "
-                                                << shape_str(a.shape()) << " and " << shape_str(b.shape()));
-  check_same_dtype(op, a, b);
-  check_same_device(op, a, b);
-  require_cpu(op, a);
-}
-
-void check_params(const char* op, const Conv2dParams& p, bool transposed) {
-  TANDEM_CHECK(p.stride >= 1 && p.padding >= 0,
-               op << ": stride " << p.stride << " and padding " << p.padding << " must be >= 1 and >= 0");
-  if (transposed) {
-    TANDEM_CHECK(p.output_padding >= 0 && p.output_padding < p.stride,
-                 op << ": output_padding " << p.output_padding << " must be in [0, stride " << p.stride << ")");
-  } else {
-    TANDEM_CHECK(p.output_padding == 0, op << ": output_padding " << p.output_padding
-                                           << " applies to conv_transpose2d only");
-  }
-}
-
-// conv2d geometry for input shape x and weight shape [o, c, kh, kw].
-Geometry conv_geometry(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
-  TANDEM_CHECK(x.size() == 4 && w.size() == 4, op << ": needs 4-D input and weight, got " << shape_str(x)
-                                                  << " and " << shape_str(w));
-  TANDEM_CHECK(x[1] == w[1], op << ": input " << shape_str(x) << " has " << x[1] << " channels but weight "
-                                << shape_str(w) << " expects " << w[1]);
-  Geometry g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p.stride, p.padding};
-  TANDEM_CHECK(g.h + 2 * g.padding >= g.kh && g.w + 2 * g.padding >= g.kw && g.kh > 0 && g.kw > 0,
-               op << ": kernel of weight " << shape_str(w) << " does not fit input " << shape_str(x)
-                  << " with padding " << g.padding);
-  g.ho = (g.h + 2 * g.padding - g.kh) / g.stride + 1;
-  g.wo = (g.w + 2 * g.padding - g.kw) / g.stride + 1;
-  return g;
-}
-
-// The conv2d whose adjoint is conv_transpose2d(x [n, c, h, w], weight [c, o, kh, kw]):
-// it maps the transposed conv's output [n, o, ho, wo] back to [n, c, h, w].
-Geometry transpose_geometry(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
-  TANDEM_CHECK(x.size() == 4 && w.size() == 4, op << ": needs 4-D input and weight, got " << shape_str(x)
-                                                  << " and " << shape_str(w));
-  TANDEM_CHECK(x[1] == w[0], op << ": input " << shape_str(x) << " has " << x[1] << " channels but weight "
-                                << shape_str(w) << " expects " << w[0]);
-  TANDEM_CHECK(w[2] > 0 && w[3] > 0, op << ": empty kernel in weight " << shape_str(w));
-  int64_t ho = (x[2] - 1) * p.stride - 2 * p.padding + w[2] + p.output_padding;
-  int64_t wo = (x[3] - 1) * p.stride - 2 * p.padding + w[3] + p.output_padding;
-  TANDEM_CHECK(ho > 0 && wo > 0, op << ": input " << shape_str(x) << " with weight " << shape_str(w)
-                                    << " and padding " << p.padding << " gives an empty output [" << ho << ", "
-                                    << wo << "]");
-  return Geometry{x[0], w[1], ho, wo, w[0], w[2], w[3], x[2], x[3], p.stride, p.padding};
-}
-
-void check_grad_shape(const char* op, const Tensor& grad, const Shape& expected) {
-  check_defined(op, grad, "gradient");
-  TANDEM_CHECK(grad.shape() == expected, op << ": gradient " << shape_str(grad.shape()) << " should be "
-                                            << shape_str(expected));
-}
-
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+  TANDEM_CUDA_ROUTE(x, cuda::conv2d(x, weight, p));
   const char* op = "conv2d";
   check_operands(op, x, "input", weight, "weight");
   check_params(op, p, false);
@@ -248,6 +195,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
 
 Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
                              const Conv2dParams& p) {
+  TANDEM_CUDA_ROUTE(grad, cuda::conv2d_backward_input(grad, weight, x_shape, p));
   const char* op = "conv2d_backward_input";
   check_operands(op, grad, "gradient", weight, "weight");
   check_params(op, p, false);
@@ -260,6 +208,7 @@ Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Sha
 
 Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
                               const Conv2dParams& p) {
+  TANDEM_CUDA_ROUTE(grad, cuda::conv2d_backward_weight(grad, x, weight_shape, p));
   const char* op = "conv2d_backward_weight";
   check_operands(op, grad, "gradient", x, "input");
   check_params(op, p, false);
@@ -271,6 +220,7 @@ Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& 
 }
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+  TANDEM_CUDA_ROUTE(x, cuda::conv_transpose2d(x, weight, p));
   const char* op = "conv_transpose2d";
   check_operands(op, x, "input", weight, "weight");
   check_params(op, p, true);
@@ -282,6 +232,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParam
 
 Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
                                        const Conv2dParams& p) {
+  TANDEM_CUDA_ROUTE(grad, cuda::conv_transpose2d_backward_input(grad, weight, x_shape, p));
   const char* op = "conv_transpose2d_backward_input";
   check_operands(op, grad, "gradient", weight, "weight");
   check_params(op, p, true);
@@ -294,6 +245,7 @@ Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight,
 
 Tensor conv_transpose2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
                                         const Conv2dParams& p) {
+  TANDEM_CUDA_ROUTE(grad, cuda::conv_transpose2d_backward_weight(grad, x, weight_shape, p));
   const char* op = "conv_transpose2d_backward_weight";
   check_operands(op, grad, "gradient", x, "input");
   check_params(op, p, true);

@@ -5,6 +5,10 @@
 
 #include "kernels/dispatch.h"
 
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/elementwise_cuda.h"
+#endif
+
 namespace tandem::kernels {
 
 namespace {
@@ -37,25 +41,55 @@ Tensor unary(const char* op, const Tensor& a, F f) {
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("add", a, b, [](auto x, auto y) { return x + y; }); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", a, b, [](auto x, auto y) { return x - y; }); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", a, b, [](auto x, auto y) { return x * y; }); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary("div", a, b, [](auto x, auto y) { return x / y; }); }
-Tensor neg(const Tensor& a) { return unary("neg", a, [](auto x) { return -x; }); }
-Tensor square(const Tensor& a) { return unary("square", a, [](auto x) { return x * x; }); }
-Tensor sqrt(const Tensor& a) { return unary("sqrt", a, [](auto x) { return std::sqrt(x); }); }
-Tensor exp(const Tensor& a) { return unary("exp", a, [](auto x) { return std::exp(x); }); }
-Tensor log(const Tensor& a) { return unary("log", a, [](auto x) { return std::log(x); }); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  TANDEM_CUDA_ROUTE(a, cuda::add(a, b));
+  return binary("add", a, b, [](auto x, auto y) { return x + y; });
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  TANDEM_CUDA_ROUTE(a, cuda::sub(a, b));
+  return binary("sub", a, b, [](auto x, auto y) { return x - y; });
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  TANDEM_CUDA_ROUTE(a, cuda::mul(a, b));
+  return binary("mul", a, b, [](auto x, auto y) { return x * y; });
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  TANDEM_CUDA_ROUTE(a, cuda::div(a, b));
+  return binary("div", a, b, [](auto x, auto y) { return x / y; });
+}
+Tensor neg(const Tensor& a) {
+  TANDEM_CUDA_ROUTE(a, cuda::neg(a));
+  return unary("neg", a, [](auto x) { return -x; });
+}
+Tensor square(const Tensor& a) {
+  TANDEM_CUDA_ROUTE(a, cuda::square(a));
+  return unary("square", a, [](auto x) { return x * x; });
+}
+Tensor sqrt(const Tensor& a) {
+  TANDEM_CUDA_ROUTE(a, cuda::sqrt(a));
+  return unary("sqrt", a, [](auto x) { return std::sqrt(x); });
+}
+Tensor exp(const Tensor& a) {
+  TANDEM_CUDA_ROUTE(a, cuda::exp(a));
+  return unary("exp", a, [](auto x) { return std::exp(x); });
+}
+Tensor log(const Tensor& a) {
+  TANDEM_CUDA_ROUTE(a, cuda::log(a));
+  return unary("log", a, [](auto x) { return std::log(x); });
+}
 
 Tensor scale(const Tensor& a, double s) {
+  TANDEM_CUDA_ROUTE(a, cuda::scale(a, s));
   return unary("scale", a, [s](auto x) { return static_cast<decltype(x)>(s) * x; });
 }
 
 Tensor add_scalar(const Tensor& a, double s) {
+  TANDEM_CUDA_ROUTE(a, cuda::add_scalar(a, s));
   return unary("add_scalar", a, [s](auto x) { return x + static_cast<decltype(x)>(s); });
 }
 
 void scale_(Tensor& a, double s) {
+  TANDEM_CUDA_ROUTE(a, cuda::scale_(a, s));
   check_defined("scale_", a, "operand");
   require_cpu("scale_", a);
   dispatch_float("scale_", a.dtype(), [&]<typename T>() {
@@ -66,6 +100,7 @@ void scale_(Tensor& a, double s) {
 }
 
 void axpy_(Tensor& y, double alpha, const Tensor& x) {
+  TANDEM_CUDA_ROUTE(y, cuda::axpy_(y, alpha, x));
   check_same_layout("axpy_", y, "destination", x, "source");
   dispatch_float("axpy_", y.dtype(), [&]<typename T>() {
     T* py = y.data<T>();
@@ -76,6 +111,7 @@ void axpy_(Tensor& y, double alpha, const Tensor& x) {
 }
 
 void add_(Tensor& y, const Tensor& x) {
+  TANDEM_CUDA_ROUTE(y, cuda::add_(y, x));
   check_same_layout("add_", y, "destination", x, "source");
   dispatch_float("add_", y.dtype(), [&]<typename T>() {
     T* py = y.data<T>();
@@ -85,6 +121,7 @@ void add_(Tensor& y, const Tensor& x) {
 }
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
+  TANDEM_CUDA_ROUTE(x, cuda::add_bias(x, bias));
   const char* op = "add_bias";
   check_defined(op, x, "input");
   check_defined(op, bias, "bias");
@@ -110,6 +147,7 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
 }
 
 Tensor bias_grad(const Tensor& grad) {
+  TANDEM_CUDA_ROUTE(grad, cuda::bias_grad(grad));
   const char* op = "bias_grad";
   check_defined(op, grad, "gradient");
   TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));

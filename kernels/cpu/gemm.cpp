@@ -1,9 +1,14 @@
-// GEMM through Eigen: maps our row-major buffers without copying.
+// GEMM through Eigen: maps our row-major buffers without copying. CUDA tensors go to
+// kernels/cuda/gemm_cuda.cu (cuBLAS).
 #include "kernels/gemm.h"
 
 #include <Eigen/Core>
 
 #include "kernels/dispatch.h"
+
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/gemm_cuda.h"
+#endif
 
 namespace tandem::kernels {
 
@@ -34,8 +39,11 @@ void gemm_cpu(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, T a
 
 }  // namespace
 
-void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+GemmShape check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c) {
   const char* op = "matmul";
+  check_defined(op, a, "first operand");
+  check_defined(op, b, "second operand");
+  check_defined(op, c, "output");
   TANDEM_CHECK(a.dim() == 2 && b.dim() == 2, op << ": needs 2-D operands, got " << shape_str(a.shape())
                                                 << " and " << shape_str(b.shape()));
   check_same_dtype(op, a, b);
@@ -49,8 +57,15 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
   TANDEM_CHECK(c.dim() == 2 && c.size(0) == m && c.size(1) == n,
                op << ": output " << shape_str(c.shape()) << " should be [" << m << ", " << n << "]");
   check_same_dtype(op, a, c);
-  require_cpu(op, a);
-  dispatch_float(op, a.dtype(), [&]<typename T>() {
+  check_same_device(op, a, c);
+  return {m, k, n};
+}
+
+void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  TANDEM_CUDA_ROUTE(a, cuda::gemm(a, ta, b, tb, c, alpha, beta));
+  check_gemm(a, ta, b, tb, c);
+  require_cpu("matmul", a);
+  dispatch_float("matmul", a.dtype(), [&]<typename T>() {
     gemm_cpu<T>(a, ta, b, tb, c, static_cast<T>(alpha), static_cast<T>(beta));
   });
 }

@@ -7,9 +7,14 @@
 
 #include "kernels/dispatch.h"
 
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/loss_cuda.h"
+#endif
+
 namespace tandem::kernels {
 
 Tensor bce_with_logits(const Tensor& logits, const Tensor& targets) {
+  TANDEM_CUDA_ROUTE(logits, cuda::bce_with_logits(logits, targets));
   const char* op = "bce_with_logits";
   check_same_layout(op, logits, "logits", targets, "targets");
   Tensor out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
@@ -26,6 +31,7 @@ Tensor bce_with_logits(const Tensor& logits, const Tensor& targets) {
 }
 
 Tensor bce_with_logits_backward(const Tensor& grad, const Tensor& logits, const Tensor& targets) {
+  TANDEM_CUDA_ROUTE(logits, cuda::bce_with_logits_backward(grad, logits, targets));
   const char* op = "bce_with_logits_backward";
   check_same_layout(op, logits, "logits", targets, "targets");
   check_defined(op, grad, "gradient");

@@ -8,6 +8,10 @@
 
 #include "kernels/dispatch.h"
 
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/norm_cuda.h"
+#endif
+
 namespace tandem::kernels {
 
 namespace {
@@ -60,6 +64,7 @@ T value_or(const Tensor& t, int64_t i, T fallback) {
 
 Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                         Tensor& running_var, double momentum, double eps, BatchNormSaved& saved) {
+  TANDEM_CUDA_ROUTE(x, cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, saved));
   const char* op = "batch_norm";
   Layout s = layout_of(op, x);
   check_channel(op, x, gamma, "gamma", true);
@@ -116,6 +121,7 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
 
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                        const Tensor& running_var, double eps) {
+  TANDEM_CUDA_ROUTE(x, cuda::batch_norm_eval(x, gamma, beta, running_mean, running_var, eps));
   const char* op = "batch_norm";
   Layout s = layout_of(op, x);
   check_channel(op, x, gamma, "gamma", true);
@@ -139,11 +145,13 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 
 BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& gamma,
                                    const BatchNormSaved& saved) {
+  TANDEM_CUDA_ROUTE(x, cuda::batch_norm_backward(grad, x, gamma, saved));
   const char* op = "batch_norm_backward";
   Layout s = layout_of(op, x);
   check_defined(op, grad, "gradient");
   check_same_shape(op, grad, x);
   check_same_dtype(op, grad, x);
+  check_same_device(op, grad, x);
   check_channel(op, x, gamma, "gamma", true);
   check_channel(op, x, saved.mean, "saved mean", false);
   check_channel(op, x, saved.inv_std, "saved inv_std", false);

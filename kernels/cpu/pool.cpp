@@ -5,6 +5,10 @@
 
 #include "kernels/dispatch.h"
 
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/pool_cuda.h"
+#endif
+
 namespace tandem::kernels {
 
 namespace {
@@ -64,11 +68,13 @@ void check_even(const char* op, const Tensor& x, const char* what) {
 }  // namespace
 
 Tensor upsample_nearest2x(const Tensor& x) {
+  TANDEM_CUDA_ROUTE(x, cuda::upsample_nearest2x(x));
   check_nchw("upsample_nearest2x", x, "input");
   return block_repeat("upsample_nearest2x", x, 1.0);
 }
 
 Tensor upsample_nearest2x_backward(const Tensor& grad) {
+  TANDEM_CUDA_ROUTE(grad, cuda::upsample_nearest2x_backward(grad));
   const char* op = "upsample_nearest2x_backward";
   check_nchw(op, grad, "gradient");
   check_even(op, grad, "gradient");
@@ -76,6 +82,7 @@ Tensor upsample_nearest2x_backward(const Tensor& grad) {
 }
 
 Tensor avg_pool2x(const Tensor& x) {
+  TANDEM_CUDA_ROUTE(x, cuda::avg_pool2x(x));
   const char* op = "avg_pool2x";
   check_nchw(op, x, "input");
   check_even(op, x, "input");
@@ -83,6 +90,7 @@ Tensor avg_pool2x(const Tensor& x) {
 }
 
 Tensor avg_pool2x_backward(const Tensor& grad) {
+  TANDEM_CUDA_ROUTE(grad, cuda::avg_pool2x_backward(grad));
   check_nchw("avg_pool2x_backward", grad, "gradient");
   return block_repeat("avg_pool2x_backward", grad, 0.25);
 }

@@ -4,6 +4,10 @@
 
 #include "kernels/dispatch.h"
 
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/reduce_cuda.h"
+#endif
+
 namespace tandem::kernels {
 
 namespace {
@@ -28,6 +32,7 @@ void split_at(const Shape& shape, int64_t axis, int64_t& outer, int64_t& size, i
 }  // namespace
 
 Tensor sum_all(const Tensor& x) {
+  TANDEM_CUDA_ROUTE(x, cuda::sum_all(x));
   check_defined("sum", x, "input");
   require_cpu("sum", x);
   Tensor out = Tensor::empty({}, x.dtype(), x.device());
@@ -41,6 +46,7 @@ Tensor sum_all(const Tensor& x) {
 }
 
 Tensor mean_all(const Tensor& x) {
+  TANDEM_CUDA_ROUTE(x, cuda::mean_all(x));
   TANDEM_CHECK(x.numel() > 0, "mean of an empty tensor " << x.str());
   Tensor s = sum_all(x);
   dispatch_float("mean", x.dtype(), [&]<typename T>() { s.data<T>()[0] /= static_cast<T>(x.numel()); });
@@ -48,6 +54,7 @@ Tensor mean_all(const Tensor& x) {
 }
 
 Tensor sum_axis(const Tensor& x, int64_t axis, bool keepdim) {
+  TANDEM_CUDA_ROUTE(x, cuda::sum_axis(x, axis, keepdim));
   check_defined("sum", x, "input");
   require_cpu("sum", x);
   int64_t a = normalize_axis("sum", x, axis);
@@ -71,6 +78,7 @@ Tensor sum_axis(const Tensor& x, int64_t axis, bool keepdim) {
 }
 
 Tensor mean_axis(const Tensor& x, int64_t axis, bool keepdim) {
+  TANDEM_CUDA_ROUTE(x, cuda::mean_axis(x, axis, keepdim));
   int64_t n = x.size(axis);
   TANDEM_CHECK(n > 0, "mean over an empty axis of " << x.str());
   Tensor s = sum_axis(x, axis, keepdim);
@@ -82,6 +90,7 @@ Tensor mean_axis(const Tensor& x, int64_t axis, bool keepdim) {
 }
 
 Tensor expand_axis(const Tensor& grad, const Shape& shape, int64_t axis) {
+  TANDEM_CUDA_ROUTE(grad, cuda::expand_axis(grad, shape, axis));
   check_defined("expand_axis", grad, "gradient");
   require_cpu("expand_axis", grad);
   int64_t d = static_cast<int64_t>(shape.size());
@@ -107,6 +116,7 @@ Tensor expand_axis(const Tensor& grad, const Shape& shape, int64_t axis) {
 }
 
 Tensor expand_scalar(const Tensor& value, const Shape& shape) {
+  TANDEM_CUDA_ROUTE(value, cuda::expand_scalar(value, shape));
   TANDEM_CHECK(value.numel() == 1, "expand_scalar: needs one value, got " << value.str());
   return Tensor::full(shape, value.item(), value.dtype(), value.device());
 }

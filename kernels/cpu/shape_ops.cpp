@@ -7,6 +7,10 @@
 
 #include "kernels/dispatch.h"
 
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/shape_ops_cuda.h"
+#endif
+
 namespace tandem::kernels {
 
 namespace {
@@ -44,6 +48,7 @@ std::string shapes_str(const std::vector<Tensor>& parts) {
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
   const char* op = "concat";
   TANDEM_CHECK(!parts.empty(), op << ": no tensors given");
+  TANDEM_CUDA_ROUTE(parts.front(), cuda::concat(parts, axis));
   for (const Tensor& p : parts) check_defined(op, p, "part");
   const Tensor& first = parts.front();
   int64_t a = normalize_axis(op, first.shape(), axis);
@@ -76,6 +81,7 @@ Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
 }
 
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t length) {
+  TANDEM_CUDA_ROUTE(x, cuda::slice(x, axis, start, length));
   const char* op = "slice";
   check_defined(op, x, "input");
   require_cpu(op, x);
@@ -96,6 +102,7 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t length) {
 }
 
 Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t axis, int64_t start) {
+  TANDEM_CUDA_ROUTE(grad, cuda::slice_backward(grad, input_shape, axis, start));
   const char* op = "slice_backward";
   check_defined(op, grad, "gradient");
   require_cpu(op, grad);

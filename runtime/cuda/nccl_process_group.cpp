@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda_check.h"
 #include "runtime/mpi_process_group.h"
 
@@ -268,6 +269,7 @@ NcclProcessGroup::NcclProcessGroup(MPI_Comm comm, int device, std::string name)
     TANDEM_CHECK_MPI(MPI_Bcast(&id, static_cast<int>(sizeof(id)), MPI_BYTE, 0, g.mpi_comm));
   }
   TANDEM_CHECK_CUDA(cudaSetDevice(device));
+  install_cuda_memory();  // CUDA tensors for the callers of a GPU group
   TANDEM_CHECK_CUDA(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
   TANDEM_CHECK_CUDA(cudaEventCreateWithFlags(&g.ready, cudaEventDisableTiming));
   TANDEM_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&g.scratch), sizeof(float)));

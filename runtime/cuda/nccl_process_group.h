@@ -5,6 +5,7 @@
 // - The constructor is collective over `comm`: it duplicates it, rank 0 makes the NCCL
 //   unique id and broadcasts it over MPI, and every rank joins the NCCL communicator on
 //   CUDA device `device`. Every tensor given to the group must live on that device.
+//   It installs the CUDA memory of cuda_memory.h, so its caller can make CUDA tensors.
 // - The group owns a CUDA stream. Each operation first makes that stream wait on an event
 //   recorded on the caller's stream (set_stream; the legacy default stream unless set), so
 //   it sees everything the caller queued before; it then runs on the group's stream in

@@ -1,0 +1,22 @@
+// CUDA twins of kernels/activation.h. CUDA builds only.
+//
+// Contract: same signatures, formulas (the sign-branching stable sigmoid and softplus)
+// and errors as the CPU kernels; runs on the compute stream without waiting.
+#pragma once
+
+#include "runtime/tensor.h"
+
+namespace tandem::kernels::cuda {
+
+Tensor relu(const Tensor& x);
+Tensor relu_backward(const Tensor& grad, const Tensor& x);
+Tensor leaky_relu(const Tensor& x, double slope);
+Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope);
+Tensor tanh(const Tensor& x);
+Tensor tanh_backward(const Tensor& grad, const Tensor& y);
+Tensor sigmoid(const Tensor& x);
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& y);
+Tensor softplus(const Tensor& x);
+Tensor softplus_backward(const Tensor& grad, const Tensor& x);
+
+}  // namespace tandem::kernels::cuda

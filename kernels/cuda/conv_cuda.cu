@@ -1,0 +1,268 @@
+#include "kernels/cuda/conv_cuda.h"
+
+#include <algorithm>
+
+#include "kernels/conv_geometry.h"
+#include "kernels/cuda/gemm_cuda.h"
+#include "kernels/dispatch.h"
+#include "runtime/cuda/stream.h"
+#include "runtime/cuda_check.h"
+
+namespace tandem::kernels::cuda {
+
+namespace {
+
+using conv_detail::Geometry;
+
+// The GPU can afford a larger shared column buffer than the CPU twin (64 MB in float32).
+constexpr int64_t kMaxColumnElements = int64_t{1} << 24;
+constexpr int kThreads = 256;
+
+// A plain copy of Geometry's fields: its member functions are host-only.
+struct Geo {
+  int64_t c, h, w, kh, kw, ho, wo, stride, padding;
+};
+
+Geo device_geo(const Geometry& g) { return {g.c, g.h, g.w, g.kh, g.kw, g.ho, g.wo, g.stride, g.padding}; }
+
+int blocks_for(int64_t count) {
+  const int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<int>(std::min<int64_t>(blocks, int64_t{1} << 20));  // grid-stride covers the rest
+}
+
+// col [K, count * L] (row (ch, ki, kj), column (sample, oh, ow)) from x [count, c, h, w];
+// one thread per column element, so writes are coalesced along L.
+template <typename T>
+__global__ void im2col_kernel(const T* __restrict__ x, Geo g, int64_t count, T* __restrict__ col) {
+  const int64_t l = g.ho * g.wo, total = g.c * g.kh * g.kw * count * l;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(blockDim.x) * gridDim.x) {
+    const int64_t pos = idx % l;
+    const int64_t rest = idx / l;
+    const int64_t i = rest % count, r = rest / count;
+    const int64_t kj = r % g.kw, ki = (r / g.kw) % g.kh, ch = r / (g.kw * g.kh);
+    const int64_t ih = (pos / g.wo) * g.stride - g.padding + ki;
+    const int64_t iw = (pos % g.wo) * g.stride - g.padding + kj;
+    const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+    col[idx] = inside ? x[((i * g.c + ch) * g.h + ih) * g.w + iw] : T(0);
+  }
+}
+
+// dx [count, c, h, w] from col [K, count * L]: each input element sums the window entries
+// that read it, in (ki, kj) order as the CPU twin adds them, instead of scattering with
+// atomics (whose order, and so whose float result, would vary run to run).
+template <typename T>
+__global__ void col2im_kernel(const T* __restrict__ col, Geo g, int64_t count, T* __restrict__ dx) {
+  const int64_t l = g.ho * g.wo, ld = count * l, total = count * g.c * g.h * g.w;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(blockDim.x) * gridDim.x) {
+    const int64_t iw = idx % g.w, ih = (idx / g.w) % g.h;
+    const int64_t ch = (idx / (g.w * g.h)) % g.c, i = idx / (g.w * g.h * g.c);
+    T sum = T(0);
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      const int64_t th = ih + g.padding - ki;
+      if (th < 0 || th % g.stride != 0 || th / g.stride >= g.ho) continue;
+      const int64_t oh = th / g.stride;
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const int64_t tw = iw + g.padding - kj;
+        if (tw < 0 || tw % g.stride != 0 || tw / g.stride >= g.wo) continue;
+        const int64_t ow = tw / g.stride;
+        sum += col[((ch * g.kh + ki) * g.kw + kj) * ld + i * l + oh * g.wo + ow];
+      }
+    }
+    dx[idx] = sum;
+  }
+}
+
+// y [count, rows, l] <-> buf [rows, count * l]; one thread per element of y.
+template <typename T, bool kToNchw>
+__global__ void permute_rows_kernel(T* __restrict__ buf, int64_t rows, int64_t count, int64_t l,
+                                    T* __restrict__ y) {
+  const int64_t total = count * rows * l;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(blockDim.x) * gridDim.x) {
+    const int64_t pos = idx % l, r = (idx / l) % rows, i = idx / (l * rows);
+    const int64_t b = r * count * l + i * l + pos;
+    if constexpr (kToNchw) {
+      y[idx] = buf[b];
+    } else {
+      buf[b] = y[idx];
+    }
+  }
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());
+}
+
+template <typename T>
+void im2col(const Tensor& x, int64_t n0, const Geometry& g, int64_t count, Tensor& cols) {
+  const int64_t total = g.k() * count * g.l();
+  if (total == 0) return;
+  im2col_kernel<T><<<blocks_for(total), kThreads, 0, tandem::cuda::compute_stream()>>>(
+      ptr<T>(x) + n0 * g.c * g.h * g.w, device_geo(g), count, ptr<T>(cols));
+  TANDEM_CHECK_LAUNCH();
+}
+
+template <typename T>
+void col2im(const Tensor& cols, const Geometry& g, int64_t count, Tensor& dx, int64_t n0) {
+  const int64_t total = count * g.c * g.h * g.w;
+  if (total == 0) return;
+  col2im_kernel<T><<<blocks_for(total), kThreads, 0, tandem::cuda::compute_stream()>>>(
+      ptr<T>(cols), device_geo(g), count, ptr<T>(dx) + n0 * g.c * g.h * g.w);
+  TANDEM_CHECK_LAUNCH();
+}
+
+// kToNchw: y [n0 + i] <- buf columns of sample i; else the reverse.
+template <typename T, bool kToNchw>
+void permute_rows(const Tensor& buf, int64_t rows, int64_t count, int64_t l, const Tensor& y, int64_t y_offset) {
+  const int64_t total = count * rows * l;
+  if (total == 0) return;
+  permute_rows_kernel<T, kToNchw><<<blocks_for(total), kThreads, 0, tandem::cuda::compute_stream()>>>(
+      ptr<T>(buf), rows, count, l, ptr<T>(y) + y_offset);
+  TANDEM_CHECK_LAUNCH();
+}
+
+// The same three kernels as kernels/cpu/conv.cpp, with each loop over samples of a chunk
+// done by one launch.
+template <typename T>
+void forward_impl(const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements);
+  Tensor w2 = weight.view({g.o, k});
+  Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
+  Tensor out = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
+  for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+    const int64_t count = std::min(nb, g.n - n0);
+    Tensor cols = col.view_range(0, {k, count * l});
+    im2col<T>(x, n0, g, count, cols);
+    if (count == 1) {
+      Tensor dst = y.view_range(n0 * g.o * l, {g.o, l});
+      gemm(w2, false, cols, false, dst, 1.0, 0.0);
+    } else {
+      Tensor dst = out.view_range(0, {g.o, count * l});
+      gemm(w2, false, cols, false, dst, 1.0, 0.0);
+      permute_rows<T, true>(dst, g.o, count, l, y, n0 * g.o * l);
+    }
+  }
+}
+
+template <typename T>
+void backward_input_impl(const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements);
+  Tensor w2 = weight.view({g.o, k});
+  Tensor col = Tensor::empty({k, nb * l}, grad.dtype(), grad.device());
+  Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, grad.dtype(), grad.device()) : Tensor();
+  for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+    const int64_t count = std::min(nb, g.n - n0);
+    Tensor gs;
+    if (count == 1) {
+      gs = grad.view_range(n0 * g.o * l, {g.o, l});
+    } else {
+      gs = gbuf.view_range(0, {g.o, count * l});
+      permute_rows<T, false>(gs, g.o, count, l, grad, n0 * g.o * l);
+    }
+    Tensor cols = col.view_range(0, {k, count * l});
+    gemm(w2, true, gs, false, cols, 1.0, 0.0);
+    col2im<T>(cols, g, count, dx, n0);
+  }
+}
+
+template <typename T>
+void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements);
+  Tensor dw2 = dweight.view({g.o, k});
+  Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
+  Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
+  for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+    const int64_t count = std::min(nb, g.n - n0);
+    Tensor gs;
+    if (count == 1) {
+      gs = grad.view_range(n0 * g.o * l, {g.o, l});
+    } else {
+      gs = gbuf.view_range(0, {g.o, count * l});
+      permute_rows<T, false>(gs, g.o, count, l, grad, n0 * g.o * l);
+    }
+    Tensor cols = col.view_range(0, {k, count * l});
+    im2col<T>(x, n0, g, count, cols);
+    gemm(gs, false, cols, true, dw2, 1.0, n0 == 0 ? 0.0 : 1.0);
+  }
+  if (g.n == 0) dweight.zero_();
+}
+
+void check_operands(const char* op, const Tensor& a, const char* a_what, const Tensor& b, const char* b_what) {
+  conv_detail::check_operands(op, a, a_what, b, b_what);
+  TANDEM_CHECK_CUDA(cudaSetDevice(a.device().index));
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+  const char* op = "conv2d";
+  check_operands(op, x, "input", weight, "weight");
+  conv_detail::check_params(op, p, false);
+  Geometry g = conv_detail::conv_geometry(op, x.shape(), weight.shape(), p);
+  Tensor y = Tensor::empty({g.n, g.o, g.ho, g.wo}, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
+  return y;
+}
+
+Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
+                             const Conv2dParams& p) {
+  const char* op = "conv2d_backward_input";
+  check_operands(op, grad, "gradient", weight, "weight");
+  conv_detail::check_params(op, p, false);
+  Geometry g = conv_detail::conv_geometry(op, x_shape, weight.shape(), p);
+  conv_detail::check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
+  Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
+  dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
+  return dx;
+}
+
+Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+                              const Conv2dParams& p) {
+  const char* op = "conv2d_backward_weight";
+  check_operands(op, grad, "gradient", x, "input");
+  conv_detail::check_params(op, p, false);
+  Geometry g = conv_detail::conv_geometry(op, x.shape(), weight_shape, p);
+  conv_detail::check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
+  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dw, g); });
+  return dw;
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+  const char* op = "conv_transpose2d";
+  check_operands(op, x, "input", weight, "weight");
+  conv_detail::check_params(op, p, true);
+  Geometry g = conv_detail::transpose_geometry(op, x.shape(), weight.shape(), p);
+  Tensor y = Tensor::empty({g.n, g.c, g.h, g.w}, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_input_impl<T>(x, weight, y, g); });
+  return y;
+}
+
+Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
+                                       const Conv2dParams& p) {
+  const char* op = "conv_transpose2d_backward_input";
+  check_operands(op, grad, "gradient", weight, "weight");
+  conv_detail::check_params(op, p, true);
+  Geometry g = conv_detail::transpose_geometry(op, x_shape, weight.shape(), p);
+  conv_detail::check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
+  Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
+  dispatch_float(op, grad.dtype(), [&]<typename T>() { forward_impl<T>(grad, weight, dx, g); });
+  return dx;
+}
+
+Tensor conv_transpose2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
+                                        const Conv2dParams& p) {
+  const char* op = "conv_transpose2d_backward_weight";
+  check_operands(op, grad, "gradient", x, "input");
+  conv_detail::check_params(op, p, true);
+  Geometry g = conv_detail::transpose_geometry(op, x.shape(), weight_shape, p);
+  conv_detail::check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
+  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(x, grad, dw, g); });
+  return dw;
+}
+
+}  // namespace tandem::kernels::cuda

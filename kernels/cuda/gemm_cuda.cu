@@ -1,0 +1,73 @@
+#include "kernels/cuda/gemm_cuda.h"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "runtime/cuda/stream.h"
+#include "runtime/cuda_check.h"
+
+namespace tandem::kernels::cuda {
+
+cublasHandle_t cublas_handle(int device) {
+  static std::mutex mutex;
+  static std::vector<cublasHandle_t> handles;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (static_cast<size_t>(device) >= handles.size()) handles.resize(static_cast<size_t>(device) + 1, nullptr);
+  cublasHandle_t& h = handles[static_cast<size_t>(device)];
+  if (h == nullptr) {
+    // Never destroyed: a static destructor would run after the driver may have shut down.
+    TANDEM_CHECK_CUDA(cudaSetDevice(device));
+    TANDEM_CHECK_CUBLAS(cublasCreate(&h));
+    TANDEM_CHECK_CUBLAS(cublasSetStream(h, tandem::cuda::compute_stream()));
+    TANDEM_CHECK_CUBLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  }
+  return h;
+}
+
+void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  const GemmShape s = check_gemm(a, ta, b, tb, c);
+  const DType dtype = a.dtype();
+  TANDEM_CHECK(dtype == DType::f32 || dtype == DType::f64,
+               "matmul: dtype " << dtype_name(dtype) << " is not supported (use float32 or float64)");
+  if (s.m == 0 || s.n == 0) return;
+  const int device = a.device().index;
+  TANDEM_CHECK_CUDA(cudaSetDevice(device));
+  cublasHandle_t h = cublas_handle(device);
+  if (s.k == 0) {  // an empty sum: C = beta C, and cuBLAS rejects the zero leading dimensions
+    if (beta == 0.0) {
+      c.zero_();
+    } else if (beta != 1.0) {
+      const int count = static_cast<int>(c.numel());
+      if (dtype == DType::f32) {
+        const float fb = static_cast<float>(beta);
+        TANDEM_CHECK_CUBLAS(cublasSscal(h, count, &fb, static_cast<float*>(c.raw_data()), 1));
+      } else {
+        TANDEM_CHECK_CUBLAS(cublasDscal(h, count, &beta, static_cast<double*>(c.raw_data()), 1));
+      }
+    }
+    return;
+  }
+  TANDEM_CHECK(s.m <= INT32_MAX && s.n <= INT32_MAX && s.k <= INT32_MAX,
+               "matmul: dimensions " << s.m << " x " << s.k << " x " << s.n << " exceed cuBLAS's int range");
+  // cuBLAS is column-major and a row-major X is the column-major X^T, so C^T = op(B)^T op(A)^T
+  // is computed with the operands swapped and the same transpose flags.
+  const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
+  const int lda = static_cast<int>(std::max<int64_t>(1, a.size(1)));
+  const int ldb = static_cast<int>(std::max<int64_t>(1, b.size(1)));
+  if (dtype == DType::f32) {
+    const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
+    TANDEM_CHECK_CUBLAS(cublasGemmEx(h, op_b, op_a, n, m, k, &fa, b.raw_data(), CUDA_R_32F, ldb, a.raw_data(),
+                                     CUDA_R_32F, lda, &fb, c.raw_data(), CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+  } else {
+    TANDEM_CHECK_CUBLAS(cublasDgemm(h, op_b, op_a, n, m, k, &alpha, static_cast<const double*>(b.raw_data()), ldb,
+                                    static_cast<const double*>(a.raw_data()), lda, &beta,
+                                    static_cast<double*>(c.raw_data()), n));
+  }
+}
+
+}  // namespace tandem::kernels::cuda

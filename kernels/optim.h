@@ -1,0 +1,63 @@
+// Fused multi-tensor optimizer updates: one call updates a whole group of parameters that
+// share a device and a dtype (float32 or float64); on CUDA the group is one kernel launch.
+//
+// Contract:
+// - Entry i of every list belongs to parameter i and has its shape; every tensor is
+//   defined and on the parameters' device and dtype. Errors name the op, the list, the
+//   index and both tensors. The tensors are updated in place (the lists hold handles).
+// - The formulas are those of autograd/optim.h, evaluated in the parameter's dtype one
+//   rounded operation at a time (no fused multiply-add), so the CPU and CUDA kernels give
+//   the same bits. Constants are computed in double, then rounded to the dtype.
+//   Adam, t = step.step:  g += wd p (Adam only);  p *= 1 - lr wd (AdamW only);
+//     m = b1 m + (1 - b1) g;  v = b2 v + ((1 - b2) g) g;
+//     p -= (lr / (1 - b1^t)) * (m / (sqrt(v) / sqrt(1 - b2^t) + eps)).
+//   SGD:  g += wd p (when wd != 0);  when momentum != 0:
+//     b = first ? g : momentum b + (1 - dampening) g;  g = nesterov ? g + momentum b : b;
+//     p -= lr g.
+// - sgd_update_ takes one momentum buffer per parameter when momentum != 0, and an empty
+//   list otherwise. With `first` set the buffers' old contents are not read.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace tandem::kernels {
+
+struct AdamStep {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled = false;  // AdamW: p *= 1 - lr wd instead of g += wd p
+  int64_t step = 1;        // t, the parameters' step count after this update (>= 1)
+};
+
+struct SgdStep {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  bool first = false;  // the momentum buffers are new: b = g
+};
+
+void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, const AdamStep& step);
+
+void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& momentum_buffers, const SgdStep& step);
+
+// The per-step constants of Adam, as both kernels use them.
+struct AdamCoeffs {
+  double beta1, beta2, eps;
+  double l2;         // Adam's weight decay, added to the gradient (0 for AdamW)
+  double decay;      // AdamW's factor 1 - lr wd on the parameter (1 for Adam)
+  double step_size;  // lr / (1 - beta1^t)
+  double bc2_sqrt;   // sqrt(1 - beta2^t)
+};
+AdamCoeffs adam_coeffs(const AdamStep& step);
+
+}  // namespace tandem::kernels
