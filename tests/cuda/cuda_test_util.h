@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <sstream>
 
 #include "runtime/rng.h"
@@ -46,6 +48,26 @@ inline void require_close(const Tensor& gpu, const Tensor& cpu, const std::strin
   double err = relative_error(gpu, cpu);
   INFO("relative error " << err << " (limit " << tolerance(cpu.dtype()) << ")");
   REQUIRE(err <= tolerance(cpu.dtype()));
+}
+
+// The message of the Error a call throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+// A CPU and a GPU operand together: an Error naming the op and both devices.
+inline void require_device_mismatch(const std::string& op, const std::function<void()>& call) {
+  std::string message = error_of(call);
+  INFO(op << " threw: " << message);
+  REQUIRE(message.find(op + ":") != std::string::npos);
+  REQUIRE(message.find("device mismatch") != std::string::npos);
+  REQUIRE(message.find("on cpu") != std::string::npos);
+  REQUIRE(message.find("on cuda:0") != std::string::npos);
 }
 
 }  // namespace tandem::testing

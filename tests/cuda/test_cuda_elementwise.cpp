@@ -59,25 +59,6 @@ void check_binary(const std::string& op, const Binary& f, double lo_a, double hi
     }
 }
 
-// The error a call throws, or "" when it throws none.
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
-
-// A CPU and a GPU operand together: an Error naming the op and both devices.
-void require_device_mismatch(const std::string& op, const std::function<void()>& call) {
-  std::string message = error_of(call);
-  INFO(op << " threw: " << message);
-  REQUIRE(message.find(op + ":") != std::string::npos);
-  REQUIRE(message.find("device mismatch") != std::string::npos);
-  REQUIRE(message.find("on cpu") != std::string::npos);
-  REQUIRE(message.find("on cuda:0") != std::string::npos);
-}
 
 }  // namespace
 
