@@ -35,15 +35,33 @@ inline void require_cpu(const char* op, const Tensor& t) {
   TANDEM_CHECK(t.device().is_cpu(), op << ": no kernel for " << t.str() << " in this build");
 }
 
-// The checks of every same-shape binary kernel: both defined, same shape, dtype and
-// device, on the CPU. Errors name the op and the operands.
-inline void check_same_layout(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
-                              const char* b_name) {
+// For entry points that check and allocate once for both devices before handing the work
+// to a device's kernel: the tensor's device has kernels in this build (a CUDA tensor
+// without CUDA is an error naming the op, before any allocation on that device).
+inline void require_kernel_device(const char* op, const Tensor& t) {
+#if !TANDEM_HAVE_CUDA
+  require_cpu(op, t);
+#else
+  static_cast<void>(op);
+  static_cast<void>(t);
+#endif
+}
+
+// The checks of every same-shape binary kernel, on either device: both defined, same
+// shape, dtype and device. Errors name the op and the operands.
+inline void check_same_operands(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
+                                const char* b_name) {
   check_defined(op, a, a_name);
   check_defined(op, b, b_name);
   check_same_shape(op, a, b);
   check_same_dtype(op, a, b);
   check_same_device(op, a, b);
+}
+
+// check_same_operands, on the CPU.
+inline void check_same_layout(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
+                              const char* b_name) {
+  check_same_operands(op, a, a_name, b, b_name);
   require_cpu(op, a);
 }
 

@@ -43,12 +43,7 @@ Tensor unary(const char* op, const Tensor& x, F f) {
 // out[i] = f(grad[i], saved[i]), where saved is the forward's input or output.
 template <typename F>
 Tensor backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
-  check_defined(op, grad, "gradient");
-  check_defined(op, saved, "saved tensor");
-  check_same_shape(op, grad, saved);
-  check_same_dtype(op, grad, saved);
-  check_same_device(op, grad, saved);
-  require_cpu(op, grad);
+  check_same_layout(op, grad, "gradient", saved, "saved tensor");
   Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
     const T* pg = grad.data<T>();

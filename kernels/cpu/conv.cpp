@@ -29,10 +29,10 @@ using conv_detail::conv_geometry;
 using conv_detail::Geometry;
 using conv_detail::transpose_geometry;
 
-// Defined, 4-D, same dtype and device, on the CPU.
+// Defined, 4-D, same dtype and device, on a device with kernels in this build.
 void check_operands(const char* op, const Tensor& a, const char* a_what, const Tensor& b, const char* b_what) {
   conv_detail::check_operands(op, a, a_what, b, b_what);
-  require_cpu(op, a);
+  require_kernel_device(op, a);
 }
 
 // Bounds the shared im2col buffer (elements) so large batches do not allocate without limit.
@@ -182,77 +182,98 @@ void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, 
 
 }  // namespace
 
+// The entry points check their operands and work out the geometry once, for either
+// device; only the three kernels below differ between the CPU and kernels/cuda.
+namespace {
+
+void run_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
+#if TANDEM_HAVE_CUDA
+  if (x.device().is_cuda()) return cuda::conv_forward(op, x, weight, y, g);
+#endif
+  dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
+}
+
+void run_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
+#if TANDEM_HAVE_CUDA
+  if (grad.device().is_cuda()) return cuda::conv_backward_input(op, grad, weight, dx, g);
+#endif
+  dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
+}
+
+void run_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
+#if TANDEM_HAVE_CUDA
+  if (x.device().is_cuda()) return cuda::conv_backward_weight(op, grad, x, dweight, g);
+#endif
+  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dweight, g); });
+}
+
+}  // namespace
+
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
-  TANDEM_CUDA_ROUTE(x, cuda::conv2d(x, weight, p));
   const char* op = "conv2d";
   check_operands(op, x, "input", weight, "weight");
   check_params(op, p, false);
   Geometry g = conv_geometry(op, x.shape(), weight.shape(), p);
   Tensor y = Tensor::empty({g.n, g.o, g.ho, g.wo}, x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
+  run_forward(op, x, weight, y, g);
   return y;
 }
 
 Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
                              const Conv2dParams& p) {
-  TANDEM_CUDA_ROUTE(grad, cuda::conv2d_backward_input(grad, weight, x_shape, p));
   const char* op = "conv2d_backward_input";
   check_operands(op, grad, "gradient", weight, "weight");
   check_params(op, p, false);
   Geometry g = conv_geometry(op, x_shape, weight.shape(), p);
   check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
   Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
-  dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
+  run_backward_input(op, grad, weight, dx, g);
   return dx;
 }
 
 Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
                               const Conv2dParams& p) {
-  TANDEM_CUDA_ROUTE(grad, cuda::conv2d_backward_weight(grad, x, weight_shape, p));
   const char* op = "conv2d_backward_weight";
   check_operands(op, grad, "gradient", x, "input");
   check_params(op, p, false);
   Geometry g = conv_geometry(op, x.shape(), weight_shape, p);
   check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
   Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dw, g); });
+  run_backward_weight(op, grad, x, dw, g);
   return dw;
 }
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
-  TANDEM_CUDA_ROUTE(x, cuda::conv_transpose2d(x, weight, p));
   const char* op = "conv_transpose2d";
   check_operands(op, x, "input", weight, "weight");
   check_params(op, p, true);
   Geometry g = transpose_geometry(op, x.shape(), weight.shape(), p);
   Tensor y = Tensor::empty({g.n, g.c, g.h, g.w}, x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_input_impl<T>(x, weight, y, g); });
+  run_backward_input(op, x, weight, y, g);
   return y;
 }
 
 Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
                                        const Conv2dParams& p) {
-  TANDEM_CUDA_ROUTE(grad, cuda::conv_transpose2d_backward_input(grad, weight, x_shape, p));
   const char* op = "conv_transpose2d_backward_input";
   check_operands(op, grad, "gradient", weight, "weight");
   check_params(op, p, true);
   Geometry g = transpose_geometry(op, x_shape, weight.shape(), p);
   check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
   Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
-  dispatch_float(op, grad.dtype(), [&]<typename T>() { forward_impl<T>(grad, weight, dx, g); });
+  run_forward(op, grad, weight, dx, g);
   return dx;
 }
 
 Tensor conv_transpose2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
                                         const Conv2dParams& p) {
-  TANDEM_CUDA_ROUTE(grad, cuda::conv_transpose2d_backward_weight(grad, x, weight_shape, p));
   const char* op = "conv_transpose2d_backward_weight";
   check_operands(op, grad, "gradient", x, "input");
   check_params(op, p, true);
   Geometry g = transpose_geometry(op, x.shape(), weight_shape, p);
   check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
   Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(x, grad, dw, g); });
+  run_backward_weight(op, x, grad, dw, g);
   return dw;
 }
 

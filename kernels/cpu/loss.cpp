@@ -34,10 +34,7 @@ Tensor bce_with_logits_backward(const Tensor& grad, const Tensor& logits, const 
   TANDEM_CUDA_ROUTE(logits, cuda::bce_with_logits_backward(grad, logits, targets));
   const char* op = "bce_with_logits_backward";
   check_same_layout(op, logits, "logits", targets, "targets");
-  check_defined(op, grad, "gradient");
-  check_same_shape(op, grad, logits);
-  check_same_dtype(op, grad, logits);
-  check_same_device(op, grad, logits);
+  check_same_operands(op, grad, "gradient", logits, "logits");
   Tensor out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   dispatch_float(op, logits.dtype(), [&]<typename T>() {
     const T* pg = grad.data<T>();

@@ -2,6 +2,7 @@
 // a batch) do not drift with the element count.
 #include "kernels/reduce.h"
 
+#include "kernels/axis_layout.h"
 #include "kernels/dispatch.h"
 
 #if TANDEM_HAVE_CUDA
@@ -10,26 +11,8 @@
 
 namespace tandem::kernels {
 
-namespace {
-
-int64_t normalize_axis(const char* op, const Tensor& x, int64_t axis) {
-  int64_t d = x.dim();
-  int64_t a = axis < 0 ? axis + d : axis;
-  TANDEM_CHECK(a >= 0 && a < d, op << ": axis " << axis << " out of range for shape " << shape_str(x.shape()));
-  return a;
-}
-
-// Splits shape around `axis` into (outer, size, inner) so element (o, k, i) is at
-// (o * size + k) * inner + i.
-void split_at(const Shape& shape, int64_t axis, int64_t& outer, int64_t& size, int64_t& inner) {
-  outer = 1;
-  inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= shape[static_cast<size_t>(i)];
-  size = shape[static_cast<size_t>(axis)];
-  for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
-}
-
-}  // namespace
+using axis_detail::normalize_axis;
+using axis_detail::split_at;
 
 Tensor sum_all(const Tensor& x) {
   TANDEM_CUDA_ROUTE(x, cuda::sum_all(x));
@@ -57,7 +40,7 @@ Tensor sum_axis(const Tensor& x, int64_t axis, bool keepdim) {
   TANDEM_CUDA_ROUTE(x, cuda::sum_axis(x, axis, keepdim));
   check_defined("sum", x, "input");
   require_cpu("sum", x);
-  int64_t a = normalize_axis("sum", x, axis);
+  int64_t a = normalize_axis("sum", x.shape(), axis);
   int64_t outer, size, inner;
   split_at(x.shape(), a, outer, size, inner);
   Shape shape = x.shape();

@@ -3,8 +3,8 @@
 #include "kernels/shape_ops.h"
 
 #include <algorithm>
-#include <sstream>
 
+#include "kernels/axis_layout.h"
 #include "kernels/dispatch.h"
 
 #if TANDEM_HAVE_CUDA
@@ -13,22 +13,10 @@
 
 namespace tandem::kernels {
 
+using axis_detail::normalize_axis;
+using axis_detail::split_at;
+
 namespace {
-
-int64_t normalize_axis(const char* op, const Shape& shape, int64_t axis) {
-  int64_t d = static_cast<int64_t>(shape.size());
-  int64_t a = axis < 0 ? axis + d : axis;
-  TANDEM_CHECK(a >= 0 && a < d, op << ": axis " << axis << " out of range for shape " << shape_str(shape));
-  return a;
-}
-
-// Product of the dimensions before `axis` (outer) and after it (inner).
-void outer_inner(const Shape& shape, int64_t axis, int64_t& outer, int64_t& inner) {
-  outer = 1;
-  inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= shape[static_cast<size_t>(i)];
-  for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
-}
 
 // Copies `outer` blocks of `count` elements from src (stride src_stride) to dst (stride
 // dst_stride).
@@ -37,37 +25,20 @@ void copy_blocks(const T* src, int64_t src_stride, T* dst, int64_t dst_stride, i
   for (int64_t o = 0; o < outer; ++o) std::copy_n(src + o * src_stride, count, dst + o * dst_stride);
 }
 
-std::string shapes_str(const std::vector<Tensor>& parts) {
-  std::ostringstream os;
-  for (size_t i = 0; i < parts.size(); ++i) os << (i ? ", " : "") << shape_str(parts[i].shape());
-  return os.str();
-}
-
 }  // namespace
 
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
   const char* op = "concat";
   TANDEM_CHECK(!parts.empty(), op << ": no tensors given");
   TANDEM_CUDA_ROUTE(parts.front(), cuda::concat(parts, axis));
-  for (const Tensor& p : parts) check_defined(op, p, "part");
+  int64_t a = 0;
+  Shape out_shape = axis_detail::concat_shape(op, parts, axis, a);
   const Tensor& first = parts.front();
-  int64_t a = normalize_axis(op, first.shape(), axis);
-  Shape out_shape = first.shape();
-  out_shape[static_cast<size_t>(a)] = 0;
-  for (const Tensor& p : parts) {
-    bool match = p.dim() == first.dim();
-    for (int64_t i = 0; match && i < p.dim(); ++i) match = i == a || p.size(i) == first.size(i);
-    TANDEM_CHECK(match, op << ": shapes differ outside axis " << axis << ": " << shape_str(first.shape()) << " vs "
-                           << shape_str(p.shape()) << " (all parts: " << shapes_str(parts) << ")");
-    check_same_dtype(op, first, p);
-    check_same_device(op, first, p);
-    require_cpu(op, p);
-    out_shape[static_cast<size_t>(a)] += p.size(a);
-  }
+  require_cpu(op, first);
   Tensor out = Tensor::empty(out_shape, first.dtype(), first.device());
-  int64_t outer, inner;
-  outer_inner(out_shape, a, outer, inner);
-  int64_t out_stride = out_shape[static_cast<size_t>(a)] * inner;
+  int64_t outer, size, inner;
+  split_at(out_shape, a, outer, size, inner);
+  int64_t out_stride = size * inner;
   dispatch_float(op, first.dtype(), [&]<typename T>() {
     T* po = out.data<T>();
     int64_t at = 0;
@@ -93,8 +64,8 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t length) {
   Shape out_shape = x.shape();
   out_shape[static_cast<size_t>(a)] = length;
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
-  int64_t outer, inner;
-  outer_inner(x.shape(), a, outer, inner);
+  int64_t outer, unused, inner;
+  split_at(x.shape(), a, outer, unused, inner);
   dispatch_float(op, x.dtype(), [&]<typename T>() {
     copy_blocks(x.data<T>() + start * inner, size * inner, out.data<T>(), length * inner, outer, length * inner);
   });
@@ -115,8 +86,8 @@ Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t axis
                   << " does not fit input " << shape_str(input_shape));
   int64_t length = grad.size(a);
   Tensor out = Tensor::zeros(input_shape, grad.dtype(), grad.device());
-  int64_t outer, inner;
-  outer_inner(input_shape, a, outer, inner);
+  int64_t outer, unused, inner;
+  split_at(input_shape, a, outer, unused, inner);
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
     copy_blocks(grad.data<T>(), length * inner, out.data<T>() + start * inner, size * inner, outer, length * inner);
   });

@@ -190,79 +190,21 @@ void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, 
   if (g.n == 0) dweight.zero_();
 }
 
-void check_operands(const char* op, const Tensor& a, const char* a_what, const Tensor& b, const char* b_what) {
-  conv_detail::check_operands(op, a, a_what, b, b_what);
-  TANDEM_CHECK_CUDA(cudaSetDevice(a.device().index));
-}
-
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
-  const char* op = "conv2d";
-  check_operands(op, x, "input", weight, "weight");
-  conv_detail::check_params(op, p, false);
-  Geometry g = conv_detail::conv_geometry(op, x.shape(), weight.shape(), p);
-  Tensor y = Tensor::empty({g.n, g.o, g.ho, g.wo}, x.dtype(), x.device());
+void conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
+  TANDEM_CHECK_CUDA(cudaSetDevice(x.device().index));
   dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
-  return y;
 }
 
-Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
-                             const Conv2dParams& p) {
-  const char* op = "conv2d_backward_input";
-  check_operands(op, grad, "gradient", weight, "weight");
-  conv_detail::check_params(op, p, false);
-  Geometry g = conv_detail::conv_geometry(op, x_shape, weight.shape(), p);
-  conv_detail::check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
-  Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
+void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
+  TANDEM_CHECK_CUDA(cudaSetDevice(grad.device().index));
   dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
-  return dx;
 }
 
-Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
-                              const Conv2dParams& p) {
-  const char* op = "conv2d_backward_weight";
-  check_operands(op, grad, "gradient", x, "input");
-  conv_detail::check_params(op, p, false);
-  Geometry g = conv_detail::conv_geometry(op, x.shape(), weight_shape, p);
-  conv_detail::check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
-  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dw, g); });
-  return dw;
-}
-
-Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
-  const char* op = "conv_transpose2d";
-  check_operands(op, x, "input", weight, "weight");
-  conv_detail::check_params(op, p, true);
-  Geometry g = conv_detail::transpose_geometry(op, x.shape(), weight.shape(), p);
-  Tensor y = Tensor::empty({g.n, g.c, g.h, g.w}, x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_input_impl<T>(x, weight, y, g); });
-  return y;
-}
-
-Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
-                                       const Conv2dParams& p) {
-  const char* op = "conv_transpose2d_backward_input";
-  check_operands(op, grad, "gradient", weight, "weight");
-  conv_detail::check_params(op, p, true);
-  Geometry g = conv_detail::transpose_geometry(op, x_shape, weight.shape(), p);
-  conv_detail::check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
-  Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
-  dispatch_float(op, grad.dtype(), [&]<typename T>() { forward_impl<T>(grad, weight, dx, g); });
-  return dx;
-}
-
-Tensor conv_transpose2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
-                                        const Conv2dParams& p) {
-  const char* op = "conv_transpose2d_backward_weight";
-  check_operands(op, grad, "gradient", x, "input");
-  conv_detail::check_params(op, p, true);
-  Geometry g = conv_detail::transpose_geometry(op, x.shape(), weight_shape, p);
-  conv_detail::check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
-  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(x, grad, dw, g); });
-  return dw;
+void conv_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
+  TANDEM_CHECK_CUDA(cudaSetDevice(x.device().index));
+  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dweight, g); });
 }
 
 }  // namespace tandem::kernels::cuda

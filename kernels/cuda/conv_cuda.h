@@ -1,24 +1,24 @@
-// Convolution on CUDA tensors: im2col / col2im kernels + cuBLAS GEMM. CUDA builds only;
-// kernels/conv.h routes here.
+// The three convolution kernels on CUDA tensors: im2col / col2im kernels + cuBLAS GEMM.
+// CUDA builds only; the entry points of kernels/conv.h check the operands, work out the
+// Geometry, allocate the output and call these for tensors on a GPU.
 //
-// Contract: as kernels/conv.h (same checks and messages, same results up to the GEMM's
-// summation order). col2im gathers each input element's window contributions in a fixed
+// Contract: the same results as the CPU twins in kernels/cpu/conv.cpp up to the GEMM's
+// summation order. col2im gathers each input element's window contributions in a fixed
 // order (no atomics), so results are deterministic run to run. Runs on the compute stream.
+// `op` names the caller in errors (an unsupported dtype).
 #pragma once
 
-#include "kernels/conv.h"
+#include "kernels/conv_geometry.h"
 
 namespace tandem::kernels::cuda {
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p);
-Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
-                             const Conv2dParams& p);
-Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
-                              const Conv2dParams& p);
-Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p);
-Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight, const Shape& x_shape,
-                                       const Conv2dParams& p);
-Tensor conv_transpose2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& weight_shape,
-                                        const Conv2dParams& p);
+// y [n, o, ho, wo] = conv2d(x [n, c, h, w], weight [o, c, kh, kw]).
+void conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y, const conv_detail::Geometry& g);
+// dx [n, c, h, w] = the adjoint of conv_forward applied to grad [n, o, ho, wo].
+void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx,
+                         const conv_detail::Geometry& g);
+// dweight [o, c, kh, kw] = sum over samples of grad x im2col(x)^T.
+void conv_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight,
+                          const conv_detail::Geometry& g);
 
 }  // namespace tandem::kernels::cuda

@@ -169,13 +169,9 @@ void require_cuda(const char* op, const Tensor& t) {
 
 void set_device(const Tensor& t) { TANDEM_CHECK_CUDA(cudaSetDevice(t.device().index)); }
 
-// The checks of dispatch.h's check_same_layout, without its require_cpu.
+// dispatch.h's check_same_operands, on a GPU.
 void check_same_layout(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
-  check_defined(op, a, a_name);
-  check_defined(op, b, b_name);
-  check_same_shape(op, a, b);
-  check_same_dtype(op, a, b);
-  check_same_device(op, a, b);
+  check_same_operands(op, a, a_name, b, b_name);
   require_cuda(op, a);
 }
 
@@ -224,12 +220,7 @@ Tensor unary(const char* op, const char* what, const Tensor& a, F f) {
 // out[i] = f(grad[i], saved[i]); the checks of the CPU activations' backward.
 template <typename F>
 Tensor activation_backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
-  check_defined(op, grad, "gradient");
-  check_defined(op, saved, "saved tensor");
-  check_same_shape(op, grad, saved);
-  check_same_dtype(op, grad, saved);
-  check_same_device(op, grad, saved);
-  require_cuda(op, grad);
+  check_same_layout(op, grad, "gradient", saved, "saved tensor");
   Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
   launch_binary(op, grad, saved, out, f);
   return out;
@@ -321,10 +312,7 @@ Tensor bce_with_logits(const Tensor& logits, const Tensor& targets) {
 Tensor bce_with_logits_backward(const Tensor& grad, const Tensor& logits, const Tensor& targets) {
   const char* op = "bce_with_logits_backward";
   check_same_layout(op, logits, "logits", targets, "targets");
-  check_defined(op, grad, "gradient");
-  check_same_shape(op, grad, logits);
-  check_same_dtype(op, grad, logits);
-  check_same_device(op, grad, logits);
+  check_same_operands(op, grad, "gradient", logits, "logits");
   Tensor out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   const int64_t n = logits.numel();
   if (n == 0) return out;

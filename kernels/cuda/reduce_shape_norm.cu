@@ -17,16 +17,21 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/axis_layout.h"
 #include "kernels/cuda/elementwise_cuda.h"
 #include "kernels/cuda/norm_cuda.h"
 #include "kernels/cuda/pool_cuda.h"
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/cuda/shape_ops_cuda.h"
 #include "kernels/dispatch.h"
+#include "kernels/norm_layout.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/cuda_check.h"
 
 namespace tandem::kernels::cuda {
+
+using axis_detail::normalize_axis;
+using axis_detail::split_at;
 
 namespace {
 
@@ -345,29 +350,6 @@ __global__ void affine_kernel(const T* x, const double* center, const double* a,
 
 // ---- argument checks (the CPU twins' messages) ----------------------------------------
 
-int64_t normalize_axis(const char* op, const Shape& shape, int64_t axis) {
-  const int64_t d = static_cast<int64_t>(shape.size());
-  const int64_t a = axis < 0 ? axis + d : axis;
-  TANDEM_CHECK(a >= 0 && a < d, op << ": axis " << axis << " out of range for shape " << shape_str(shape));
-  return a;
-}
-
-// Splits shape around `axis` into (outer, size, inner) so element (o, k, i) is at
-// (o * size + k) * inner + i.
-void split_at(const Shape& shape, int64_t axis, int64_t& outer, int64_t& size, int64_t& inner) {
-  outer = 1;
-  inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= shape[static_cast<size_t>(i)];
-  size = shape[static_cast<size_t>(axis)];
-  for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
-}
-
-std::string shapes_str(const std::vector<Tensor>& parts) {
-  std::ostringstream os;
-  for (size_t i = 0; i < parts.size(); ++i) os << (i ? ", " : "") << shape_str(parts[i].shape());
-  return os.str();
-}
-
 void check_nchw(const char* op, const Tensor& x, const char* what) {
   check_defined(op, x, what);
   TANDEM_CHECK(x.dim() == 4, op << ": needs a 4-D [N, C, H, W] " << what << ", got " << shape_str(x.shape()));
@@ -379,27 +361,13 @@ void check_even(const char* op, const Tensor& x, const char* what) {
                op << ": needs even H and W, got " << what << " " << shape_str(x.shape()));
 }
 
-// x viewed as [n, c, inner].
-struct Layout {
-  int64_t n, c, inner;
-  int64_t count() const { return n * inner; }  // elements per channel
-};
+using norm_detail::check_channel;
+using norm_detail::Layout;
 
 Layout layout_of(const char* op, const Tensor& x) {
-  check_defined(op, x, "input");
-  TANDEM_CHECK(x.dim() == 2 || x.dim() == 4, op << ": needs [N, C] or [N, C, H, W], got " << shape_str(x.shape()));
+  Layout s = norm_detail::layout_of(op, x);
   require_cuda(op, x);
-  return Layout{x.size(0), x.size(1), x.dim() == 4 ? x.size(2) * x.size(3) : 1};
-}
-
-void check_channel(const char* op, const Tensor& x, const Tensor& t, const char* what, bool optional) {
-  if (optional && !t.defined()) return;
-  check_defined(op, t, what);
-  TANDEM_CHECK(t.dim() == 1 && t.size(0) == x.size(1), op << ": " << what << " " << shape_str(t.shape())
-                                                          << " does not match channels (axis 1) of input "
-                                                          << shape_str(x.shape()));
-  check_same_dtype(op, x, t);
-  check_same_device(op, x, t);
+  return s;
 }
 
 // A device pointer to an optional per-channel tensor, null when it is undefined.
@@ -641,22 +609,10 @@ Tensor avg_pool2x_backward(const Tensor& grad) {
 
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
   const char* op = "concat";
-  TANDEM_CHECK(!parts.empty(), op << ": no tensors given");
-  for (const Tensor& p : parts) check_defined(op, p, "part");
+  int64_t a = 0;
+  Shape out_shape = axis_detail::concat_shape(op, parts, axis, a);
   const Tensor& first = parts.front();
-  const int64_t a = normalize_axis(op, first.shape(), axis);
-  Shape out_shape = first.shape();
-  out_shape[static_cast<size_t>(a)] = 0;
-  for (const Tensor& p : parts) {
-    bool match = p.dim() == first.dim();
-    for (int64_t i = 0; match && i < p.dim(); ++i) match = i == a || p.size(i) == first.size(i);
-    TANDEM_CHECK(match, op << ": shapes differ outside axis " << axis << ": " << shape_str(first.shape()) << " vs "
-                           << shape_str(p.shape()) << " (all parts: " << shapes_str(parts) << ")");
-    check_same_dtype(op, first, p);
-    check_same_device(op, first, p);
-    require_cuda(op, p);
-    out_shape[static_cast<size_t>(a)] += p.size(a);
-  }
+  require_cuda(op, first);
   Tensor out = Tensor::empty(out_shape, first.dtype(), first.device());
   int64_t outer, size, inner;
   split_at(out_shape, a, outer, size, inner);
