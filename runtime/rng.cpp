@@ -89,6 +89,8 @@ Generator& default_generator() {
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
+namespace {
+
 // A GPU tensor is filled on the host and copied over, so it gets the very numbers a CPU
 // tensor would (the noise of a GAN step is small; this is not a hot path).
 template <typename Fill>
@@ -99,6 +101,8 @@ bool filled_through_host(Tensor& t, Fill&& fill) {
   t.copy_(host);
   return true;
 }
+
+}  // namespace
 
 void fill_uniform(Tensor& t, double lo, double hi, Generator& gen) {
   if (filled_through_host(t, [&](Tensor& h) { fill_uniform(h, lo, hi, gen); })) return;

@@ -22,8 +22,7 @@ inline std::string gpu_skip_reason() {
     TANDEM_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
     std::string mine;
     int count = 0;
-    if (!cuda::device_available(&mine)) {
-    } else if (cudaGetDeviceCount(&count) == cudaSuccess && count < size) {
+    if (cuda::device_available(&mine) && cudaGetDeviceCount(&count) == cudaSuccess && count < size) {
       mine = std::to_string(count) + " CUDA device(s) for " + std::to_string(size) + " ranks";
     }
     int skip = mine.empty() ? 0 : 1, any = 0;

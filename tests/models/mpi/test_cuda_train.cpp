@@ -4,12 +4,12 @@
 // Needs one GPU per rank; skips with a message without one (as on CI).
 #include <catch2/catch.hpp>
 
-#include <cmath>
 #include <filesystem>
 #include <sstream>
 
 #include "models/trainer.h"
 #include "runtime/process_group.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/mpi_gpu_skip.h"
 
 using namespace tandem;
@@ -56,17 +56,6 @@ bool have_data(const models::TrainOptions& o) {
   return o.data != "fashion-mnist" || fs::exists(fs::path(o.data_dir) / "train-images-idx3-ubyte.gz");
 }
 
-double relative_error(const Tensor& got, const Tensor& want) {
-  std::vector<double> g = got.to_vector(), w = want.to_vector();
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!std::isfinite(g[i])) return INFINITY;
-    diff += (g[i] - w[i]) * (g[i] - w[i]);
-    norm += w[i] * w[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-}
-
 void compare_gpu_with_cpu(models::TrainOptions cpu, models::TrainOptions gpu) {
   std::ostringstream log;
   models::TrainResult want = models::train(cpu, cpu_world(), log);
@@ -77,7 +66,7 @@ void compare_gpu_with_cpu(models::TrainOptions cpu, models::TrainOptions gpu) {
   for (size_t i = 0; i < want.parameters.size(); ++i) {
     REQUIRE(got.parameters[i].device().is_cpu());
     REQUIRE(got.parameters[i].shape() == want.parameters[i].shape());
-    worst = std::max(worst, relative_error(got.parameters[i], want.parameters[i]));
+    worst = std::max(worst, testing::relative_error(got.parameters[i], want.parameters[i]));
   }
   INFO("worst relative parameter error GPU vs CPU: " << worst);
   CHECK(worst < 1e-4);
@@ -129,8 +118,8 @@ TEST_CASE("a checkpoint written on the GPU resumes bitwise on the GPU", "[cuda][
   for (size_t i = 0; i < whole.parameters.size(); ++i) CHECK(resumed.parameters[i].to_vector() == whole.parameters[i].to_vector());
 }
 
+// Needs no GPU: the trainer refuses before it touches one.
 TEST_CASE("--device cuda with the mpi backend is refused with both names", "[cuda][train]") {
-  SKIP_WITHOUT_GPU();
   models::TrainOptions o = run_options("mlp", "cuda", fresh_dir("refused"));
   std::ostringstream log;
   try {
