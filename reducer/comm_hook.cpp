@@ -1,7 +1,5 @@
 #include "reducer/comm_hook.h"
 
-#include "kernels/elementwise.h"
-
 namespace tandem {
 
 namespace {
@@ -9,9 +7,10 @@ namespace {
 class AllreduceHook final : public CommHook {
  public:
   std::string name() const override { return "allreduce"; }
+  bool prescaled() const override { return true; }
   std::shared_ptr<dist::Work> launch(GradBucket& b) override {
     b.bytes_sent = b.buffer.bytes();
-    return b.group->allreduce(b.buffer, dist::ReduceOp::avg, b.tag);
+    return b.group->allreduce(b.buffer, dist::ReduceOp::sum, b.tag);
   }
   void finish(GradBucket&) override {}
 };
@@ -20,9 +19,9 @@ class CompressHook final : public CommHook {
  public:
   explicit CompressHook(DType wire) : wire_(wire) {}
   std::string name() const override { return wire_ == DType::f16 ? "fp16_compress" : "bf16_compress"; }
+  bool prescaled() const override { return true; }
   std::shared_ptr<dist::Work> launch(GradBucket& b) override {
-    Tensor scaled = kernels::scale(b.buffer, 1.0 / b.group->size());
-    b.scratch = scaled.to(wire_);
+    b.scratch = b.buffer.to(wire_);
     b.bytes_sent = b.scratch.bytes();
     return b.group->allreduce(b.scratch, dist::ReduceOp::sum, b.tag);
   }

@@ -1,11 +1,15 @@
 // Communication hooks: what the Reducer does with a full bucket.
 //
-// Contract: launch(bucket) starts the reduction of bucket.buffer (the local gradients of
-// the bucket's parameters, summed over local backwards, never pre-divided) and returns the
-// Work to wait on, or nullptr if it finished synchronously; it sets bucket.bytes_sent to
-// the bytes it puts on the wire. After that Work completes the Reducer calls
-// finish(bucket), which must leave in bucket.buffer the average over ranks. Buckets are
-// launched strictly in index order on every rank, so hooks may issue collectives.
+// Contract: launch(bucket) starts the reduction of bucket.buffer and returns the Work to
+// wait on, or nullptr if it finished synchronously; it sets bucket.bytes_sent to the bytes
+// it puts on the wire. bucket.buffer holds the local gradients of the bucket's parameters
+// (summed over local backwards), divided by the world size when the hook's prescaled() is
+// true: the Reducer then fuses that division into its copy of each gradient into the
+// bucket, so a summing hook costs no pass of its own (rounding differs from dividing the
+// sum only for world sizes that are not powers of two). After the Work completes the
+// Reducer calls finish(bucket), which must leave in bucket.buffer the average over ranks.
+// Buckets are launched strictly in index order on every rank, so hooks may issue
+// collectives.
 #pragma once
 
 #include <functional>
@@ -31,18 +35,21 @@ class CommHook {
  public:
   virtual ~CommHook() = default;
   virtual std::string name() const = 0;
+  // True: launch receives gradients already divided by the world size.
+  virtual bool prescaled() const { return false; }
   virtual std::shared_ptr<dist::Work> launch(GradBucket& bucket) = 0;
   virtual void finish(GradBucket& bucket) = 0;
 };
 
-// Allreduce with average: the default.
+// The default: gradients prescaled by the Reducer, then one allreduce (sum).
 std::shared_ptr<CommHook> allreduce_hook();
-// Divides by the world size, converts to float16 (or bfloat16), sums, converts back. The
-// pre-division keeps fp16 from overflowing as long as each rank's gradient fits.
+// Prescaled, converted to float16 (or bfloat16), summed, converted back. The pre-division
+// keeps fp16 from overflowing as long as each rank's gradient fits.
 std::shared_ptr<CommHook> fp16_compress_hook();
 std::shared_ptr<CommHook> bf16_compress_hook();
-// A user hook: fn receives the bucket and returns its reduced (averaged) contents, a
-// tensor of the buffer's element count. Runs synchronously when the bucket is full.
+// A user hook: fn receives the bucket (local sums, not prescaled) and returns its reduced
+// (averaged) contents, a tensor of the buffer's element count. Runs synchronously when the
+// bucket is full.
 std::shared_ptr<CommHook> make_comm_hook(std::string name, std::function<Tensor(GradBucket&)> fn);
 
 }  // namespace tandem

@@ -142,6 +142,7 @@ void Reducer::begin_sync(std::vector<bool> local) {
   Phase& phase = phase_for(global);
   maybe_rebuild(phase);
   active_ = &phase;
+  prescale_ = hook_->prescaled() ? 1.0 / world : 1.0;
   slot_ready_.assign(count, false);
   next_launch_ = 0;
   phase.ready_order.clear();
@@ -227,11 +228,12 @@ void Reducer::mark_ready(size_t index, const Tensor* grad) {
   if (b < 0) return;
   TANDEM_CHECK(!slot_ready_[index], "gradient of '" << names_[index] << "' became ready twice in one backward");
   Bucket& bucket = active_->buckets[static_cast<size_t>(b)];
-  Tensor slot = bucket.grad_bucket.buffer.view_range(active_->slot_offset[index], params_[index].shape());
-  if (grad == nullptr || !grad->defined()) {
-    slot.zero_();
-  } else if (!(grad->shares_storage_with(slot) && grad->offset() == slot.offset())) {
-    slot.copy_(*grad);
+  Tensor& buffer = bucket.grad_bucket.buffer;
+  const int64_t offset = active_->slot_offset[index];
+  const bool is_slot = grad != nullptr && grad->defined() && grad->shares_storage_with(buffer) &&
+                       grad->offset() == buffer.offset() + offset;
+  if (!is_slot || prescale_ != 1.0) {  // one pass: copy (zeros without a grad) fused with the prescale
+    kernels::pack_(buffer, {grad != nullptr ? *grad : Tensor()}, {offset}, {params_[index].numel()}, prescale_);
   }
   slot_ready_[index] = true;
   active_->ready_order.push_back(index);

@@ -159,6 +159,7 @@ class Reducer : public BackwardObserver {
   Phase* active_ = nullptr;            // the phase of the backward in flight
   std::vector<bool> slot_ready_;
   size_t next_launch_ = 0;
+  double prescale_ = 1.0;               // applied while copying into buckets (CommHook::prescaled)
   bool prepared_ = false;               // prepare_for_backward ran for the next backward
   bool sync_enabled_ = true;
   std::vector<bool> unsynced_used_;     // used in no_sync backwards since the last sync
