@@ -1,28 +1,13 @@
 #include "runtime/storage.h"
 
-#include <cstdlib>
-#include <new>
-
+#include "runtime/cpu_memory.h"
 #include "runtime/error.h"
 
 namespace tandem {
 
 namespace {
 
-class CpuAllocator final : public Allocator {
- public:
-  void* allocate(size_t bytes, Device) override {
-    constexpr size_t kAlign = 64;  // a cache line; also what AVX-512 loads like
-    size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-    void* ptr = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-    TANDEM_CHECK(ptr != nullptr, "out of host memory allocating " << bytes << " bytes");
-    return ptr;
-  }
-  void deallocate(void* ptr, size_t, Device) override { std::free(ptr); }
-};
-
-CpuAllocator g_cpu_allocator;
-Allocator* g_allocators[2] = {&g_cpu_allocator, nullptr};
+Allocator* g_allocators[2] = {nullptr, nullptr};  // null: the default of the kind
 
 }  // namespace
 
@@ -30,7 +15,11 @@ void set_allocator(DeviceKind kind, Allocator* allocator) {
   g_allocators[static_cast<int>(kind)] = allocator;
 }
 
-Allocator* allocator_for(DeviceKind kind) { return g_allocators[static_cast<int>(kind)]; }
+Allocator* allocator_for(DeviceKind kind) {
+  Allocator* set = g_allocators[static_cast<int>(kind)];
+  if (set == nullptr && kind == DeviceKind::cpu) return &cpu_caching_allocator();
+  return set;
+}
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   allocator_ = allocator_for(device.kind);

@@ -2,8 +2,8 @@
 //
 // Contract: Storage owns its bytes and frees them through the allocator of its device
 // when the last tensor viewing it goes away. Allocators are registered per device kind;
-// the CPU allocator (64-byte aligned) is always present, the CUDA one is registered by
-// CUDA builds.
+// the CPU one (runtime/cpu_memory.h: 64-byte aligned, caching) is always present, the CUDA
+// one is registered by CUDA builds.
 #pragma once
 
 #include <cstddef>
