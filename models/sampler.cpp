@@ -40,7 +40,8 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int world_size, int
     TANDEM_CHECK(dataset_size >= step, "DistributedSampler: batch "
                                            << batch_size << " per rank needs at least " << step
                                            << " samples for " << world_size << " ranks; the dataset has "
-                                           << dataset_size);
+                                           << dataset_size << ", a shard of " << dataset_size / world_size
+                                           << " per rank");
     batches_per_epoch_ = dataset_size / step;
   } else {
     batches_per_epoch_ = (dataset_size + step - 1) / step;

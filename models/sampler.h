@@ -12,7 +12,7 @@
 //   N >= W*B). drop_last=false: ceil(N / (W*B)) steps, the last one padded by wrapping
 //   around to the start of the permutation (some rows repeat), as PyTorch's sampler does.
 // - Bad arguments throw an Error saying what is wrong, e.g. "batch 64 per rank needs at
-//   least 128 samples for 2 ranks; the dataset has 100".
+//   least 128 samples for 2 ranks; the dataset has 100, a shard of 50 per rank".
 // - Not thread-safe: the current epoch's permutation is cached inside.
 #pragma once
 

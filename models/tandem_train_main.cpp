@@ -1,14 +1,33 @@
 // tandem-train: the mpirun-launched GAN training program (see trainer.h and --help).
-#include <mpi.h>
-
 #include <iostream>
 
 #include "models/train_options.h"
 #include "models/trainer.h"
 #include "runtime/process_group.h"
 
+namespace {
+
+using namespace tandem;
+
+void print_error(const std::exception& e) { std::cerr << "tandem-train: error: " << e.what() << std::endl; }
+
+// Trains; returns the exit status. A failure is printed while MPI is still up (the caller's
+// context ends it): once one rank has left MPI_Finalize with a non-zero status, mpirun kills
+// the others, printed or not, and where every rank fails (too little data, an unusable --out)
+// each must say why.
+int train_printing_errors(const models::TrainOptions& options, dist::DistributedContext& context) {
+  try {
+    models::train(options, context.world(), std::cout);
+    return 0;
+  } catch (const std::exception& e) {
+    print_error(e);
+    return 1;
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace tandem;
   models::TrainOptions options;
   try {
     options = models::parse_train_options(std::vector<std::string>(argv + 1, argv + argc));
@@ -22,20 +41,11 @@ int main(int argc, char** argv) {
   }
   dist::Backend backend = options.backend == "nccl" ? dist::Backend::nccl : dist::Backend::mpi;
   if (options.backend == "auto") backend = options.device == "cuda" ? dist::Backend::nccl : dist::Backend::mpi;
-  int size = 1;
   try {
     dist::DistributedContext context(backend);
-    size = context.world()->size();
-    models::train(options, context.world(), std::cout);
-  } catch (const std::exception& e) {
-    std::cerr << "tandem-train: error: " << e.what() << std::endl;
-    // Other ranks may be waiting in a collective for this one: end the whole job now
-    // rather than leave them to their timeout.
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (size > 1 && initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+    return train_printing_errors(options, context);
+  } catch (const std::exception& e) {  // starting or ending MPI and the process group
+    print_error(e);
     return 1;
   }
-  return 0;
 }

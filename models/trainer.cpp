@@ -1,6 +1,8 @@
 #include "models/trainer.h"
 #include "models/wrapped_gan.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -54,6 +56,16 @@ std::string format_bytes(double bytes) {
   if (bytes >= 1e6) os << bytes / 1e6 << " MB";
   else os << bytes / 1e3 << " kB";
   return os.str();
+}
+
+// This process's resident set size in MB (10^6 bytes) from /proc/self/statm, or -1 where
+// there is no /proc. The current size, not getrusage's peak: a soak test compares it
+// between two points of one run to see memory stay flat.
+double resident_mb() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t total_pages = 0, resident_pages = 0;
+  if (!(statm >> total_pages >> resident_pages)) return -1.0;
+  return static_cast<double>(resident_pages) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
 }
 
 StateDict checkpoint_state(GanModel& model, optim::Optimizer& opt_g, optim::Optimizer& opt_d,
@@ -111,6 +123,44 @@ int64_t load_checkpoint(const std::string& path, const TrainOptions& o, int worl
   return std::stoll(meta("iteration"));
 }
 
+// Why `dir` cannot take the outputs, or "" when it can; creates it when missing.
+std::string out_dir_problem(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    return "cannot create the directory (" + (ec ? ec.message() : std::string("not a directory")) + ")";
+  }
+  const fs::path probe_path = fs::path(dir) / ".write-test";
+  std::ofstream probe(probe_path);
+  if (!probe.good()) return "directory is not writable";
+  probe.close();
+  fs::remove(probe_path, ec);
+  return "";
+}
+
+// Only rank 0 writes to --out, so only it checks; every rank learns the verdict, so that all
+// of them stop before any work instead of waiting in a collective for a rank that gave up.
+void prepare_out_dir(const std::string& out, dist::ProcessGroup& world) {
+  const std::string problem = world.rank() == 0 ? out_dir_problem(out) : "";
+  Tensor rank0_failed = Tensor::scalar(problem.empty() ? 0.0 : 1.0, DType::f64);
+  dist::broadcast_host(world, rank0_failed, 0, "--out check");
+  TANDEM_CHECK(problem.empty(), "--out " << out << ": " << problem);
+  TANDEM_CHECK(rank0_failed.item() == 0.0,
+               "--out " << out << ": rank 0 cannot write there (its error says why)");
+}
+
+// The sampler says why the data cannot feed every rank a batch; this adds which data and flags.
+std::unique_ptr<data::DistributedSampler> make_sampler(const TrainOptions& o, int64_t dataset_size,
+                                                       int world_size, int rank) {
+  try {
+    return std::make_unique<data::DistributedSampler>(dataset_size, world_size, rank, o.batch, o.seed);
+  } catch (const Error& e) {
+    TANDEM_FAIL("--data " << o.data << " from --data-dir " << o.data_dir << " cannot feed --batch " << o.batch
+                          << " on " << world_size << " rank(s): " << e.message()
+                          << ". Lower --batch or start fewer ranks (mpirun -np)");
+  }
+}
+
 }  // namespace
 
 TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world, std::ostream& out) {
@@ -123,17 +173,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                               "with --backend nccl (or auto), --device cpu with --backend mpi (or auto)");
   const bool is_rank0 = rank == 0;
 
-  // --out must be usable before any work is done.
-  if (is_rank0) {
-    std::error_code ec;
-    fs::create_directories(o.out, ec);
-    TANDEM_CHECK(!ec && fs::is_directory(o.out), "--out " << o.out << ": cannot create the directory ("
-                                                          << (ec ? ec.message() : "not a directory") << ")");
-    std::ofstream probe(fs::path(o.out) / ".write-test");
-    TANDEM_CHECK(probe.good(), "--out " << o.out << ": directory is not writable");
-    probe.close();
-    fs::remove(fs::path(o.out) / ".write-test", ec);
-  }
+  prepare_out_dir(o.out, *world);
 
   GanConfig config;
   config.model = o.model;
@@ -149,7 +189,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   std::unique_ptr<data::DistributedSampler> sampler;
   if (o.data == "fashion-mnist") {
     images = data::load_fashion_mnist(o.data_dir, true);
-    sampler = std::make_unique<data::DistributedSampler>(images.size(), size, rank, o.batch, o.seed);
+    sampler = make_sampler(o, images.size(), size, rank);
   }
 
   WrappedGanOptions wrap_options;
@@ -274,6 +314,10 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     if ((it + 1) % o.log_every == 0 || last) {
       Tensor losses = Tensor::from_values({2}, {log["loss_d"], log["loss_g"]});
       dist::allreduce_host(*world, losses, dist::ReduceOp::avg, "logged losses");
+      // Every rank's resident size reaches rank 0 as its own slot of a sum.
+      Tensor rss = Tensor::zeros({size});
+      rss.data<float>()[rank] = static_cast<float>(resident_mb());
+      dist::allreduce_host(*world, rss, dist::ReduceOp::sum, "logged resident sizes");
       auto now = Clock::now();
       double seconds = std::chrono::duration<double>(now - interval_start).count();
       double per_step_ms = 1000.0 * seconds / static_cast<double>(interval_iters);
@@ -289,10 +333,14 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
             << format_bytes(bytes_per_step) << "/step";
         if (!model->structure().empty()) out << "  [" << model->structure() << "]";
         if (wrapped.skipped_steps() > 0) out << "  skipped " << wrapped.skipped_steps() << " non-finite step(s)";
-        out << std::endl;
+        out << "  rss " << std::setprecision(1);
+        for (int r = 0; r < size; ++r) out << (r > 0 ? "/" : "") << rss.at(r);
+        out << " MB" << std::endl;
         metrics << "{\"iteration\": " << it + 1 << ", \"loss_d\": " << losses.at(0) << ", \"loss_g\": "
                 << losses.at(1) << ", \"ms_per_step\": " << per_step_ms << ", \"bytes_per_step\": "
-                << static_cast<int64_t>(bytes_per_step) << "}" << std::endl;
+                << static_cast<int64_t>(bytes_per_step) << ", \"rss_mb\": [";
+        for (int r = 0; r < size; ++r) metrics << (r > 0 ? ", " : "") << rss.at(r);
+        metrics << "]}" << std::endl;
       }
       interval_start = Clock::now();
       bytes_at_interval = wrapped.total_bytes();

@@ -4,14 +4,16 @@
 // from iteration 0, or from the newest complete checkpoint in options.out with
 // options.resume, to options.iters. Rank 0 prints a progress line every log_every
 // iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, bytes
-// synchronised per step) to `out`, appends the same as one JSON object per line to
-// <out>/metrics.jsonl, writes sample pictures (<out>/samples-<iter>.png, drawn from an
-// exponential moving average of G's weights unless --ema-decay 0) and checkpoints
+// synchronised per step, each rank's resident set size in MB: `rss_mb`) to `out`,
+// appends the same as one JSON object per line to <out>/metrics.jsonl, writes sample
+// pictures (<out>/samples-<iter>.png, drawn from an exponential moving average of G's
+// weights unless --ema-decay 0) and checkpoints
 // (<out>/ckpt-<iter>.safetensors: model, both optimizers, the average, the iteration;
 // written atomically).
 // Data and noise of iteration i on rank r depend only on (seed, r, i), so a resumed run
-// continues exactly as an uninterrupted one would. Errors (missing data, bad checkpoint,
-// unwritable --out) are tandem::Errors naming the file or flag.
+// continues exactly as an uninterrupted one would. Errors (missing data, data too small
+// for --batch on this many ranks, bad checkpoint, unwritable --out) are tandem::Errors
+// naming the file or flag, thrown on every rank before training starts.
 #pragma once
 
 #include <memory>

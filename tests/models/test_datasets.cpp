@@ -343,7 +343,11 @@ TEST_CASE("sampler errors name the problem", "[sampler][errors]") {
   CHECK_THROWS_WITH(DistributedSampler(100, 2, 0, -3, 1), Catch::Contains("must be positive, got -3"));
   CHECK_THROWS_WITH(
       DistributedSampler(100, 2, 0, 64, 1),
-      Catch::Contains("batch 64 per rank needs at least 128 samples for 2 ranks; the dataset has 100"));
+      Catch::Contains("batch 64 per rank needs at least 128 samples for 2 ranks; the dataset has 100, "
+                      "a shard of 50 per rank"));
+  CHECK_THROWS_WITH(
+      DistributedSampler(2, 3, 2, 1, 1),  // more ranks than samples: an empty shard
+      Catch::Contains("needs at least 3 samples for 3 ranks; the dataset has 2, a shard of 0 per rank"));
   CHECK_NOTHROW(DistributedSampler(128, 2, 1, 64, 1));
   CHECK_THROWS_WITH(DistributedSampler(100, 2, 2, 8, 1), Catch::Contains("rank 2 is outside [0, 2)"));
   CHECK_THROWS_WITH(DistributedSampler(100, 0, 0, 8, 1), Catch::Contains("world size must be positive"));

@@ -25,7 +25,10 @@ TEST_CASE("flags parse in both spellings with sane defaults", "[options]") {
 TEST_CASE("bad flags are usage errors naming the flag", "[options][errors]") {
   CHECK_THROWS_WITH(parse_train_options({"--bogus"}), Catch::Contains("unknown flag '--bogus'"));
   CHECK_THROWS_WITH(parse_train_options({"--batch", "0"}), Catch::Contains("--batch must be at least 1, got 0"));
-  CHECK_THROWS_WITH(parse_train_options({"--batch", "-3"}), Catch::Contains("--batch must be at least 1"));
+  CHECK_THROWS_WITH(parse_train_options({"--batch", "-3"}),
+                    Catch::Contains("--batch must be at least 1, got -3"));
+  CHECK_THROWS_WITH(parse_train_options({"--batch=-3"}),
+                    Catch::Contains("--batch must be at least 1, got -3"));
   CHECK_THROWS_WITH(parse_train_options({"--batch", "abc"}), Catch::Contains("--batch needs an integer, got 'abc'"));
   CHECK_THROWS_WITH(parse_train_options({"--iters"}), Catch::Contains("--iters needs a value"));
   CHECK_THROWS_WITH(parse_train_options({"--model", "vae"}), Catch::Contains("--model must be one of"));

@@ -7,8 +7,9 @@
 # short (a torn .tmp beside the checkpoints, as a kill during save leaves) is ignored.
 set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
+test_name=kill_rank_test
+source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
-fail() { echo "kill_rank_test: FAIL: $*" >&2; exit 1; }
 run() {  # out dir, extra args...
   local out="$1"; shift
   "$mpiexec" -np 3 --oversubscribe "$train" --model ring8-mlp --batch 32 --iters 200 --ckpt-every 10 \
@@ -54,8 +55,7 @@ head -c 100 "$latest" > "$torn"
 
 # 4. Resume to iteration 200: bytes equal to the uninterrupted run's final checkpoint.
 run "$work/killed" --resume > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fail "the resumed run failed"; }
-grep -q "resuming from $latest" "$work/resumed.log" || { cat "$work/resumed.log"; fail "did not resume from $latest"; }
-cmp "$work/straight/ckpt-000200.safetensors" "$work/killed/ckpt-000200.safetensors" ||
-  fail "resumed run's final checkpoint differs from the uninterrupted run's"
+expect_resumed_from "$work/resumed.log" "$latest"
+expect_same_checkpoint "$work/straight/ckpt-000200.safetensors" "$work/killed/ckpt-000200.safetensors"
 echo "kill_rank_test: ok (resumed from $(basename "$latest"), final checkpoint byte-identical)"
 rm -rf "$work"

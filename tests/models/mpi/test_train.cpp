@@ -5,8 +5,10 @@
 #include <cstring>
 #include <iomanip>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
+#include "models/dataset.h"
 #include "models/trainer.h"
 #include "runtime/checkpoint.h"
 #include "runtime/process_group.h"
@@ -45,6 +47,31 @@ models::TrainOptions short_run(const std::string& model, const std::string& dir,
 }
 
 bool fashion_mnist_present() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+
+// A Fashion-MNIST directory holding `count` blank training images (rank 0 writes it).
+std::string tiny_fashion_mnist(int64_t count) {
+  std::string dir = fresh_dir("tiny-fashion-mnist");
+  if (world()->rank() == 0) {
+    data::write_idx_u8(dir + "/train-images-idx3-ubyte.gz",
+                       {{count, 28, 28}, std::vector<uint8_t>(static_cast<size_t>(count * 28 * 28), 0)});
+    data::write_idx_u8(dir + "/train-labels-idx1-ubyte.gz",
+                       {{count}, std::vector<uint8_t>(static_cast<size_t>(count), 0)});
+  }
+  world()->barrier("tiny dataset")->wait();
+  return dir;
+}
+
+// Rank 0 rewrites one metadata entry of the checkpoint of `iteration` in `dir`.
+void relabel_checkpoint(const std::string& dir, int64_t iteration, const std::string& key,
+                        const std::string& value) {
+  if (world()->rank() == 0) {
+    std::string path = checkpoint_path(dir, "ckpt", iteration);
+    SafetensorsFile file = load_safetensors(path);
+    file.metadata[key] = value;
+    save_safetensors(path, file.tensors, file.metadata);
+  }
+  world()->barrier("relabelled")->wait();
+}
 
 }  // namespace
 
@@ -111,17 +138,58 @@ TEST_CASE("a checkpoint whose tensors do not fit the model names the first misma
   std::string dir = fresh_dir("relabelled");
   std::ostringstream log;
   models::train(short_run("ring8-mlp", dir, 2), world(), log);
-  if (world()->rank() == 0) {
-    // Relabel the ring8 checkpoint as an mlp one: the metadata check passes, the tensors do not fit.
-    std::string path = checkpoint_path(dir, "ckpt", 2);
-    SafetensorsFile file = load_safetensors(path);
-    file.metadata["model"] = "mlp";
-    save_safetensors(path, file.tensors, file.metadata);
-  }
-  world()->barrier("relabelled")->wait();
+  // Relabel the ring8 checkpoint as an mlp one: the metadata check passes, the tensors do not fit.
+  relabel_checkpoint(dir, 2, "model", "mlp");
   auto o = short_run("mlp", dir, 4);
   o.resume = true;
   CHECK_THROWS_WITH(models::train(o, world(), log),
                     Catch::Contains("does not fit this model") && Catch::Contains("'generator.0.weight'") &&
                         Catch::Contains("[128, 16]") && Catch::Contains("[256, 64]"));
+}
+
+TEST_CASE("resume refuses a checkpoint written at another world size, naming both sizes", "[train][errors]") {
+  std::string dir = fresh_dir("other-world-size");
+  std::ostringstream log;
+  models::train(short_run("ring8-mlp", dir, 2), world(), log);
+  const std::string ranks = std::to_string(world()->size()), saved = std::to_string(world()->size() + 1);
+  relabel_checkpoint(dir, 2, "world_size", saved);
+  auto o = short_run("ring8-mlp", dir, 4);
+  o.resume = true;
+  CHECK_THROWS_WITH(
+      models::train(o, world(), log),
+      Catch::Contains("written by a run of " + saved + " ranks; resuming on " + ranks + " ranks") &&
+          Catch::Contains("Resume with mpirun -np " + saved));
+}
+
+TEST_CASE("a batch larger than each rank's shard of the data stops every rank, naming both",
+          "[train][errors]") {
+  const int64_t samples = 10, ranks = world()->size(), shard = samples / ranks, batch = shard + 1;
+  auto o = short_run("mlp", fresh_dir("small-data"), 2);
+  o.data_dir = tiny_fashion_mnist(samples);
+  o.batch = batch;
+  std::ostringstream log, expected;
+  expected << "--data fashion-mnist from --data-dir " << o.data_dir << " cannot feed --batch " << batch
+           << " on " << ranks << " rank(s): DistributedSampler: batch " << batch
+           << " per rank needs at least " << batch * ranks << " samples for " << ranks
+           << " ranks; the dataset has " << samples << ", a shard of " << shard
+           << " per rank. Lower --batch or start fewer ranks (mpirun -np)";
+  CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains(expected.str()));
+  CHECK(log.str().empty());  // before training
+}
+
+TEST_CASE("an --out that cannot be created stops every rank before training, naming it", "[train][errors]") {
+  // A path under a regular file: no directory can be made there, even by root.
+  const std::string file = fresh_dir("out-under-file") + "/regular-file";
+  if (world()->rank() == 0) std::ofstream(file) << "not a directory";
+  world()->barrier("regular file")->wait();
+  auto o = short_run("ring8-mlp", file + "/run", 2);
+  std::ostringstream log;
+  if (world()->rank() == 0) {
+    CHECK_THROWS_WITH(models::train(o, world(), log),
+                      Catch::Contains("--out " + o.out + ": cannot create the directory (Not a directory)"));
+  } else {
+    CHECK_THROWS_WITH(models::train(o, world(), log),
+                      Catch::Contains("--out " + o.out + ": rank 0 cannot write there (its error says why)"));
+  }
+  CHECK(log.str().empty());  // before training
 }

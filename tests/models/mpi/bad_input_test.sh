@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Bad input under mpirun: tandem-train at 3 ranks, started with more ranks than its data can
+# feed and with an --out it cannot create.
+#   bad_input_test.sh <mpiexec> <tandem-train> <work dir>
+# Asserts, for each: the job ends non-zero within a few seconds (no rank waits for another
+# until a timeout), every rank prints an error that names the problem (the world size and the
+# dataset size; the --out path), and no training iteration runs.
+set -uo pipefail
+mpiexec="$1"; train="$2"; work="$3"
+test_name=bad_input_test
+source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
+rm -rf "$work"; mkdir -p "$work"
+ranks=3
+
+# expect_every_rank_fails <name> <expected message> tandem-train args...
+expect_every_rank_fails() {
+  local name="$1" message="$2"; shift 2
+  local log="$work/$name.log" started rc seconds rank
+  started=$(date +%s)
+  "$mpiexec" -np $ranks --oversubscribe "$train" --iters 5 "$@" > "$log" 2>&1
+  rc=$?
+  seconds=$(( $(date +%s) - started ))
+  echo "$name: exit status $rc after ${seconds} s"
+  [ $rc -ne 0 ] || { cat "$log"; fail "$name: the job exited 0"; }
+  [ $seconds -lt 20 ] || { cat "$log"; fail "$name: the job took ${seconds} s to end"; }
+  for rank in $(seq 0 $((ranks - 1))); do
+    grep -qF "[rank $rank] $message" "$log" || { cat "$log"; fail "$name: rank $rank did not print '$message'"; }
+  done
+  if grep -q "^iter " "$log"; then cat "$log"; fail "$name: training ran"; fi
+}
+
+# 1. A Fashion-MNIST directory of 2 images for 3 ranks: some rank's shard would be empty.
+# Plain IDX files (zlib reads them as well as gzip ones): 2 blank 28x28 images, labels 0 and 1.
+data="$work/two-images"
+mkdir -p "$data"
+{ printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x1c\x00\x00\x00\x1c'; head -c 1568 /dev/zero; } \
+  > "$data/train-images-idx3-ubyte.gz"
+printf '\x00\x00\x08\x01\x00\x00\x00\x02\x00\x01' > "$data/train-labels-idx1-ubyte.gz"
+expect_every_rank_fails too_many_ranks \
+  "--data fashion-mnist from --data-dir $data cannot feed --batch 1 on 3 rank(s): DistributedSampler: batch 1 per rank needs at least 3 samples for 3 ranks; the dataset has 2, a shard of 0 per rank" \
+  --model mlp --data-dir "$data" --batch 1 --out "$work/too_many_ranks"
+
+# 2. --out under a regular file: rank 0 names the reason, the others the path.
+touch "$work/regular-file"
+out="$work/regular-file/run"
+expect_every_rank_fails unwritable_out "--out $out: " --out "$out"
+grep -qF "[rank 0] --out $out: cannot create the directory (Not a directory)" "$work/unwritable_out.log" ||
+  { cat "$work/unwritable_out.log"; fail "unwritable_out: rank 0 did not say why"; }
+
+echo "bad_input_test: ok"
+rm -rf "$work"
