@@ -16,9 +16,12 @@
 // iteration's time the maximum over ranks):
 //   reducer  time of backward(): backward begin (incl. the used-set agreement) to every
 //            gradient averaged and written back;
-//   plain    one ProcessGroup allreduce (avg) of one flat tensor of the same total bytes;
+//   plain    one ProcessGroup allreduce (sum) of one flat tensor of the same total bytes;
 //   raw      one MPI_Allreduce (sum) of the same bytes from the main thread;
 //   ratio    reducer / plain.
+// Gradients: "copy" (the default: averages copied back into the gradients) at every cap,
+// and "view" (gradient_as_bucket_view: gradients become views of the buckets, so after the
+// first backward nothing is copied in or out) at the default cap.
 // Overlap: a grad-ready hook registered before the Reducer's busy-waits a stated time per
 // tensor (so total compute >= --compute-factor x the plain allreduce time). exposed =
 // median(backward with the Reducer) - median(the same busy-waits on twin leaves no Reducer
@@ -48,6 +51,8 @@ using namespace tandem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr double kDefaultCapMb = 25.0;  // ReducerOptions' default bucket cap
 
 struct Options {
   int iters = 20;
@@ -213,9 +218,9 @@ struct Flat {
     buffer.fill_(value);
     barrier();
     auto t0 = Clock::now();
-    group.allreduce(buffer, dist::ReduceOp::avg, "plain allreduce")->wait();
+    group.allreduce(buffer, dist::ReduceOp::sum, "plain allreduce")->wait();
     double t = seconds(t0, Clock::now());
-    wrong += count_wrong(buffer, static_cast<float>((group.size() + 1) / 2.0));
+    wrong += count_wrong(buffer, static_cast<float>(group.size() * (group.size() + 1) / 2.0));
     return t;
   }
   double raw(int n, double value, int64_t& wrong) {
@@ -232,6 +237,7 @@ struct Flat {
 
 struct Row {
   std::string set;
+  bool view = false;  // gradient_as_bucket_view
   double cap_mb = 0;
   size_t tensors = 0;
   size_t bytes = 0;
@@ -240,22 +246,24 @@ struct Row {
   int64_t wrong = 0;
 };
 
-// The same bytes as plain allreduces (avg) of the Reducer's bucket sizes, issued back to
+// The same bytes as plain allreduces (sum) of the Reducer's bucket sizes, issued back to
 // back and waited for: the message sizes the Reducer sends, without hooks or copies.
 double bucketed_plain(dist::ProcessGroup& group, std::vector<Tensor>& buckets, double value, int64_t& wrong) {
   for (auto& b : buckets) b.fill_(value);
   barrier();
   auto t0 = Clock::now();
   std::vector<std::shared_ptr<dist::Work>> works;
-  for (auto& b : buckets) works.push_back(group.allreduce(b, dist::ReduceOp::avg, "bucketed plain allreduce"));
+  for (auto& b : buckets) works.push_back(group.allreduce(b, dist::ReduceOp::sum, "bucketed plain allreduce"));
   for (auto& w : works) w->wait();
   double t = seconds(t0, Clock::now());
-  for (auto& b : buckets) wrong += count_wrong(b, static_cast<float>((group.size() + 1) / 2.0));
+  const int n = group.size();
+  for (auto& b : buckets) wrong += count_wrong(b, static_cast<float>(n * (n + 1) / 2.0));
   return t;
 }
 
 struct OverlapRow {
   std::string set;
+  bool view = false;
   double cap_mb = 0;
   double us_per_tensor = 0;
   double compute_ms = 0;  // the busy-waits alone (twin leaves, no Reducer)
@@ -268,12 +276,14 @@ struct OverlapRow {
   double fraction_bucketed() const { return exposed_ms() / bucketed_ms; }
 };
 
-Row run_sweep_point(const GradSet& set, double cap, const Options& o, std::shared_ptr<dist::ProcessGroup> group) {
+Row run_sweep_point(const GradSet& set, double cap, bool view, const Options& o,
+                    std::shared_ptr<dist::ProcessGroup> group) {
   const int n = group->size();
   const double mine = group->rank() + 1, average = (n + 1) / 2.0;
   Leaves leaves(set);
   ReducerOptions ro;
   ro.bucket_cap_mb = cap;
+  ro.gradient_as_bucket_view = view;
   ro.name = set.name;
   Reducer reducer(leaves.params, leaves.names, group, ro);
   Flat flat{Tensor::empty({set.count})};
@@ -302,6 +312,7 @@ Row run_sweep_point(const GradSet& set, double cap, const Options& o, std::share
   }
   Row row;
   row.set = set.name;
+  row.view = view;
   row.cap_mb = cap;
   row.tensors = set.shapes.size();
   row.bytes = reducer.last_backward_bytes();
@@ -315,8 +326,8 @@ Row run_sweep_point(const GradSet& set, double cap, const Options& o, std::share
   return row;
 }
 
-OverlapRow run_overlap(const GradSet& set, double cap, double plain_ms, double bucketed_ms, const Options& o,
-                       std::shared_ptr<dist::ProcessGroup> group) {
+OverlapRow run_overlap(const GradSet& set, double cap, bool view, double plain_ms, double bucketed_ms,
+                       const Options& o, std::shared_ptr<dist::ProcessGroup> group) {
   const int n = group->size();
   const double mine = group->rank() + 1, average = (n + 1) / 2.0;
   // Per tensor so that the total is compute_factor x the plain allreduce (at least 10 us).
@@ -328,6 +339,7 @@ OverlapRow run_overlap(const GradSet& set, double cap, double plain_ms, double b
   for (auto& p : twins.params) p.add_grad_ready_hook([us](Variable&) { busy_wait(us); });
   ReducerOptions ro;
   ro.bucket_cap_mb = cap;
+  ro.gradient_as_bucket_view = view;
   ro.name = set.name;
   Reducer reducer(leaves.params, leaves.names, group, ro);  // its hooks run after the busy-waits
   int64_t wrong = 0;
@@ -351,6 +363,7 @@ OverlapRow run_overlap(const GradSet& set, double cap, double plain_ms, double b
   }
   OverlapRow row;
   row.set = set.name;
+  row.view = view;
   row.cap_mb = cap;
   row.us_per_tensor = us;
   row.with_ms = 1e3 * median_of_max(t_with);
@@ -378,13 +391,13 @@ int main(int argc, char** argv) {
     if (root) {
       std::printf("# reducer_bench: %d ranks, float32, %d iterations after %d warm-up; median over iterations of the\n"
                   "# maximum over ranks. reducer = backward() from begin to every gradient averaged and written back;\n"
-                  "# plain = one ProcessGroup allreduce (avg) of the same bytes; raw = one MPI_Allreduce; ratio = reducer / plain;\n"
+                  "# plain = one ProcessGroup allreduce (sum) of the same bytes; raw = one MPI_Allreduce; ratio = reducer / plain;\n"
                   "# bucketed = plain allreduces of the Reducer's bucket sizes, back to back; ratio_b = reducer / bucketed\n#\n",
                   n, o.iters, o.warmup);
-      std::printf("# %6s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "set", "cap", "tensors", "bytes",
-                  "buckets", "reducer", "plain", "raw", "ratio", "bucketed", "ratio_b", "#wrong");
-      std::printf("# %6s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "", "(MB)", "", "(B)", "", "(ms)", "(ms)",
-                  "(ms)", "", "(ms)", "", "");
+      std::printf("# %6s %5s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "set", "grads", "cap", "tensors",
+                  "bytes", "buckets", "reducer", "plain", "raw", "ratio", "bucketed", "ratio_b", "#wrong");
+      std::printf("# %6s %5s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "", "", "(MB)", "", "(B)", "", "(ms)",
+                  "(ms)", "(ms)", "", "(ms)", "", "");
       std::fflush(stdout);
     }
     int64_t total_wrong = 0;
@@ -392,36 +405,43 @@ int main(int argc, char** argv) {
     std::vector<OverlapRow> overlaps;
     for (const auto& set : sets) {
       double plain_at_default = 0, bucketed_at_default = 0;
-      for (double cap : o.caps) {
-        Row r = run_sweep_point(set, cap, o, group);
+      // Every cap with gradients copied out of the buckets (the default), then the default
+      // cap with gradient_as_bucket_view (no copy back).
+      std::vector<std::pair<double, bool>> points;
+      for (double cap : o.caps) points.emplace_back(cap, false);
+      points.emplace_back(kDefaultCapMb, true);
+      for (auto [cap, view] : points) {
+        Row r = run_sweep_point(set, cap, view, o, group);
         total_wrong += r.wrong;
-        if (cap == 25.0 || plain_at_default == 0) {
+        if ((cap == kDefaultCapMb && !view) || plain_at_default == 0) {
           plain_at_default = r.plain_ms;
           bucketed_at_default = r.bucketed_ms;
         }
         rows.push_back(r);
         if (root) {
-          std::printf("  %6s %8.0f %8zu %12zu %8zu %11.3f %11.3f %11.3f %7.3f %11.3f %7.3f %7lld\n", r.set.c_str(),
-                      r.cap_mb, r.tensors, r.bytes, r.buckets, r.reducer_ms, r.plain_ms, r.raw_ms,
-                      r.reducer_ms / r.plain_ms, r.bucketed_ms, r.reducer_ms / r.bucketed_ms,
+          std::printf("  %6s %5s %8.0f %8zu %12zu %8zu %11.3f %11.3f %11.3f %7.3f %11.3f %7.3f %7lld\n", r.set.c_str(),
+                      r.view ? "view" : "copy", r.cap_mb, r.tensors, r.bytes, r.buckets, r.reducer_ms, r.plain_ms,
+                      r.raw_ms, r.reducer_ms / r.plain_ms, r.bucketed_ms, r.reducer_ms / r.bucketed_ms,
                       static_cast<long long>(r.wrong));
           std::fflush(stdout);
         }
       }
-      overlaps.push_back(run_overlap(set, 25.0, plain_at_default, bucketed_at_default, o, group));
-      total_wrong += overlaps.back().wrong;
+      for (bool view : {false, true}) {
+        overlaps.push_back(run_overlap(set, kDefaultCapMb, view, plain_at_default, bucketed_at_default, o, group));
+        total_wrong += overlaps.back().wrong;
+      }
     }
     if (root) {
       std::printf("#\n# overlap at cap 25 MB: a busy-wait per tensor before the Reducer's hook; compute = the same\n"
                   "# busy-waits alone (twin leaves); exposed = with - compute; fraction = exposed / plain (target <= 0.20);\n"
                   "# fraction_b = exposed / bucketed plain\n#\n");
-      std::printf("# %6s %10s %11s %11s %11s %11s %9s %11s %10s %7s\n", "set", "wait", "compute", "with comm", "exposed",
-                  "plain", "fraction", "bucketed", "fraction_b", "#wrong");
-      std::printf("# %6s %10s %11s %11s %11s %11s %9s %11s %10s %7s\n", "", "(us/tens)", "(ms)", "(ms)", "(ms)", "(ms)",
-                  "", "(ms)", "", "");
+      std::printf("# %6s %5s %10s %11s %11s %11s %11s %9s %11s %10s %7s\n", "set", "grads", "wait", "compute",
+                  "with comm", "exposed", "plain", "fraction", "bucketed", "fraction_b", "#wrong");
+      std::printf("# %6s %5s %10s %11s %11s %11s %11s %9s %11s %10s %7s\n", "", "", "(us/tens)", "(ms)", "(ms)", "(ms)",
+                  "(ms)", "", "(ms)", "", "");
       for (const auto& r : overlaps) {
-        std::printf("  %6s %10.0f %11.3f %11.3f %11.3f %11.3f %9.3f %11.3f %10.3f %7lld\n", r.set.c_str(),
-                    r.us_per_tensor, r.compute_ms, r.with_ms, r.exposed_ms(), r.plain_ms, r.fraction(), r.bucketed_ms,
+        std::printf("  %6s %5s %10.0f %11.3f %11.3f %11.3f %11.3f %9.3f %11.3f %10.3f %7lld\n", r.set.c_str(),
+                    r.view ? "view" : "copy", r.us_per_tensor, r.compute_ms, r.with_ms, r.exposed_ms(), r.plain_ms, r.fraction(), r.bucketed_ms,
                     r.fraction_bucketed(), static_cast<long long>(r.wrong));
       }
       std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong), total_wrong ? "WRONG" : "OK");
@@ -431,7 +451,8 @@ int main(int argc, char** argv) {
         js << "{\"ranks\": " << n << ", \"iters\": " << o.iters << ", \"sweep\": [";
         for (size_t i = 0; i < rows.size(); ++i) {
           const Row& r = rows[i];
-          js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"cap_mb\": " << r.cap_mb << ", \"tensors\": "
+          js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"view\": " << (r.view ? "true" : "false")
+             << ", \"cap_mb\": " << r.cap_mb << ", \"tensors\": "
              << r.tensors << ", \"bytes\": " << r.bytes << ", \"buckets\": " << r.buckets << ", \"reducer_ms\": "
              << r.reducer_ms << ", \"plain_ms\": " << r.plain_ms << ", \"raw_ms\": " << r.raw_ms
              << ", \"ratio\": " << r.reducer_ms / r.plain_ms << ", \"bucketed_ms\": " << r.bucketed_ms
@@ -440,8 +461,8 @@ int main(int argc, char** argv) {
         js << "], \"overlap\": [";
         for (size_t i = 0; i < overlaps.size(); ++i) {
           const OverlapRow& r = overlaps[i];
-          js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"cap_mb\": " << r.cap_mb
-             << ", \"us_per_tensor\": " << r.us_per_tensor << ", \"compute_ms\": " << r.compute_ms
+          js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"view\": " << (r.view ? "true" : "false")
+             << ", \"cap_mb\": " << r.cap_mb << ", \"us_per_tensor\": " << r.us_per_tensor << ", \"compute_ms\": " << r.compute_ms
              << ", \"with_comm_ms\": " << r.with_ms << ", \"exposed_ms\": " << r.exposed_ms()
              << ", \"plain_ms\": " << r.plain_ms << ", \"exposed_fraction\": " << r.fraction()
              << ", \"bucketed_ms\": " << r.bucketed_ms << ", \"exposed_fraction_bucketed\": " << r.fraction_bucketed()

@@ -1,7 +1,8 @@
 // step_bench: per-step time of a GAN training step, one process against the DDP wrappers.
 //
 //   mpirun -np 2 --oversubscribe build/bin/step_bench [--models mlp,mlp-dynamic,dcgan]
-//       [--steps 100] [--runs 3] [--warmup 10] [--batch 64] [--json FILE]
+//       [--modes single,whole,whole_view,separate,prepare] [--steps 100] [--runs 3] [--warmup 10] [--batch 64]
+//       [--json FILE]
 //
 // A step is GanModel::train_step: one D update then one G update (Adam 2e-4, betas 0.5,
 // 0.999), on fresh random data drawn inside the step as the PyTorch anchor does (real
@@ -11,6 +12,8 @@
 // load of one process per core:
 //   single    the unwrapped model on every rank independently (no communication)
 //   whole     DistributedDataParallel over the whole model
+//   whole_view  the same with gradient_as_bucket_view (gradients stay views of the buckets,
+//             so the averages are not copied back)
 //   separate  SeparateDistributedDataParallel (one Reducer per part)
 //   prepare   whole wrap + explicit reducer().prepare_for_backward(loss) before each backward
 // The time per step of a run is its wall time / --steps, the maximum over ranks; the
@@ -45,8 +48,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+const std::string kModes[] = {"single", "whole", "whole_view", "separate", "prepare"};
+
 struct Options {
   std::vector<std::string> models = {"mlp", "mlp-dynamic"};
+  std::vector<std::string> modes = {"single", "whole", "whole_view", "separate", "prepare"};
   int steps = 100;
   int runs = 3;
   int warmup = 10;
@@ -56,8 +62,8 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
-               "step_bench: %s\nusage: step_bench [--models mlp,mlp-dynamic,dcgan] [--steps N] [--runs N] "
-               "[--warmup N] [--batch N] [--json FILE]\n",
+               "step_bench: %s\nusage: step_bench [--models mlp,mlp-dynamic,dcgan] [--modes single,whole,whole_view,separate,prepare] "
+               "[--steps N] [--runs N] [--warmup N] [--batch N] [--json FILE]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -71,6 +77,7 @@ Options parse(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--models") o.models = bench::split_list(next());
+    else if (arg == "--modes") o.modes = bench::split_list(next());
     else if (arg == "--steps") o.steps = std::atoi(next().c_str());
     else if (arg == "--runs") o.runs = std::atoi(next().c_str());
     else if (arg == "--warmup") o.warmup = std::atoi(next().c_str());
@@ -79,10 +86,14 @@ Options parse(int argc, char** argv) {
     else usage("unknown argument '" + arg + "'");
   }
   if (o.steps < 1 || o.runs < 1 || o.warmup < 0 || o.batch < 1) usage("bad --steps, --runs, --warmup or --batch");
+  for (const auto& mode : o.modes) {
+    if (std::find(std::begin(kModes), std::end(kModes), mode) == std::end(kModes)) {
+      usage("unknown mode '" + mode + "' (modes: single, whole, whole_view, separate, prepare)");
+    }
+  }
+  if (o.modes.empty()) usage("--modes needs at least one mode");
   return o;
 }
-
-const char* kModes[] = {"single", "whole", "separate", "prepare"};
 
 // One model under one mode, with its optimizers and wrapper.
 struct Setup {
@@ -98,8 +109,9 @@ struct Setup {
     config.seed = 7;
     model = models::make_gan(config);
     models::WrappedGanOptions options;
-    options.wrap = mode == "single" ? "none" : mode == "prepare" ? "whole" : mode;
+    options.wrap = mode == "single" ? "none" : mode == "separate" ? "separate" : "whole";
     options.explicit_prepare = mode == "prepare";
+    options.ddp.gradient_as_bucket_view = mode == "whole_view";
     wrapped = std::make_unique<models::WrappedGan>(model, group, options);
   }
 
@@ -162,8 +174,8 @@ int main(int argc, char** argv) {
                   "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
                   "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
                   n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
-      std::printf("# %12s %9s %10s %26s %7s %7s\n", "model", "mode", "step", "runs", "ratio", "#wrong");
-      std::printf("# %12s %9s %10s %26s %7s %7s\n", "", "", "(ms)", "(ms)", "", "");
+      std::printf("# %12s %10s %10s %26s %7s %7s\n", "model", "mode", "step", "runs", "ratio", "#wrong");
+      std::printf("# %12s %10s %10s %26s %7s %7s\n", "", "", "(ms)", "(ms)", "", "");
       std::fflush(stdout);
     }
     std::vector<Result> results;
@@ -175,7 +187,7 @@ int main(int argc, char** argv) {
       std::vector<Result> rs;
       std::vector<int64_t> its;
       std::vector<bool> finite;
-      for (const char* mode : kModes) {
+      for (const std::string& mode : o.modes) {
         setups.push_back(std::make_unique<Setup>(name, mode, group, group->rank()));
         rs.push_back(Result{name, mode, {}, 0, 0});
         its.push_back(0);
@@ -213,8 +225,9 @@ int main(int argc, char** argv) {
             std::snprintf(buf, sizeof buf, "%s%.2f", i ? " " : "", r.run_ms[i]);
             runs << buf;
           }
-          std::printf("  %12s %9s %10.2f %26s %7.2f %7lld\n", name.c_str(), r.mode.c_str(), r.median_ms,
-                      runs.str().c_str(), r.median_ms / single_ms, static_cast<long long>(r.wrong));
+          std::printf("  %12s %10s %10.2f %26s %7.2f %7lld\n", name.c_str(), r.mode.c_str(), r.median_ms,
+                      runs.str().c_str(), single_ms > 0 ? r.median_ms / single_ms : NAN,
+                      static_cast<long long>(r.wrong));
           std::fflush(stdout);
         }
         results.push_back(r);
