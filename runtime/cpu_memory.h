@@ -12,6 +12,9 @@
 //   0 turns caching off). A freed block that does not fit empties the cache first, so
 //   blocks of sizes a program stopped using (an earlier stage of a growing model) do not
 //   stay forever.
+// - While caching is on, glibc's malloc serves blocks up to 32 MiB from its heap and keeps
+//   up to the capacity of freed heap memory (mallopt), so the temporary buffers of other
+//   libraries (MPI's, as large as a bucket, every allreduce) stop costing page faults too.
 // - A block handed out again keeps its old contents (like malloc).
 // - Builds with AddressSanitizer cache nothing, so every use after free is still caught.
 // - Thread safe: tensors may be freed on the communication thread.
