@@ -5,15 +5,45 @@
 # complete before the kill still loads; --resume continues from the newest one and ends
 # with a final checkpoint byte-identical to an uninterrupted run's; a checkpoint write cut
 # short (a torn .tmp beside the checkpoints, as a kill during save leaves) is ignored.
+# Then the same kill under `mpirun --enable-recovery`, where mpirun leaves the survivors
+# running: each of them must give up within the collective timeout
+# (TANDEM_COLLECTIVE_TIMEOUT_S), naming the collective it was stuck in, and end the job.
 set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
 test_name=kill_rank_test
 source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
+mpi_flags=()
 run() {  # out dir, extra args...
   local out="$1"; shift
-  "$mpiexec" -np 3 --oversubscribe "$train" --model ring8-mlp --batch 32 --iters 200 --ckpt-every 10 \
-    --log-every 50 --ema-decay 0.99 --seed 3 --out "$out" "$@"
+  "$mpiexec" "${mpi_flags[@]}" -np 3 --oversubscribe "$train" --model ring8-mlp --batch 32 --iters 200 \
+    --ckpt-every 10 --log-every 50 --ema-decay 0.99 --seed 3 --out "$out" "$@"
+}
+
+# kill_rank2_after <out dir> <log>: starts the run, SIGKILLs rank 2 once the checkpoint of
+# iteration 20 exists, waits for the job; sets job_rc and job_seconds (from the kill).
+kill_rank2_after() {
+  local out="$1" log="$2"
+  run "$out" > "$log" 2>&1 &
+  local job=$! victim=""
+  for _ in $(seq 1 600); do
+    if [ -f "$out/ckpt-000020.safetensors" ]; then
+      for pid in $(pgrep -f "tandem-train.*$out"); do
+        if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2'; then victim=$pid; fi
+      done
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.02
+  done
+  [ -n "$victim" ] || { kill -9 $job; fail "never saw rank 2 running after the checkpoint of iteration 20"; }
+  kill -9 "$victim"
+  local killed_at
+  killed_at=$(date +%s%N)
+  echo "killed rank 2 (pid $victim)"
+  wait $job
+  job_rc=$?
+  job_seconds=$(( ($(date +%s%N) - killed_at) / 1000000000 ))
+  echo "job exit status $job_rc, ${job_seconds} s after the kill"
 }
 
 # 1. The reference: 200 iterations without interruption.
@@ -21,26 +51,8 @@ run "$work/straight" > "$work/straight.log" 2>&1 || { cat "$work/straight.log"; 
 [ -f "$work/straight/ckpt-000200.safetensors" ] || fail "no final checkpoint in the uninterrupted run"
 
 # 2. The same run, with rank 2 killed once the checkpoint of iteration 20 exists.
-run "$work/killed" > "$work/killed.log" 2>&1 &
-job=$!
-victim=""
-for _ in $(seq 1 600); do
-  if [ -f "$work/killed/ckpt-000020.safetensors" ]; then
-    for pid in $(pgrep -f "tandem-train.*$work/killed"); do
-      if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2'; then victim=$pid; fi
-    done
-    [ -n "$victim" ] && break
-  fi
-  sleep 0.02
-done
-[ -n "$victim" ] || { kill -9 $job; fail "never saw rank 2 running after the checkpoint of iteration 20"; }
-kill -9 "$victim"
-killed_at=$(date +%s%N)
-echo "killed rank 2 (pid $victim)"
-wait $job
-rc=$?
-seconds=$(( ($(date +%s%N) - killed_at) / 1000000000 ))
-echo "job exit status $rc, ${seconds} s after the kill"
+kill_rank2_after "$work/killed" "$work/killed.log"
+rc=$job_rc seconds=$job_seconds
 sed -n '1,200p' "$work/killed.log" | tail -n 15
 [ $rc -ne 0 ] || fail "the job exited 0 after losing a rank"
 [ $seconds -lt 60 ] || fail "the job took ${seconds} s to end after losing a rank"
@@ -57,5 +69,22 @@ head -c 100 "$latest" > "$torn"
 run "$work/killed" --resume > "$work/resumed.log" 2>&1 || { cat "$work/resumed.log"; fail "the resumed run failed"; }
 expect_resumed_from "$work/resumed.log" "$latest"
 expect_same_checkpoint "$work/straight/ckpt-000200.safetensors" "$work/killed/ckpt-000200.safetensors"
-echo "kill_rank_test: ok (resumed from $(basename "$latest"), final checkpoint byte-identical)"
+
+# 5. mpirun --enable-recovery does not kill the survivors: our timeout must end them.
+timeout_s="${TANDEM_COLLECTIVE_TIMEOUT_S:-300}"
+mpi_flags=(--enable-recovery)
+kill_rank2_after "$work/recovery" "$work/recovery.log"
+[ $job_seconds -lt $(( timeout_s + 30 )) ] ||
+  { cat "$work/recovery.log"; fail "survivors took ${job_seconds} s to end (collective timeout ${timeout_s} s)"; }
+for rank in 0 1; do
+  grep -q "\[rank $rank\] .*timed out after ${timeout_s} s on rank $rank of 3" "$work/recovery.log" ||
+    { cat "$work/recovery.log"; fail "rank $rank did not report the collective it was stuck in"; }
+done
+# Open MPI 4.1 returns 0 from mpirun --enable-recovery even after MPI_Abort; the abort
+# itself (error code 3 from our timeout path) is what shows the job ended in error.
+grep -q "MPI_ABORT was invoked on rank [01] in communicator MPI_COMM_WORLD" "$work/recovery.log" ||
+  { cat "$work/recovery.log"; fail "the survivors did not abort the job"; }
+grep "timed out after" "$work/recovery.log" | sed 's/, tag .*timed out/ ... timed out/' | head -n 2
+echo "kill_rank_test: ok (resumed from $(basename "$latest"), final checkpoint byte-identical;" \
+     "with --enable-recovery the survivors named the stalled collective and ended the job ${job_seconds} s after the kill)"
 rm -rf "$work"
