@@ -18,6 +18,7 @@
 
 #if TANDEM_HAVE_CUDA
 #include "runtime/cuda_check.h"
+#include "runtime/thread_slice.h"
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>
 #endif
@@ -274,6 +275,7 @@ struct MpiGroupState {
   bool timed_out = false;
   std::string failure;  // non-empty: the group is unusable, and why
   std::thread thread;
+  int64_t slice_us = 0;  // the communication thread's requested time slice (thread_slice.h)
 
 #if TANDEM_HAVE_CUDA
   bool cuda_aware = false;
@@ -381,6 +383,7 @@ void MpiGroupState::wake_waiters() {
 }
 
 void MpiGroupState::run_loop() {
+  request_time_slice(slice_us);  // a hint: without it buckets still complete, only later
   for (;;) {
     QueuedOp op;
     bool failed_earlier = false;
@@ -637,6 +640,7 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name)
 #if TANDEM_HAVE_CUDA
   g.cuda_aware = mpi_is_cuda_aware();
 #endif
+  g.slice_us = comm_thread_slice_us();
   g.thread = std::thread([state = state_.get()] { state->run_loop(); });
   detail::register_group(state_);
 }
