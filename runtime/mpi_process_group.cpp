@@ -12,13 +12,14 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/thread_slice.h"
+
 #if defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
 #endif
 
 #if TANDEM_HAVE_CUDA
 #include "runtime/cuda_check.h"
-#include "runtime/thread_slice.h"
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>
 #endif
