@@ -52,7 +52,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr double kDefaultCapMb = 25.0;  // ReducerOptions' default bucket cap
+const double kDefaultCapMb = ReducerOptions{}.bucket_cap_mb;
 
 struct Options {
   int iters = 20;

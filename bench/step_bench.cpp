@@ -52,7 +52,7 @@ const std::string kModes[] = {"single", "whole", "whole_view", "separate", "prep
 
 struct Options {
   std::vector<std::string> models = {"mlp", "mlp-dynamic"};
-  std::vector<std::string> modes = {"single", "whole", "whole_view", "separate", "prepare"};
+  std::vector<std::string> modes{std::begin(kModes), std::end(kModes)};
   int steps = 100;
   int runs = 3;
   int warmup = 10;

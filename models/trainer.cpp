@@ -312,12 +312,16 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
     bool last = it + 1 == o.iters;
     if ((it + 1) % o.log_every == 0 || last) {
-      Tensor losses = Tensor::from_values({2}, {log["loss_d"], log["loss_g"]});
-      dist::allreduce_host(*world, losses, dist::ReduceOp::avg, "logged losses");
-      // Every rank's resident size reaches rank 0 as its own slot of a sum.
-      Tensor rss = Tensor::zeros({size});
-      rss.data<float>()[rank] = static_cast<float>(resident_mb());
-      dist::allreduce_host(*world, rss, dist::ReduceOp::sum, "logged resident sizes");
+      // One collective per log point: the losses summed (averaged below) and each rank's
+      // resident size in its own slot, so rank 0 learns every rank's.
+      Tensor logged = Tensor::zeros({2 + size});
+      logged.data<float>()[0] = static_cast<float>(log["loss_d"]);
+      logged.data<float>()[1] = static_cast<float>(log["loss_g"]);
+      logged.data<float>()[2 + rank] = static_cast<float>(resident_mb());
+      dist::allreduce_host(*world, logged, dist::ReduceOp::sum, "logged losses and resident sizes");
+      const float loss_d = logged.data<float>()[0] / static_cast<float>(size);
+      const float loss_g = logged.data<float>()[1] / static_cast<float>(size);
+      auto rss = [&](int r) { return logged.at(2 + r); };
       auto now = Clock::now();
       double seconds = std::chrono::duration<double>(now - interval_start).count();
       double per_step_ms = 1000.0 * seconds / static_cast<double>(interval_iters);
@@ -329,17 +333,17 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
         double eta = static_cast<double>(o.iters - it - 1) * per_step_ms / 1000.0;
         out << "iter " << std::setw(6) << it + 1 << "/" << o.iters << "  " << std::fixed << std::setprecision(1)
             << its << " it/s  " << per_step_ms << " ms/step  ETA " << format_duration(eta) << "  loss_d "
-            << std::setprecision(4) << losses.at(0) << "  loss_g " << losses.at(1) << "  sync "
+            << std::setprecision(4) << loss_d << "  loss_g " << loss_g << "  sync "
             << format_bytes(bytes_per_step) << "/step";
         if (!model->structure().empty()) out << "  [" << model->structure() << "]";
         if (wrapped.skipped_steps() > 0) out << "  skipped " << wrapped.skipped_steps() << " non-finite step(s)";
         out << "  rss " << std::setprecision(1);
-        for (int r = 0; r < size; ++r) out << (r > 0 ? "/" : "") << rss.at(r);
+        for (int r = 0; r < size; ++r) out << (r > 0 ? "/" : "") << rss(r);
         out << " MB" << std::endl;
-        metrics << "{\"iteration\": " << it + 1 << ", \"loss_d\": " << losses.at(0) << ", \"loss_g\": "
-                << losses.at(1) << ", \"ms_per_step\": " << per_step_ms << ", \"bytes_per_step\": "
+        metrics << "{\"iteration\": " << it + 1 << ", \"loss_d\": " << loss_d << ", \"loss_g\": "
+                << loss_g << ", \"ms_per_step\": " << per_step_ms << ", \"bytes_per_step\": "
                 << static_cast<int64_t>(bytes_per_step) << ", \"rss_mb\": [";
-        for (int r = 0; r < size; ++r) metrics << (r > 0 ? ", " : "") << rss.at(r);
+        for (int r = 0; r < size; ++r) metrics << (r > 0 ? ", " : "") << rss(r);
         metrics << "]}" << std::endl;
       }
       interval_start = Clock::now();

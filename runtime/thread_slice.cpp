@@ -60,4 +60,14 @@ bool request_time_slice(int64_t us) {
 #endif
 }
 
+int64_t current_time_slice_us() {
+#if defined(__linux__) && defined(SYS_sched_getattr)
+  SchedAttr attr{};
+  if (syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0) != 0) return 0;
+  return static_cast<int64_t>(attr.sched_runtime / 1000);
+#else
+  return 0;
+#endif
+}
+
 }  // namespace tandem

@@ -11,6 +11,8 @@
 //   scheduler's default) and throws an Error naming the variable on a bad value.
 // - request_time_slice(us) asks for `us` microseconds for the calling thread; best effort:
 //   returns false where the kernel or platform refuses, and changes nothing then.
+// - current_time_slice_us() is the calling thread's custom slice as the kernel keeps it
+//   (0: none, or a kernel without custom slices).
 #pragma once
 
 #include <cstdint>
@@ -21,5 +23,6 @@ constexpr const char* kCommSliceEnvVar = "TANDEM_COMM_THREAD_SLICE_US";
 
 int64_t comm_thread_slice_us();
 bool request_time_slice(int64_t us);
+int64_t current_time_slice_us();
 
 }  // namespace tandem
