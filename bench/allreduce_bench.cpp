@@ -21,14 +21,15 @@
 #include <string>
 #include <vector>
 
-#include "runtime/process_group.h"
+#include "runtime/dist/mpi_check.h"
+#include "runtime/dist/process_group.h"
 #include "runtime/storage.h"
 
 #if TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "runtime/cuda/cuda_memory.h"
-#include "runtime/cuda/nccl_process_group.h"
+#include "runtime/dist/nccl_process_group.h"
 #include "runtime/cuda_check.h"
 #endif
 

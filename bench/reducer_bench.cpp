@@ -44,7 +44,8 @@
 #include "autograd/function.h"
 #include "models/gan.h"
 #include "reducer/reducer.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/mpi_check.h"
+#include "runtime/dist/process_group.h"
 
 using namespace tandem;
 

@@ -39,7 +39,8 @@
 #include "models/wrapped_gan.h"
 #include "models/gan.h"
 #include "reducer/ddp.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/mpi_check.h"
+#include "runtime/dist/process_group.h"
 #include "runtime/rng.h"
 
 using namespace tandem;

@@ -3,7 +3,7 @@
 
 #include "models/train_options.h"
 #include "models/trainer.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "models/train_options.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 #include "runtime/tensor.h"
 
 namespace tandem::models {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 
 namespace tandem {
 

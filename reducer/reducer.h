@@ -44,7 +44,7 @@
 #include "autograd/variable.h"
 #include "reducer/bucket_assignment.h"
 #include "reducer/comm_hook.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 
 namespace tandem {
 

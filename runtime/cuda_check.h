@@ -1,6 +1,7 @@
-// Check macros for CUDA runtime, cuBLAS and NCCL calls. Include only from CUDA-enabled
-// translation units (TANDEM_HAVE_CUDA). Each throws tandem::Error naming the call, the
-// file:line and the rank, with the library's own error string.
+// Check macros for CUDA runtime and cuBLAS calls (NCCL's is with the NCCL group in
+// runtime/dist/). Include only from CUDA-enabled translation units (TANDEM_HAVE_CUDA).
+// Each throws tandem::Error naming the call, the file:line and the rank, with the
+// library's own error string.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,15 +28,5 @@
       ::tandem::detail::throw_error(__FILE__, __LINE__,                             \
           std::string("cuBLAS call failed: ") + #call + " returned status " +       \
           std::to_string(tandem_cublas_rc_));                                       \
-    }                                                                               \
-  } while (0)
-
-#define TANDEM_CHECK_NCCL(call)                                                     \
-  do {                                                                              \
-    ncclResult_t tandem_nccl_rc_ = (call);                                          \
-    if (tandem_nccl_rc_ != ncclSuccess) {                                           \
-      ::tandem::detail::throw_error(__FILE__, __LINE__,                             \
-          std::string("NCCL call failed: ") + #call + ": " +                        \
-          ncclGetErrorString(tandem_nccl_rc_));                                     \
     }                                                                               \
   } while (0)

@@ -46,18 +46,3 @@ namespace detail {
   } while (0)
 
 #define TANDEM_FAIL(msg) TANDEM_CHECK(false, msg)
-
-// MPI: every call returns an int error code; MPI_SUCCESS is 0 in every implementation.
-#define TANDEM_CHECK_MPI(call)                                                  \
-  do {                                                                          \
-    int tandem_mpi_rc_ = (call);                                                \
-    if (tandem_mpi_rc_ != 0) {                                                  \
-      ::tandem::detail::throw_error(__FILE__, __LINE__,                         \
-          std::string("MPI call failed: ") + #call + " returned " +             \
-          ::tandem::detail::mpi_error_string(tandem_mpi_rc_));                  \
-    }                                                                           \
-  } while (0)
-
-namespace tandem::detail {
-std::string mpi_error_string(int code);  // defined with the MPI process group
-}  // namespace tandem::detail

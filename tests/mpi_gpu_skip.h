@@ -11,7 +11,8 @@
 
 #include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/stream.h"
-#include "runtime/mpi_process_group.h"
+#include "runtime/dist/mpi_check.h"
+#include "runtime/dist/mpi_process_group.h"
 
 namespace tandem::testing {
 

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "models/trainer.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/mpi_gpu_skip.h"
 

@@ -11,7 +11,7 @@
 #include "models/dataset.h"
 #include "models/trainer.h"
 #include "runtime/checkpoint.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 
 using namespace tandem;
 namespace fs = std::filesystem;

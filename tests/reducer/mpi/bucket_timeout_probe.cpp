@@ -8,7 +8,7 @@
 
 #include "autograd/ops.h"
 #include "reducer/ddp.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 
 using namespace tandem;
 

@@ -11,7 +11,7 @@
 #include "autograd/ops.h"
 #include "autograd/optim.h"
 #include "reducer/ddp.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 
 using namespace tandem;
 

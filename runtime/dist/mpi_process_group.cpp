@@ -1,9 +1,7 @@
-#include "runtime/mpi_process_group.h"
+#include "runtime/dist/mpi_process_group.h"
 
 #include <algorithm>
-#include <bit>
 #include <climits>
-#include <cstdio>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -12,11 +10,10 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/thread_slice.h"
-
-#if defined(__F16C__) && defined(__AVX__)
-#include <immintrin.h>
-#endif
+#include "runtime/dist/mpi_check.h"
+#include "runtime/dist/mpi_lifetime.h"
+#include "runtime/dist/mpi_reduce_ops.h"
+#include "runtime/dist/thread_slice.h"
 
 #if TANDEM_HAVE_CUDA
 #include "runtime/cuda_check.h"
@@ -32,173 +29,6 @@ namespace detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::mutex g_mpi_mutex;
-std::atomic<bool> g_serialize_mpi{false};
-bool g_tandem_initialised_mpi = false;
-std::atomic<bool> g_in_finalize{false};
-
-// Under MPI_THREAD_SERIALIZED no two threads may be inside MPI at once; under MULTIPLE
-// this is free.
-class MpiLock {
- public:
-  MpiLock() : lock_(lock_mpi()) {}
-
- private:
-  std::unique_lock<std::mutex> lock_;
-};
-
-const char* thread_level_name(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
-  }
-  return "an unknown thread level";
-}
-
-void check_thread_level() {
-  TANDEM_CHECK(mpi_running(), "MPI is not running (not initialised, or already finalised): call "
-                              "tandem::dist::init_process_group() or MPI_Init_thread first");
-  int provided = MPI_THREAD_SINGLE;
-  TANDEM_CHECK_MPI(MPI_Query_thread(&provided));
-  TANDEM_CHECK(provided >= MPI_THREAD_SERIALIZED,
-               "MPI granted " << thread_level_name(provided)
-                              << ", but the process group's communication thread needs at least "
-                                 "MPI_THREAD_SERIALIZED: initialise MPI with MPI_Init_thread asking for "
-                                 "MPI_THREAD_MULTIPLE, with an MPI library built with thread support");
-  g_serialize_mpi.store(provided < MPI_THREAD_MULTIPLE);
-}
-
-MPI_Datatype mpi_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::f16:
-    case DType::bf16: return MPI_UINT16_T;  // payload only; arithmetic is in our MPI_Ops
-  }
-  return MPI_BYTE;
-}
-
-// 16-bit reductions: MPI has no half types, so user-defined ops compute in float and
-// round once per pairwise step. They run inside every reduction step, so the conversions
-// are inline and blocked (F16C when the compiler targets it); the rounding is that of
-// float_to_half_bits / float_to_bf16_bits (nearest even).
-enum class Combine { sum, max, min };
-
-constexpr int kBlock = 8;
-
-template <bool kHalf>
-inline void to_float(const uint16_t* src, float* dst, int n) {
-  if constexpr (kHalf) {
-#if defined(__F16C__) && defined(__AVX__)
-    if (n == kBlock) {
-      _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
-      return;
-    }
-#endif
-    for (int j = 0; j < n; ++j) dst[j] = half_bits_to_float(src[j]);
-  } else {
-    for (int j = 0; j < n; ++j) dst[j] = std::bit_cast<float>(static_cast<uint32_t>(src[j]) << 16);
-  }
-}
-
-template <bool kHalf>
-inline void from_float(const float* src, uint16_t* dst, int n) {
-  if constexpr (kHalf) {
-#if defined(__F16C__) && defined(__AVX__)
-    if (n == kBlock) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
-                       _mm256_cvtps_ph(_mm256_loadu_ps(src), _MM_FROUND_TO_NEAREST_INT));
-      return;
-    }
-#endif
-    for (int j = 0; j < n; ++j) dst[j] = float_to_half_bits(src[j]);
-  } else {
-    for (int j = 0; j < n; ++j) {
-      uint32_t x = std::bit_cast<uint32_t>(src[j]);
-      dst[j] = (x & 0x7fffffffu) > 0x7f800000u ? static_cast<uint16_t>((x >> 16) | 0x40u)  // quiet nan
-                                               : static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-    }
-  }
-}
-
-// b[i] = f(a[i], b[i]) in float (a may be null: f gets 0 for it). Full blocks have a
-// constant length so the conversions unroll and vectorise.
-template <bool kHalf, typename F>
-void map_16bit(const uint16_t* a, uint16_t* b, int64_t count, F f) {
-  float x[kBlock] = {}, y[kBlock];
-  const int64_t full = count / kBlock * kBlock;
-  for (int64_t i = 0; i < full; i += kBlock) {
-    if (a != nullptr) to_float<kHalf>(a + i, x, kBlock);
-    to_float<kHalf>(b + i, y, kBlock);
-    for (int j = 0; j < kBlock; ++j) y[j] = f(x[j], y[j]);
-    from_float<kHalf>(y, b + i, kBlock);
-  }
-  if (full < count) {
-    int m = static_cast<int>(count - full);
-    if (a != nullptr) to_float<kHalf>(a + full, x, m);
-    to_float<kHalf>(b + full, y, m);
-    for (int j = 0; j < m; ++j) y[j] = f(x[j], y[j]);
-    from_float<kHalf>(y, b + full, m);
-  }
-}
-
-template <bool kHalf, Combine kCombine>
-void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
-  map_16bit<kHalf>(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), *len, [](float x, float y) {
-    return kCombine == Combine::sum ? x + y : kCombine == Combine::max ? std::max(x, y) : std::min(x, y);
-  });
-}
-
-// [f16, bf16][sum, max, min], created once MPI runs.
-MPI_Op g_ops_16bit[2][3];
-std::once_flag g_once;
-
-void create_16bit_ops() {
-  MpiLock lock;
-  MPI_User_function* fns[2][3] = {
-      {reduce_16bit<true, Combine::sum>, reduce_16bit<true, Combine::max>, reduce_16bit<true, Combine::min>},
-      {reduce_16bit<false, Combine::sum>, reduce_16bit<false, Combine::max>, reduce_16bit<false, Combine::min>}};
-  for (int d = 0; d < 2; ++d)
-    for (int o = 0; o < 3; ++o) TANDEM_CHECK_MPI(MPI_Op_create(fns[d][o], /*commute=*/1, &g_ops_16bit[d][o]));
-}
-
-MPI_Op mpi_op(ReduceOp op, DType dtype) {
-  int o = op == ReduceOp::max ? 1 : op == ReduceOp::min ? 2 : 0;  // avg reduces as sum
-  if (dtype == DType::f16 || dtype == DType::bf16) return g_ops_16bit[dtype == DType::f16 ? 0 : 1][o];
-  return o == 0 ? MPI_SUM : o == 1 ? MPI_MAX : MPI_MIN;
-}
-
-void divide_in_place(void* data, DType dtype, int64_t count, int divisor) {
-  switch (dtype) {
-    case DType::f32: {
-      auto* p = static_cast<float*>(data);
-      float d = static_cast<float>(divisor);
-      for (int64_t i = 0; i < count; ++i) p[i] /= d;
-      break;
-    }
-    case DType::f64: {
-      auto* p = static_cast<double*>(data);
-      double d = divisor;
-      for (int64_t i = 0; i < count; ++i) p[i] /= d;
-      break;
-    }
-    case DType::f16:
-    case DType::bf16: {
-      auto* p = static_cast<uint16_t*>(data);
-      float d = static_cast<float>(divisor);
-      auto divide = [d](float, float y) { return y / d; };
-      if (dtype == DType::f16) {
-        map_16bit<true>(nullptr, p, count, divide);
-      } else {
-        map_16bit<false>(nullptr, p, count, divide);
-      }
-      break;
-    }
-  }
-}
 
 // MPI counts are int: larger operations go in pieces of this many elements.
 constexpr int64_t kMaxCountPerCall = INT_MAX;
@@ -219,37 +49,6 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-std::unique_lock<std::mutex> lock_mpi() {
-  if (g_serialize_mpi.load()) return std::unique_lock<std::mutex>(g_mpi_mutex);
-  return {};
-}
-
-bool mpi_abort_possible() {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  return initialised && (mpi_running() || g_in_finalize.load());
-}
-
-bool mpi_running() {
-  int initialised = 0, finalised = 0;
-  MPI_Initialized(&initialised);
-  MPI_Finalized(&finalised);
-  return initialised && !finalised;
-}
-
-void ensure_mpi_initialized() {
-  int initialised = 0, finalised = 0;
-  TANDEM_CHECK_MPI(MPI_Initialized(&initialised));
-  TANDEM_CHECK_MPI(MPI_Finalized(&finalised));
-  TANDEM_CHECK(!finalised, "MPI has already been finalised; it cannot be initialised again");
-  if (!initialised) {
-    int provided = MPI_THREAD_SINGLE;
-    TANDEM_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
-    g_tandem_initialised_mpi = true;
-  }
-  check_thread_level();
-}
-
 class MpiWork;
 
 struct QueuedOp {
@@ -257,7 +56,7 @@ struct QueuedOp {
   std::function<void(MpiGroupState&)> run;
 };
 
-struct MpiGroupState {
+struct MpiGroupState final : StoppableGroup {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;
@@ -302,7 +101,7 @@ struct MpiGroupState {
   void wake_waiters();  // with mu held: every unfinished Work's waiters re-check
   // Drains the queue (until the last queued deadline) and joins the thread; a timed-out
   // or stuck group ends the job instead.
-  void stop();
+  void stop() override;
 };
 
 class MpiWork final : public Work {
@@ -469,59 +268,6 @@ void MpiGroupState::stop() {
   if (thread.joinable()) thread.join();
 }
 
-namespace {
-
-std::mutex g_registry_mu;
-std::vector<std::weak_ptr<MpiGroupState>> g_registry;
-
-void register_group(const std::shared_ptr<MpiGroupState>& state) {
-  std::lock_guard<std::mutex> lock(g_registry_mu);
-  std::erase_if(g_registry, [](const std::weak_ptr<MpiGroupState>& w) { return w.expired(); });
-  g_registry.push_back(state);
-}
-
-// Stops every live group. Also runs inside MPI_Finalize (an attribute of MPI_COMM_SELF is
-// deleted first thing there), so a program that finalises MPI itself with work still queued
-// or stuck drains or ends the job instead of hanging in MPI_Finalize.
-void stop_all_groups() {
-  std::vector<std::shared_ptr<MpiGroupState>> live;
-  {
-    std::lock_guard<std::mutex> lock(g_registry_mu);
-    for (auto& w : g_registry)
-      if (auto s = w.lock()) live.push_back(std::move(s));
-    g_registry.clear();
-  }
-  for (auto& s : live) s->stop();
-}
-
-int on_finalize(MPI_Comm, int, void*, void*) {
-  g_in_finalize.store(true);
-  try {
-    stop_all_groups();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tandem: stopping process groups in MPI_Finalize: %s\n", e.what());
-  }
-  g_in_finalize.store(false);
-  return MPI_SUCCESS;
-}
-
-void install_finalize_hook() {
-  MpiLock lock;
-  int keyval = MPI_KEYVAL_INVALID;
-  TANDEM_CHECK_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &keyval, nullptr));
-  TANDEM_CHECK_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr));
-}
-
-}  // namespace
-
-void shutdown_mpi() {
-  stop_all_groups();
-  if (g_tandem_initialised_mpi && mpi_running()) {
-    MpiLock lock;
-    TANDEM_CHECK_MPI(MPI_Finalize());
-  }
-}
-
 }  // namespace detail
 
 namespace {
@@ -615,10 +361,7 @@ void check_device(const char* op, const Tensor& tensor) {
 MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name)
     : ProcessGroup(comm_rank(comm), comm_size(comm), std::move(name)),
       state_(std::make_shared<MpiGroupState>()) {
-  std::call_once(detail::g_once, [] {
-    detail::create_16bit_ops();
-    detail::install_finalize_hook();
-  });
+  detail::ensure_reduce_ops();
   MpiGroupState& g = *state_;
   g.rank = rank();
   g.size = size();

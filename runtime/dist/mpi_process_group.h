@@ -27,11 +27,10 @@
 #include <mpi.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 
 namespace tandem::dist {
 
@@ -65,19 +64,5 @@ class MpiProcessGroup final : public ProcessGroup {
   std::shared_ptr<detail::MpiGroupState> state_;
 };
 
-namespace detail {
-// MPI_Init_thread(MPI_THREAD_MULTIPLE) when MPI is not initialised yet (remembering that
-// tandem did it); checks the granted level is at least MPI_THREAD_SERIALIZED.
-void ensure_mpi_initialized();
-// Stops every live MpiProcessGroup, then MPI_Finalize if ensure_mpi_initialized did MPI_Init.
-void shutdown_mpi();
-// True while MPI is initialised and not finalised.
-bool mpi_running();
-// True when MPI_Abort may be called: MPI runs, or tandem's MPI_Finalize hook is running.
-bool mpi_abort_possible();
-// Held around every MPI call tandem makes: owns the process-wide MPI lock under
-// MPI_THREAD_SERIALIZED, owns nothing under MPI_THREAD_MULTIPLE.
-std::unique_lock<std::mutex> lock_mpi();
-}  // namespace detail
 
 }  // namespace tandem::dist

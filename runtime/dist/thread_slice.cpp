@@ -1,4 +1,4 @@
-#include "runtime/thread_slice.h"
+#include "runtime/dist/thread_slice.h"
 
 #include <cerrno>
 #include <cmath>

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "runtime/error.h"
-#include "runtime/launch_env.h"
+#include "runtime/dist/launch_env.h"
 #include "runtime/tensor.h"
 
 namespace tandem::dist {

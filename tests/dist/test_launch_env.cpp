@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "runtime/launch_env.h"
-#include "runtime/process_group.h"
+#include "runtime/dist/launch_env.h"
+#include "runtime/dist/process_group.h"
 
 using namespace tandem;
 using namespace tandem::dist;

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/process_group.h"
+#include "runtime/dist/process_group.h"
 
 using namespace tandem;
 using namespace tandem::dist;

@@ -8,7 +8,8 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/mpi_process_group.h"
+#include "runtime/dist/mpi_check.h"
+#include "runtime/dist/mpi_process_group.h"
 
 using namespace tandem;
 using namespace tandem::dist;

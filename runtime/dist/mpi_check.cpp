@@ -1,8 +1,8 @@
+#include "runtime/dist/mpi_check.h"
+
 #include <mpi.h>
 
-#include "runtime/error.h"
-
-namespace tandem::detail {
+namespace tandem::dist::detail {
 
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -11,4 +11,4 @@ std::string mpi_error_string(int code) {
   return std::string(text, static_cast<size_t>(length)) + " (code " + std::to_string(code) + ")";
 }
 
-}  // namespace tandem::detail
+}  // namespace tandem::dist::detail

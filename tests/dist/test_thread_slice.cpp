@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "runtime/error.h"
-#include "runtime/thread_slice.h"
+#include "runtime/dist/thread_slice.h"
 
 using namespace tandem;
 

@@ -1,4 +1,4 @@
-#include "runtime/launch_env.h"
+#include "runtime/dist/launch_env.h"
 
 #include <cerrno>
 #include <climits>

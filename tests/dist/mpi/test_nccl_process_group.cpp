@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "runtime/cuda/cuda_memory.h"
-#include "runtime/cuda/nccl_process_group.h"
-#include "runtime/mpi_process_group.h"
+#include "runtime/dist/nccl_process_group.h"
+#include "runtime/dist/mpi_process_group.h"
 #include "runtime/cuda_check.h"
 #include "runtime/storage.h"
 #include "tests/mpi_gpu_skip.h"

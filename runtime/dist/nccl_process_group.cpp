@@ -1,4 +1,4 @@
-#include "runtime/cuda/nccl_process_group.h"
+#include "runtime/dist/nccl_process_group.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,20 @@
 
 #include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda_check.h"
-#include "runtime/mpi_process_group.h"
+#include "runtime/dist/mpi_check.h"
+#include "runtime/dist/mpi_lifetime.h"
+#include "runtime/dist/mpi_process_group.h"
+
+// NCCL calls return ncclResult_t; a failure throws naming the call, file:line and rank.
+#define TANDEM_CHECK_NCCL(call)                                                     \
+  do {                                                                              \
+    ncclResult_t tandem_nccl_rc_ = (call);                                          \
+    if (tandem_nccl_rc_ != ncclSuccess) {                                           \
+      ::tandem::detail::throw_error(__FILE__, __LINE__,                             \
+          std::string("NCCL call failed: ") + #call + ": " +                        \
+          ncclGetErrorString(tandem_nccl_rc_));                                     \
+    }                                                                               \
+  } while (0)
 
 namespace tandem::dist {
 

@@ -1,0 +1,146 @@
+#include "runtime/dist/mpi_lifetime.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "runtime/dist/mpi_check.h"
+#include "runtime/dist/process_group.h"
+
+namespace tandem::dist {
+
+void abort_on_timeout(const Error& error) {
+  std::fprintf(stderr, "tandem: ending the job: %s\n", error.what());
+  std::fflush(stderr);
+  if (detail::mpi_abort_possible()) MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
+  std::_Exit(kTimeoutExitCode);
+}
+
+namespace detail {
+
+namespace {
+
+std::mutex g_mpi_mutex;
+std::atomic<bool> g_serialize_mpi{false};
+bool g_tandem_initialised_mpi = false;
+std::atomic<bool> g_in_finalize{false};
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "an unknown thread level";
+}
+
+}  // namespace
+
+void check_thread_level() {
+  TANDEM_CHECK(mpi_running(), "MPI is not running (not initialised, or already finalised): call "
+                              "tandem::dist::init_process_group() or MPI_Init_thread first");
+  int provided = MPI_THREAD_SINGLE;
+  TANDEM_CHECK_MPI(MPI_Query_thread(&provided));
+  TANDEM_CHECK(provided >= MPI_THREAD_SERIALIZED,
+               "MPI granted " << thread_level_name(provided)
+                              << ", but the process group's communication thread needs at least "
+                                 "MPI_THREAD_SERIALIZED: initialise MPI with MPI_Init_thread asking for "
+                                 "MPI_THREAD_MULTIPLE, with an MPI library built with thread support");
+  g_serialize_mpi.store(provided < MPI_THREAD_MULTIPLE);
+}
+
+std::unique_lock<std::mutex> lock_mpi() {
+  if (g_serialize_mpi.load()) return std::unique_lock<std::mutex>(g_mpi_mutex);
+  return {};
+}
+
+bool mpi_abort_possible() {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  return initialised && (mpi_running() || g_in_finalize.load());
+}
+
+bool mpi_running() {
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  return initialised && !finalised;
+}
+
+void ensure_mpi_initialized() {
+  int initialised = 0, finalised = 0;
+  TANDEM_CHECK_MPI(MPI_Initialized(&initialised));
+  TANDEM_CHECK_MPI(MPI_Finalized(&finalised));
+  TANDEM_CHECK(!finalised, "MPI has already been finalised; it cannot be initialised again");
+  if (!initialised) {
+    int provided = MPI_THREAD_SINGLE;
+    TANDEM_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    g_tandem_initialised_mpi = true;
+  }
+  check_thread_level();
+}
+
+namespace {
+
+std::mutex g_registry_mu;
+std::vector<std::weak_ptr<StoppableGroup>> g_registry;
+
+
+// Stops every live group. Also runs inside MPI_Finalize (an attribute of MPI_COMM_SELF is
+// deleted first thing there), so a program that finalises MPI itself with work still queued
+// or stuck drains or ends the job instead of hanging in MPI_Finalize.
+void stop_all_groups() {
+  std::vector<std::shared_ptr<StoppableGroup>> live;
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    for (auto& w : g_registry)
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    g_registry.clear();
+  }
+  for (auto& s : live) s->stop();
+}
+
+int on_finalize(MPI_Comm, int, void*, void*) {
+  g_in_finalize.store(true);
+  try {
+    stop_all_groups();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem: stopping process groups in MPI_Finalize: %s\n", e.what());
+  }
+  g_in_finalize.store(false);
+  return MPI_SUCCESS;
+}
+
+void install_finalize_hook() {
+  MpiLock lock;
+  int keyval = MPI_KEYVAL_INVALID;
+  TANDEM_CHECK_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &keyval, nullptr));
+  TANDEM_CHECK_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr));
+}
+
+std::once_flag g_hook_once;
+
+}  // namespace
+
+void register_group(const std::shared_ptr<StoppableGroup>& group) {
+  std::call_once(g_hook_once, install_finalize_hook);
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  std::erase_if(g_registry, [](const std::weak_ptr<StoppableGroup>& w) { return w.expired(); });
+  g_registry.push_back(group);
+}
+
+void shutdown_mpi() {
+  stop_all_groups();
+  if (g_tandem_initialised_mpi && mpi_running()) {
+    MpiLock lock;
+    TANDEM_CHECK_MPI(MPI_Finalize());
+  }
+}
+
+}  // namespace detail
+
+}  // namespace tandem::dist
