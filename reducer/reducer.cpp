@@ -112,18 +112,18 @@ void Reducer::begin_sync(std::vector<bool> local) {
   unsynced_used_.assign(count, false);
 
   // One small collective: per parameter, then per part, how many ranks used it.
-  Tensor counts = Tensor::zeros({static_cast<int64_t>(count + parts_.size())}, DType::f32);
-  float* c = counts.data<float>();
+  Tensor counts = Tensor::zeros({static_cast<int64_t>(count + parts_.size())}, DType::i32);
+  int32_t* c = counts.data<int32_t>();
   for (size_t i = 0; i < count; ++i) {
     if (local[i]) {
-      c[i] = 1.0f;
-      c[count + part_index_[i]] = 1.0f;
+      c[i] = 1;
+      c[count + part_index_[i]] = 1;
     }
   }
   dist::allreduce_host(*group_, counts, dist::ReduceOp::sum, "used-parameter agreement of " + options_.name);
   const int world = group_->size();
   for (size_t k = 0; k < parts_.size(); ++k) {
-    int ranks = static_cast<int>(c[count + k]);
+    int ranks = c[count + k];
     if (ranks > 0 && ranks < world) {
       size_t first = 0;
       while (part_index_[first] != k) ++first;
@@ -137,7 +137,7 @@ void Reducer::begin_sync(std::vector<bool> local) {
     }
   }
   std::vector<bool> global(count);
-  for (size_t i = 0; i < count; ++i) global[i] = c[i] > 0.0f;
+  for (size_t i = 0; i < count; ++i) global[i] = c[i] > 0;
 
   Phase& phase = phase_for(global);
   maybe_rebuild(phase);
@@ -208,12 +208,12 @@ void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
 void Reducer::maybe_rebuild(Phase& phase) {
   if (phase.rebuilds > 0 || phase.backwards != 1) return;
   // Rank 0's observed ready order of the first backward becomes everyone's layout order.
-  Tensor order = Tensor::zeros({static_cast<int64_t>(phase.used.size())}, DType::f64);
-  double* o = order.data<double>();
+  Tensor order = Tensor::zeros({static_cast<int64_t>(phase.used.size())}, DType::i64);
+  int64_t* o = order.data<int64_t>();
   TANDEM_CHECK(phase.ready_order.size() == phase.used.size(),
                "internal: phase " << phase.id << " of " << options_.name << " recorded " << phase.ready_order.size()
                                   << " ready gradients for " << phase.used.size() << " parameters");
-  for (size_t k = 0; k < phase.used.size(); ++k) o[k] = static_cast<double>(phase.ready_order[k]);
+  for (size_t k = 0; k < phase.used.size(); ++k) o[k] = static_cast<int64_t>(phase.ready_order[k]);
   dist::broadcast_host(*group_, order, 0,
                        "bucket rebuild order of phase " + std::to_string(phase.id) + " of " + options_.name);
   std::vector<size_t> rank0_order;

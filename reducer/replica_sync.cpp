@@ -1,5 +1,7 @@
 #include "reducer/replica_sync.h"
 
+#include <bit>
+#include <cstring>
 #include <sstream>
 
 namespace tandem {
@@ -17,21 +19,16 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
-// Rank 0's string, on every rank. Characters travel one per float32 element (exact).
+// Rank 0's string, on every rank, as bytes.
 std::string broadcast_string(dist::ProcessGroup& group, const std::string& mine, const std::string& tag) {
-  Tensor length = Tensor::from_values({1}, {double(mine.size())}, DType::f64);
+  Tensor length = Tensor::empty({1}, DType::i64);
+  length.data<int64_t>()[0] = static_cast<int64_t>(mine.size());
   dist::broadcast_host(group, length, 0, tag + " (length)");
-  auto n = static_cast<int64_t>(length.item());
-  Tensor chars = Tensor::zeros({n}, DType::f32);
-  if (group.rank() == 0) {
-    float* p = chars.data<float>();
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(mine[static_cast<size_t>(i)]);
-  }
+  const int64_t n = length.data<int64_t>()[0];
+  Tensor chars = Tensor::zeros({n}, DType::u8);
+  if (group.rank() == 0 && n > 0) std::memcpy(chars.raw_data(), mine.data(), static_cast<size_t>(n));
   if (n > 0) dist::broadcast_host(group, chars, 0, tag);
-  std::string out(static_cast<size_t>(n), '\0');
-  const float* p = chars.data<float>();
-  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<char>(static_cast<int>(p[i]));
-  return out;
+  return std::string(static_cast<const char*>(chars.raw_data()), static_cast<size_t>(n));
 }
 
 }  // namespace
@@ -56,12 +53,12 @@ void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescript
                 " has " + ours[i];
     }
   }
-  Tensor flags = Tensor::zeros({group.size()}, DType::f32);
-  if (!problem.empty()) flags.data<float>()[r] = 1.0f;
+  Tensor flags = Tensor::zeros({group.size()}, DType::i32);
+  if (!problem.empty()) flags.data<int32_t>()[r] = 1;
   dist::allreduce_host(group, flags, dist::ReduceOp::sum, "verify " + what + " (result)");
   std::string differing;
   for (int i = 0; i < group.size(); ++i) {
-    if (flags.at(i) != 0.0) differing += (differing.empty() ? "" : ", ") + std::to_string(i);
+    if (flags.data<int32_t>()[i] != 0) differing += (differing.empty() ? "" : ", ") + std::to_string(i);
   }
   if (differing.empty()) return;
   if (!problem.empty()) TANDEM_FAIL("model differs across ranks: " << problem);
@@ -93,22 +90,18 @@ uint64_t fnv1a(const Tensor& t) {
 void check_replicas_equal(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors,
                           const std::string& when) {
   const int64_t n = static_cast<int64_t>(tensors.size());
-  // Each hash as two 32-bit halves: exact in float64, which every backend reduces.
-  Tensor high = Tensor::empty({2 * n}, DType::f64);
-  double* h = high.data<double>();
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t v = fnv1a(*tensors[static_cast<size_t>(i)].tensor);
-    h[2 * i] = static_cast<double>(v >> 32);
-    h[2 * i + 1] = static_cast<double>(v & 0xffffffffu);
-  }
+  // Equal on every rank exactly when the max over ranks equals the min.
+  Tensor high = Tensor::empty({n}, DType::i64);
+  int64_t* h = high.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) h[i] = std::bit_cast<int64_t>(fnv1a(*tensors[static_cast<size_t>(i)].tensor));
   Tensor low = high.clone();
   dist::allreduce_host(group, high, dist::ReduceOp::max, "replica check (max) " + when);
   dist::allreduce_host(group, low, dist::ReduceOp::min, "replica check (min) " + when);
-  const double* hi = high.data<double>();
-  const double* lo = low.data<double>();
-  for (int64_t i = 0; i < 2 * n; ++i) {
+  const int64_t* hi = high.data<int64_t>();
+  const int64_t* lo = low.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
     if (hi[i] != lo[i]) {
-      const TensorDescription& d = tensors[static_cast<size_t>(i / 2)];
+      const TensorDescription& d = tensors[static_cast<size_t>(i)];
       TANDEM_FAIL("replicas differ " << when << ": '" << d.name << "' (" << d.tensor->str()
                                      << ") is not bitwise the same on all " << group.size()
                                      << " ranks; the first differing tensor of " << n << " checked");

@@ -350,6 +350,12 @@ const char* safetensors_dtype(DType dtype) {
       return "F16";
     case DType::bf16:
       return "BF16";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::u8:
+      return "U8";
   }
   return "?";
 }
@@ -359,6 +365,9 @@ std::optional<DType> parse_safetensors_dtype(const std::string& name) {
   if (name == "F64") return DType::f64;
   if (name == "F16") return DType::f16;
   if (name == "BF16") return DType::bf16;
+  if (name == "I32") return DType::i32;
+  if (name == "I64") return DType::i64;
+  if (name == "U8") return DType::u8;
   return std::nullopt;
 }
 

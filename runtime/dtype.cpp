@@ -13,6 +13,9 @@ size_t dtype_size(DType dtype) {
     case DType::f64: return 8;
     case DType::f16: return 2;
     case DType::bf16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::u8: return 1;
   }
   TANDEM_FAIL("unknown dtype " << static_cast<int>(dtype));
 }
@@ -23,8 +26,15 @@ const char* dtype_name(DType dtype) {
     case DType::f64: return "float64";
     case DType::f16: return "float16";
     case DType::bf16: return "bfloat16";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::u8: return "uint8";
   }
   return "unknown";
+}
+
+bool is_floating(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
 }
 
 uint16_t float_to_half_bits(float value) {

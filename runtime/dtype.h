@@ -2,7 +2,9 @@
 //
 // Contract: f32 is the working type; f64 exists on CPU for gradient checks; f16 and bf16
 // are storage types (conversion to and from float, round-to-nearest-even) used by the
-// compressed communication hooks.
+// compressed communication hooks. i32, i64 and u8 are integers as integers: counts,
+// indices, flags, hashes and bytes that cross a process group exactly. Kernels are
+// floating-point only and name the op when given an integer tensor.
 #pragma once
 
 #include <cstddef>
@@ -11,10 +13,11 @@
 
 namespace tandem {
 
-enum class DType : uint8_t { f32, f64, f16, bf16 };
+enum class DType : uint8_t { f32, f64, f16, bf16, i32, i64, u8 };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);
+const char* dtype_name(DType dtype);  // "float32", ..., "int32", "int64", "uint8"
+bool is_floating(DType dtype);
 
 // 16-bit floats as plain bit patterns; arithmetic happens after conversion to float.
 struct Half {
@@ -35,5 +38,8 @@ template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; }
 template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
 template <> struct DTypeOf<Half> { static constexpr DType value = DType::f16; };
 template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::bf16; };
+template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::i32; };
+template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::i64; };
+template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::u8; };
 
 }  // namespace tandem

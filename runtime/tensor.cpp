@@ -31,6 +31,9 @@ double load_as_double(const void* base, DType dtype, int64_t i) {
     case DType::f64: return static_cast<const double*>(base)[i];
     case DType::f16: return half_bits_to_float(static_cast<const uint16_t*>(base)[i]);
     case DType::bf16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[i]);
+    case DType::i32: return static_cast<const int32_t*>(base)[i];
+    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DType::u8: return static_cast<const uint8_t*>(base)[i];
   }
   return 0.0;
 }
@@ -45,6 +48,9 @@ void store_from_double(void* base, DType dtype, int64_t i, double value) {
     case DType::bf16:
       static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(static_cast<float>(value));
       break;
+    case DType::i32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(value); break;
+    case DType::i64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(value); break;
+    case DType::u8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(value); break;
   }
 }
 

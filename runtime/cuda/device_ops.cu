@@ -17,15 +17,12 @@ int blocks_for(int64_t count) {
   return static_cast<int>(blocks < 65535 * 32 ? (blocks == 0 ? 1 : blocks) : 65535 * 32);
 }
 
-// Every dtype goes through float or double; the 16-bit ones round to nearest even.
-template <typename T> struct Io;
-template <> struct Io<float> {
-  __device__ static double load(const float* p, int64_t i) { return p[i]; }
-  __device__ static void store(float* p, int64_t i, double v) { p[i] = static_cast<float>(v); }
-};
-template <> struct Io<double> {
-  __device__ static double load(const double* p, int64_t i) { return p[i]; }
-  __device__ static void store(double* p, int64_t i, double v) { p[i] = v; }
+// Every dtype goes through double; the 16-bit ones round to nearest even through float.
+// Integers are exact up to 2^53, which covers every value tandem converts between dtypes
+// on a device (copies within one dtype are plain copies).
+template <typename T> struct Io {
+  __device__ static double load(const T* p, int64_t i) { return static_cast<double>(p[i]); }
+  __device__ static void store(T* p, int64_t i, double v) { p[i] = static_cast<T>(v); }
 };
 template <> struct Io<__half> {
   __device__ static double load(const __half* p, int64_t i) { return __half2float(p[i]); }
@@ -58,6 +55,9 @@ void with_type(DType dtype, Fn&& fn) {
     case DType::f64: fn(static_cast<double*>(nullptr)); return;
     case DType::f16: fn(static_cast<__half*>(nullptr)); return;
     case DType::bf16: fn(static_cast<__nv_bfloat16*>(nullptr)); return;
+    case DType::i32: fn(static_cast<int32_t*>(nullptr)); return;
+    case DType::i64: fn(static_cast<int64_t*>(nullptr)); return;
+    case DType::u8: fn(static_cast<uint8_t*>(nullptr)); return;
   }
 }
 

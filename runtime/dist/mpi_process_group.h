@@ -11,7 +11,8 @@
 //   the caller must make no MPI calls of its own while a group has work queued.
 // - dtypes: float32 and float64 for every op; float16 and bfloat16 for every op too, sum,
 //   max and min through user-defined MPI_Ops that add/compare in float and round back to
-//   16 bits after each pairwise step (the payload stays 16-bit on the wire).
+//   16 bits after each pairwise step (the payload stays 16-bit on the wire); int32, int64
+//   and uint8 for every op but avg, with MPI's own exact integer reductions.
 // - avg divides the sum by size() (a true division, so (n+1)/2-style results are exact).
 // - CUDA tensors (CUDA builds only): staged through a pinned host buffer unless the MPI
 //   library reports itself CUDA-aware; the data must be ready with respect to the legacy

@@ -107,6 +107,9 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::f64: return MPI_DOUBLE;
     case DType::f16:
     case DType::bf16: return MPI_UINT16_T;  // payload only; arithmetic is in our MPI_Ops
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    case DType::u8: return MPI_UINT8_T;
   }
   return MPI_BYTE;
 }
@@ -145,6 +148,10 @@ void divide_in_place(void* data, DType dtype, int64_t count, int divisor) {
       }
       break;
     }
+    case DType::i32:
+    case DType::i64:
+    case DType::u8:
+      TANDEM_FAIL("an average of " << dtype_name(dtype) << " elements is not an integer");
   }
 }
 

@@ -3,12 +3,12 @@
 // Contract:
 // - mpi_type(dtype) is the MPI datatype that carries the dtype's payload (16-bit floats
 //   travel as MPI_UINT16_T: MPI has no half types).
-// - mpi_op(op, dtype) reduces that payload: MPI's own ops for 32/64-bit types; for float16
+// - mpi_op(op, dtype) reduces that payload: MPI's own ops for float32/64 and the integers; for float16
 //   and bfloat16, user-defined commutative ops that add/compare in float and round back to
 //   16 bits (nearest even) after each pairwise step. avg reduces as sum. The 16-bit ops
 //   exist after ensure_reduce_ops(), which is called once MPI runs (idempotent).
 // - divide_in_place divides `count` elements by `divisor` in the dtype's own arithmetic
-//   (16-bit: in float, rounded back), the second half of an avg.
+//   (16-bit: in float, rounded back), the second half of an avg; integers throw.
 #pragma once
 
 #include <mpi.h>

@@ -18,7 +18,8 @@
 //   kWatchdogGrace after its deadline (or an asynchronous NCCL error) aborts the NCCL
 //   communicator and ends the job through abort_on_timeout: the caller may be blocked
 //   inside CUDA, where no exception can reach it.
-// - dtypes float32, float64, float16, bfloat16 for every op; avg is NCCL's ncclAvg.
+// - dtypes float32, float64, float16, bfloat16 for every op; avg is NCCL's ncclAvg;
+//   int32, int64 and uint8 for every op but avg.
 // - Destruction waits at most the group's timeout for outstanding work, then destroys the
 //   NCCL communicator; stuck work ends the job through abort_on_timeout.
 #pragma once

@@ -47,7 +47,9 @@ void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
 
 void ProcessGroup::check_allreduce_args(const Tensor& tensor, ReduceOp op) const {
   check_defined("allreduce", tensor, "the tensor");
-  (void)op;
+  TANDEM_CHECK(op != ReduceOp::avg || is_floating(tensor.dtype()),
+               "allreduce (avg) of " << tensor.str() << ": an average of integers is not an integer; "
+                                     << "reduce with sum and divide, or use a floating-point dtype");
 }
 
 void ProcessGroup::check_broadcast_args(const Tensor& tensor, int root) const {

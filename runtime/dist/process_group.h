@@ -7,7 +7,8 @@
 //   completes before Work k+1.
 // - The call returns at once; the tensors it names must stay untouched (neither read nor
 //   written by the caller) until wait() returns. The Work holds the tensors' storage alive.
-// - allreduce is in place. avg is sum divided by size(). broadcast overwrites the tensor on
+// - allreduce is in place. avg is sum divided by size() (floating-point dtypes only; sum,
+//   max and min also take the integer dtypes, exactly). broadcast overwrites the tensor on
 //   every rank but `root` (a rank of this group) with root's. allgather fills out[i] with
 //   rank i's `in`; out has size() tensors of in's element count, dtype and device
 //   (allgather_flat: one tensor of size() * in.numel() elements, rank i's block at

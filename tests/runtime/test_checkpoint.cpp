@@ -48,6 +48,12 @@ std::map<std::string, Tensor> sample_tensors() {
   t["ema.half"] = h;
   t["optimizer.bf16"] = b;
   t["iteration"] = Tensor::scalar(1234.0, DType::f64);                                  // shape []
+  Tensor step = Tensor::empty({2}, DType::i64);  // past float64's 2^53: must stay exact
+  step.data<int64_t>()[0] = (int64_t{1} << 62) + 3;
+  step.data<int64_t>()[1] = -7;
+  t["optimizer.step"] = step;
+  t["sampler.counts"] = Tensor::full({3}, 41.0, DType::i32);
+  t["mask"] = Tensor::full({5}, 255.0, DType::u8);
   t["empty"] = Tensor::zeros({0, 3});                                                   // no bytes
   t["view"] = Tensor::from_values({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}).narrow_rows(1, 2);  // a view
   return t;
@@ -94,6 +100,9 @@ TEST_CASE("safetensors save then load restores every tensor bitwise and the meta
   CHECK(header.find("\"optimizer.bf16\":{\"dtype\":\"BF16\",\"shape\":[7]") != std::string::npos);
   CHECK(header.find("\"discriminator.bias\":{\"dtype\":\"F64\",\"shape\":[4]") != std::string::npos);
   CHECK(header.find("\"shape\":[]") != std::string::npos);
+  CHECK(header.find("\"optimizer.step\":{\"dtype\":\"I64\",\"shape\":[2]") != std::string::npos);
+  CHECK(header.find("\"sampler.counts\":{\"dtype\":\"I32\",\"shape\":[3]") != std::string::npos);
+  CHECK(header.find("\"mask\":{\"dtype\":\"U8\",\"shape\":[5]") != std::string::npos);
   // f64 data first (widest elements), so it starts 8-aligned at offset 0.
   SafetensorsHeader h = read_safetensors_header(path);
   CHECK(h.data_offset == 8 + n);
@@ -170,8 +179,8 @@ TEST_CASE("safetensors corrupt headers are errors naming the file and the proble
        12, ": corrupt header: tensors \"a\" [0, 8) and \"b\" [4, 12) overlap"},
       {R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8,
        ": corrupt header: tensor \"w\": shape [3] of F32 needs 12 bytes but data_offsets [0, 8] span 8"},
-      {R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8,
-       ": tensor \"w\": unsupported dtype \"I64\""},
+      {R"({"w":{"dtype":"I16","shape":[1],"data_offsets":[0,8]}})", 8,
+       ": tensor \"w\": unsupported dtype \"I16\""},
       {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", 8, "end before they begin"},
       {R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4,
        "shape entry must be a non-negative integer"},

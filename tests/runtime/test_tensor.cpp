@@ -64,6 +64,26 @@ TEST_CASE("dtype conversion round trips and 16-bit rounding", "[tensor][dtype]")
   CHECK(std::isnan(half_bits_to_float(float_to_half_bits(std::numeric_limits<float>::quiet_NaN()))));
 }
 
+TEST_CASE("integer dtypes hold integers exactly and convert like C++ casts", "[tensor][dtype]") {
+  CHECK(dtype_size(DType::i32) == 4);
+  CHECK(dtype_size(DType::i64) == 8);
+  CHECK(dtype_size(DType::u8) == 1);
+  CHECK(std::string(dtype_name(DType::i64)) == "int64");
+  CHECK_FALSE(is_floating(DType::u8));
+  CHECK(is_floating(DType::bf16));
+  Tensor big = Tensor::empty({2}, DType::i64);
+  big.data<int64_t>()[0] = (int64_t{1} << 62) + 1;  // float64 would round this
+  big.data<int64_t>()[1] = -5;
+  Tensor copy = big.clone();
+  CHECK(copy.data<int64_t>()[0] == (int64_t{1} << 62) + 1);
+  CHECK(Tensor::full({3}, 7.0, DType::u8).str() == "uint8[3] on cpu");
+  Tensor counts = Tensor::from_values({3}, {0, 3, 2147483647.0}, DType::i32);
+  CHECK(counts.data<int32_t>()[2] == 2147483647);
+  CHECK(counts.to(DType::f64).to_vector() == std::vector<double>{0, 3, 2147483647.0});
+  CHECK(Tensor::from_values({2}, {2.75, -2.75}).to(DType::i32).to_vector() == std::vector<double>{2, -2});
+  CHECK_THROWS_WITH(counts.data<float>(), Catch::Contains("as float32 on a tensor of int32"));
+}
+
 TEST_CASE("rng is reproducible and has the right moments", "[rng]") {
   Generator g1(42), g2(42), g3(43);
   Tensor a = Tensor::empty({10001}), b = Tensor::empty({10001}), c = Tensor::empty({10001});

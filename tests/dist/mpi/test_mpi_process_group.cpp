@@ -101,6 +101,48 @@ TEST_CASE("mpi: allreduce is exact for every op, dtype and size", "[mpi][allredu
   }
 }
 
+TEST_CASE("mpi: integer dtypes reduce and broadcast exactly, past float64's 2^53", "[mpi][allreduce]") {
+  auto g = world();
+  const int64_t n = g->size(), r = g->rank();
+  const int64_t big = (int64_t{1} << 60) + 1;  // not representable in float64
+  Tensor sum = Tensor::empty({3}, DType::i64), max = Tensor::empty({3}, DType::i64);
+  for (int64_t i = 0; i < 3; ++i) {
+    sum.data<int64_t>()[i] = i == 0 ? r + 1 : i == 1 ? -(r + 1) : big / 8 + r;
+    max.data<int64_t>()[i] = big + r;
+  }
+  Tensor min = max.clone();
+  Tensor counts = Tensor::full({5}, static_cast<double>(r + 1), DType::i32);
+  Tensor bytes = Tensor::full({4}, 1.0, DType::u8);
+  g->allreduce(sum, ReduceOp::sum, "i64 sum")->wait();
+  g->allreduce(max, ReduceOp::max, "i64 max")->wait();
+  g->allreduce(min, ReduceOp::min, "i64 min")->wait();
+  g->allreduce(counts, ReduceOp::sum, "i32 sum")->wait();
+  g->allreduce(bytes, ReduceOp::sum, "u8 sum")->wait();
+  CHECK(sum.data<int64_t>()[0] == n * (n + 1) / 2);
+  CHECK(sum.data<int64_t>()[1] == -n * (n + 1) / 2);
+  CHECK(sum.data<int64_t>()[2] == n * (big / 8) + n * (n - 1) / 2);
+  CHECK(max.data<int64_t>()[0] == big + n - 1);
+  CHECK(min.data<int64_t>()[2] == big);
+  for (int64_t i = 0; i < 5; ++i) CHECK(counts.data<int32_t>()[i] == n * (n + 1) / 2);
+  for (int64_t i = 0; i < 4; ++i) CHECK(bytes.data<uint8_t>()[i] == n);
+
+  Tensor from_last = Tensor::empty({2}, DType::i64);
+  from_last.data<int64_t>()[0] = big + r;
+  from_last.data<int64_t>()[1] = -big - r;
+  g->broadcast(from_last, static_cast<int>(n - 1), "i64 broadcast")->wait();
+  CHECK(from_last.data<int64_t>()[0] == big + n - 1);
+  CHECK(from_last.data<int64_t>()[1] == -big - (n - 1));
+
+  Tensor text = Tensor::empty({3}, DType::u8);
+  for (int64_t i = 0; i < 3; ++i) text.data<uint8_t>()[i] = static_cast<uint8_t>(r == 0 ? 250 + i : 0);
+  g->broadcast(text, 0, "u8 broadcast")->wait();
+  for (int64_t i = 0; i < 3; ++i) CHECK(text.data<uint8_t>()[i] == 250 + i);
+
+  Tensor avg = Tensor::full({2}, 1.0, DType::i32);
+  CHECK_THROWS_WITH(g->allreduce(avg, ReduceOp::avg, "i32 avg"),
+                    Catch::Contains("allreduce (avg) of int32[2] on cpu") && Catch::Contains("not an integer"));
+}
+
 TEST_CASE("mpi: allreduce of distinct values per element and of a view inside a buffer", "[mpi][allreduce]") {
   auto g = world();
   const int n = g->size();
