@@ -16,11 +16,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "runtime/command_line.h"
 #include "runtime/process_group.h"
 #include "runtime/storage.h"
 
@@ -41,80 +40,14 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   Backend backend = Backend::mpi;
-  size_t min_bytes = size_t{4} << 10;
-  size_t max_bytes = size_t{256} << 20;
+  int64_t min_bytes = int64_t{4} << 10;
+  int64_t max_bytes = int64_t{256} << 20;
   int iters = 20;
   int warmup = 5;
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
   bool raw = false;
 };
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "allreduce_bench: %s\nusage: allreduce_bench [--backend mpi|nccl] [--min-bytes N[K|M|G]] "
-               "[--max-bytes N[K|M|G]] [--iters N] [--warmup N] [--dtype float32|float64|float16|bfloat16] "
-               "[--op sum|avg|max|min] [--raw]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-size_t parse_bytes(const std::string& text) {
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  std::string suffix = end ? end : "";
-  double scale = suffix.empty() ? 1 : suffix == "K" ? 1024.0 : suffix == "M" ? 1048576.0 : suffix == "G" ? 1073741824.0 : -1;
-  if (text.empty() || scale < 0 || value <= 0) usage("bad byte count '" + text + "'");
-  return static_cast<size_t>(value * scale);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--backend") {
-      std::string b = next();
-      if (b == "mpi") o.backend = Backend::mpi;
-      else if (b == "nccl") o.backend = Backend::nccl;
-      else usage("unknown backend '" + b + "'");
-    } else if (arg == "--min-bytes") {
-      o.min_bytes = parse_bytes(next());
-    } else if (arg == "--max-bytes") {
-      o.max_bytes = parse_bytes(next());
-    } else if (arg == "--iters") {
-      o.iters = std::atoi(next().c_str());
-    } else if (arg == "--warmup") {
-      o.warmup = std::atoi(next().c_str());
-    } else if (arg == "--dtype") {
-      std::string d = next();
-      if (d == "float32") o.dtype = DType::f32;
-      else if (d == "float64") o.dtype = DType::f64;
-      else if (d == "float16") o.dtype = DType::f16;
-      else if (d == "bfloat16") o.dtype = DType::bf16;
-      else usage("unknown dtype '" + d + "'");
-    } else if (arg == "--op") {
-      std::string p = next();
-      if (p == "sum") o.op = ReduceOp::sum;
-      else if (p == "avg") o.op = ReduceOp::avg;
-      else if (p == "max") o.op = ReduceOp::max;
-      else if (p == "min") o.op = ReduceOp::min;
-      else usage("unknown op '" + p + "'");
-    } else if (arg == "--raw") {
-      o.raw = true;
-    } else {
-      usage("unknown argument '" + arg + "'");
-    }
-  }
-  if (o.iters < 1 || o.warmup < 0) usage("--iters must be at least 1 and --warmup at least 0");
-  if (o.min_bytes > o.max_bytes) usage("--min-bytes is above --max-bytes");
-  if (o.raw && (o.backend != Backend::mpi || (o.dtype != DType::f32 && o.dtype != DType::f64)))
-    usage("--raw compares with MPI_Allreduce: it needs --backend mpi and float32 or float64");
-  return o;
-}
 
 // The buffer under test: a host tensor, mirrored on the GPU for the nccl backend.
 struct Buffer {
@@ -236,7 +169,27 @@ int64_t check_raw(ProcessGroup& group, Buffer& buf, const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  Options o;
+  CommandLine cl("allreduce_bench",
+                 "In-place allreduce through a ProcessGroup at sizes x4 from --min-bytes to --max-bytes,\n"
+                 "nccl-tests style (time, algbw, busbw, #wrong); run it under mpirun.");
+  cl.add_choice("--backend", &o.backend, {{"mpi", Backend::mpi}, {"nccl", Backend::nccl}}, "process group");
+  cl.add_bytes("--min-bytes", &o.min_bytes, "smallest message");
+  cl.add_bytes("--max-bytes", &o.max_bytes, "largest message");
+  cl.add("--iters", &o.iters, "timed allreduces per size", 1);
+  cl.add("--warmup", &o.warmup, "untimed allreduces per size first", 0);
+  cl.add_choice("--dtype", &o.dtype,
+                {{"float32", DType::f32}, {"float64", DType::f64}, {"float16", DType::f16}, {"bfloat16", DType::bf16}},
+                "element type");
+  cl.add_choice("--op", &o.op,
+                {{"sum", ReduceOp::sum}, {"avg", ReduceOp::avg}, {"max", ReduceOp::max}, {"min", ReduceOp::min}},
+                "reduction");
+  cl.add_flag("--raw", &o.raw, "also time plain MPI_Allreduce on the same buffer (mpi, float32 or float64)");
+  cl.parse(argc, argv);
+  if (o.min_bytes > o.max_bytes) cl.exit_usage("--min-bytes is above --max-bytes");
+  if (o.raw && (o.backend != Backend::mpi || (o.dtype != DType::f32 && o.dtype != DType::f64))) {
+    cl.exit_usage("--raw compares with MPI_Allreduce: it needs --backend mpi and float32 or float64");
+  }
   try {
     DistributedContext context(o.backend);
     ProcessGroup& group = *context.world();
@@ -265,8 +218,8 @@ int main(int argc, char** argv) {
     int64_t total_wrong = 0;
     double sum_busbw = 0, sum_raw_busbw = 0;
     int sizes = 0;
-    for (size_t want = o.min_bytes; want <= o.max_bytes; want *= 4) {
-      const int64_t count = static_cast<int64_t>(want / element_bytes);
+    for (int64_t want = o.min_bytes; want <= o.max_bytes; want *= 4) {
+      const int64_t count = want / static_cast<int64_t>(element_bytes);
       const size_t bytes = static_cast<size_t>(count) * element_bytes;
       Buffer buf;
       buf.host = Tensor::empty({count}, o.dtype);

@@ -9,18 +9,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "bench/bench_args.h"
 #include "kernels/activation.h"
 #include "kernels/bucket_ops.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
+#include "runtime/command_line.h"
 #include "runtime/rng.h"
 
 #if TANDEM_HAVE_CUDA
@@ -41,38 +39,6 @@ struct Options {
   int warmup = 5;
   int parts = 160;
 };
-
-// "64M" -> 64 MiB; K, M and G suffixes are powers of 1024.
-int64_t parse_bytes(const std::string& text) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  int64_t mult = 1;
-  if (*end == 'K' || *end == 'k') mult = int64_t{1} << 10;
-  if (*end == 'M' || *end == 'm') mult = int64_t{1} << 20;
-  if (*end == 'G' || *end == 'g') mult = int64_t{1} << 30;
-  return static_cast<int64_t>(v * static_cast<double>(mult));
-}
-
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) return false;
-    const std::string v = argv[++i];
-    if (a == "--sizes") {
-      o.sizes.clear();
-      for (const std::string& s : bench::split_list(v)) o.sizes.push_back(parse_bytes(s));
-    } else if (a == "--reps") {
-      o.reps = std::max(1, std::atoi(v.c_str()));
-    } else if (a == "--warmup") {
-      o.warmup = std::max(0, std::atoi(v.c_str()));
-    } else if (a == "--parts") {
-      o.parts = std::max(1, std::atoi(v.c_str()));
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
 
 #if TANDEM_HAVE_CUDA
 
@@ -326,10 +292,15 @@ void bench_gemm(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: kernels_bench [--sizes 1M,4M,16M,64M,256M] [--reps N] [--warmup N] [--parts N]\n");
-    return 2;
-  }
+  CommandLine cl("kernels_bench",
+                 "GPU kernels, each validated against its CPU twin, then timed: memory-bound kernels against\n"
+                 "the device-to-device copy bandwidth, our GEMM against cuBLAS. Without a GPU it says so and\n"
+                 "exits 0.");
+  cl.add_bytes_list("--sizes", &o.sizes, "data set sizes of the memory-bound kernels");
+  cl.add("--reps", &o.reps, "timed calls per kernel; the median is reported", 1);
+  cl.add("--warmup", &o.warmup, "untimed calls per kernel first", 0);
+  cl.add("--parts", &o.parts, "tensors a bucket is cut into (pack, unpack, adam)", 1);
+  cl.parse(argc, argv);
 #if TANDEM_HAVE_CUDA
   std::string why;
   if (!cuda::device_available(&why)) {

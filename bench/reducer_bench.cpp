@@ -32,18 +32,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "bench/bench_args.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "models/gan.h"
 #include "reducer/reducer.h"
+#include "runtime/command_line.h"
 #include "runtime/process_group.h"
 
 using namespace tandem;
@@ -62,39 +60,6 @@ struct Options {
   double compute_factor = 2.0;
   std::string json;
 };
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "reducer_bench: %s\nusage: reducer_bench [--iters N] [--warmup N] [--sets mlp,dcgan,25m] "
-               "[--caps 1,5,25,100] [--compute-factor F] [--json FILE]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--iters") o.iters = std::atoi(next().c_str());
-    else if (arg == "--warmup") o.warmup = std::atoi(next().c_str());
-    else if (arg == "--sets") o.sets = bench::split_list(next());
-    else if (arg == "--caps") {
-      o.caps.clear();
-      for (const auto& c : bench::split_list(next())) o.caps.push_back(std::atof(c.c_str()));
-    } else if (arg == "--compute-factor") o.compute_factor = std::atof(next().c_str());
-    else if (arg == "--json") o.json = next();
-    else usage("unknown argument '" + arg + "'");
-  }
-  if (o.iters < 1 || o.warmup < 0) usage("--iters must be at least 1 and --warmup at least 0");
-  for (double c : o.caps) {
-    if (!(c > 0)) usage("bucket caps must be positive");
-  }
-  return o;
-}
 
 struct GradSet {
   std::string name;
@@ -377,7 +342,19 @@ OverlapRow run_overlap(const GradSet& set, double cap, bool view, double plain_m
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  Options o;
+  std::vector<std::string> set_names = models::gan_model_names();
+  set_names.push_back("25m");
+  CommandLine cl("reducer_bench",
+                 "The Reducer against one plain allreduce of the same bytes, per gradient set and bucket cap,\n"
+                 "and the communication a backward with compute leaves exposed; run it under mpirun.");
+  cl.add("--iters", &o.iters, "timed iterations; the median is reported", 1);
+  cl.add("--warmup", &o.warmup, "untimed iterations first", 0);
+  cl.add_list("--sets", &o.sets, "gradient sets: GAN parameter lists, or 25m synthetic tensors", set_names);
+  cl.add_list("--caps", &o.caps, "bucket caps in MB", 0);
+  cl.add("--compute-factor", &o.compute_factor, "overlap busy-wait in total, times the plain allreduce", 0);
+  cl.add("--json", &o.json, "also write the results as JSON here", "FILE");
+  cl.parse(argc, argv);
   try {
     dist::DistributedContext context(dist::Backend::mpi);
     std::shared_ptr<dist::ProcessGroup> group = context.world();

@@ -26,7 +26,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -34,11 +33,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_args.h"
 #include "autograd/optim.h"
 #include "models/wrapped_gan.h"
 #include "models/gan.h"
 #include "reducer/ddp.h"
+#include "runtime/command_line.h"
 #include "runtime/process_group.h"
 #include "runtime/rng.h"
 
@@ -59,41 +58,6 @@ struct Options {
   int64_t batch = 64;
   std::string json;
 };
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "step_bench: %s\nusage: step_bench [--models mlp,mlp-dynamic,dcgan] [--modes single,whole,whole_view,separate,prepare] "
-               "[--steps N] [--runs N] [--warmup N] [--batch N] [--json FILE]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--models") o.models = bench::split_list(next());
-    else if (arg == "--modes") o.modes = bench::split_list(next());
-    else if (arg == "--steps") o.steps = std::atoi(next().c_str());
-    else if (arg == "--runs") o.runs = std::atoi(next().c_str());
-    else if (arg == "--warmup") o.warmup = std::atoi(next().c_str());
-    else if (arg == "--batch") o.batch = std::atoll(next().c_str());
-    else if (arg == "--json") o.json = next();
-    else usage("unknown argument '" + arg + "'");
-  }
-  if (o.steps < 1 || o.runs < 1 || o.warmup < 0 || o.batch < 1) usage("bad --steps, --runs, --warmup or --batch");
-  for (const auto& mode : o.modes) {
-    if (std::find(std::begin(kModes), std::end(kModes), mode) == std::end(kModes)) {
-      usage("unknown mode '" + mode + "' (modes: single, whole, whole_view, separate, prepare)");
-    }
-  }
-  if (o.modes.empty()) usage("--modes needs at least one mode");
-  return o;
-}
 
 // One model under one mode, with its optimizers and wrapper.
 struct Setup {
@@ -163,7 +127,20 @@ struct Result {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  Options o;
+  std::vector<std::string> model_names = models::gan_model_names();
+  model_names.push_back("mlp-dynamic");
+  CommandLine cl("step_bench",
+                 "Per-step time of a GAN training step, one process against the DDP wrappers, every mode\n"
+                 "in one mpirun job with the runs interleaved; run it under mpirun.");
+  cl.add_list("--models", &o.models, "GAN models (mlp-dynamic: mlp with its dynamic D layer)", model_names);
+  cl.add_list("--modes", &o.modes, "how each model is wrapped", {std::begin(kModes), std::end(kModes)});
+  cl.add("--steps", &o.steps, "training steps per timed run", 1);
+  cl.add("--runs", &o.runs, "timed runs per mode; the median is reported", 1);
+  cl.add("--warmup", &o.warmup, "untimed steps per mode first", 0);
+  cl.add("--batch", &o.batch, "batch per rank", 1);
+  cl.add("--json", &o.json, "also write the results as JSON here", "FILE");
+  cl.parse(argc, argv);
   try {
     dist::DistributedContext context(dist::Backend::mpi);
     std::shared_ptr<dist::ProcessGroup> group = context.world();
