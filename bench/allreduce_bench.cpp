@@ -74,15 +74,21 @@ int64_t count_wrong(const Tensor& host, double expected) {
 
 double expected_value(ReduceOp op, int n) {
   switch (op) {
-    case ReduceOp::sum: return n * (n + 1) / 2.0;
-    case ReduceOp::avg: return (n + 1) / 2.0;
-    case ReduceOp::max: return n;
-    case ReduceOp::min: return 1;
+    case ReduceOp::sum:
+      return n * (n + 1) / 2.0;
+    case ReduceOp::avg:
+      return (n + 1) / 2.0;
+    case ReduceOp::max:
+      return n;
+    case ReduceOp::min:
+      return 1;
   }
   return 0;
 }
 
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 double average_over_ranks(double value, int n) {
   double sum = 0;
@@ -178,12 +184,14 @@ int main(int argc, char** argv) {
   cl.add_bytes("--max-bytes", &o.max_bytes, "largest message");
   cl.add("--iters", &o.iters, "timed allreduces per size", 1);
   cl.add("--warmup", &o.warmup, "untimed allreduces per size first", 0);
-  cl.add_choice("--dtype", &o.dtype,
-                {{"float32", DType::f32}, {"float64", DType::f64}, {"float16", DType::f16}, {"bfloat16", DType::bf16}},
-                "element type");
-  cl.add_choice("--op", &o.op,
-                {{"sum", ReduceOp::sum}, {"avg", ReduceOp::avg}, {"max", ReduceOp::max}, {"min", ReduceOp::min}},
-                "reduction");
+  cl.add_choice(
+      "--dtype", &o.dtype,
+      {{"float32", DType::f32}, {"float64", DType::f64}, {"float16", DType::f16}, {"bfloat16", DType::bf16}},
+      "element type");
+  cl.add_choice(
+      "--op", &o.op,
+      {{"sum", ReduceOp::sum}, {"avg", ReduceOp::avg}, {"max", ReduceOp::max}, {"min", ReduceOp::min}},
+      "reduction");
   cl.add_flag("--raw", &o.raw, "also time plain MPI_Allreduce on the same buffer (mpi, float32 or float64)");
   cl.parse(argc, argv);
   if (o.min_bytes > o.max_bytes) cl.exit_usage("--min-bytes is above --max-bytes");
@@ -204,13 +212,15 @@ int main(int argc, char** argv) {
 #endif
     const size_t element_bytes = dtype_size(o.dtype);
     if (root) {
-      std::printf("# allreduce_bench: backend %s, %d ranks, %s %s, in place, %d iterations after %d warm-up\n",
-                  backend_name(o.backend), n, dtype_name(o.dtype), reduce_op_name(o.op), o.iters, o.warmup);
+      std::printf(
+          "# allreduce_bench: backend %s, %d ranks, %s %s, in place, %d iterations after %d warm-up\n",
+          backend_name(o.backend), n, dtype_name(o.dtype), reduce_op_name(o.op), o.iters, o.warmup);
       std::printf("# busbw = algbw * 2(n-1)/n; time averaged over ranks; #wrong summed over ranks\n#\n");
       std::printf("# %12s %12s %8s %6s %10s %8s %8s %7s", "size", "count", "type", "redop", "time", "algbw",
                   "busbw", "#wrong");
       if (o.raw) std::printf(" | %10s %8s %8s %7s %6s", "raw time", "algbw", "busbw", "#wrong", "ratio");
-      std::printf("\n# %12s %12s %8s %6s %10s %8s %8s %7s", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+      std::printf("\n# %12s %12s %8s %6s %10s %8s %8s %7s", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+                  "(GB/s)", "");
       if (o.raw) std::printf(" | %10s %8s %8s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "", "");
       std::printf("\n");
       std::fflush(stdout);
@@ -248,8 +258,10 @@ int main(int argc, char** argv) {
           std::printf(" | %10.1f %8.2f %8.2f %7lld", raw.time_us, raw.algbw, raw.busbw,
                       static_cast<long long>(raw.wrong));
           // busbw ours / raw (the same as raw time / our time); meaningless at one rank.
-          if (n > 1) std::printf(" %6.2f", raw.time_us / ours.time_us);
-          else std::printf(" %6s", "n/a");
+          if (n > 1)
+            std::printf(" %6.2f", raw.time_us / ours.time_us);
+          else
+            std::printf(" %6s", "n/a");
         }
         std::printf("\n");
         std::fflush(stdout);
@@ -257,7 +269,8 @@ int main(int argc, char** argv) {
       if (want > o.max_bytes / 4) break;  // the next x4 would pass the cap (or overflow)
     }
     if (root && sizes > 0) {
-      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong), total_wrong ? "WRONG" : "OK");
+      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
+                  total_wrong ? "WRONG" : "OK");
       std::printf("# Avg bus bandwidth    : %.3f GB/s", sum_busbw / sizes);
       if (o.raw) {
         std::printf(" (plain MPI_Allreduce %.3f GB/s", sum_raw_busbw / sizes);
@@ -267,7 +280,8 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
     if (total_wrong != 0) {
-      if (root) std::fprintf(stderr, "allreduce_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
+      if (root)
+        std::fprintf(stderr, "allreduce_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
       return 1;
     }
   } catch (const Error& e) {

@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
       {256, 64, 784, true, false, "D l0 weight grad  g^T x"},
       {64, 256, 256, false, true, "hidden 256x256"},
   };
-  std::printf("%-32s %8s %8s %8s %10s %10s %8s\n", "shape (m x k x n)", "m", "k", "n", "time(us)", "GFLOP/s", "maxerr");
+  std::printf("%-32s %8s %8s %8s %10s %10s %8s\n", "shape (m x k x n)", "m", "k", "n", "time(us)", "GFLOP/s",
+              "maxerr");
   Generator gen(1);
   int bad = 0;
   for (const Shape3& s : shapes) {

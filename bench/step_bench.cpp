@@ -1,8 +1,8 @@
 // step_bench: per-step time of a GAN training step, one process against the DDP wrappers.
 //
 //   mpirun -np 2 --oversubscribe build/bin/step_bench [--models mlp,mlp-dynamic,dcgan]
-//       [--modes single,whole,whole_view,separate,prepare] [--steps 100] [--runs 3] [--warmup 10] [--batch 64]
-//       [--json FILE]
+//       [--modes single,whole,whole_view,separate,prepare] [--steps 100] [--runs 3] [--warmup 10]
+//       [--batch 64] [--json FILE]
 //
 // A step is GanModel::train_step: one D update then one G update (Adam 2e-4, betas 0.5,
 // 0.999), on fresh random data drawn inside the step as the PyTorch anchor does (real
@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "autograd/optim.h"
-#include "models/wrapped_gan.h"
 #include "models/gan.h"
+#include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
 #include "runtime/command_line.h"
 #include "runtime/process_group.h"
@@ -147,10 +147,11 @@ int main(int argc, char** argv) {
     const int n = group->size();
     const bool root = group->rank() == 0;
     if (root) {
-      std::printf("# step_bench: %d ranks, batch %lld per rank, %d runs of %d steps after %d warm-up steps;\n"
-                  "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
-                  "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
-                  n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
+      std::printf(
+          "# step_bench: %d ranks, batch %lld per rank, %d runs of %d steps after %d warm-up steps;\n"
+          "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
+          "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
+          n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
       std::printf("# %12s %10s %10s %26s %7s %7s\n", "model", "mode", "step", "runs", "ratio", "#wrong");
       std::printf("# %12s %10s %10s %26s %7s %7s\n", "", "", "(ms)", "(ms)", "", "");
       std::fflush(stdout);
@@ -171,13 +172,15 @@ int main(int argc, char** argv) {
         finite.push_back(true);
       }
       for (size_t m = 0; m < setups.size(); ++m) {
-        for (int i = 0; i < o.warmup; ++i) finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
+        for (int i = 0; i < o.warmup; ++i)
+          finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
       }
       for (int run = 0; run < o.runs; ++run) {
         for (size_t m = 0; m < setups.size(); ++m) {
           TANDEM_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
           auto t0 = Clock::now();
-          for (int s = 0; s < o.steps; ++s) finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
+          for (int s = 0; s < o.steps; ++s)
+            finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
           double ms = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count() / o.steps;
           rs[m].run_ms.push_back(max_over_ranks(ms));
         }
@@ -215,8 +218,8 @@ int main(int argc, char** argv) {
                   static_cast<long long>(total_wrong), total_wrong ? "WRONG" : "OK");
       if (!o.json.empty()) {
         std::ofstream js(o.json);
-        js << "{\"ranks\": " << n << ", \"batch\": " << o.batch << ", \"steps\": " << o.steps << ", \"runs\": "
-           << o.runs << ", \"results\": [";
+        js << "{\"ranks\": " << n << ", \"batch\": " << o.batch << ", \"steps\": " << o.steps
+           << ", \"runs\": " << o.runs << ", \"results\": [";
         for (size_t i = 0; i < results.size(); ++i) {
           const Result& r = results[i];
           js << (i ? ", " : "") << "{\"model\": \"" << r.model << "\", \"mode\": \"" << r.mode
