@@ -16,11 +16,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "runtime/command_line.h"
 #include "runtime/dist/mpi_check.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/storage.h"
@@ -42,80 +41,14 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   Backend backend = Backend::mpi;
-  size_t min_bytes = size_t{4} << 10;
-  size_t max_bytes = size_t{256} << 20;
+  int64_t min_bytes = int64_t{4} << 10;
+  int64_t max_bytes = int64_t{256} << 20;
   int iters = 20;
   int warmup = 5;
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
   bool raw = false;
 };
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "allreduce_bench: %s\nusage: allreduce_bench [--backend mpi|nccl] [--min-bytes N[K|M|G]] "
-               "[--max-bytes N[K|M|G]] [--iters N] [--warmup N] [--dtype float32|float64|float16|bfloat16] "
-               "[--op sum|avg|max|min] [--raw]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-size_t parse_bytes(const std::string& text) {
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  std::string suffix = end ? end : "";
-  double scale = suffix.empty() ? 1 : suffix == "K" ? 1024.0 : suffix == "M" ? 1048576.0 : suffix == "G" ? 1073741824.0 : -1;
-  if (text.empty() || scale < 0 || value <= 0) usage("bad byte count '" + text + "'");
-  return static_cast<size_t>(value * scale);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--backend") {
-      std::string b = next();
-      if (b == "mpi") o.backend = Backend::mpi;
-      else if (b == "nccl") o.backend = Backend::nccl;
-      else usage("unknown backend '" + b + "'");
-    } else if (arg == "--min-bytes") {
-      o.min_bytes = parse_bytes(next());
-    } else if (arg == "--max-bytes") {
-      o.max_bytes = parse_bytes(next());
-    } else if (arg == "--iters") {
-      o.iters = std::atoi(next().c_str());
-    } else if (arg == "--warmup") {
-      o.warmup = std::atoi(next().c_str());
-    } else if (arg == "--dtype") {
-      std::string d = next();
-      if (d == "float32") o.dtype = DType::f32;
-      else if (d == "float64") o.dtype = DType::f64;
-      else if (d == "float16") o.dtype = DType::f16;
-      else if (d == "bfloat16") o.dtype = DType::bf16;
-      else usage("unknown dtype '" + d + "'");
-    } else if (arg == "--op") {
-      std::string p = next();
-      if (p == "sum") o.op = ReduceOp::sum;
-      else if (p == "avg") o.op = ReduceOp::avg;
-      else if (p == "max") o.op = ReduceOp::max;
-      else if (p == "min") o.op = ReduceOp::min;
-      else usage("unknown op '" + p + "'");
-    } else if (arg == "--raw") {
-      o.raw = true;
-    } else {
-      usage("unknown argument '" + arg + "'");
-    }
-  }
-  if (o.iters < 1 || o.warmup < 0) usage("--iters must be at least 1 and --warmup at least 0");
-  if (o.min_bytes > o.max_bytes) usage("--min-bytes is above --max-bytes");
-  if (o.raw && (o.backend != Backend::mpi || (o.dtype != DType::f32 && o.dtype != DType::f64)))
-    usage("--raw compares with MPI_Allreduce: it needs --backend mpi and float32 or float64");
-  return o;
-}
 
 // The buffer under test: a host tensor, mirrored on the GPU for the nccl backend.
 struct Buffer {
@@ -142,15 +75,21 @@ int64_t count_wrong(const Tensor& host, double expected) {
 
 double expected_value(ReduceOp op, int n) {
   switch (op) {
-    case ReduceOp::sum: return n * (n + 1) / 2.0;
-    case ReduceOp::avg: return (n + 1) / 2.0;
-    case ReduceOp::max: return n;
-    case ReduceOp::min: return 1;
+    case ReduceOp::sum:
+      return n * (n + 1) / 2.0;
+    case ReduceOp::avg:
+      return (n + 1) / 2.0;
+    case ReduceOp::max:
+      return n;
+    case ReduceOp::min:
+      return 1;
   }
   return 0;
 }
 
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 double average_over_ranks(double value, int n) {
   double sum = 0;
@@ -237,7 +176,29 @@ int64_t check_raw(ProcessGroup& group, Buffer& buf, const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  Options o;
+  CommandLine cl("allreduce_bench",
+                 "In-place allreduce through a ProcessGroup at sizes x4 from --min-bytes to --max-bytes,\n"
+                 "nccl-tests style (time, algbw, busbw, #wrong); run it under mpirun.");
+  cl.add_choice("--backend", &o.backend, {{"mpi", Backend::mpi}, {"nccl", Backend::nccl}}, "process group");
+  cl.add_bytes("--min-bytes", &o.min_bytes, "smallest message");
+  cl.add_bytes("--max-bytes", &o.max_bytes, "largest message");
+  cl.add("--iters", &o.iters, "timed allreduces per size", 1);
+  cl.add("--warmup", &o.warmup, "untimed allreduces per size first", 0);
+  cl.add_choice(
+      "--dtype", &o.dtype,
+      {{"float32", DType::f32}, {"float64", DType::f64}, {"float16", DType::f16}, {"bfloat16", DType::bf16}},
+      "element type");
+  cl.add_choice(
+      "--op", &o.op,
+      {{"sum", ReduceOp::sum}, {"avg", ReduceOp::avg}, {"max", ReduceOp::max}, {"min", ReduceOp::min}},
+      "reduction");
+  cl.add_flag("--raw", &o.raw, "also time plain MPI_Allreduce on the same buffer (mpi, float32 or float64)");
+  cl.parse(argc, argv);
+  if (o.min_bytes > o.max_bytes) cl.exit_usage("--min-bytes is above --max-bytes");
+  if (o.raw && (o.backend != Backend::mpi || (o.dtype != DType::f32 && o.dtype != DType::f64))) {
+    cl.exit_usage("--raw compares with MPI_Allreduce: it needs --backend mpi and float32 or float64");
+  }
   try {
     DistributedContext context(o.backend);
     ProcessGroup& group = *context.world();
@@ -252,13 +213,15 @@ int main(int argc, char** argv) {
 #endif
     const size_t element_bytes = dtype_size(o.dtype);
     if (root) {
-      std::printf("# allreduce_bench: backend %s, %d ranks, %s %s, in place, %d iterations after %d warm-up\n",
-                  backend_name(o.backend), n, dtype_name(o.dtype), reduce_op_name(o.op), o.iters, o.warmup);
+      std::printf(
+          "# allreduce_bench: backend %s, %d ranks, %s %s, in place, %d iterations after %d warm-up\n",
+          backend_name(o.backend), n, dtype_name(o.dtype), reduce_op_name(o.op), o.iters, o.warmup);
       std::printf("# busbw = algbw * 2(n-1)/n; time averaged over ranks; #wrong summed over ranks\n#\n");
       std::printf("# %12s %12s %8s %6s %10s %8s %8s %7s", "size", "count", "type", "redop", "time", "algbw",
                   "busbw", "#wrong");
       if (o.raw) std::printf(" | %10s %8s %8s %7s %6s", "raw time", "algbw", "busbw", "#wrong", "ratio");
-      std::printf("\n# %12s %12s %8s %6s %10s %8s %8s %7s", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+      std::printf("\n# %12s %12s %8s %6s %10s %8s %8s %7s", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+                  "(GB/s)", "");
       if (o.raw) std::printf(" | %10s %8s %8s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "", "");
       std::printf("\n");
       std::fflush(stdout);
@@ -266,8 +229,8 @@ int main(int argc, char** argv) {
     int64_t total_wrong = 0;
     double sum_busbw = 0, sum_raw_busbw = 0;
     int sizes = 0;
-    for (size_t want = o.min_bytes; want <= o.max_bytes; want *= 4) {
-      const int64_t count = static_cast<int64_t>(want / element_bytes);
+    for (int64_t want = o.min_bytes; want <= o.max_bytes; want *= 4) {
+      const int64_t count = want / static_cast<int64_t>(element_bytes);
       const size_t bytes = static_cast<size_t>(count) * element_bytes;
       Buffer buf;
       buf.host = Tensor::empty({count}, o.dtype);
@@ -296,8 +259,10 @@ int main(int argc, char** argv) {
           std::printf(" | %10.1f %8.2f %8.2f %7lld", raw.time_us, raw.algbw, raw.busbw,
                       static_cast<long long>(raw.wrong));
           // busbw ours / raw (the same as raw time / our time); meaningless at one rank.
-          if (n > 1) std::printf(" %6.2f", raw.time_us / ours.time_us);
-          else std::printf(" %6s", "n/a");
+          if (n > 1)
+            std::printf(" %6.2f", raw.time_us / ours.time_us);
+          else
+            std::printf(" %6s", "n/a");
         }
         std::printf("\n");
         std::fflush(stdout);
@@ -305,7 +270,8 @@ int main(int argc, char** argv) {
       if (want > o.max_bytes / 4) break;  // the next x4 would pass the cap (or overflow)
     }
     if (root && sizes > 0) {
-      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong), total_wrong ? "WRONG" : "OK");
+      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
+                  total_wrong ? "WRONG" : "OK");
       std::printf("# Avg bus bandwidth    : %.3f GB/s", sum_busbw / sizes);
       if (o.raw) {
         std::printf(" (plain MPI_Allreduce %.3f GB/s", sum_raw_busbw / sizes);
@@ -315,7 +281,8 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
     if (total_wrong != 0) {
-      if (root) std::fprintf(stderr, "allreduce_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
+      if (root)
+        std::fprintf(stderr, "allreduce_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
       return 1;
     }
   } catch (const Error& e) {

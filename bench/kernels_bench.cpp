@@ -9,18 +9,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "bench/bench_args.h"
 #include "kernels/activation.h"
 #include "kernels/bucket_ops.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/optim.h"
+#include "runtime/command_line.h"
 #include "runtime/rng.h"
 
 #if TANDEM_HAVE_CUDA
@@ -41,38 +39,6 @@ struct Options {
   int warmup = 5;
   int parts = 160;
 };
-
-// "64M" -> 64 MiB; K, M and G suffixes are powers of 1024.
-int64_t parse_bytes(const std::string& text) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  int64_t mult = 1;
-  if (*end == 'K' || *end == 'k') mult = int64_t{1} << 10;
-  if (*end == 'M' || *end == 'm') mult = int64_t{1} << 20;
-  if (*end == 'G' || *end == 'g') mult = int64_t{1} << 30;
-  return static_cast<int64_t>(v * static_cast<double>(mult));
-}
-
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) return false;
-    const std::string v = argv[++i];
-    if (a == "--sizes") {
-      o.sizes.clear();
-      for (const std::string& s : bench::split_list(v)) o.sizes.push_back(parse_bytes(s));
-    } else if (a == "--reps") {
-      o.reps = std::max(1, std::atoi(v.c_str()));
-    } else if (a == "--warmup") {
-      o.warmup = std::max(0, std::atoi(v.c_str()));
-    } else if (a == "--parts") {
-      o.parts = std::max(1, std::atoi(v.c_str()));
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
 
 #if TANDEM_HAVE_CUDA
 
@@ -129,7 +95,11 @@ Bucket make_bucket(int64_t count, int parts, bool odd, Device device, uint64_t s
   for (int i = 0; i < parts; ++i) total += weights[static_cast<size_t>(i)] = 1.0 + (i * 7) % 11;
   int64_t at = odd ? 1 : 0, left = count;
   for (int i = 0; i < parts; ++i) {
-    int64_t n = i + 1 == parts ? left : static_cast<int64_t>(static_cast<double>(count) * weights[static_cast<size_t>(i)] / total) / 4 * 4;
+    int64_t n =
+        i + 1 == parts
+            ? left
+            : static_cast<int64_t>(static_cast<double>(count) * weights[static_cast<size_t>(i)] / total) / 4 *
+                  4;
     n = std::max<int64_t>(0, std::min(n, left));
     left -= n;
     Tensor t = random_tensor({n}, seed + static_cast<uint64_t>(i));
@@ -144,10 +114,10 @@ Bucket make_bucket(int64_t count, int parts, bool odd, Device device, uint64_t s
 
 struct Row {
   std::string kernel;
-  int64_t bytes;       // the size column: bytes of the data set
-  int64_t count;       // elements
+  int64_t bytes;  // the size column: bytes of the data set
+  int64_t count;  // elements
   double us;
-  double moved;        // bytes read + written per call
+  double moved;  // bytes read + written per call
 };
 
 void print_row(const Row& r, double copy_gbps) {
@@ -172,70 +142,96 @@ int validate(const Options& o) {
     }
   };
   const int64_t n = 100003;
-  guarded("pack (scale 0.5)", [&] {
-    Bucket c = make_bucket(n, o.parts, false, Device::cpu(), 1), g = make_bucket(n, o.parts, false, Device::cuda(), 1);
-    Tensor fc = Tensor::zeros({c.flat_count}), fg = Tensor::zeros({g.flat_count}, DType::f32, Device::cuda());
-    kernels::pack_(fc, c.parts, c.offsets, c.counts, 0.5);
-    kernels::pack_(fg, g.parts, g.offsets, g.counts, 0.5);
-    return relative_error(fg, fc);
-  }, 0.0);
-  guarded("unpack (odd offsets)", [&] {
-    Bucket c = make_bucket(n, o.parts, true, Device::cpu(), 2), g = make_bucket(n, o.parts, true, Device::cuda(), 2);
-    Tensor flat = random_tensor({c.flat_count}, 9);
-    kernels::unpack_(flat, c.parts, c.offsets, 2.0);
-    kernels::unpack_(gpu(flat), g.parts, g.offsets, 2.0);
-    double worst = 0;
-    for (size_t i = 0; i < c.parts.size(); ++i) worst = std::max(worst, relative_error(g.parts[i], c.parts[i]));
-    return worst;
-  }, 0.0);
-  guarded("add", [&] {
-    Tensor a = random_tensor({n}, 3), b = random_tensor({n}, 4);
-    return relative_error(kernels::add(gpu(a), gpu(b)), kernels::add(a, b));
-  }, 0.0);
-  guarded("relu", [&] {
-    Tensor a = random_tensor({n}, 5);
-    return relative_error(kernels::relu(gpu(a)), kernels::relu(a));
-  }, 0.0);
-  guarded("adam (3 tensors, 2 steps)", [&] {
-    std::vector<Tensor> pc, gc, mc, vc, pg, gg, mg, vg;
-    for (int64_t k : {int64_t{1}, int64_t{7}, n}) {
-      pc.push_back(random_tensor({k}, 10 + static_cast<uint64_t>(k)));
-      gc.push_back(random_tensor({k}, 20 + static_cast<uint64_t>(k)));
-      mc.push_back(Tensor::zeros({k}));
-      vc.push_back(Tensor::zeros({k}));
-      pg.push_back(gpu(pc.back()));
-      gg.push_back(gpu(gc.back()));
-      mg.push_back(gpu(mc.back()));
-      vg.push_back(gpu(vc.back()));
-    }
-    for (int64_t t = 1; t <= 2; ++t) {
-      kernels::AdamStep s{.lr = 1e-3, .weight_decay = 0.01, .step = t};
-      kernels::adam_update_(pc, gc, mc, vc, s);
-      kernels::adam_update_(pg, gg, mg, vg, s);
-    }
-    double worst = 0;
-    for (size_t i = 0; i < pc.size(); ++i) worst = std::max(worst, relative_error(pg[i], pc[i]));
-    return worst;
-  }, 1e-6);
-  guarded("gemm 64x784x256 (A B^T)", [&] {
-    Tensor a = random_tensor({64, 784}, 6), b = random_tensor({256, 784}, 7);
-    return relative_error(kernels::matmul(gpu(a), gpu(b), false, true), kernels::matmul(a, b, false, true));
-  }, 1e-5);
+  guarded(
+      "pack (scale 0.5)",
+      [&] {
+        Bucket c = make_bucket(n, o.parts, false, Device::cpu(), 1),
+               g = make_bucket(n, o.parts, false, Device::cuda(), 1);
+        Tensor fc = Tensor::zeros({c.flat_count}),
+               fg = Tensor::zeros({g.flat_count}, DType::f32, Device::cuda());
+        kernels::pack_(fc, c.parts, c.offsets, c.counts, 0.5);
+        kernels::pack_(fg, g.parts, g.offsets, g.counts, 0.5);
+        return relative_error(fg, fc);
+      },
+      0.0);
+  guarded(
+      "unpack (odd offsets)",
+      [&] {
+        Bucket c = make_bucket(n, o.parts, true, Device::cpu(), 2),
+               g = make_bucket(n, o.parts, true, Device::cuda(), 2);
+        Tensor flat = random_tensor({c.flat_count}, 9);
+        kernels::unpack_(flat, c.parts, c.offsets, 2.0);
+        kernels::unpack_(gpu(flat), g.parts, g.offsets, 2.0);
+        double worst = 0;
+        for (size_t i = 0; i < c.parts.size(); ++i)
+          worst = std::max(worst, relative_error(g.parts[i], c.parts[i]));
+        return worst;
+      },
+      0.0);
+  guarded(
+      "add",
+      [&] {
+        Tensor a = random_tensor({n}, 3), b = random_tensor({n}, 4);
+        return relative_error(kernels::add(gpu(a), gpu(b)), kernels::add(a, b));
+      },
+      0.0);
+  guarded(
+      "relu",
+      [&] {
+        Tensor a = random_tensor({n}, 5);
+        return relative_error(kernels::relu(gpu(a)), kernels::relu(a));
+      },
+      0.0);
+  guarded(
+      "adam (3 tensors, 2 steps)",
+      [&] {
+        std::vector<Tensor> pc, gc, mc, vc, pg, gg, mg, vg;
+        for (int64_t k : {int64_t{1}, int64_t{7}, n}) {
+          pc.push_back(random_tensor({k}, 10 + static_cast<uint64_t>(k)));
+          gc.push_back(random_tensor({k}, 20 + static_cast<uint64_t>(k)));
+          mc.push_back(Tensor::zeros({k}));
+          vc.push_back(Tensor::zeros({k}));
+          pg.push_back(gpu(pc.back()));
+          gg.push_back(gpu(gc.back()));
+          mg.push_back(gpu(mc.back()));
+          vg.push_back(gpu(vc.back()));
+        }
+        for (int64_t t = 1; t <= 2; ++t) {
+          kernels::AdamStep s{.lr = 1e-3, .weight_decay = 0.01, .step = t};
+          kernels::adam_update_(pc, gc, mc, vc, s);
+          kernels::adam_update_(pg, gg, mg, vg, s);
+        }
+        double worst = 0;
+        for (size_t i = 0; i < pc.size(); ++i) worst = std::max(worst, relative_error(pg[i], pc[i]));
+        return worst;
+      },
+      1e-6);
+  guarded(
+      "gemm 64x784x256 (A B^T)",
+      [&] {
+        Tensor a = random_tensor({64, 784}, 6), b = random_tensor({256, 784}, 7);
+        return relative_error(kernels::matmul(gpu(a), gpu(b), false, true),
+                              kernels::matmul(a, b, false, true));
+      },
+      1e-5);
   return wrong;
 }
 
 void bench_memory(const Options& o) {
-  std::printf("#\n# memory-bound kernels, float32 (pack/unpack and adam over %d tensors unless noted)\n", o.parts);
+  std::printf("#\n# memory-bound kernels, float32 (pack/unpack and adam over %d tensors unless noted)\n",
+              o.parts);
   std::printf("%14s %12s %12s %10s %9s %7s\n", "kernel", "size(B)", "count", "time(us)", "GB/s", "%copy");
   for (int64_t bytes : o.sizes) {
     const int64_t count = bytes / 4;
     Tensor src = Tensor::empty({count}, DType::f32, Device::cuda());
     Tensor dst = Tensor::empty({count}, DType::f32, Device::cuda());
     src.zero_();
-    const double copy_us = median_us([&] {
-      TANDEM_CHECK_CUDA(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), static_cast<size_t>(bytes),
-                                        cudaMemcpyDeviceToDevice, cuda::compute_stream()));
-    }, o);
+    const double copy_us = median_us(
+        [&] {
+          TANDEM_CHECK_CUDA(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), static_cast<size_t>(bytes),
+                                            cudaMemcpyDeviceToDevice, cuda::compute_stream()));
+        },
+        o);
     const double copy_gbps = 2.0 * static_cast<double>(bytes) / (copy_us * 1e3);
     print_row({"copy (D2D)", bytes, count, copy_us, 2.0 * static_cast<double>(bytes)}, copy_gbps);
     src = Tensor();
@@ -257,8 +253,9 @@ void bench_memory(const Options& o) {
       bool odd;
       int parts;
     };
-    for (const Split& sp : {Split{"pack", "unpack", false, o.parts}, Split{"pack (odd)", "unpack (odd)", true, o.parts},
-                            Split{"pack (1024 t)", "unpack (1024 t)", false, 1024}}) {
+    for (const Split& sp :
+         {Split{"pack", "unpack", false, o.parts}, Split{"pack (odd)", "unpack (odd)", true, o.parts},
+          Split{"pack (1024 t)", "unpack (1024 t)", false, 1024}}) {
       Bucket bucket = make_bucket(count, sp.parts, sp.odd, Device::cuda(), 11);
       Tensor flat = Tensor::zeros({bucket.flat_count}, DType::f32, Device::cuda());
       run(sp.pack, 2 * b, [&] { kernels::pack_(flat, bucket.parts, bucket.offsets, bucket.counts); });
@@ -290,10 +287,14 @@ void bench_gemm(const Options& o) {
     int64_t m, k, n;
     bool ta, tb;
   };
-  const G shapes[] = {{64, 784, 256, false, true}, {64, 256, 784, false, true}, {256, 64, 784, true, false},
-                      {64, 256, 256, false, true}, {256, 784, 256, false, false}, {4096, 4096, 4096, false, false}};
-  std::printf("#\n# gemm, float32 (CUBLAS_COMPUTE_32F, no TF32): ours (kernels::gemm) vs cublasGemmEx called directly\n");
-  std::printf("%24s %10s %10s %10s %10s %7s\n", "m x k x n", "ours(us)", "TFLOP/s", "cuBLAS(us)", "TFLOP/s", "ratio");
+  const G shapes[] = {{64, 784, 256, false, true},   {64, 256, 784, false, true},
+                      {256, 64, 784, true, false},   {64, 256, 256, false, true},
+                      {256, 784, 256, false, false}, {4096, 4096, 4096, false, false}};
+  std::printf(
+      "#\n# gemm, float32 (CUBLAS_COMPUTE_32F, no TF32): ours (kernels::gemm) vs cublasGemmEx called "
+      "directly\n");
+  std::printf("%24s %10s %10s %10s %10s %7s\n", "m x k x n", "ours(us)", "TFLOP/s", "cuBLAS(us)", "TFLOP/s",
+              "ratio");
   cublasHandle_t h = nullptr;
   TANDEM_CHECK_CUBLAS(cublasCreate(&h));
   TANDEM_CHECK_CUBLAS(cublasSetStream(h, cuda::compute_stream()));
@@ -303,17 +304,20 @@ void bench_gemm(const Options& o) {
     Tensor c = Tensor::empty({s.m, s.n}, DType::f32, Device::cuda());
     const double ours = median_us([&] { kernels::gemm(a, s.ta, b, s.tb, c); }, o);
     const float alpha = 1.0f, beta = 0.0f;
-    const double direct = median_us([&] {
-      TANDEM_CHECK_CUBLAS(cublasGemmEx(h, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, s.ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                       static_cast<int>(s.n), static_cast<int>(s.m), static_cast<int>(s.k), &alpha,
-                                       b.raw_data(), CUDA_R_32F, static_cast<int>(b.size(1)), a.raw_data(), CUDA_R_32F,
-                                       static_cast<int>(a.size(1)), &beta, c.raw_data(), CUDA_R_32F,
-                                       static_cast<int>(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    }, o);
+    const double direct = median_us(
+        [&] {
+          TANDEM_CHECK_CUBLAS(cublasGemmEx(
+              h, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, s.ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(s.n),
+              static_cast<int>(s.m), static_cast<int>(s.k), &alpha, b.raw_data(), CUDA_R_32F,
+              static_cast<int>(b.size(1)), a.raw_data(), CUDA_R_32F, static_cast<int>(a.size(1)), &beta,
+              c.raw_data(), CUDA_R_32F, static_cast<int>(s.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        },
+        o);
     const double flop = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n);
     char label[64];
-    std::snprintf(label, sizeof label, "%lldx%lldx%lld%s%s", static_cast<long long>(s.m), static_cast<long long>(s.k),
-                  static_cast<long long>(s.n), s.ta ? " A^T" : "", s.tb ? " B^T" : "");
+    std::snprintf(label, sizeof label, "%lldx%lldx%lld%s%s", static_cast<long long>(s.m),
+                  static_cast<long long>(s.k), static_cast<long long>(s.n), s.ta ? " A^T" : "",
+                  s.tb ? " B^T" : "");
     std::printf("%24s %10.1f %10.2f %10.1f %10.2f %7.2f\n", label, ours, flop / (ours * 1e6), direct,
                 flop / (direct * 1e6), direct / ours);
   }
@@ -326,10 +330,16 @@ void bench_gemm(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: kernels_bench [--sizes 1M,4M,16M,64M,256M] [--reps N] [--warmup N] [--parts N]\n");
-    return 2;
-  }
+  CommandLine cl(
+      "kernels_bench",
+      "GPU kernels, each validated against its CPU twin, then timed: memory-bound kernels against\n"
+      "the device-to-device copy bandwidth, our GEMM against cuBLAS. Without a GPU it says so and\n"
+      "exits 0.");
+  cl.add_bytes_list("--sizes", &o.sizes, "data set sizes of the memory-bound kernels");
+  cl.add("--reps", &o.reps, "timed calls per kernel; the median is reported", 1);
+  cl.add("--warmup", &o.warmup, "untimed calls per kernel first", 0);
+  cl.add("--parts", &o.parts, "tensors a bucket is cut into (pack, unpack, adam)", 1);
+  cl.parse(argc, argv);
 #if TANDEM_HAVE_CUDA
   std::string why;
   if (!cuda::device_available(&why)) {

@@ -32,18 +32,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "bench/bench_args.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "models/gan.h"
 #include "reducer/reducer.h"
+#include "runtime/command_line.h"
 #include "runtime/dist/mpi_check.h"
 #include "runtime/dist/process_group.h"
 
@@ -63,39 +61,6 @@ struct Options {
   double compute_factor = 2.0;
   std::string json;
 };
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "reducer_bench: %s\nusage: reducer_bench [--iters N] [--warmup N] [--sets mlp,dcgan,25m] "
-               "[--caps 1,5,25,100] [--compute-factor F] [--json FILE]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--iters") o.iters = std::atoi(next().c_str());
-    else if (arg == "--warmup") o.warmup = std::atoi(next().c_str());
-    else if (arg == "--sets") o.sets = bench::split_list(next());
-    else if (arg == "--caps") {
-      o.caps.clear();
-      for (const auto& c : bench::split_list(next())) o.caps.push_back(std::atof(c.c_str()));
-    } else if (arg == "--compute-factor") o.compute_factor = std::atof(next().c_str());
-    else if (arg == "--json") o.json = next();
-    else usage("unknown argument '" + arg + "'");
-  }
-  if (o.iters < 1 || o.warmup < 0) usage("--iters must be at least 1 and --warmup at least 0");
-  for (double c : o.caps) {
-    if (!(c > 0)) usage("bucket caps must be positive");
-  }
-  return o;
-}
 
 struct GradSet {
   std::string name;
@@ -174,8 +139,9 @@ struct Leaves {
 // the leaves' accumulators, which then fire the hooks with the stored gradients.
 void feed_backward(const std::vector<Variable>& params) {
   const size_t count = params.size();
-  Variable root = make_result(Tensor::scalar(0.0), "GradFeed", params,
-                              [count](const Tensor&, const FunctionNode&) { return std::vector<Tensor>(count); });
+  Variable root =
+      make_result(Tensor::scalar(0.0), "GradFeed", params,
+                  [count](const Tensor&, const FunctionNode&) { return std::vector<Tensor>(count); });
   root.backward();
 }
 
@@ -185,15 +151,17 @@ void busy_wait(double us) {
   }
 }
 
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 void barrier() { TANDEM_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
 
 // Per iteration, the maximum over ranks; then the median.
 double median_of_max(std::vector<double> local) {
   std::vector<double> global(local.size());
-  TANDEM_CHECK_MPI(MPI_Allreduce(local.data(), global.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX,
-                                 MPI_COMM_WORLD));
+  TANDEM_CHECK_MPI(MPI_Allreduce(local.data(), global.data(), static_cast<int>(local.size()), MPI_DOUBLE,
+                                 MPI_MAX, MPI_COMM_WORLD));
   std::sort(global.begin(), global.end());
   size_t n = global.size();
   return n % 2 ? global[n / 2] : 0.5 * (global[n / 2 - 1] + global[n / 2]);
@@ -228,8 +196,8 @@ struct Flat {
     buffer.fill_(value);
     barrier();
     auto t0 = Clock::now();
-    TANDEM_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buffer.raw_data(), static_cast<int>(buffer.numel()), MPI_FLOAT,
-                                   MPI_SUM, MPI_COMM_WORLD));
+    TANDEM_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buffer.raw_data(), static_cast<int>(buffer.numel()),
+                                   MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     double t = seconds(t0, Clock::now());
     wrong += count_wrong(buffer, static_cast<float>(n * (n + 1) / 2.0));
     return t;
@@ -254,7 +222,8 @@ double bucketed_plain(dist::ProcessGroup& group, std::vector<Tensor>& buckets, d
   barrier();
   auto t0 = Clock::now();
   std::vector<std::shared_ptr<dist::Work>> works;
-  for (auto& b : buckets) works.push_back(group.allreduce(b, dist::ReduceOp::sum, "bucketed plain allreduce"));
+  for (auto& b : buckets)
+    works.push_back(group.allreduce(b, dist::ReduceOp::sum, "bucketed plain allreduce"));
   for (auto& w : works) w->wait();
   double t = seconds(t0, Clock::now());
   const int n = group.size();
@@ -298,7 +267,8 @@ Row run_sweep_point(const GradSet& set, double cap, bool view, const Options& o,
   }
   std::vector<Tensor> buckets;
   const std::vector<PhaseStats> layout = reducer.stats();
-  for (size_t bytes : layout.back().bucket_bytes) buckets.push_back(Tensor::empty({static_cast<int64_t>(bytes / 4)}));
+  for (size_t bytes : layout.back().bucket_bytes)
+    buckets.push_back(Tensor::empty({static_cast<int64_t>(bytes / 4)}));
   std::vector<double> t_reducer, t_plain, t_raw, t_bucketed;
   for (int i = 0; i < o.iters; ++i) {
     leaves.fill_grads(mine);
@@ -332,7 +302,8 @@ OverlapRow run_overlap(const GradSet& set, double cap, bool view, double plain_m
   const int n = group->size();
   const double mine = group->rank() + 1, average = (n + 1) / 2.0;
   // Per tensor so that the total is compute_factor x the plain allreduce (at least 10 us).
-  const double us = std::max(10.0, std::ceil(o.compute_factor * plain_ms * 1e3 / static_cast<double>(set.shapes.size())));
+  const double us =
+      std::max(10.0, std::ceil(o.compute_factor * plain_ms * 1e3 / static_cast<double>(set.shapes.size())));
   Leaves leaves(set);
   std::vector<Tensor> grads = leaves.grads();
   Leaves twins(set, &grads);  // same gradients, no Reducer
@@ -378,7 +349,20 @@ OverlapRow run_overlap(const GradSet& set, double cap, bool view, double plain_m
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  Options o;
+  std::vector<std::string> set_names = models::gan_model_names();
+  set_names.push_back("25m");
+  CommandLine cl(
+      "reducer_bench",
+      "The Reducer against one plain allreduce of the same bytes, per gradient set and bucket cap,\n"
+      "and the communication a backward with compute leaves exposed; run it under mpirun.");
+  cl.add("--iters", &o.iters, "timed iterations; the median is reported", 1);
+  cl.add("--warmup", &o.warmup, "untimed iterations first", 0);
+  cl.add_list("--sets", &o.sets, "gradient sets: GAN parameter lists, or 25m synthetic tensors", set_names);
+  cl.add_list("--caps", &o.caps, "bucket caps in MB", 0);
+  cl.add("--compute-factor", &o.compute_factor, "overlap busy-wait in total, times the plain allreduce", 0);
+  cl.add("--json", &o.json, "also write the results as JSON here", "FILE");
+  cl.parse(argc, argv);
   try {
     dist::DistributedContext context(dist::Backend::mpi);
     std::shared_ptr<dist::ProcessGroup> group = context.world();
@@ -386,19 +370,27 @@ int main(int argc, char** argv) {
     const bool root = group->rank() == 0;
     std::vector<GradSet> sets;
     for (const auto& s : o.sets) {
-      if (s == "25m") sets.push_back(synthetic_set());
-      else sets.push_back(gan_set(s));
+      if (s == "25m")
+        sets.push_back(synthetic_set());
+      else
+        sets.push_back(gan_set(s));
     }
     if (root) {
-      std::printf("# reducer_bench: %d ranks, float32, %d iterations after %d warm-up; median over iterations of the\n"
-                  "# maximum over ranks. reducer = backward() from begin to every gradient averaged and written back;\n"
-                  "# plain = one ProcessGroup allreduce (sum) of the same bytes; raw = one MPI_Allreduce; ratio = reducer / plain;\n"
-                  "# bucketed = plain allreduces of the Reducer's bucket sizes, back to back; ratio_b = reducer / bucketed\n#\n",
-                  n, o.iters, o.warmup);
-      std::printf("# %6s %5s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "set", "grads", "cap", "tensors",
-                  "bytes", "buckets", "reducer", "plain", "raw", "ratio", "bucketed", "ratio_b", "#wrong");
-      std::printf("# %6s %5s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "", "", "(MB)", "", "(B)", "", "(ms)",
-                  "(ms)", "(ms)", "", "(ms)", "", "");
+      std::printf(
+          "# reducer_bench: %d ranks, float32, %d iterations after %d warm-up; median over iterations of "
+          "the\n"
+          "# maximum over ranks. reducer = backward() from begin to every gradient averaged and written "
+          "back;\n"
+          "# plain = one ProcessGroup allreduce (sum) of the same bytes; raw = one MPI_Allreduce; ratio = "
+          "reducer / plain;\n"
+          "# bucketed = plain allreduces of the Reducer's bucket sizes, back to back; ratio_b = reducer / "
+          "bucketed\n#\n",
+          n, o.iters, o.warmup);
+      std::printf("# %6s %5s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "set", "grads", "cap",
+                  "tensors", "bytes", "buckets", "reducer", "plain", "raw", "ratio", "bucketed", "ratio_b",
+                  "#wrong");
+      std::printf("# %6s %5s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "", "", "(MB)", "", "(B)",
+                  "", "(ms)", "(ms)", "(ms)", "", "(ms)", "", "");
       std::fflush(stdout);
     }
     int64_t total_wrong = 0;
@@ -420,32 +412,37 @@ int main(int argc, char** argv) {
         }
         rows.push_back(r);
         if (root) {
-          std::printf("  %6s %5s %8.0f %8zu %12zu %8zu %11.3f %11.3f %11.3f %7.3f %11.3f %7.3f %7lld\n", r.set.c_str(),
-                      r.view ? "view" : "copy", r.cap_mb, r.tensors, r.bytes, r.buckets, r.reducer_ms, r.plain_ms,
-                      r.raw_ms, r.reducer_ms / r.plain_ms, r.bucketed_ms, r.reducer_ms / r.bucketed_ms,
-                      static_cast<long long>(r.wrong));
+          std::printf("  %6s %5s %8.0f %8zu %12zu %8zu %11.3f %11.3f %11.3f %7.3f %11.3f %7.3f %7lld\n",
+                      r.set.c_str(), r.view ? "view" : "copy", r.cap_mb, r.tensors, r.bytes, r.buckets,
+                      r.reducer_ms, r.plain_ms, r.raw_ms, r.reducer_ms / r.plain_ms, r.bucketed_ms,
+                      r.reducer_ms / r.bucketed_ms, static_cast<long long>(r.wrong));
           std::fflush(stdout);
         }
       }
       for (bool view : {false, true}) {
-        overlaps.push_back(run_overlap(set, kDefaultCapMb, view, plain_at_default, bucketed_at_default, o, group));
+        overlaps.push_back(
+            run_overlap(set, kDefaultCapMb, view, plain_at_default, bucketed_at_default, o, group));
         total_wrong += overlaps.back().wrong;
       }
     }
     if (root) {
-      std::printf("#\n# overlap at cap 25 MB: a busy-wait per tensor before the Reducer's hook; compute = the same\n"
-                  "# busy-waits alone (twin leaves); exposed = with - compute; fraction = exposed / plain (target <= 0.20);\n"
-                  "# fraction_b = exposed / bucketed plain\n#\n");
+      std::printf(
+          "#\n# overlap at cap 25 MB: a busy-wait per tensor before the Reducer's hook; compute = the same\n"
+          "# busy-waits alone (twin leaves); exposed = with - compute; fraction = exposed / plain (target <= "
+          "0.20);\n"
+          "# fraction_b = exposed / bucketed plain\n#\n");
       std::printf("# %6s %5s %10s %11s %11s %11s %11s %9s %11s %10s %7s\n", "set", "grads", "wait", "compute",
                   "with comm", "exposed", "plain", "fraction", "bucketed", "fraction_b", "#wrong");
-      std::printf("# %6s %5s %10s %11s %11s %11s %11s %9s %11s %10s %7s\n", "", "", "(us/tens)", "(ms)", "(ms)", "(ms)",
-                  "(ms)", "", "(ms)", "", "");
+      std::printf("# %6s %5s %10s %11s %11s %11s %11s %9s %11s %10s %7s\n", "", "", "(us/tens)", "(ms)",
+                  "(ms)", "(ms)", "(ms)", "", "(ms)", "", "");
       for (const auto& r : overlaps) {
         std::printf("  %6s %5s %10.0f %11.3f %11.3f %11.3f %11.3f %9.3f %11.3f %10.3f %7lld\n", r.set.c_str(),
-                    r.view ? "view" : "copy", r.us_per_tensor, r.compute_ms, r.with_ms, r.exposed_ms(), r.plain_ms, r.fraction(), r.bucketed_ms,
-                    r.fraction_bucketed(), static_cast<long long>(r.wrong));
+                    r.view ? "view" : "copy", r.us_per_tensor, r.compute_ms, r.with_ms, r.exposed_ms(),
+                    r.plain_ms, r.fraction(), r.bucketed_ms, r.fraction_bucketed(),
+                    static_cast<long long>(r.wrong));
       }
-      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong), total_wrong ? "WRONG" : "OK");
+      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
+                  total_wrong ? "WRONG" : "OK");
       std::fflush(stdout);
       if (!o.json.empty()) {
         std::ofstream js(o.json);
@@ -453,9 +450,9 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < rows.size(); ++i) {
           const Row& r = rows[i];
           js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"view\": " << (r.view ? "true" : "false")
-             << ", \"cap_mb\": " << r.cap_mb << ", \"tensors\": "
-             << r.tensors << ", \"bytes\": " << r.bytes << ", \"buckets\": " << r.buckets << ", \"reducer_ms\": "
-             << r.reducer_ms << ", \"plain_ms\": " << r.plain_ms << ", \"raw_ms\": " << r.raw_ms
+             << ", \"cap_mb\": " << r.cap_mb << ", \"tensors\": " << r.tensors << ", \"bytes\": " << r.bytes
+             << ", \"buckets\": " << r.buckets << ", \"reducer_ms\": " << r.reducer_ms
+             << ", \"plain_ms\": " << r.plain_ms << ", \"raw_ms\": " << r.raw_ms
              << ", \"ratio\": " << r.reducer_ms / r.plain_ms << ", \"bucketed_ms\": " << r.bucketed_ms
              << ", \"ratio_bucketed\": " << r.reducer_ms / r.bucketed_ms << "}";
         }
@@ -463,17 +460,18 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < overlaps.size(); ++i) {
           const OverlapRow& r = overlaps[i];
           js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"view\": " << (r.view ? "true" : "false")
-             << ", \"cap_mb\": " << r.cap_mb << ", \"us_per_tensor\": " << r.us_per_tensor << ", \"compute_ms\": " << r.compute_ms
-             << ", \"with_comm_ms\": " << r.with_ms << ", \"exposed_ms\": " << r.exposed_ms()
-             << ", \"plain_ms\": " << r.plain_ms << ", \"exposed_fraction\": " << r.fraction()
-             << ", \"bucketed_ms\": " << r.bucketed_ms << ", \"exposed_fraction_bucketed\": " << r.fraction_bucketed()
-             << "}";
+             << ", \"cap_mb\": " << r.cap_mb << ", \"us_per_tensor\": " << r.us_per_tensor
+             << ", \"compute_ms\": " << r.compute_ms << ", \"with_comm_ms\": " << r.with_ms
+             << ", \"exposed_ms\": " << r.exposed_ms() << ", \"plain_ms\": " << r.plain_ms
+             << ", \"exposed_fraction\": " << r.fraction() << ", \"bucketed_ms\": " << r.bucketed_ms
+             << ", \"exposed_fraction_bucketed\": " << r.fraction_bucketed() << "}";
         }
         js << "], \"wrong\": " << total_wrong << "}\n";
       }
     }
     if (total_wrong != 0) {
-      if (root) std::fprintf(stderr, "reducer_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
+      if (root)
+        std::fprintf(stderr, "reducer_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
       return 1;
     }
   } catch (const Error& e) {

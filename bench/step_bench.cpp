@@ -1,8 +1,8 @@
 // step_bench: per-step time of a GAN training step, one process against the DDP wrappers.
 //
 //   mpirun -np 2 --oversubscribe build/bin/step_bench [--models mlp,mlp-dynamic,dcgan]
-//       [--modes single,whole,whole_view,separate,prepare] [--steps 100] [--runs 3] [--warmup 10] [--batch 64]
-//       [--json FILE]
+//       [--modes single,whole,whole_view,separate,prepare] [--steps 100] [--runs 3] [--warmup 10]
+//       [--batch 64] [--json FILE]
 //
 // A step is GanModel::train_step: one D update then one G update (Adam 2e-4, betas 0.5,
 // 0.999), on fresh random data drawn inside the step as the PyTorch anchor does (real
@@ -26,7 +26,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -34,11 +33,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_args.h"
 #include "autograd/optim.h"
-#include "models/wrapped_gan.h"
 #include "models/gan.h"
+#include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
+#include "runtime/command_line.h"
 #include "runtime/dist/mpi_check.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/rng.h"
@@ -60,41 +59,6 @@ struct Options {
   int64_t batch = 64;
   std::string json;
 };
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "step_bench: %s\nusage: step_bench [--models mlp,mlp-dynamic,dcgan] [--modes single,whole,whole_view,separate,prepare] "
-               "[--steps N] [--runs N] [--warmup N] [--batch N] [--json FILE]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--models") o.models = bench::split_list(next());
-    else if (arg == "--modes") o.modes = bench::split_list(next());
-    else if (arg == "--steps") o.steps = std::atoi(next().c_str());
-    else if (arg == "--runs") o.runs = std::atoi(next().c_str());
-    else if (arg == "--warmup") o.warmup = std::atoi(next().c_str());
-    else if (arg == "--batch") o.batch = std::atoll(next().c_str());
-    else if (arg == "--json") o.json = next();
-    else usage("unknown argument '" + arg + "'");
-  }
-  if (o.steps < 1 || o.runs < 1 || o.warmup < 0 || o.batch < 1) usage("bad --steps, --runs, --warmup or --batch");
-  for (const auto& mode : o.modes) {
-    if (std::find(std::begin(kModes), std::end(kModes), mode) == std::end(kModes)) {
-      usage("unknown mode '" + mode + "' (modes: single, whole, whole_view, separate, prepare)");
-    }
-  }
-  if (o.modes.empty()) usage("--modes needs at least one mode");
-  return o;
-}
 
 // One model under one mode, with its optimizers and wrapper.
 struct Setup {
@@ -164,17 +128,31 @@ struct Result {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  Options o;
+  std::vector<std::string> model_names = models::gan_model_names();
+  model_names.push_back("mlp-dynamic");
+  CommandLine cl("step_bench",
+                 "Per-step time of a GAN training step, one process against the DDP wrappers, every mode\n"
+                 "in one mpirun job with the runs interleaved; run it under mpirun.");
+  cl.add_list("--models", &o.models, "GAN models (mlp-dynamic: mlp with its dynamic D layer)", model_names);
+  cl.add_list("--modes", &o.modes, "how each model is wrapped", {std::begin(kModes), std::end(kModes)});
+  cl.add("--steps", &o.steps, "training steps per timed run", 1);
+  cl.add("--runs", &o.runs, "timed runs per mode; the median is reported", 1);
+  cl.add("--warmup", &o.warmup, "untimed steps per mode first", 0);
+  cl.add("--batch", &o.batch, "batch per rank", 1);
+  cl.add("--json", &o.json, "also write the results as JSON here", "FILE");
+  cl.parse(argc, argv);
   try {
     dist::DistributedContext context(dist::Backend::mpi);
     std::shared_ptr<dist::ProcessGroup> group = context.world();
     const int n = group->size();
     const bool root = group->rank() == 0;
     if (root) {
-      std::printf("# step_bench: %d ranks, batch %lld per rank, %d runs of %d steps after %d warm-up steps;\n"
-                  "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
-                  "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
-                  n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
+      std::printf(
+          "# step_bench: %d ranks, batch %lld per rank, %d runs of %d steps after %d warm-up steps;\n"
+          "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
+          "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
+          n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
       std::printf("# %12s %10s %10s %26s %7s %7s\n", "model", "mode", "step", "runs", "ratio", "#wrong");
       std::printf("# %12s %10s %10s %26s %7s %7s\n", "", "", "(ms)", "(ms)", "", "");
       std::fflush(stdout);
@@ -195,13 +173,15 @@ int main(int argc, char** argv) {
         finite.push_back(true);
       }
       for (size_t m = 0; m < setups.size(); ++m) {
-        for (int i = 0; i < o.warmup; ++i) finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
+        for (int i = 0; i < o.warmup; ++i)
+          finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
       }
       for (int run = 0; run < o.runs; ++run) {
         for (size_t m = 0; m < setups.size(); ++m) {
           TANDEM_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
           auto t0 = Clock::now();
-          for (int s = 0; s < o.steps; ++s) finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
+          for (int s = 0; s < o.steps; ++s)
+            finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
           double ms = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count() / o.steps;
           rs[m].run_ms.push_back(max_over_ranks(ms));
         }
@@ -239,8 +219,8 @@ int main(int argc, char** argv) {
                   static_cast<long long>(total_wrong), total_wrong ? "WRONG" : "OK");
       if (!o.json.empty()) {
         std::ofstream js(o.json);
-        js << "{\"ranks\": " << n << ", \"batch\": " << o.batch << ", \"steps\": " << o.steps << ", \"runs\": "
-           << o.runs << ", \"results\": [";
+        js << "{\"ranks\": " << n << ", \"batch\": " << o.batch << ", \"steps\": " << o.steps
+           << ", \"runs\": " << o.runs << ", \"results\": [";
         for (size_t i = 0; i < results.size(); ++i) {
           const Result& r = results[i];
           js << (i ? ", " : "") << "{\"model\": \"" << r.model << "\", \"mode\": \"" << r.mode
