@@ -76,7 +76,7 @@ struct Setup {
     models::WrappedGanOptions options;
     options.wrap = mode == "single" ? "none" : mode == "separate" ? "separate" : "whole";
     options.explicit_prepare = mode == "prepare";
-    options.ddp.gradient_as_bucket_view = mode == "whole_view";
+    options.ddp.reducer.gradient_as_bucket_view = mode == "whole_view";
     wrapped = std::make_unique<models::WrappedGan>(model, group, options);
   }
 

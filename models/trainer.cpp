@@ -196,9 +196,9 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   wrap_options.wrap = o.wrap;
   wrap_options.explicit_prepare = o.explicit_prepare;
   wrap_options.lr = o.lr;
-  wrap_options.ddp.bucket_cap_mb = o.bucket_cap_mb;
+  wrap_options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
   wrap_options.ddp.check_replicas_every = o.check_replicas_every;
-  wrap_options.ddp.non_finite = o.on_nonfinite == "skip"   ? NonFinitePolicy::skip_step
+  wrap_options.ddp.reducer.non_finite = o.on_nonfinite == "skip"   ? NonFinitePolicy::skip_step
                                 : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
                                                            : NonFinitePolicy::off;
   WrappedGan wrapped(model, world, wrap_options);

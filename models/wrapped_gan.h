@@ -33,7 +33,7 @@ class WrappedGan {
   LogVars train_step(const Batch& batch);
   std::vector<const Reducer*> reducers() const;
   uint64_t total_bytes() const;  // over every synchronised backward so far
-  // Optimizer steps skipped for non-finite averaged gradients (DdpOptions::non_finite).
+  // Optimizer steps skipped for non-finite averaged gradients (ReducerOptions::non_finite).
   int64_t skipped_steps() const;
 
   GanModel& model() { return *model_; }

@@ -14,8 +14,11 @@
 //   hands over to the model's own train_step (GANs: a D update then a G update).
 // - SeparateDistributedDataParallel gives every direct child with parameters its own
 //   Reducer (named after the child); train_step(batch, dict) is the model's own.
-// - Options carry PyTorch's names. find_unused_parameters and static_graph are accepted
-//   and change nothing: tandem always scopes each backward to the parameters it reaches.
+// - Both derive from DataParallelWrapper, which holds what they share (buffers, step
+//   count, replica check, val/test steps, train_step over a dictionary).
+// - DdpOptions embeds the ReducerOptions of every Reducer it makes, with PyTorch's names.
+//   find_unused_parameters and static_graph are accepted and change nothing: tandem always
+//   scopes each backward to the parameters it reaches.
 #pragma once
 
 #include <map>
@@ -53,66 +56,85 @@ class DataParallelModel : public nn::Module {
 std::pair<Variable, LogVars> parse_losses(const Losses& losses);
 
 struct DdpOptions {
-  double bucket_cap_mb = 25.0;
-  bool find_unused_parameters = false;
+  // Bucket sizes, gradient_as_bucket_view, find_unused_parameters, static_graph and the
+  // non-finite policy of every Reducer the wrapper makes; `reducer.name` is set by the
+  // wrapper (the model's type name, or the child's name).
+  ReducerOptions reducer;
   bool broadcast_buffers = true;
-  bool gradient_as_bucket_view = false;
-  bool static_graph = false;
-  NonFinitePolicy non_finite = NonFinitePolicy::off;  // see reducer.h
   // Every this many train_steps, compare a hash of every parameter across ranks and
   // throw naming the first that differs (0: never).
   int64_t check_replicas_every = 0;
 };
 
-class DistributedDataParallel {
+// What both wrappers share: the model, the group, the options, the buffers (verified and
+// broadcast from rank 0 at wrap time), the step count, buffer broadcasting, val/test steps
+// and the train_step over an optimizer-wrapper dictionary.
+class DataParallelWrapper {
  public:
-  DistributedDataParallel(std::shared_ptr<DataParallelModel> model, std::shared_ptr<dist::ProcessGroup> group,
-                          DdpOptions options = {});
+  virtual ~DataParallelWrapper() = default;
+  DataParallelWrapper(const DataParallelWrapper&) = delete;
+  DataParallelWrapper& operator=(const DataParallelWrapper&) = delete;
 
-  LogVars train_step(const Batch& batch, OptimWrapper& optim_wrapper);
+  // Attaches every Reducer of this wrapper to each optimizer wrapper, broadcasts buffers,
+  // runs the model's own train_step, then the replica check when due.
   LogVars train_step(const Batch& batch, OptimWrapperDict& optim_wrappers);
   Variable val_step(const Batch& batch);
   Variable test_step(const Batch& batch) { return val_step(batch); }
-
-  // Attaches this wrapper's Reducer to an optimizer wrapper (for accumulation); the
-  // train_step overloads do it themselves.
-  void attach(OptimWrapper& wrapper);
+  // Broadcasts the buffers from rank 0 (with broadcast_buffers, on more than one rank).
   void sync_buffers();
-  Reducer& reducer() { return *reducer_; }
-  [[nodiscard]] Reducer::NoSyncGuard no_sync() { return reducer_->no_sync(); }
+  void train(bool on = true) { model_->train(on); }
   DataParallelModel& module() { return *model_; }
   const DdpOptions& options() const { return options_; }
+  // Attaches this wrapper's Reducers to an optimizer wrapper (for accumulation and the
+  // skip_step policy); the train_step overloads do it themselves.
+  virtual void attach(OptimWrapper& wrapper) = 0;
 
- private:
+ protected:
+  DataParallelWrapper(std::shared_ptr<DataParallelModel> model, std::shared_ptr<dist::ProcessGroup> group,
+                      DdpOptions options, const char* wrapper_name);
+  // The Reducer options for one Reducer named `name`.
+  ReducerOptions reducer_options(std::string name) const;
+  // Verifies and broadcasts the buffers; call once the Reducers exist.
+  void wrap_buffers();
+  // Counts a train_step and runs the replica check when it is due.
+  void finish_train_step();
+
   std::shared_ptr<DataParallelModel> model_;
   std::shared_ptr<dist::ProcessGroup> group_;
   DdpOptions options_;
-  std::unique_ptr<Reducer> reducer_;
+
+ private:
   std::vector<Tensor> buffers_;
   int64_t steps_ = 0;
 };
 
-class SeparateDistributedDataParallel {
+class DistributedDataParallel final : public DataParallelWrapper {
+ public:
+  DistributedDataParallel(std::shared_ptr<DataParallelModel> model, std::shared_ptr<dist::ProcessGroup> group,
+                          DdpOptions options = {});
+
+  using DataParallelWrapper::train_step;
+  LogVars train_step(const Batch& batch, OptimWrapper& optim_wrapper);
+  void attach(OptimWrapper& wrapper) override;
+  Reducer& reducer() { return *reducer_; }
+  [[nodiscard]] Reducer::NoSyncGuard no_sync() { return reducer_->no_sync(); }
+
+ private:
+  std::unique_ptr<Reducer> reducer_;
+};
+
+class SeparateDistributedDataParallel final : public DataParallelWrapper {
  public:
   SeparateDistributedDataParallel(std::shared_ptr<DataParallelModel> model, std::shared_ptr<dist::ProcessGroup> group,
                                   DdpOptions options = {});
 
-  LogVars train_step(const Batch& batch, OptimWrapperDict& optim_wrappers);
-  Variable val_step(const Batch& batch);
-  void train(bool on = true) { model_->train(on); }
-  void sync_buffers();
+  void attach(OptimWrapper& wrapper) override;
   // The Reducer of one child ("generator", "discriminator"); throws naming it if absent.
   Reducer& reducer(const std::string& child);
   const std::map<std::string, std::unique_ptr<Reducer>>& reducers() const { return reducers_; }
-  DataParallelModel& module() { return *model_; }
 
  private:
-  std::shared_ptr<DataParallelModel> model_;
-  std::shared_ptr<dist::ProcessGroup> group_;
-  DdpOptions options_;
   std::map<std::string, std::unique_ptr<Reducer>> reducers_;
-  std::vector<Tensor> buffers_;
-  int64_t steps_ = 0;
 };
 
 }  // namespace tandem

@@ -104,13 +104,16 @@ void Reducer::prepare_for_backward(const std::vector<Variable>& roots) {
 void Reducer::begin_sync(std::vector<bool> local) {
   TANDEM_CHECK(active_ == nullptr, "Reducer for " << options_.name
                                                   << ": a backward began before the previous one finished");
-  const size_t count = params_.size();
   // `reachable`: gradients this backward will produce here. `local` adds the parameters
   // used by no_sync backwards since the last sync: their accumulated gradients are due too.
   const std::vector<bool> reachable = local;
-  for (size_t i = 0; i < count; ++i) local[i] = local[i] || unsynced_used_[i];
-  unsynced_used_.assign(count, false);
+  for (size_t i = 0; i < local.size(); ++i) local[i] = local[i] || unsynced_used_[i];
+  unsynced_used_.assign(params_.size(), false);
+  activate_phase(agree_on_used_set(local), reachable);
+}
 
+std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local) {
+  const size_t count = params_.size();
   // One small collective: per parameter, then per part, how many ranks used it.
   Tensor counts = Tensor::zeros({static_cast<int64_t>(count + parts_.size())}, DType::i32);
   int32_t* c = counts.data<int32_t>();
@@ -138,12 +141,15 @@ void Reducer::begin_sync(std::vector<bool> local) {
   }
   std::vector<bool> global(count);
   for (size_t i = 0; i < count; ++i) global[i] = c[i] > 0;
+  return global;
+}
 
+void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable) {
   Phase& phase = phase_for(global);
   maybe_rebuild(phase);
   active_ = &phase;
-  prescale_ = hook_->prescaled() ? 1.0 / world : 1.0;
-  slot_ready_.assign(count, false);
+  prescale_ = hook_->prescaled() ? 1.0 / group_->size() : 1.0;
+  slot_ready_.assign(params_.size(), false);
   next_launch_ = 0;
   phase.ready_order.clear();
   for (Bucket& b : phase.buckets) {
@@ -266,33 +272,24 @@ void Reducer::abandon_sync() {
 }
 
 void Reducer::finish_sync() {
+  // However this ends (done, or a throw from a wait or the finiteness check), the
+  // backward is over: the next one starts afresh.
+  struct EndOfSync {
+    Phase*& active;
+    ~EndOfSync() { active = nullptr; }
+  } end_of_sync{active_};
   Phase& phase = *active_;
   for (size_t i : phase.used) {
-    if (!slot_ready_[i]) {
-      active_ = nullptr;
-      TANDEM_FAIL("Reducer for " << options_.name << ": parameter '" << names_[i]
-                                 << "' was reached by the backward but its gradient never became ready");
-    }
+    TANDEM_CHECK(slot_ready_[i], "Reducer for " << options_.name << ": parameter '" << names_[i]
+                                                << "' was reached by the backward but its gradient never became ready");
   }
   size_t bytes = 0;
   for (Bucket& b : phase.buckets) {
-    try {
-      if (b.work) b.work->wait();
-    } catch (...) {
-      active_ = nullptr;
-      throw;
-    }
+    if (b.work) b.work->wait();
     hook_->finish(b.grad_bucket);
     bytes += b.grad_bucket.bytes_sent;
   }
-  if (options_.non_finite != NonFinitePolicy::off) {
-    try {
-      check_finite(phase);
-    } catch (...) {
-      active_ = nullptr;
-      throw;
-    }
-  }
+  if (options_.non_finite != NonFinitePolicy::off) check_finite(phase);
   for (const Bucket& b : phase.buckets) {
     if (options_.gradient_as_bucket_view) {
       for (size_t k = 0; k < b.params.size(); ++k) {
@@ -317,7 +314,6 @@ void Reducer::finish_sync() {
   last_backward_bytes_ = bytes;
   total_bytes_ += bytes;
   ++synced_backwards_;
-  active_ = nullptr;
 }
 
 void Reducer::check_finite(const Phase& phase) {
@@ -337,8 +333,9 @@ void Reducer::check_finite(const Phase& phase) {
   if (options_.non_finite == NonFinitePolicy::stop) {
     TANDEM_FAIL("Reducer for " << options_.name << ": non-finite (NaN or Inf) averaged gradient in " << list
                                << " (phase " << phase.id << ", synced backward " << synced_backwards_ + 1
-                               << "); every rank stops here. Lower the learning rate, or pass "
-                               << "--on-nonfinite skip to skip such steps");
+                               << "); every rank stops here. Lower the learning rate, or set "
+                               << "ReducerOptions::non_finite (DdpOptions::reducer.non_finite) to "
+                               << "NonFinitePolicy::skip_step to skip such steps");
   }
   for (std::string& name : bad) non_finite_names_.push_back(std::move(name));
 }

@@ -134,7 +134,14 @@ class Reducer : public BackwardObserver {
   };
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
+  // Agreement, then activation: begin_sync runs both for a synced backward.
   void begin_sync(std::vector<bool> local);
+  // One collective: the parameters used on at least one rank (throws naming a part that
+  // some ranks reach and others do not).
+  std::vector<bool> agree_on_used_set(const std::vector<bool>& local);
+  // Makes the phase of `global` the active one and readies its buckets; parameters in it
+  // that this backward does not reach contribute their current gradient at once.
+  void activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable);
   Phase& phase_for(const std::vector<bool>& global);
   void build_layout(Phase& phase, const std::vector<size_t>& order);
   void maybe_rebuild(Phase& phase);

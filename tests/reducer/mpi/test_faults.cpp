@@ -57,7 +57,7 @@ TEST_CASE("non-finite stop: every rank throws naming the parameters", "[faults][
   auto model = std::make_shared<Regressor>();
   OptimWrapper wrapper(std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1}));
   DdpOptions options;
-  options.non_finite = NonFinitePolicy::stop;
+  options.reducer.non_finite = NonFinitePolicy::stop;
   DistributedDataParallel ddp(model, world(), options);
   ddp.train_step(batch_for(false), wrapper);  // a finite step passes
   if (world()->size() < 2) return;
@@ -77,7 +77,7 @@ TEST_CASE("non-finite skip: every rank skips the step and carries on", "[faults]
   auto model = std::make_shared<Regressor>();
   OptimWrapper wrapper(std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1}));
   DdpOptions options;
-  options.non_finite = NonFinitePolicy::skip_step;
+  options.reducer.non_finite = NonFinitePolicy::skip_step;
   DistributedDataParallel ddp(model, world(), options);
   ddp.train_step(batch_for(false), wrapper);
   auto before = values(*model);

@@ -123,7 +123,7 @@ std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations) {
   auto gan = std::make_shared<TinyGan>(/*seed=*/7, dynamic);
   OptimWrapperDict wrappers = make_wrappers(*gan);
   DdpOptions options;
-  options.find_unused_parameters = style == Style::whole_find_unused || style == Style::separate_find_unused;
+  options.reducer.find_unused_parameters = style == Style::whole_find_unused || style == Style::separate_find_unused;
   std::unique_ptr<DistributedDataParallel> whole;
   std::unique_ptr<SeparateDistributedDataParallel> separate;
   if (style == Style::whole || style == Style::whole_find_unused || style == Style::whole_explicit_prepare) {
@@ -381,7 +381,7 @@ TEST_CASE("gradient_as_bucket_view leaves gradients as views with the averaged v
   auto model = std::make_shared<DataParallelModel>();
   Variable w = model->register_parameter("w", zeros({4}));
   DdpOptions options;
-  options.gradient_as_bucket_view = true;
+  options.reducer.gradient_as_bucket_view = true;
   DistributedDataParallel ddp(model, world(), options);
   int r = world()->rank(), n = world()->size();
   // The first backward of a phase uses the initial layout, the second rebuilds it once;
