@@ -10,12 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <limits>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/json_subset.h"
 
 namespace tandem {
 
@@ -29,314 +28,9 @@ namespace fs = std::filesystem;
 // The Rust reference implementation refuses headers above 100 MB; so do we, before
 // allocating anything a corrupt length prefix asks for.
 constexpr uint64_t kMaxHeaderBytes = 100u * 1000u * 1000u;
-constexpr int kMaxJsonDepth = 32;
 constexpr const char* kMetadataKey = "__metadata__";
 
 std::string errno_text() { return std::strerror(errno); }
-
-// ---- A JSON subset: objects, arrays, strings, integers (all a safetensors header holds).
-
-struct Json {
-  enum class Kind { object, array, string, integer };
-  Kind kind = Kind::object;
-  std::vector<std::string> keys;  // object: keys[i] names values[i], in file order
-  std::vector<Json> values;       // object members or array items
-  std::string text;               // string
-  bool negative = false;          // integer: sign and magnitude
-  uint64_t magnitude = 0;
-
-  const Json* find(std::string_view key) const {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (keys[i] == key) return &values[i];
-    }
-    return nullptr;
-  }
-};
-
-const char* kind_name(Json::Kind kind) {
-  switch (kind) {
-    case Json::Kind::object:
-      return "an object";
-    case Json::Kind::array:
-      return "an array";
-    case Json::Kind::string:
-      return "a string";
-    case Json::Kind::integer:
-      return "an integer";
-  }
-  return "?";
-}
-
-class JsonParser {
- public:
-  JsonParser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
-
-  Json parse_document() {
-    skip_space();
-    Json value = parse_value(0);
-    skip_space();
-    if (pos_ != text_.size()) fail("unexpected data after the top-level value");
-    return value;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    TANDEM_FAIL(path_ << ": corrupt header: invalid JSON at byte " << pos_ << " of the header: " << what);
-  }
-
-  void skip_space() {
-    while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-
-  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
-
-  void expect(char c) {
-    if (pos_ >= text_.size()) fail(std::string("expected '") + c + "', found the end of the header");
-    if (text_[pos_] != c) fail(std::string("expected '") + c + "', found " + describe(text_[pos_]));
-    ++pos_;
-  }
-
-  static std::string describe(char c) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) return std::string("'") + c + "'";
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "byte 0x%02x", u);
-    return buf;
-  }
-
-  Json parse_value(int depth) {
-    if (depth > kMaxJsonDepth) fail("nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
-    if (pos_ >= text_.size()) fail("expected a value, found the end of the header");
-    char c = text_[pos_];
-    if (c == '{') return parse_object(depth);
-    if (c == '[') return parse_array(depth);
-    if (c == '"') {
-      Json s;
-      s.kind = Json::Kind::string;
-      s.text = parse_string();
-      return s;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return parse_integer();
-    fail("expected a value, found " + describe(c));
-  }
-
-  Json parse_object(int depth) {
-    Json obj;
-    obj.kind = Json::Kind::object;
-    expect('{');
-    skip_space();
-    if (peek() == '}') {
-      ++pos_;
-      return obj;
-    }
-    for (;;) {
-      skip_space();
-      if (peek() != '"') fail("expected a string key");
-      std::string key = parse_string();
-      if (obj.find(key) != nullptr) fail("duplicate key \"" + key + "\"");
-      skip_space();
-      expect(':');
-      skip_space();
-      obj.keys.push_back(std::move(key));
-      obj.values.push_back(parse_value(depth + 1));
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect('}');
-      return obj;
-    }
-  }
-
-  Json parse_array(int depth) {
-    Json arr;
-    arr.kind = Json::Kind::array;
-    expect('[');
-    skip_space();
-    if (peek() == ']') {
-      ++pos_;
-      return arr;
-    }
-    for (;;) {
-      skip_space();
-      arr.values.push_back(parse_value(depth + 1));
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect(']');
-      return arr;
-    }
-  }
-
-  Json parse_integer() {
-    Json n;
-    n.kind = Json::Kind::integer;
-    if (peek() == '-') {
-      n.negative = true;
-      ++pos_;
-    }
-    size_t start = pos_;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
-      if (n.magnitude > (std::numeric_limits<uint64_t>::max() - digit) / 10) fail("integer out of range");
-      n.magnitude = n.magnitude * 10 + digit;
-      ++pos_;
-    }
-    if (pos_ == start) fail("expected digits");
-    if (pos_ - start > 1 && text_[start] == '0') fail("integer with a leading zero");
-    char c = peek();
-    if (c == '.' || c == 'e' || c == 'E') fail("only integers are expected in a safetensors header");
-    return n;
-  }
-
-  unsigned parse_hex4() {
-    if (text_.size() - pos_ < 4) fail("truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = text_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        v |= static_cast<unsigned>(c - 'A' + 10);
-      else
-        fail("bad hex digit in \\u escape");
-    }
-    return v;
-  }
-
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-
-  std::string parse_string() {
-    expect('"');
-    std::string out;
-    for (;;) {
-      if (pos_ >= text_.size()) fail("unterminated string");
-      char c = text_[pos_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) {
-        --pos_;
-        fail("control character " + describe(c) + " inside a string");
-      }
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos_ >= text_.size()) fail("unterminated escape");
-      char e = text_[pos_++];
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          unsigned cp = parse_hex4();
-          if (cp >= 0xd800 && cp < 0xdc00) {
-            if (text_.substr(pos_, 2) != "\\u") fail("unpaired surrogate in \\u escape");
-            pos_ += 2;
-            unsigned low = parse_hex4();
-            if (low < 0xdc00 || low >= 0xe000) fail("unpaired surrogate in \\u escape");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-          } else if (cp >= 0xdc00 && cp < 0xe000) {
-            fail("unpaired surrogate in \\u escape");
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default:
-          --pos_;
-          fail("unknown escape \\" + std::string(1, e));
-      }
-    }
-  }
-
-  std::string_view text_;
-  const std::string& path_;
-  size_t pos_ = 0;
-};
-
-void write_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (char c : s) {
-    unsigned char u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (u < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", u);
-          out += buf;
-        } else {
-          out += c;  // UTF-8 bytes pass through: JSON text is UTF-8
-        }
-    }
-  }
-  out += '"';
-}
 
 // ---- safetensors dtype names.
 
@@ -406,14 +100,14 @@ void read_exact(std::FILE* fp, void* dst, size_t bytes, uint64_t offset, const s
 uint64_t checked_u64(const Json& v, const std::string& path, const std::string& where) {
   TANDEM_CHECK(v.kind == Json::Kind::integer && !v.negative,
                path << ": corrupt header: " << where << " must be a non-negative integer, found "
-                    << (v.kind == Json::Kind::integer ? "a negative integer" : kind_name(v.kind)));
+                    << (v.kind == Json::Kind::integer ? "a negative integer" : json_kind_name(v.kind)));
   return v.magnitude;
 }
 
 SafetensorsEntry parse_entry(const std::string& name, const Json& v, const std::string& path) {
   const std::string where = "tensor \"" + name + "\"";
   TANDEM_CHECK(v.kind == Json::Kind::object,
-               path << ": corrupt header: " << where << " must be an object, found " << kind_name(v.kind));
+               path << ": corrupt header: " << where << " must be an object, found " << json_kind_name(v.kind));
   const Json* dtype = v.find("dtype");
   const Json* shape = v.find("shape");
   const Json* offsets = v.find("data_offsets");
@@ -466,9 +160,9 @@ SafetensorsHeader read_header(std::FILE* fp, const std::string& path, uint64_t f
   std::string text(header_bytes, '\0');
   read_exact(fp, text.data(), text.size(), 8, path, "the header");
 
-  Json root = JsonParser(text, path).parse_document();
+  Json root = parse_json_subset(text, path, "header");
   TANDEM_CHECK(root.kind == Json::Kind::object,
-               path << ": corrupt header: the header must be a JSON object, found " << kind_name(root.kind));
+               path << ": corrupt header: the header must be a JSON object, found " << json_kind_name(root.kind));
 
   SafetensorsHeader h;
   h.data_offset = 8 + header_bytes;
@@ -482,7 +176,7 @@ SafetensorsHeader read_header(std::FILE* fp, const std::string& path, uint64_t f
       for (size_t j = 0; j < value.keys.size(); ++j) {
         TANDEM_CHECK(value.values[j].kind == Json::Kind::string,
                      path << ": corrupt header: metadata \"" << value.keys[j] << "\" must be a string, found "
-                          << kind_name(value.values[j].kind));
+                          << json_kind_name(value.values[j].kind));
         h.metadata[value.keys[j]] = value.values[j].text;
       }
       continue;
@@ -562,14 +256,14 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   std::string header = "{";
   bool first = true;
   if (!metadata.empty()) {
-    write_json_string(header, kMetadataKey);
+    append_json_string(header, kMetadataKey);
     header += ":{";
     for (const auto& [key, value] : metadata) {
       if (!first) header += ',';
       first = false;
-      write_json_string(header, key);
+      append_json_string(header, key);
       header += ':';
-      write_json_string(header, value);
+      append_json_string(header, value);
     }
     header += '}';
     first = false;
@@ -578,7 +272,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   for (const auto& [name, t] : order) {
     if (!first) header += ',';
     first = false;
-    write_json_string(header, name);
+    append_json_string(header, name);
     header += ":{\"dtype\":\"";
     header += safetensors_dtype(t.dtype());
     header += "\",\"shape\":[";
