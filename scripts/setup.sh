@@ -10,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # MPI process group, mpirun
   libpng-dev zlib1g-dev # sample pictures, gzip dataset files
   dataset-fashion-mnist # the image dataset
+  clang-format          # scripts/format.sh --check (CI)
 )
 
 missing=()
