@@ -1,8 +1,10 @@
-#include "kernels/cuda/conv_cuda.h"
-
+// The three convolution kernels of conv_cuda.h: im2col / col2im device kernels around
+// cuBLAS GEMMs, following the plan of kernels/cpu/conv.cpp with one launch per chunk of
+// samples where the CPU loops over them.
 #include <algorithm>
 
 #include "kernels/conv_geometry.h"
+#include "kernels/cuda/conv_cuda.h"
 #include "kernels/cuda/gemm_cuda.h"
 #include "kernels/dispatch.h"
 #include "runtime/cuda/stream.h"
@@ -116,7 +118,8 @@ void col2im(const Tensor& cols, const Geometry& g, int64_t count, Tensor& dx, in
 
 // kToNchw: y [n0 + i] <- buf columns of sample i; else the reverse.
 template <typename T, bool kToNchw>
-void permute_rows(const Tensor& buf, int64_t rows, int64_t count, int64_t l, const Tensor& y, int64_t y_offset) {
+void permute_rows(const Tensor& buf, int64_t rows, int64_t count, int64_t l, const Tensor& y,
+                  int64_t y_offset) {
   const int64_t total = count * rows * l;
   if (total == 0) return;
   permute_rows_kernel<T, kToNchw><<<blocks_for(total), kThreads, 0, tandem::cuda::compute_stream()>>>(
@@ -197,12 +200,14 @@ void conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor&
   dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
 }
 
-void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
+void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx,
+                         const Geometry& g) {
   TANDEM_CHECK_CUDA(cudaSetDevice(grad.device().index));
   dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
 }
 
-void conv_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
+void conv_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight,
+                          const Geometry& g) {
   TANDEM_CHECK_CUDA(cudaSetDevice(x.device().index));
   dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dweight, g); });
 }
