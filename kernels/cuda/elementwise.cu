@@ -1,25 +1,14 @@
 // Elementwise, activation and loss kernels: one grid-stride kernel for unary and one for
 // binary maps, each op a small functor so the formulas read like their CPU twins.
-#include <cuda_runtime.h>
-
 #include "kernels/cuda/activation_cuda.h"
+#include "kernels/cuda/cuda_kernel_util.cuh"
 #include "kernels/cuda/elementwise_cuda.h"
 #include "kernels/cuda/loss_cuda.h"
 #include "kernels/dispatch.h"
-#include "runtime/cuda/stream.h"
-#include "runtime/cuda_check.h"
 
 namespace tandem::kernels::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535 * 32;
-
-int blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
 
 // Math by overload. The names are qualified with :: because this namespace declares
 // tensor functions called exp, log, sqrt and tanh, which would hide the device ones.
@@ -160,14 +149,6 @@ struct BceOp {
 struct BceBackwardOp {
   template <typename T> __device__ T operator()(T g, T x, T t) const { return g * (stable_sigmoid(x) - t); }
 };
-
-// A routed call can still receive a CPU tensor if called directly; launching on a host
-// pointer would be an illegal address far from the cause.
-void require_cuda(const char* op, const Tensor& t) {
-  TANDEM_CHECK(t.device().is_cuda(), op << ": the CUDA kernel needs a GPU tensor, got " << t.str());
-}
-
-void set_device(const Tensor& t) { TANDEM_CHECK_CUDA(cudaSetDevice(t.device().index)); }
 
 // dispatch.h's check_same_operands, on a GPU.
 void check_same_layout(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {

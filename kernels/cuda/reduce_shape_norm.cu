@@ -9,8 +9,6 @@
 // - channels: [n, c, inner] summed over n and inner for each c, one warp per channel.
 // When there are too few outputs to fill the GPU, the summed range is cut into segments
 // whose partial sums (double) a second pass adds up.
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <sstream>
 #include <string>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "kernels/axis_layout.h"
+#include "kernels/cuda/cuda_kernel_util.cuh"
 #include "kernels/cuda/elementwise_cuda.h"
 #include "kernels/cuda/norm_cuda.h"
 #include "kernels/cuda/pool_cuda.h"
@@ -25,8 +24,6 @@
 #include "kernels/cuda/shape_ops_cuda.h"
 #include "kernels/dispatch.h"
 #include "kernels/norm_layout.h"
-#include "runtime/cuda/stream.h"
-#include "runtime/cuda_check.h"
 
 namespace tandem::kernels::cuda {
 
@@ -35,11 +32,9 @@ using axis_detail::split_at;
 
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
 constexpr int kColumnRows = kThreads / kWarp;  // the y extent of a column block (32 x 8)
-constexpr int64_t kMaxBlocks = 65535 * 32;
 constexpr int64_t kMaxGridY = 65535;
 // Enough independent sums (warps, or column blocks) to keep every SM of a large GPU busy;
 // below that, long sums are split into segments of at least kMinSegment elements.
@@ -47,28 +42,6 @@ constexpr int64_t kTargetWarps = 4096;
 constexpr int64_t kTargetColumnBlocks = 1024;
 constexpr int64_t kMinSegment = 1024;
 constexpr int64_t kMinColumnSegment = 256;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-int blocks_for(int64_t count) { return static_cast<int>(std::min(ceil_div(count, kThreads), kMaxBlocks)); }
-
-cudaStream_t stream() { return ::tandem::cuda::compute_stream(); }
-
-void require_cuda(const char* op, const Tensor& t) {
-  TANDEM_CHECK(t.device().is_cuda(), op << ": the CUDA kernel needs a GPU tensor, got " << t.str());
-}
-
-void set_device(const Tensor& t) { TANDEM_CHECK_CUDA(cudaSetDevice(t.device().index)); }
-
-template <typename T>
-const T* ptr(const Tensor& t) {
-  return static_cast<const T*>(t.raw_data());
-}
-
-template <typename T>
-T* mut_ptr(const Tensor& t) {
-  return static_cast<T*>(t.raw_data());
-}
 
 // ---- sums ---------------------------------------------------------------------------
 
