@@ -1,7 +1,9 @@
 // Elementwise kernels: one small functor per op for the grid-stride map kernels of
-// cuda_kernel_util.cuh, so the formulas read like their CPU twins.
+// cuda_kernel_util.cuh, so the formulas read like their CPU twins. bias_grad is a
+// per-channel sum on the kernels of sums.cuh.
 #include "kernels/cuda/cuda_kernel_util.cuh"
 #include "kernels/cuda/elementwise_cuda.h"
+#include "kernels/cuda/sums.cuh"
 #include "kernels/dispatch.h"
 
 namespace tandem::kernels::cuda {
@@ -117,6 +119,20 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
         static_cast<const T*>(x.raw_data()), static_cast<const T*>(bias.raw_data()),
         static_cast<T*>(out.raw_data()), count, c, inner);
     TANDEM_CHECK_LAUNCH();
+  });
+  return out;
+}
+
+Tensor bias_grad(const Tensor& grad) {
+  const char* op = "bias_grad";
+  check_defined(op, grad, "gradient");
+  TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
+  require_cuda(op, grad);
+  const int64_t n = grad.size(0), c = grad.size(1), inner = grad.numel() / (n * c == 0 ? 1 : n * c);
+  Tensor out = Tensor::empty({c}, grad.dtype(), grad.device());
+  set_device(grad);
+  dispatch_float(op, grad.dtype(), [&]<typename T>() {
+    channel_sums(grad.device(), Plain<T>{ptr<T>(grad)}, mut_ptr<T>(out), n, c, inner, int64_t{0});
   });
   return out;
 }
