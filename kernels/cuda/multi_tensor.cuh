@@ -1,4 +1,5 @@
-// Multi-tensor kernels: Adam, SGD, and bucket pack/unpack, each one launch per call.
+// Private to optim.cu and bucket_ops.cu: the multi-tensor launch, one kernel launch per call
+// for a whole group of tensors, with an op functor doing the work per element.
 //
 // A call's tensors are laid end to end in one index space; each tensor starts at a
 // multiple of kAlign there, so the part of a tensor that a chunk covers starts on a
@@ -6,27 +7,31 @@
 // loads. Blocks take chunks of the space, grid-stride, and find their first tensor
 // by binary search over the per-tensor descriptors (Slot), which live in a device array
 // (see Staging: repeated calls find theirs already there).
+//
+// A named namespace, not an unnamed one: the descriptor cache of staging() is one per
+// process, shared by the optimizers and the bucket copies. The ops live in the .cu files,
+// in unnamed namespaces, so each kernel instantiation stays in its own translation unit.
+#pragma once
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cuda/bucket_ops_cuda.h"
-#include "kernels/cuda/optim_cuda.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/cuda_check.h"
+#include "runtime/tensor.h"
 
-namespace tandem::kernels::cuda {
-
-namespace {
+namespace tandem::kernels::cuda::multi_tensor_detail {
 
 constexpr int kThreads = 512;
-constexpr int64_t kAlign = 4;                  // elements: 16 bytes of float32
-constexpr int kSharedStarts = 4096;            // slot starts a block keeps in shared memory
+constexpr int64_t kAlign = 4;        // elements: 16 bytes of float32
+constexpr int kSharedStarts = 4096;  // slot starts a block keeps in shared memory
 constexpr int kMaxPointers = 4;
 constexpr int kStagingSlots = 4;
 constexpr int kCacheEntries = 16;
@@ -100,7 +105,7 @@ struct Staging {
 };
 
 // Never destroyed: the driver may be gone by the time static destructors run.
-Staging& staging(int device) {
+inline Staging& staging(int device) {
   static std::mutex mutex;
   static std::vector<Staging*> all;
   std::lock_guard<std::mutex> lock(mutex);
@@ -115,9 +120,18 @@ Staging& staging(int device) {
 }
 
 // 16-byte vectors of T, and W-wide loads and stores (W = 1: scalar).
-template <typename T> struct Vec16;
-template <> struct Vec16<float> { using type = float4; static constexpr int kWidth = 4; };
-template <> struct Vec16<double> { using type = double2; static constexpr int kWidth = 2; };
+template <typename T>
+struct Vec16;
+template <>
+struct Vec16<float> {
+  using type = float4;
+  static constexpr int kWidth = 4;
+};
+template <>
+struct Vec16<double> {
+  using type = double2;
+  static constexpr int kWidth = 2;
+};
 
 template <int W, typename T>
 __device__ __forceinline__ void load(const void* base, int64_t i, T (&out)[W]) {
@@ -155,6 +169,8 @@ __device__ __forceinline__ double mul(double a, double b) { return __dmul_rn(a, 
 __device__ __forceinline__ double div(double a, double b) { return __ddiv_rn(a, b); }
 __device__ __forceinline__ double sqrt_rn(double a) { return __dsqrt_rn(a); }
 
+// The ops (optim.cu, bucket_ops.cu) are functors with kUnroll, kChunk and
+// template <int W, int U> operator()(const Slot& s, int64_t i, int64_t stride).
 // Each op handles U groups of W elements, at i, i + stride, ..., loading all of them
 // before storing any: the compiler cannot move a load above a store through pointers that
 // might alias, so this is what keeps several loads in flight per thread. kUnroll and
@@ -162,118 +178,12 @@ __device__ __forceinline__ double sqrt_rn(double a) { return __dsqrt_rn(a); }
 // the optimizers gain from four groups in flight; the copy is fastest with one and small
 // interleaved chunks (more registers cost it occupancy).
 
-// Slot pointers: p, g, m, v.
-template <typename T>
-struct AdamOp {
-  static constexpr int kUnroll = 4;
-  static constexpr int64_t kChunk = 8192;
-  T b1, one_b1, b2, one_b2, eps, l2, decay, step_size, bc2_sqrt;
-  bool use_l2, use_decay;
-
-  template <int W, int U>
-  __device__ __forceinline__ void operator()(const Slot& s, int64_t i, int64_t stride) const {
-    T p[U][W], g[U][W], m[U][W], v[U][W];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      load<W>(s.ptr[0], i + u * stride, p[u]);
-      load<W>(s.ptr[1], i + u * stride, g[u]);
-      load<W>(s.ptr[2], i + u * stride, m[u]);
-      load<W>(s.ptr[3], i + u * stride, v[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int k = 0; k < W; ++k) {
-        T gi = g[u][k], pi = p[u][k];
-        if (use_l2) gi = add(gi, mul(l2, pi));
-        if (use_decay) pi = mul(pi, decay);
-        const T mi = add(mul(b1, m[u][k]), mul(one_b1, gi));
-        const T vi = add(mul(b2, v[u][k]), mul(mul(one_b2, gi), gi));
-        const T denom = add(div(sqrt_rn(vi), bc2_sqrt), eps);
-        m[u][k] = mi;
-        v[u][k] = vi;
-        p[u][k] = sub(pi, mul(step_size, div(mi, denom)));
-      }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      store<W>(s.ptr[0], i + u * stride, p[u]);
-      store<W>(s.ptr[2], i + u * stride, m[u]);
-      store<W>(s.ptr[3], i + u * stride, v[u]);
-    }
-  }
-};
-
-// Slot pointers: p, g, momentum buffer (null without momentum).
-template <typename T>
-struct SgdOp {
-  static constexpr int kUnroll = 4;
-  static constexpr int64_t kChunk = 8192;
-  T lr, momentum, keep, wd;
-  bool use_wd, use_momentum, nesterov, first;
-
-  template <int W, int U>
-  __device__ __forceinline__ void operator()(const Slot& s, int64_t i, int64_t stride) const {
-    T p[U][W], g[U][W], b[U][W];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      load<W>(s.ptr[0], i + u * stride, p[u]);
-      load<W>(s.ptr[1], i + u * stride, g[u]);
-      if (use_momentum && !first) load<W>(s.ptr[2], i + u * stride, b[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int k = 0; k < W; ++k) {
-        T gi = g[u][k];
-        if (use_wd) gi = add(gi, mul(wd, p[u][k]));
-        if (use_momentum) {
-          b[u][k] = first ? gi : add(mul(momentum, b[u][k]), mul(keep, gi));
-          gi = nesterov ? add(gi, mul(momentum, b[u][k])) : b[u][k];
-        }
-        p[u][k] = sub(p[u][k], mul(lr, gi));
-      }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      store<W>(s.ptr[0], i + u * stride, p[u]);
-      if (use_momentum) store<W>(s.ptr[2], i + u * stride, b[u]);
-    }
-  }
-};
-
-// Slot pointers: source (null: zeros), destination. dst = scale * src.
-template <typename T>
-struct ScaledCopyOp {
-  static constexpr int kUnroll = 1;
-  static constexpr int64_t kChunk = 4096;
-  T scale;
-
-  template <int W, int U>
-  __device__ __forceinline__ void operator()(const Slot& s, int64_t i, int64_t stride) const {
-    T x[U][W];
-    if (s.ptr[0] != nullptr) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) load<W>(s.ptr[0], i + u * stride, x[u]);
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int k = 0; k < W; ++k) x[u][k] = mul(scale, x[u][k]);
-    } else {
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int k = 0; k < W; ++k) x[u][k] = T(0);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) store<W>(s.ptr[1], i + u * stride, x[u]);
-  }
-};
-
 // Blocks take chunks grid-stride, so the blocks in flight sweep one region of memory
 // together (better for DRAM than each block streaming its own far-apart share). The
 // slots' start offsets are searched in shared memory when they fit there.
 template <typename T, typename Op>
-__global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const Slot* __restrict__ slots, int n, int64_t total,
-                                                                Op op) {
+__global__ void __launch_bounds__(kThreads)
+    multi_tensor_kernel(const Slot* __restrict__ slots, int n, int64_t total, Op op) {
   constexpr int kWidth = Vec16<T>::kWidth;
   constexpr int kUnroll = Op::kUnroll;
   constexpr int64_t kChunk = Op::kChunk;
@@ -316,7 +226,7 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_kernel(const Slot* __re
   }
 }
 
-bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+inline bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Lays the slots end to end (dropping empty ones) and launches one kernel over them.
 template <typename T, typename Op>
@@ -339,7 +249,8 @@ void launch(Device device, std::vector<Slot>& slots, const Op& op) {
   const Slot* device_slots = st.upload(slots);
   // One wave of resident blocks (sized for the largest shared-memory use); the grid-stride
   // loop covers the rest.
-  const size_t shared = slots.size() <= static_cast<size_t>(kSharedStarts) ? slots.size() * sizeof(int64_t) : 0;
+  const size_t shared =
+      slots.size() <= static_cast<size_t>(kSharedStarts) ? slots.size() * sizeof(int64_t) : 0;
   static const int per_sm = [] {
     int n = 0;
     TANDEM_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, multi_tensor_kernel<T, Op>, kThreads,
@@ -353,7 +264,7 @@ void launch(Device device, std::vector<Slot>& slots, const Op& op) {
   TANDEM_CHECK_LAUNCH();
 }
 
-Slot make_slot(int64_t count, void* p0, void* p1, void* p2 = nullptr, void* p3 = nullptr) {
+inline Slot make_slot(int64_t count, void* p0, void* p1, void* p2 = nullptr, void* p3 = nullptr) {
   Slot s{};
   s.ptr[0] = p0;
   s.ptr[1] = p1;
@@ -372,88 +283,4 @@ void with_float_type(DType dtype, Fn&& fn) {
   }
 }
 
-void scaled_copy(Device device, DType dtype, std::vector<Slot>& slots, double scale) {
-  with_float_type(dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    launch<T>(device, slots, ScaledCopyOp<T>{static_cast<T>(scale)});
-  });
-}
-
-}  // namespace
-
-void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, const AdamStep& step) {
-  if (params.empty()) return;
-  std::vector<Slot> slots;
-  slots.reserve(params.size());
-  for (size_t i = 0; i < params.size(); ++i)
-    slots.push_back(make_slot(params[i].numel(), params[i].raw_data(), grads[i].raw_data(), exp_avg[i].raw_data(),
-                              exp_avg_sq[i].raw_data()));
-  const AdamCoeffs c = adam_coeffs(step);
-  with_float_type(params[0].dtype(), [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    AdamOp<T> op;
-    op.b1 = static_cast<T>(c.beta1);
-    op.one_b1 = static_cast<T>(1.0 - c.beta1);
-    op.b2 = static_cast<T>(c.beta2);
-    op.one_b2 = static_cast<T>(1.0 - c.beta2);
-    op.eps = static_cast<T>(c.eps);
-    op.l2 = static_cast<T>(c.l2);
-    op.decay = static_cast<T>(c.decay);
-    op.step_size = static_cast<T>(c.step_size);
-    op.bc2_sqrt = static_cast<T>(c.bc2_sqrt);
-    op.use_l2 = c.l2 != 0.0;
-    op.use_decay = c.decay != 1.0;
-    launch<T>(params[0].device(), slots, op);
-  });
-}
-
-void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                 const std::vector<Tensor>& momentum_buffers, const SgdStep& step) {
-  if (params.empty()) return;
-  const bool use_momentum = step.momentum != 0.0;
-  std::vector<Slot> slots;
-  slots.reserve(params.size());
-  for (size_t i = 0; i < params.size(); ++i)
-    slots.push_back(make_slot(params[i].numel(), params[i].raw_data(), grads[i].raw_data(),
-                              use_momentum ? momentum_buffers[i].raw_data() : nullptr));
-  with_float_type(params[0].dtype(), [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    SgdOp<T> op;
-    op.lr = static_cast<T>(step.lr);
-    op.momentum = static_cast<T>(step.momentum);
-    op.keep = static_cast<T>(1.0 - step.dampening);
-    op.wd = static_cast<T>(step.weight_decay);
-    op.use_wd = step.weight_decay != 0.0;
-    op.use_momentum = use_momentum;
-    op.nesterov = step.nesterov;
-    op.first = step.first;
-    launch<T>(params[0].device(), slots, op);
-  });
-}
-
-void pack_(Tensor& flat, const std::vector<Tensor>& parts, const std::vector<int64_t>& offsets,
-           const std::vector<int64_t>& counts, double scale) {
-  const size_t element = dtype_size(flat.dtype());
-  char* base = static_cast<char*>(flat.raw_data());
-  std::vector<Slot> slots;
-  slots.reserve(parts.size());
-  for (size_t i = 0; i < parts.size(); ++i)
-    slots.push_back(make_slot(counts[i], parts[i].defined() ? parts[i].raw_data() : nullptr,
-                              base + offsets[i] * static_cast<int64_t>(element)));
-  scaled_copy(flat.device(), flat.dtype(), slots, scale);
-}
-
-void unpack_(const Tensor& flat, const std::vector<Tensor>& parts, const std::vector<int64_t>& offsets,
-             double scale) {
-  const size_t element = dtype_size(flat.dtype());
-  char* base = static_cast<char*>(flat.raw_data());
-  std::vector<Slot> slots;
-  slots.reserve(parts.size());
-  for (size_t i = 0; i < parts.size(); ++i)
-    slots.push_back(make_slot(parts[i].numel(), base + offsets[i] * static_cast<int64_t>(element),
-                              parts[i].raw_data()));
-  scaled_copy(flat.device(), flat.dtype(), slots, scale);
-}
-
-}  // namespace tandem::kernels::cuda
+}  // namespace tandem::kernels::cuda::multi_tensor_detail
