@@ -51,10 +51,7 @@ struct SoftplusBackwardOp {
 // out[i] = f(grad[i], saved[i]); the checks of the CPU activations' backward.
 template <typename F>
 Tensor activation_backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
-  check_same_layout(op, grad, "gradient", saved, "saved tensor");
-  Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
-  launch_binary(op, grad, saved, out, f);
-  return out;
+  return binary(op, grad, "gradient", saved, "saved tensor", f);
 }
 
 }  // namespace

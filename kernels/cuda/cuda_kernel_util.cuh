@@ -127,6 +127,16 @@ void launch_binary(const char* op, const Tensor& a, const Tensor& b, Tensor& out
   });
 }
 
+// out = f(a, b) after the checks of a same-shape binary op, whose errors name the operands
+// a_name and b_name.
+template <typename F>
+Tensor binary(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name, F f) {
+  check_same_layout(op, a, a_name, b, b_name);
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  launch_binary(op, a, b, out, f);
+  return out;
+}
+
 template <typename F>
 Tensor unary(const char* op, const char* what, const Tensor& a, F f) {
   check_defined(op, a, what);

@@ -61,20 +61,20 @@ struct AddScalarOp {
 };
 // clang-format on
 
-template <typename F>
-Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f) {
-  check_same_layout(op, a, "first operand", b, "second operand");
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  launch_binary(op, a, b, out, f);
-  return out;
-}
-
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("add", a, b, AddOp{}); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", a, b, SubOp{}); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", a, b, MulOp{}); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary("div", a, b, DivOp{}); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary("add", a, "first operand", b, "second operand", AddOp{});
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary("sub", a, "first operand", b, "second operand", SubOp{});
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary("mul", a, "first operand", b, "second operand", MulOp{});
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary("div", a, "first operand", b, "second operand", DivOp{});
+}
 Tensor neg(const Tensor& a) { return unary("neg", "operand", a, NegOp{}); }
 Tensor square(const Tensor& a) { return unary("square", "operand", a, SquareOp{}); }
 Tensor sqrt(const Tensor& a) { return unary("sqrt", "operand", a, SqrtOp{}); }

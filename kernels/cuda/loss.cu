@@ -29,11 +29,7 @@ struct BceBackwardOp {
 }  // namespace
 
 Tensor bce_with_logits(const Tensor& logits, const Tensor& targets) {
-  const char* op = "bce_with_logits";
-  check_same_layout(op, logits, "logits", targets, "targets");
-  Tensor out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-  launch_binary(op, logits, targets, out, BceOp{});
-  return out;
+  return binary("bce_with_logits", logits, "logits", targets, "targets", BceOp{});
 }
 
 Tensor bce_with_logits_backward(const Tensor& grad, const Tensor& logits, const Tensor& targets) {
