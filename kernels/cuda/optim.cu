@@ -1,5 +1,5 @@
-// Adam and SGD for a whole parameter group in one launch of the multi-tensor kernel
-// (multi_tensor.cuh). Every step is a rounded single operation, as in the CPU twins.
+// Adam and SGD: one launch of the multi-tensor kernel (multi_tensor.cuh) updates a whole
+// parameter group. The updates are written in its rounded operations (no FMA contraction).
 #include <cstddef>
 #include <type_traits>
 #include <vector>

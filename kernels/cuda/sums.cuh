@@ -1,4 +1,4 @@
-// Private to reduce.cu, norm.cu and elementwise.cu (bias_grad): the sums kernels.
+// Private to reduce.cu, norm.cu and elementwise.cu (bias_grad): the deterministic sum kernels.
 //
 // Every sum (sum_all, sum_axis, bias_grad, the batch-norm statistics) goes through three
 // kernels that accumulate in double, as the CPU twins mostly do, and use no atomics: the
