@@ -1,5 +1,5 @@
-// Bucket pack/unpack on CUDA tensors (implemented in kernels/cuda/optim.cu beside the
-// other multi-tensor kernels). CUDA builds only.
+// Bucket pack/unpack on CUDA tensors (kernels/cuda/bucket_ops.cu, on the multi-tensor
+// kernel the optimizers use). CUDA builds only.
 //
 // Contract: as kernels/bucket_ops.h, whose functions check the operands and then route
 // here; these do no checks of their own. Each call is one kernel launch for all parts, on

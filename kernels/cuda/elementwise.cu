@@ -1,85 +1,25 @@
-// Elementwise, activation and loss kernels: one grid-stride kernel for unary and one for
-// binary maps, each op a small functor so the formulas read like their CPU twins.
-#include <cuda_runtime.h>
-
-#include "kernels/cuda/activation_cuda.h"
+// Elementwise kernels: one small functor per op for the grid-stride map kernels of
+// cuda_kernel_util.cuh, so the formulas read like their CPU twins. bias_grad is a
+// per-channel sum on the kernels of sums.cuh.
+#include "kernels/cuda/cuda_kernel_util.cuh"
 #include "kernels/cuda/elementwise_cuda.h"
-#include "kernels/cuda/loss_cuda.h"
+#include "kernels/cuda/sums.cuh"
 #include "kernels/dispatch.h"
-#include "runtime/cuda/stream.h"
-#include "runtime/cuda_check.h"
 
 namespace tandem::kernels::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535 * 32;
-
-int blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
-
-// Math by overload. The names are qualified with :: because this namespace declares
-// tensor functions called exp, log, sqrt and tanh, which would hide the device ones.
-__device__ inline float d_exp(float x) { return ::expf(x); }
-__device__ inline double d_exp(double x) { return ::exp(x); }
-__device__ inline float d_log(float x) { return ::logf(x); }
-__device__ inline double d_log(double x) { return ::log(x); }
-__device__ inline float d_log1p(float x) { return ::log1pf(x); }
-__device__ inline double d_log1p(double x) { return ::log1p(x); }
-__device__ inline float d_sqrt(float x) { return ::sqrtf(x); }
-__device__ inline double d_sqrt(double x) { return ::sqrt(x); }
-__device__ inline float d_tanh(float x) { return ::tanhf(x); }
-__device__ inline double d_tanh(double x) { return ::tanh(x); }
-__device__ inline float d_abs(float x) { return ::fabsf(x); }
-__device__ inline double d_abs(double x) { return ::fabs(x); }
-
-// std::max(x, 0) as the CPU writes it: returns x unless x < 0 (so NaN stays NaN).
 template <typename T>
-__device__ T max_zero(T x) {
-  return x < T(0) ? T(0) : x;
-}
-
-template <typename T>
-__device__ T stable_sigmoid(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + d_exp(-x));
-  const T e = d_exp(x);
-  return e / (T(1) + e);
-}
-
-template <typename T>
-__device__ T stable_softplus(T x) {
-  return max_zero(x) + d_log1p(d_exp(-d_abs(x)));
-}
-
-template <typename T, typename F>
-__global__ void unary_kernel(const T* x, T* out, int64_t count, F f) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(blockDim.x) * gridDim.x)
-    out[i] = f(x[i]);
-}
-
-// `out` may alias `a` (the in-place ops).
-template <typename T, typename F>
-__global__ void binary_kernel(const T* a, const T* b, T* out, int64_t count, F f) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(blockDim.x) * gridDim.x)
-    out[i] = f(a[i], b[i]);
-}
-
-template <typename T, typename F>
-__global__ void ternary_kernel(const T* a, const T* b, const T* c, T* out, int64_t count, F f) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(blockDim.x) * gridDim.x)
-    out[i] = f(a[i], b[i], c[i]);
-}
-
-template <typename T>
-__global__ void add_bias_kernel(const T* x, const T* bias, T* out, int64_t count, int64_t channels, int64_t inner) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(blockDim.x) * gridDim.x)
+__global__ void add_bias_kernel(const T* x, const T* bias, T* out, int64_t count, int64_t channels,
+                                int64_t inner) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(blockDim.x) * gridDim.x)
     out[i] = x[i] + bias[(i / inner) % channels];
 }
 
 // The ops. Scalars arrive as double and are cast to T first, as on the CPU.
+// clang-format off
 struct AddOp {
   template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
 };
@@ -119,119 +59,22 @@ struct AddScalarOp {
   double s;
   template <typename T> __device__ T operator()(T x) const { return x + static_cast<T>(s); }
 };
-
-struct ReluOp {
-  template <typename T> __device__ T operator()(T v) const { return v > T(0) ? v : T(0); }
-};
-struct ReluBackwardOp {
-  template <typename T> __device__ T operator()(T g, T v) const { return v > T(0) ? g : T(0); }
-};
-struct LeakyReluOp {
-  double slope;
-  template <typename T> __device__ T operator()(T v) const { return v > T(0) ? v : static_cast<T>(slope) * v; }
-};
-struct LeakyReluBackwardOp {
-  double slope;
-  template <typename T> __device__ T operator()(T g, T v) const { return v > T(0) ? g : static_cast<T>(slope) * g; }
-};
-struct TanhOp {
-  template <typename T> __device__ T operator()(T v) const { return d_tanh(v); }
-};
-struct TanhBackwardOp {
-  template <typename T> __device__ T operator()(T g, T y) const { return g * (T(1) - y * y); }
-};
-struct SigmoidOp {
-  template <typename T> __device__ T operator()(T v) const { return stable_sigmoid(v); }
-};
-struct SigmoidBackwardOp {
-  template <typename T> __device__ T operator()(T g, T y) const { return g * y * (T(1) - y); }
-};
-struct SoftplusOp {
-  template <typename T> __device__ T operator()(T v) const { return stable_softplus(v); }
-};
-struct SoftplusBackwardOp {
-  template <typename T> __device__ T operator()(T g, T v) const { return g * stable_sigmoid(v); }
-};
-struct BceOp {
-  template <typename T> __device__ T operator()(T x, T t) const {
-    return max_zero(x) - x * t + d_log1p(d_exp(-d_abs(x)));
-  }
-};
-struct BceBackwardOp {
-  template <typename T> __device__ T operator()(T g, T x, T t) const { return g * (stable_sigmoid(x) - t); }
-};
-
-// A routed call can still receive a CPU tensor if called directly; launching on a host
-// pointer would be an illegal address far from the cause.
-void require_cuda(const char* op, const Tensor& t) {
-  TANDEM_CHECK(t.device().is_cuda(), op << ": the CUDA kernel needs a GPU tensor, got " << t.str());
-}
-
-void set_device(const Tensor& t) { TANDEM_CHECK_CUDA(cudaSetDevice(t.device().index)); }
-
-// dispatch.h's check_same_operands, on a GPU.
-void check_same_layout(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
-  check_same_operands(op, a, a_name, b, b_name);
-  require_cuda(op, a);
-}
-
-template <typename F>
-void launch_unary(const char* op, const Tensor& x, Tensor& out, F f) {
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  set_device(x);
-  dispatch_float(op, x.dtype(), [&]<typename T>() {
-    unary_kernel<<<blocks_for(n), kThreads, 0, ::tandem::cuda::compute_stream()>>>(
-        static_cast<const T*>(x.raw_data()), static_cast<T*>(out.raw_data()), n, f);
-    TANDEM_CHECK_LAUNCH();
-  });
-}
-
-template <typename F>
-void launch_binary(const char* op, const Tensor& a, const Tensor& b, Tensor& out, F f) {
-  const int64_t n = a.numel();
-  if (n == 0) return;
-  set_device(a);
-  dispatch_float(op, a.dtype(), [&]<typename T>() {
-    binary_kernel<<<blocks_for(n), kThreads, 0, ::tandem::cuda::compute_stream()>>>(
-        static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()), static_cast<T*>(out.raw_data()), n,
-        f);
-    TANDEM_CHECK_LAUNCH();
-  });
-}
-
-template <typename F>
-Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f) {
-  check_same_layout(op, a, "first operand", b, "second operand");
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  launch_binary(op, a, b, out, f);
-  return out;
-}
-
-template <typename F>
-Tensor unary(const char* op, const char* what, const Tensor& a, F f) {
-  check_defined(op, a, what);
-  require_cuda(op, a);
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  launch_unary(op, a, out, f);
-  return out;
-}
-
-// out[i] = f(grad[i], saved[i]); the checks of the CPU activations' backward.
-template <typename F>
-Tensor activation_backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
-  check_same_layout(op, grad, "gradient", saved, "saved tensor");
-  Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
-  launch_binary(op, grad, saved, out, f);
-  return out;
-}
+// clang-format on
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("add", a, b, AddOp{}); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", a, b, SubOp{}); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", a, b, MulOp{}); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary("div", a, b, DivOp{}); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary("add", a, "first operand", b, "second operand", AddOp{});
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary("sub", a, "first operand", b, "second operand", SubOp{});
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary("mul", a, "first operand", b, "second operand", MulOp{});
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary("div", a, "first operand", b, "second operand", DivOp{});
+}
 Tensor neg(const Tensor& a) { return unary("neg", "operand", a, NegOp{}); }
 Tensor square(const Tensor& a) { return unary("square", "operand", a, SquareOp{}); }
 Tensor sqrt(const Tensor& a) { return unary("sqrt", "operand", a, SqrtOp{}); }
@@ -273,55 +116,23 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
   set_device(x);
   dispatch_float(op, x.dtype(), [&]<typename T>() {
     add_bias_kernel<<<blocks_for(count), kThreads, 0, ::tandem::cuda::compute_stream()>>>(
-        static_cast<const T*>(x.raw_data()), static_cast<const T*>(bias.raw_data()), static_cast<T*>(out.raw_data()),
-        count, c, inner);
+        static_cast<const T*>(x.raw_data()), static_cast<const T*>(bias.raw_data()),
+        static_cast<T*>(out.raw_data()), count, c, inner);
     TANDEM_CHECK_LAUNCH();
   });
   return out;
 }
 
-Tensor relu(const Tensor& x) { return unary("relu", "input", x, ReluOp{}); }
-Tensor relu_backward(const Tensor& grad, const Tensor& x) {
-  return activation_backward("relu_backward", grad, x, ReluBackwardOp{});
-}
-Tensor leaky_relu(const Tensor& x, double slope) { return unary("leaky_relu", "input", x, LeakyReluOp{slope}); }
-Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
-  return activation_backward("leaky_relu_backward", grad, x, LeakyReluBackwardOp{slope});
-}
-Tensor tanh(const Tensor& x) { return unary("tanh", "input", x, TanhOp{}); }
-Tensor tanh_backward(const Tensor& grad, const Tensor& y) {
-  return activation_backward("tanh_backward", grad, y, TanhBackwardOp{});
-}
-Tensor sigmoid(const Tensor& x) { return unary("sigmoid", "input", x, SigmoidOp{}); }
-Tensor sigmoid_backward(const Tensor& grad, const Tensor& y) {
-  return activation_backward("sigmoid_backward", grad, y, SigmoidBackwardOp{});
-}
-Tensor softplus(const Tensor& x) { return unary("softplus", "input", x, SoftplusOp{}); }
-Tensor softplus_backward(const Tensor& grad, const Tensor& x) {
-  return activation_backward("softplus_backward", grad, x, SoftplusBackwardOp{});
-}
-
-Tensor bce_with_logits(const Tensor& logits, const Tensor& targets) {
-  const char* op = "bce_with_logits";
-  check_same_layout(op, logits, "logits", targets, "targets");
-  Tensor out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-  launch_binary(op, logits, targets, out, BceOp{});
-  return out;
-}
-
-Tensor bce_with_logits_backward(const Tensor& grad, const Tensor& logits, const Tensor& targets) {
-  const char* op = "bce_with_logits_backward";
-  check_same_layout(op, logits, "logits", targets, "targets");
-  check_same_operands(op, grad, "gradient", logits, "logits");
-  Tensor out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-  const int64_t n = logits.numel();
-  if (n == 0) return out;
-  set_device(logits);
-  dispatch_float(op, logits.dtype(), [&]<typename T>() {
-    ternary_kernel<<<blocks_for(n), kThreads, 0, ::tandem::cuda::compute_stream()>>>(
-        static_cast<const T*>(grad.raw_data()), static_cast<const T*>(logits.raw_data()),
-        static_cast<const T*>(targets.raw_data()), static_cast<T*>(out.raw_data()), n, BceBackwardOp{});
-    TANDEM_CHECK_LAUNCH();
+Tensor bias_grad(const Tensor& grad) {
+  const char* op = "bias_grad";
+  check_defined(op, grad, "gradient");
+  TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
+  require_cuda(op, grad);
+  const int64_t n = grad.size(0), c = grad.size(1), inner = grad.numel() / (n * c == 0 ? 1 : n * c);
+  Tensor out = Tensor::empty({c}, grad.dtype(), grad.device());
+  set_device(grad);
+  dispatch_float(op, grad.dtype(), [&]<typename T>() {
+    channel_sums(grad.device(), Plain<T>{ptr<T>(grad)}, mut_ptr<T>(out), n, c, inner, int64_t{0});
   });
   return out;
 }

@@ -27,7 +27,6 @@ Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
 
 Tensor add_bias(const Tensor& x, const Tensor& bias);
-// Defined with the other per-channel reductions in reduce_shape_norm.cu.
 Tensor bias_grad(const Tensor& grad);
 
 }  // namespace tandem::kernels::cuda

@@ -1,9 +1,9 @@
-#include "kernels/cuda/gemm_cuda.h"
-
+// The cuBLAS GEMM of gemm_cuda.h and the per-device handle it runs on.
 #include <algorithm>
 #include <mutex>
 #include <vector>
 
+#include "kernels/cuda/gemm_cuda.h"
 #include "kernels/gemm.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/cuda_check.h"
@@ -64,8 +64,8 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
                                      CUDA_R_32F, lda, &fb, c.raw_data(), CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT));
   } else {
-    TANDEM_CHECK_CUBLAS(cublasDgemm(h, op_b, op_a, n, m, k, &alpha, static_cast<const double*>(b.raw_data()), ldb,
-                                    static_cast<const double*>(a.raw_data()), lda, &beta,
+    TANDEM_CHECK_CUBLAS(cublasDgemm(h, op_b, op_a, n, m, k, &alpha, static_cast<const double*>(b.raw_data()),
+                                    ldb, static_cast<const double*>(a.raw_data()), lda, &beta,
                                     static_cast<double*>(c.raw_data()), n));
   }
 }

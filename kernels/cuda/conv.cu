@@ -1,12 +1,13 @@
-#include "kernels/cuda/conv_cuda.h"
-
+// The three convolution kernels of conv_cuda.h: im2col / col2im device kernels around
+// cuBLAS GEMMs, following the plan of kernels/cpu/conv.cpp with one launch per chunk of
+// samples where the CPU loops over them.
 #include <algorithm>
 
 #include "kernels/conv_geometry.h"
+#include "kernels/cuda/conv_cuda.h"
+#include "kernels/cuda/cuda_kernel_util.cuh"
 #include "kernels/cuda/gemm_cuda.h"
 #include "kernels/dispatch.h"
-#include "runtime/cuda/stream.h"
-#include "runtime/cuda_check.h"
 
 namespace tandem::kernels::cuda {
 
@@ -16,7 +17,7 @@ using conv_detail::Geometry;
 
 // The GPU can afford a larger shared column buffer than the CPU twin (64 MB in float32).
 constexpr int64_t kMaxColumnElements = int64_t{1} << 24;
-constexpr int kThreads = 256;
+constexpr int64_t kMaxConvBlocks = int64_t{1} << 20;  // grid-stride covers the rest
 
 // A plain copy of Geometry's fields: its member functions are host-only.
 struct Geo {
@@ -24,11 +25,6 @@ struct Geo {
 };
 
 Geo device_geo(const Geometry& g) { return {g.c, g.h, g.w, g.kh, g.kw, g.ho, g.wo, g.stride, g.padding}; }
-
-int blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<int>(std::min<int64_t>(blocks, int64_t{1} << 20));  // grid-stride covers the rest
-}
 
 // col [K, count * L] (row (ch, ki, kj), column (sample, oh, ow)) from x [count, c, h, w];
 // one thread per column element, so writes are coalesced along L.
@@ -92,16 +88,11 @@ __global__ void permute_rows_kernel(T* __restrict__ buf, int64_t rows, int64_t c
 }
 
 template <typename T>
-T* ptr(const Tensor& t) {
-  return static_cast<T*>(t.raw_data());
-}
-
-template <typename T>
 void im2col(const Tensor& x, int64_t n0, const Geometry& g, int64_t count, Tensor& cols) {
   const int64_t total = g.k() * count * g.l();
   if (total == 0) return;
-  im2col_kernel<T><<<blocks_for(total), kThreads, 0, tandem::cuda::compute_stream()>>>(
-      ptr<T>(x) + n0 * g.c * g.h * g.w, device_geo(g), count, ptr<T>(cols));
+  im2col_kernel<T><<<blocks_for(total, kMaxConvBlocks), kThreads, 0, tandem::cuda::compute_stream()>>>(
+      ptr<T>(x) + n0 * g.c * g.h * g.w, device_geo(g), count, mut_ptr<T>(cols));
   TANDEM_CHECK_LAUNCH();
 }
 
@@ -109,18 +100,20 @@ template <typename T>
 void col2im(const Tensor& cols, const Geometry& g, int64_t count, Tensor& dx, int64_t n0) {
   const int64_t total = count * g.c * g.h * g.w;
   if (total == 0) return;
-  col2im_kernel<T><<<blocks_for(total), kThreads, 0, tandem::cuda::compute_stream()>>>(
-      ptr<T>(cols), device_geo(g), count, ptr<T>(dx) + n0 * g.c * g.h * g.w);
+  col2im_kernel<T><<<blocks_for(total, kMaxConvBlocks), kThreads, 0, tandem::cuda::compute_stream()>>>(
+      ptr<T>(cols), device_geo(g), count, mut_ptr<T>(dx) + n0 * g.c * g.h * g.w);
   TANDEM_CHECK_LAUNCH();
 }
 
 // kToNchw: y [n0 + i] <- buf columns of sample i; else the reverse.
 template <typename T, bool kToNchw>
-void permute_rows(const Tensor& buf, int64_t rows, int64_t count, int64_t l, const Tensor& y, int64_t y_offset) {
+void permute_rows(const Tensor& buf, int64_t rows, int64_t count, int64_t l, const Tensor& y,
+                  int64_t y_offset) {
   const int64_t total = count * rows * l;
   if (total == 0) return;
-  permute_rows_kernel<T, kToNchw><<<blocks_for(total), kThreads, 0, tandem::cuda::compute_stream()>>>(
-      ptr<T>(buf), rows, count, l, ptr<T>(y) + y_offset);
+  permute_rows_kernel<T, kToNchw>
+      <<<blocks_for(total, kMaxConvBlocks), kThreads, 0, tandem::cuda::compute_stream()>>>(
+          mut_ptr<T>(buf), rows, count, l, mut_ptr<T>(y) + y_offset);
   TANDEM_CHECK_LAUNCH();
 }
 
@@ -197,12 +190,14 @@ void conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor&
   dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
 }
 
-void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
+void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx,
+                         const Geometry& g) {
   TANDEM_CHECK_CUDA(cudaSetDevice(grad.device().index));
   dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
 }
 
-void conv_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
+void conv_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight,
+                          const Geometry& g) {
   TANDEM_CHECK_CUDA(cudaSetDevice(x.device().index));
   dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dweight, g); });
 }
