@@ -1,4 +1,4 @@
-// Internal to the conv kernels (kernels/cpu/conv.cpp and kernels/cuda/conv_cuda.cu): the
+// Internal to the conv kernels (kernels/cpu/conv.cpp and kernels/cuda/conv.cu): the
 // geometry of a convolution and the operand checks both devices share, so the CPU and
 // CUDA paths reject the same inputs with the same messages.
 //

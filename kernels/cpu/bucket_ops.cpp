@@ -1,4 +1,4 @@
-// Bucket pack/unpack on the CPU: the twins of the CUDA kernels in kernels/cuda/optim.cu.
+// Bucket pack/unpack on the CPU: the twins of the CUDA kernels in kernels/cuda/bucket_ops.cu.
 #include "kernels/bucket_ops.h"
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 //
 // Several samples share one im2col buffer of shape [K, nb * L] (K = C kh kw, L = Ho Wo)
 // so each GEMM is wide enough to run near peak even on 7x7 feature maps; the [O, nb * L]
-// result is then scattered back to NCHW. CUDA tensors go to kernels/cuda/conv_cuda.cu,
+// result is then scattered back to NCHW. CUDA tensors go to kernels/cuda/conv.cu,
 // which follows the same plan with device kernels.
 #include "kernels/conv.h"
 

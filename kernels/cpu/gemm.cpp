@@ -1,5 +1,5 @@
 // GEMM through Eigen: maps our row-major buffers without copying. CUDA tensors go to
-// kernels/cuda/gemm_cuda.cu (cuBLAS).
+// kernels/cuda/gemm.cu (cuBLAS).
 #include "kernels/gemm.h"
 
 #include <Eigen/Core>
