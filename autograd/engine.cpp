@@ -1,20 +1,35 @@
 #include "autograd/engine.h"
 
 #include <algorithm>
+#include <mutex>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "autograd/node.h"
+#include "autograd/observer_scope.h"
 #include "kernels/elementwise.h"
 
 namespace tandem {
 
+namespace detail {
+
+// Locked: when ranks are threads (dist::run_ranks), Reducers register, unregister and
+// watch backwards on several threads at once.
+struct ObserverList {
+  std::mutex mu;
+  std::vector<BackwardObserver*> list;
+};
+
+}  // namespace detail
+
 namespace {
 
-std::vector<BackwardObserver*>& observers() {
-  static std::vector<BackwardObserver*> list;
-  return list;
+thread_local detail::ObserverList* t_scoped_observers = nullptr;  // a ThreadObserverScope's
+
+detail::ObserverList& observers() {
+  static detail::ObserverList process_wide;
+  return t_scoped_observers != nullptr ? *t_scoped_observers : process_wide;
 }
 
 struct Graph {
@@ -85,11 +100,23 @@ void accumulate(std::unordered_map<Node*, Tensor>& buffers, Node* node, Tensor g
 
 }  // namespace
 
-void Engine::add_observer(BackwardObserver* observer) { observers().push_back(observer); }
+ThreadObserverScope::ThreadObserverScope() : list_(std::make_unique<detail::ObserverList>()) {
+  TANDEM_CHECK(t_scoped_observers == nullptr, "ThreadObserverScope: this thread is already inside one");
+  t_scoped_observers = list_.get();
+}
+
+ThreadObserverScope::~ThreadObserverScope() { t_scoped_observers = nullptr; }
+
+void Engine::add_observer(BackwardObserver* observer) {
+  detail::ObserverList& o = observers();
+  std::lock_guard<std::mutex> lock(o.mu);
+  o.list.push_back(observer);
+}
 
 void Engine::remove_observer(BackwardObserver* observer) {
-  auto& list = observers();
-  list.erase(std::remove(list.begin(), list.end(), observer), list.end());
+  detail::ObserverList& o = observers();
+  std::lock_guard<std::mutex> lock(o.mu);
+  o.list.erase(std::remove(o.list.begin(), o.list.end(), observer), o.list.end());
 }
 
 void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
@@ -116,7 +143,12 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   BackwardPass pass;
   pass.roots_ = roots;
   pass.leaves_ = std::move(graph.leaves);
-  std::vector<BackwardObserver*> watching = observers();
+  std::vector<BackwardObserver*> watching;
+  {
+    detail::ObserverList& o = observers();
+    std::lock_guard<std::mutex> lock(o.mu);
+    watching = o.list;
+  }
   for (BackwardObserver* o : watching) o->on_backward_begin(pass);
 
   try {

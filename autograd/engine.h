@@ -11,6 +11,9 @@
 //   reachable graph). After the last node, observers get on_backward_end (also when the
 //   backward throws, with `ok` false).
 // - Without retain_graph every visited node is released after the backward.
+// - Observers are process-wide, except on a thread inside a ThreadObserverScope
+//   (autograd/observer_scope.h), which has a list of its own: ranks run as threads of one
+//   process (the in-process process group) then see only their own backwards.
 // - reachable_leaves(roots) answers the same question without running a backward (for
 //   an explicit prepare_for_backward).
 #pragma once

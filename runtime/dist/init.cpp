@@ -23,6 +23,9 @@ struct Initialised {
 };
 
 Initialised initialise(Backend backend) {
+  TANDEM_CHECK(backend != Backend::threads,
+               "init_process_group(threads): thread groups are not launched from the environment; create "
+               "them with make_thread_groups or run_ranks (runtime/dist/thread_process_group.h)");
   LaunchEnv env = init_from_env();
   detail::ensure_mpi_initialized();
   int rank = 0, size = 1;

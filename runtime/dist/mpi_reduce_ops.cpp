@@ -79,11 +79,17 @@ void map_16bit(const uint16_t* a, uint16_t* b, int64_t count, F f) {
   }
 }
 
+// One pairwise step: inout[i] = combine(in[i], inout[i]), rounded back to 16 bits.
 template <bool kHalf, Combine kCombine>
-void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
-  map_16bit<kHalf>(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), *len, [](float x, float y) {
+void combine_16bit_step(const uint16_t* in, uint16_t* inout, int64_t count) {
+  map_16bit<kHalf>(in, inout, count, [](float x, float y) {
     return kCombine == Combine::sum ? x + y : kCombine == Combine::max ? std::max(x, y) : std::min(x, y);
   });
+}
+
+template <bool kHalf, Combine kCombine>
+void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
+  combine_16bit_step<kHalf, kCombine>(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), *len);
 }
 
 // [f16, bf16][sum, max, min], created once MPI runs.
@@ -120,6 +126,19 @@ MPI_Op mpi_op(ReduceOp op, DType dtype) {
   int o = op == ReduceOp::max ? 1 : op == ReduceOp::min ? 2 : 0;  // avg reduces as sum
   if (dtype == DType::f16 || dtype == DType::bf16) return g_ops_16bit[dtype == DType::f16 ? 0 : 1][o];
   return o == 0 ? MPI_SUM : o == 1 ? MPI_MAX : MPI_MIN;
+}
+
+void combine_16bit(const void* in, void* inout, DType dtype, int64_t count, ReduceOp op) {
+  using Step = void (*)(const uint16_t*, uint16_t*, int64_t);
+  constexpr Step kSteps[2][3] = {
+      {combine_16bit_step<true, Combine::sum>, combine_16bit_step<true, Combine::max>,
+       combine_16bit_step<true, Combine::min>},
+      {combine_16bit_step<false, Combine::sum>, combine_16bit_step<false, Combine::max>,
+       combine_16bit_step<false, Combine::min>}};
+  TANDEM_CHECK(dtype == DType::f16 || dtype == DType::bf16,
+               "combine_16bit: " << dtype_name(dtype) << " is not a 16-bit float dtype");
+  int o = op == ReduceOp::max ? 1 : op == ReduceOp::min ? 2 : 0;  // avg combines as sum, like mpi_op
+  kSteps[dtype == DType::f16 ? 0 : 1][o](static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), count);
 }
 
 void divide_in_place(void* data, DType dtype, int64_t count, int divisor) {

@@ -20,7 +20,12 @@ const char* reduce_op_name(ReduceOp op) {
 }
 
 const char* backend_name(Backend backend) {
-  return backend == Backend::mpi ? "mpi" : "nccl";
+  switch (backend) {
+    case Backend::mpi: return "mpi";
+    case Backend::nccl: return "nccl";
+    case Backend::threads: return "threads";
+  }
+  return "?";
 }
 
 std::chrono::milliseconds default_timeout() {

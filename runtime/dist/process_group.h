@@ -44,8 +44,9 @@ namespace tandem::dist {
 enum class ReduceOp : uint8_t { sum, avg, max, min };
 const char* reduce_op_name(ReduceOp op);  // "sum", "avg", "max", "min"
 
-enum class Backend : uint8_t { mpi, nccl };
-const char* backend_name(Backend backend);  // "mpi", "nccl"
+// threads: the ranks are threads of one process (thread_process_group.h), for tests.
+enum class Backend : uint8_t { mpi, nccl, threads };
+const char* backend_name(Backend backend);  // "mpi", "nccl", "threads"
 
 inline constexpr double kDefaultTimeoutS = 300.0;
 inline constexpr const char* kTimeoutEnvVar = "TANDEM_COLLECTIVE_TIMEOUT_S";

@@ -13,8 +13,10 @@
 #include "reducer/ddp.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/rng.h"
+#include "tests/reducer/gan_fixture.h"
 
 using namespace tandem;
+using namespace tandem::testing;
 
 namespace {
 
@@ -23,139 +25,8 @@ std::shared_ptr<dist::ProcessGroup> world() {
   return group;
 }
 
-constexpr int64_t kGlobalBatch = 12;  // divisible by 1, 2, 3 and 4 ranks
-
 // Rows of a global batch that belong to this rank.
-Tensor my_slice(const Tensor& global) {
-  int n = world()->size(), r = world()->rank();
-  int64_t rows = global.size(0) / n;
-  return global.narrow_rows(r * rows, rows).clone();
-}
-
-Tensor random_tensor(const Shape& shape, uint64_t seed) {
-  Tensor t = Tensor::empty(shape);
-  Generator gen(seed);
-  fill_normal(t, 0.0, 1.0, gen);
-  return t;
-}
-
-// A small GAN: G 4 -> 8 -> 3, D 3 -> 8 (-> 8 extra, dynamic) -> 1.
-class TinyGan : public DataParallelModel {
- public:
-  TinyGan(uint64_t seed, bool dynamic) : dynamic_(dynamic) {
-    Generator gen(seed);
-    generator = register_module("generator", std::make_shared<nn::Sequential>(
-                                                 std::make_shared<nn::Linear>(4, 8, true, gen), std::make_shared<nn::ReLU>(),
-                                                 std::make_shared<nn::Linear>(8, 3, true, gen), std::make_shared<nn::Tanh>()));
-    discriminator = register_module("discriminator", std::make_shared<Discriminator>(gen));
-  }
-  std::string type_name() const override { return "TinyGan"; }
-
-  struct Discriminator : nn::Module {
-    explicit Discriminator(Generator& gen) {
-      fc1 = register_module("fc1", std::make_shared<nn::Linear>(3, 8, true, gen));
-      extra = register_module("extra", std::make_shared<nn::Linear>(8, 8, true, gen));
-      fc2 = register_module("fc2", std::make_shared<nn::Linear>(8, 1, true, gen));
-    }
-    Variable run(const Variable& x, bool use_extra) {
-      Variable h = leaky_relu(fc1->forward(x), 0.2);
-      if (use_extra) h = relu(extra->forward(h));
-      return fc2->forward(h);
-    }
-    std::shared_ptr<nn::Linear> fc1, extra, fc2;
-  };
-
-  bool uses_extra(int iteration) const { return dynamic_ && (iteration / 2) % 2 == 1; }
-
-  std::shared_ptr<nn::Sequential> generator;
-  std::shared_ptr<Discriminator> discriminator;
-
- private:
-  bool dynamic_;
-};
-
-enum class Style { whole, whole_find_unused, separate, separate_find_unused, whole_explicit_prepare, none };
-
-const char* style_name(Style s) {
-  switch (s) {
-    case Style::whole: return "whole, find_unused_parameters=false";
-    case Style::whole_find_unused: return "whole, find_unused_parameters=true";
-    case Style::separate: return "separate, find_unused_parameters=false";
-    case Style::separate_find_unused: return "separate, find_unused_parameters=true";
-    case Style::whole_explicit_prepare: return "whole, explicit prepare_for_backward";
-    case Style::none: return "one process";
-  }
-  return "";
-}
-
-// One D update then one G update, MMGeneration style. `prepare` (may be null) is called
-// before each backward for the explicit style.
-void gan_step(TinyGan& gan, const Tensor& real, const Tensor& z, int iteration, OptimWrapperDict& wrappers,
-              Reducer* prepare) {
-  bool extra = gan.uses_extra(iteration);
-  Variable fake = gan.generator->forward(Variable(z));
-  Variable loss_d = mean(softplus(gan.discriminator->run(fake.detach(), extra))) +
-                    mean(softplus(-gan.discriminator->run(Variable(real), extra)));
-  wrappers["discriminator"].zero_grad();
-  if (prepare) prepare->prepare_for_backward(loss_d);
-  wrappers["discriminator"].backward(loss_d);
-  wrappers["discriminator"].step();
-
-  Variable loss_g = mean(softplus(-gan.discriminator->run(fake, extra)));
-  wrappers["generator"].zero_grad();
-  if (prepare) prepare->prepare_for_backward(loss_g);
-  wrappers["generator"].backward(loss_g);
-  wrappers["generator"].step();
-}
-
-OptimWrapperDict make_wrappers(TinyGan& gan) {
-  OptimWrapperDict dict;
-  dict.add("generator", std::make_shared<OptimWrapper>(std::make_shared<optim::Adam>(
-                            gan.generator->parameters(), optim::AdamOptions{.lr = 1e-2, .betas = {0.5, 0.999}})));
-  dict.add("discriminator", std::make_shared<OptimWrapper>(std::make_shared<optim::Adam>(
-                                gan.discriminator->parameters(), optim::AdamOptions{.lr = 1e-2, .betas = {0.5, 0.999}})));
-  return dict;
-}
-
-// Trains `iterations` GAN steps in the given style on this rank's slices (or, for
-// Style::none, on the whole global batch) and returns the final parameters.
-std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations) {
-  auto gan = std::make_shared<TinyGan>(/*seed=*/7, dynamic);
-  OptimWrapperDict wrappers = make_wrappers(*gan);
-  DdpOptions options;
-  options.reducer.find_unused_parameters = style == Style::whole_find_unused || style == Style::separate_find_unused;
-  std::unique_ptr<DistributedDataParallel> whole;
-  std::unique_ptr<SeparateDistributedDataParallel> separate;
-  if (style == Style::whole || style == Style::whole_find_unused || style == Style::whole_explicit_prepare) {
-    whole = std::make_unique<DistributedDataParallel>(gan, world(), options);
-  } else if (style != Style::none) {
-    separate = std::make_unique<SeparateDistributedDataParallel>(gan, world(), options);
-  }
-  Reducer* prepare = style == Style::whole_explicit_prepare ? &whole->reducer() : nullptr;
-  for (int it = 0; it < iterations; ++it) {
-    Tensor real = random_tensor({kGlobalBatch, 3}, 1000 + it);
-    Tensor z = random_tensor({kGlobalBatch, 4}, 2000 + it);
-    if (style != Style::none) {
-      real = my_slice(real);
-      z = my_slice(z);
-    }
-    gan_step(*gan, real, z, it, wrappers, prepare);
-  }
-  std::vector<Tensor> out;
-  for (const Variable& p : gan->parameters()) out.push_back(p.data().clone());
-  return out;
-}
-
-void require_close(const std::vector<Tensor>& got, const std::vector<Tensor>& expected, double rel) {
-  REQUIRE(got.size() == expected.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    auto g = got[i].to_vector(), e = expected[i].to_vector();
-    for (size_t k = 0; k < g.size(); ++k) {
-      INFO("parameter " << i << " element " << k);
-      REQUIRE(g[k] == Approx(e[k]).epsilon(rel).margin(1e-6));
-    }
-  }
-}
+Tensor my_slice(const Tensor& global) { return slice_rows(global, world()->rank(), world()->size()); }
 
 // Every rank's tensors equal rank 0's, bit for bit.
 void require_replicas_identical(const std::vector<Tensor>& params) {
@@ -171,11 +42,10 @@ void require_replicas_identical(const std::vector<Tensor>& params) {
 
 TEST_CASE("GAN training in every MMGeneration style matches the single-process oracle", "[reducer][oracle]") {
   for (bool dynamic : {false, true}) {
-    std::vector<Tensor> reference = train_gan(Style::none, dynamic, 6);
-    for (Style style : {Style::whole, Style::whole_find_unused, Style::separate, Style::separate_find_unused,
-                        Style::whole_explicit_prepare}) {
+    std::vector<Tensor> reference = train_gan(Style::none, dynamic, 6, nullptr);
+    for (Style style : kDistributedStyles) {
       INFO((dynamic ? "dynamic" : "static") << " GAN, " << style_name(style) << ", " << world()->size() << " ranks");
-      std::vector<Tensor> got = train_gan(style, dynamic, 6);
+      std::vector<Tensor> got = train_gan(style, dynamic, 6, world());
       require_close(got, reference, 1e-5);
       require_replicas_identical(got);
     }
@@ -338,35 +208,23 @@ TEST_CASE("rank-dependent control flow: averaged gradients, untouched unused par
 }
 
 TEST_CASE("no_sync over 3 micro-batches equals one synced step on the concatenated batch", "[reducer][no_sync]") {
-  auto make = [] {
-    auto m = std::make_shared<DataParallelModel>();
-    Generator gen(11);
-    m->register_module("fc", std::make_shared<nn::Linear>(5, 2, true, gen));
-    m->register_module("side", std::make_shared<nn::Linear>(5, 2, true, gen));  // used in micro-batch 0 only
-    return m;
-  };
-  auto forward = [](DataParallelModel& m, const Tensor& x, int micro) {
-    auto fc = std::dynamic_pointer_cast<nn::Linear>(m.named_children()[0].second);
-    auto side = std::dynamic_pointer_cast<nn::Linear>(m.named_children()[1].second);
-    Variable out = fc->forward(Variable(x));
-    if (micro == 0) out = out + side->forward(Variable(x));
-    return mean(square(out));
-  };
   // Reference: one process, each micro-batch on the global rows.
-  auto ref = make();
-  for (int micro = 0; micro < 3; ++micro) forward(*ref, random_tensor({kGlobalBatch, 5}, 300 + micro), micro).backward();
+  auto ref = make_side_model();
+  for (int micro = 0; micro < 3; ++micro) {
+    micro_batch_loss(*ref, random_tensor({kGlobalBatch, 5}, 300 + micro), micro).backward();
+  }
 
-  auto model = make();
+  auto model = make_side_model();
   DistributedDataParallel ddp(model, world());
   int64_t synced_before = ddp.reducer().synced_backwards();
   {
     auto guard = ddp.no_sync();
     for (int micro = 0; micro < 2; ++micro) {
-      forward(*model, my_slice(random_tensor({kGlobalBatch, 5}, 300 + micro)), micro).backward();
+      micro_batch_loss(*model, my_slice(random_tensor({kGlobalBatch, 5}, 300 + micro)), micro).backward();
     }
   }
   CHECK(ddp.reducer().synced_backwards() == synced_before);  // nothing communicated
-  forward(*model, my_slice(random_tensor({kGlobalBatch, 5}, 302)), 2).backward();
+  micro_batch_loss(*model, my_slice(random_tensor({kGlobalBatch, 5}, 302)), 2).backward();
   CHECK(ddp.reducer().synced_backwards() == synced_before + 1);
   auto got = model->named_parameters();
   auto expected = ref->named_parameters();
