@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "models/dataset.h"
+#include "models/data/dataset.h"
 #include "models/trainer.h"
 #include "runtime/checkpoint.h"
 #include "runtime/process_group.h"
