@@ -94,7 +94,11 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
          o.ema_decay = v == "0" ? 0.0 : parse_double("--ema-decay", v);
          if (o.ema_decay >= 1.0) usage_error("--ema-decay must be below 1, got " + v);
        }},
-      {"--wrap", [&](const std::string& v) { o.wrap = one_of("--wrap", v, {"whole", "separate"}); }},
+      {"--wrap",
+       [&](const std::string& v) {
+         o.wrap = *parse_wrap_mode(
+             one_of("--wrap", v, {wrap_mode_name(WrapMode::whole), wrap_mode_name(WrapMode::separate)}));
+       }},
       {"--bucket-cap-mb", [&](const std::string& v) { o.bucket_cap_mb = parse_double("--bucket-cap-mb", v); }},
       {"--backend", [&](const std::string& v) { o.backend = one_of("--backend", v, {"auto", "mpi", "nccl"}); }},
       {"--device", [&](const std::string& v) { o.device = one_of("--device", v, {"cpu", "cuda"}); }},
@@ -143,7 +147,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
                 " (ring8-mlp goes with ring8, the image models with fashion-mnist)");
   }
   if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
-  if (o.explicit_prepare && o.wrap != "whole") usage_error("--prepare goes with --wrap whole");
+  if (o.explicit_prepare && o.wrap != WrapMode::whole) usage_error("--prepare goes with --wrap whole");
   return o;
 }
 

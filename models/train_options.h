@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "models/wrap_mode.h"
+
 namespace tandem::models {
 
 class UsageError : public std::runtime_error {
@@ -26,7 +28,7 @@ struct TrainOptions {
   int64_t batch = 64;  // per rank
   double lr = 2e-4;
   double ema_decay = 0.999;  // samples come from an exponential moving average of G's weights; 0: off
-  std::string wrap = "whole";  // whole | separate
+  WrapMode wrap = WrapMode::whole;  // --wrap offers whole | separate
   bool explicit_prepare = false;  // MMGeneration style: prepare_for_backward before each backward
   double bucket_cap_mb = 25.0;
   std::string backend = "auto";  // auto | mpi | nccl

@@ -228,7 +228,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     metrics.open(path, start > 0 ? std::ios::app : std::ios::trunc);
     TANDEM_CHECK(metrics.good(), "cannot open " << path.string() << " for writing");
     out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch " << o.batch
-        << " per rank, " << o.wrap << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, "
+        << " per rank, " << wrap_mode_name(o.wrap) << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, "
         << model->parameters().size() << " parameter tensors\n";
   }
 

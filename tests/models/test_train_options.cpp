@@ -16,10 +16,11 @@ TEST_CASE("flags parse in both spellings with sane defaults", "[options]") {
   CHECK(o.iters == 50);
   CHECK(o.batch == 32);
   CHECK(o.dynamic);
-  CHECK(o.wrap == "separate");
+  CHECK(o.wrap == WrapMode::separate);
   TrainOptions d = parse_train_options({});
   CHECK(d.model == "ring8-mlp");
   CHECK(d.data == "ring8");
+  CHECK(d.wrap == WrapMode::whole);
 }
 
 TEST_CASE("bad flags are usage errors naming the flag", "[options][errors]") {
@@ -38,6 +39,9 @@ TEST_CASE("bad flags are usage errors naming the flag", "[options][errors]") {
   CHECK_THROWS_WITH(parse_train_options({"--dynamic"}), Catch::Contains("--dynamic applies to --model mlp only"));
   CHECK_THROWS_WITH(parse_train_options({"--ema-decay", "1"}), Catch::Contains("--ema-decay must be below 1"));
   CHECK(parse_train_options({"--ema-decay", "0"}).ema_decay == 0.0);
+  CHECK_THROWS_WITH(parse_train_options({"--wrap", "none"}),
+                    Catch::Contains("--wrap must be one of whole|separate, got 'none'"));
+  CHECK_THROWS_AS(parse_train_options({"--wrap", "Whole"}), UsageError);
   CHECK_THROWS_WITH(parse_train_options({"--wrap", "separate", "--prepare"}),
                     Catch::Contains("--prepare goes with --wrap whole"));
 }

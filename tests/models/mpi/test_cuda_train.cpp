@@ -88,7 +88,7 @@ TEST_CASE("GPU training equals CPU training for every model and wrap", "[cuda][t
       models::TrainOptions cpu = run_options(c.model, "cpu", fresh_dir("cpu"));
       models::TrainOptions gpu = run_options(c.model, "cuda", fresh_dir("gpu"));
       for (models::TrainOptions* o : {&cpu, &gpu}) {
-        o->wrap = c.wrap;
+        o->wrap = *models::parse_wrap_mode(c.wrap);
         o->explicit_prepare = c.prepare;
         o->dynamic = c.dynamic;
       }
