@@ -20,7 +20,7 @@
 #include <ostream>
 #include <vector>
 
-#include "models/train_options.h"
+#include "models/train/train_options.h"
 #include "runtime/process_group.h"
 #include "runtime/tensor.h"
 
@@ -28,14 +28,15 @@ namespace tandem::models {
 
 struct TrainResult {
   int64_t start_iteration = 0;
-  int64_t iterations = 0;  // run by this call
-  double seconds = 0.0;    // of the training loop
+  int64_t iterations = 0;    // run by this call
+  double seconds = 0.0;      // of the training loop
   double ms_per_step = 0.0;  // median over logged intervals after the first
   int ring8_modes = -1;      // ring8 only
   double ring8_high_quality = -1.0;
   std::vector<Tensor> parameters;  // final values, registration order
 };
 
-TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& world, std::ostream& out);
+TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& world,
+                  std::ostream& out);
 
 }  // namespace tandem::models

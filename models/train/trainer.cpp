@@ -1,5 +1,4 @@
-#include "models/trainer.h"
-#include "models/wrapped_gan.h"
+#include "models/train/trainer.h"
 
 #include <unistd.h>
 
@@ -16,9 +15,10 @@
 #include "autograd/optim.h"
 #include "kernels/elementwise.h"
 #include "models/data/dataset.h"
-#include "models/gan.h"
 #include "models/data/png_writer.h"
 #include "models/data/sampler.h"
+#include "models/gan.h"
+#include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
 #include "runtime/checkpoint.h"
 #include "runtime/rng.h"
@@ -53,8 +53,10 @@ std::string format_duration(double seconds) {
 std::string format_bytes(double bytes) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(bytes >= 1e6 ? 2 : 1);
-  if (bytes >= 1e6) os << bytes / 1e6 << " MB";
-  else os << bytes / 1e3 << " kB";
+  if (bytes >= 1e6)
+    os << bytes / 1e6 << " MB";
+  else
+    os << bytes / 1e3 << " kB";
   return os.str();
 }
 
@@ -92,19 +94,22 @@ int64_t load_checkpoint(const std::string& path, const TrainOptions& o, int worl
   SafetensorsFile file = load_safetensors(path);
   auto meta = [&](const std::string& key) {
     auto it = file.metadata.find(key);
-    TANDEM_CHECK(it != file.metadata.end(), path << ": not a tandem-train checkpoint (no '" << key << "' in its metadata)");
+    TANDEM_CHECK(it != file.metadata.end(),
+                 path << ": not a tandem-train checkpoint (no '" << key << "' in its metadata)");
     return it->second;
   };
   std::string model_name = meta("model");
   TANDEM_CHECK(model_name == model.type_name(), path << ": checkpoint of model '" << model_name
-                                                     << "', but this run trains '" << model.type_name() << "'");
+                                                     << "', but this run trains '" << model.type_name()
+                                                     << "'");
   int saved_world = std::stoi(meta("world_size"));
   TANDEM_CHECK(saved_world == world_size,
                path << ": written by a run of " << saved_world << " ranks; resuming on " << world_size
                     << " ranks would change every rank's data stream. Resume with mpirun -np " << saved_world
                     << ", or start a new run in another --out");
   int64_t batch = std::stoll(meta("batch"));
-  TANDEM_CHECK(batch == o.batch, path << ": written with --batch " << batch << ", this run has --batch " << o.batch);
+  TANDEM_CHECK(batch == o.batch,
+               path << ": written with --batch " << batch << ", this run has --batch " << o.batch);
   try {
     model.load_state_dict(with_prefix(file.tensors, "model."));
     opt_g.load_state_dict(with_prefix(file.tensors, "optim.generator."));
@@ -163,14 +168,16 @@ std::unique_ptr<data::DistributedSampler> make_sampler(const TrainOptions& o, in
 
 }  // namespace
 
-TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world, std::ostream& out) {
+TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world,
+                  std::ostream& out) {
   const int rank = world->rank(), size = world->size();
   // The group decides where tensors live: MPI reduces host tensors, NCCL its rank's GPU.
   const Device device = world->tensor_device();
-  TANDEM_CHECK(device.is_cuda() == (o.device == "cuda"),
-               "--device " << o.device << " with the " << dist::backend_name(world->backend())
-                           << " backend: the mpi backend reduces CPU tensors and nccl CUDA tensors; use --device cuda "
-                              "with --backend nccl (or auto), --device cpu with --backend mpi (or auto)");
+  TANDEM_CHECK(
+      device.is_cuda() == (o.device == "cuda"),
+      "--device " << o.device << " with the " << dist::backend_name(world->backend())
+                  << " backend: the mpi backend reduces CPU tensors and nccl CUDA tensors; use --device cuda "
+                     "with --backend nccl (or auto), --device cpu with --backend mpi (or auto)");
   const bool is_rank0 = rank == 0;
 
   prepare_out_dir(o.out, *world);
@@ -179,7 +186,8 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   config.model = o.model;
   config.dynamic = o.dynamic;
   config.loss = o.loss == "hinge" ? GanLoss::hinge : GanLoss::non_saturating;
-  config.pggan_stage_iters = o.pggan_stage_iters > 0 ? o.pggan_stage_iters : std::max<int64_t>(1, o.iters / 3);
+  config.pggan_stage_iters =
+      o.pggan_stage_iters > 0 ? o.pggan_stage_iters : std::max<int64_t>(1, o.iters / 3);
   config.seed = o.seed;
   std::shared_ptr<GanModel> model = make_gan(config);
   model->to(device);  // before the wrapper and optimizers take their handles
@@ -227,9 +235,10 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     fs::path path = fs::path(o.out) / "metrics.jsonl";
     metrics.open(path, start > 0 ? std::ios::app : std::ios::trunc);
     TANDEM_CHECK(metrics.good(), "cannot open " << path.string() << " for writing");
-    out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch " << o.batch
-        << " per rank, " << wrap_mode_name(o.wrap) << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, "
-        << model->parameters().size() << " parameter tensors\n";
+    out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch "
+        << o.batch << " per rank, " << wrap_mode_name(o.wrap)
+        << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model->parameters().size()
+        << " parameter tensors\n";
   }
 
   auto write_samples = [&](int64_t iteration, TrainResult& result) {
@@ -331,18 +340,19 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       if (is_rank0) {
         double its = 1000.0 / per_step_ms;
         double eta = static_cast<double>(o.iters - it - 1) * per_step_ms / 1000.0;
-        out << "iter " << std::setw(6) << it + 1 << "/" << o.iters << "  " << std::fixed << std::setprecision(1)
-            << its << " it/s  " << per_step_ms << " ms/step  ETA " << format_duration(eta) << "  loss_d "
-            << std::setprecision(4) << loss_d << "  loss_g " << loss_g << "  sync "
-            << format_bytes(bytes_per_step) << "/step";
+        out << "iter " << std::setw(6) << it + 1 << "/" << o.iters << "  " << std::fixed
+            << std::setprecision(1) << its << " it/s  " << per_step_ms << " ms/step  ETA "
+            << format_duration(eta) << "  loss_d " << std::setprecision(4) << loss_d << "  loss_g " << loss_g
+            << "  sync " << format_bytes(bytes_per_step) << "/step";
         if (!model->structure().empty()) out << "  [" << model->structure() << "]";
-        if (wrapped.skipped_steps() > 0) out << "  skipped " << wrapped.skipped_steps() << " non-finite step(s)";
+        if (wrapped.skipped_steps() > 0)
+          out << "  skipped " << wrapped.skipped_steps() << " non-finite step(s)";
         out << "  rss " << std::setprecision(1);
         for (int r = 0; r < size; ++r) out << (r > 0 ? "/" : "") << rss(r);
         out << " MB" << std::endl;
-        metrics << "{\"iteration\": " << it + 1 << ", \"loss_d\": " << loss_d << ", \"loss_g\": "
-                << loss_g << ", \"ms_per_step\": " << per_step_ms << ", \"bytes_per_step\": "
-                << static_cast<int64_t>(bytes_per_step) << ", \"rss_mb\": [";
+        metrics << "{\"iteration\": " << it + 1 << ", \"loss_d\": " << loss_d << ", \"loss_g\": " << loss_g
+                << ", \"ms_per_step\": " << per_step_ms
+                << ", \"bytes_per_step\": " << static_cast<int64_t>(bytes_per_step) << ", \"rss_mb\": [";
         for (int r = 0; r < size; ++r) metrics << (r > 0 ? ", " : "") << rss(r);
         metrics << "]}" << std::endl;
       }
@@ -370,8 +380,9 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     result.ms_per_step = 1000.0 * result.seconds / static_cast<double>(result.iterations);
   }
   if (is_rank0 && result.ring8_modes >= 0) {
-    out << "ring8 quality: " << result.ring8_modes << "/8 modes covered, " << std::fixed << std::setprecision(1)
-        << 100.0 * result.ring8_high_quality << "% high-quality samples (within 3 sigma of a mode, 2500 samples)\n";
+    out << "ring8 quality: " << result.ring8_modes << "/8 modes covered, " << std::fixed
+        << std::setprecision(1) << 100.0 * result.ring8_high_quality
+        << "% high-quality samples (within 3 sigma of a mode, 2500 samples)\n";
     metrics << "{\"iteration\": " << o.iters << ", \"ring8_modes\": " << result.ring8_modes
             << ", \"ring8_high_quality\": " << result.ring8_high_quality << "}" << std::endl;
   }
@@ -382,8 +393,9 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
         size_t largest = 0;
         for (size_t b : phase.bucket_bytes) largest = std::max(largest, b);
         out << "sync " << phase.description << ": " << phase.bucket_bytes.size() << " bucket(s), largest "
-            << format_bytes(static_cast<double>(largest)) << ", " << format_bytes(static_cast<double>(phase.bytes_per_backward))
-            << " per backward, " << phase.backwards << " backward(s), rebuilt " << phase.rebuilds << "x\n";
+            << format_bytes(static_cast<double>(largest)) << ", "
+            << format_bytes(static_cast<double>(phase.bytes_per_backward)) << " per backward, "
+            << phase.backwards << " backward(s), rebuilt " << phase.rebuilds << "x\n";
       }
     }
     out << "metrics: " << (fs::path(o.out) / "metrics.jsonl").string() << "\n";

@@ -1,15 +1,14 @@
 // The training loop at 2 ranks: every model runs and writes its outputs, and a resumed
 // run reaches bitwise the parameters of an uninterrupted one.
 #include <catch2/catch.hpp>
-
 #include <cstring>
-#include <iomanip>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include "models/data/dataset.h"
-#include "models/trainer.h"
+#include "models/train/trainer.h"
 #include "runtime/checkpoint.h"
 #include "runtime/process_group.h"
 
@@ -46,7 +45,9 @@ models::TrainOptions short_run(const std::string& model, const std::string& dir,
   return o;
 }
 
-bool fashion_mnist_present() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+bool fashion_mnist_present() {
+  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
 
 // A Fashion-MNIST directory holding `count` blank training images (rank 0 writes it).
 std::string tiny_fashion_mnist(int64_t count) {
@@ -133,7 +134,8 @@ TEST_CASE("resume refuses a checkpoint of another model, naming it", "[train][er
                     Catch::Contains("checkpoint of model 'ring8-mlp', but this run trains 'mlp'"));
 }
 
-TEST_CASE("a checkpoint whose tensors do not fit the model names the first mismatching parameter", "[train][errors]") {
+TEST_CASE("a checkpoint whose tensors do not fit the model names the first mismatching parameter",
+          "[train][errors]") {
   if (!fashion_mnist_present()) return;
   std::string dir = fresh_dir("relabelled");
   std::ostringstream log;
