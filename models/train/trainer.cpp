@@ -18,6 +18,7 @@
 #include "models/data/png_writer.h"
 #include "models/data/sampler.h"
 #include "models/gan.h"
+#include "models/train/out_dir.h"
 #include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
 #include "runtime/checkpoint.h"
@@ -126,32 +127,6 @@ int64_t load_checkpoint(const std::string& path, const TrainOptions& o, int worl
     TANDEM_FAIL(path << ": does not fit this model: " << e.message());
   }
   return std::stoll(meta("iteration"));
-}
-
-// Why `dir` cannot take the outputs, or "" when it can; creates it when missing.
-std::string out_dir_problem(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) {
-    return "cannot create the directory (" + (ec ? ec.message() : std::string("not a directory")) + ")";
-  }
-  const fs::path probe_path = fs::path(dir) / ".write-test";
-  std::ofstream probe(probe_path);
-  if (!probe.good()) return "directory is not writable";
-  probe.close();
-  fs::remove(probe_path, ec);
-  return "";
-}
-
-// Only rank 0 writes to --out, so only it checks; every rank learns the verdict, so that all
-// of them stop before any work instead of waiting in a collective for a rank that gave up.
-void prepare_out_dir(const std::string& out, dist::ProcessGroup& world) {
-  const std::string problem = world.rank() == 0 ? out_dir_problem(out) : "";
-  Tensor rank0_failed = Tensor::scalar(problem.empty() ? 0.0 : 1.0, DType::f64);
-  dist::broadcast_host(world, rank0_failed, 0, "--out check");
-  TANDEM_CHECK(problem.empty(), "--out " << out << ": " << problem);
-  TANDEM_CHECK(rank0_failed.item() == 0.0,
-               "--out " << out << ": rank 0 cannot write there (its error says why)");
 }
 
 // The sampler says why the data cannot feed every rank a batch; this adds which data and flags.
