@@ -16,8 +16,8 @@
 #include "kernels/elementwise.h"
 #include "models/data/dataset.h"
 #include "models/data/png_writer.h"
-#include "models/data/sampler.h"
 #include "models/gan.h"
+#include "models/train/batch_maker.h"
 #include "models/train/out_dir.h"
 #include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
@@ -32,15 +32,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kCheckpointPrefix = "ckpt";
-
-// A stream of random numbers that depends only on (seed, rank, iteration, purpose).
-Generator stream_for(uint64_t seed, int rank, int64_t iteration, uint64_t purpose) {
-  uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(rank) + 1) * 0xBF58476D1CE4E5B9ull ^
-                 purpose * 0x94D049BB133111EBull;
-  Generator gen(key);
-  gen.set_state({key, static_cast<uint64_t>(iteration) << 20});
-  return gen;
-}
 
 std::string format_duration(double seconds) {
   int64_t s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
@@ -129,18 +120,6 @@ int64_t load_checkpoint(const std::string& path, const TrainOptions& o, int worl
   return std::stoll(meta("iteration"));
 }
 
-// The sampler says why the data cannot feed every rank a batch; this adds which data and flags.
-std::unique_ptr<data::DistributedSampler> make_sampler(const TrainOptions& o, int64_t dataset_size,
-                                                       int world_size, int rank) {
-  try {
-    return std::make_unique<data::DistributedSampler>(dataset_size, world_size, rank, o.batch, o.seed);
-  } catch (const Error& e) {
-    TANDEM_FAIL("--data " << o.data << " from --data-dir " << o.data_dir << " cannot feed --batch " << o.batch
-                          << " on " << world_size << " rank(s): " << e.message()
-                          << ". Lower --batch or start fewer ranks (mpirun -np)");
-  }
-}
-
 }  // namespace
 
 TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world,
@@ -167,13 +146,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   std::shared_ptr<GanModel> model = make_gan(config);
   model->to(device);  // before the wrapper and optimizers take their handles
 
-  // Data: ring8 is drawn fresh each iteration; images come from a sharded sampler.
-  data::ImageDataset images;
-  std::unique_ptr<data::DistributedSampler> sampler;
-  if (o.data == "fashion-mnist") {
-    images = data::load_fashion_mnist(o.data_dir, true);
-    sampler = make_sampler(o, images.size(), size, rank);
-  }
+  const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), device);
 
   WrappedGanOptions wrap_options;
   wrap_options.wrap = o.wrap;
@@ -271,20 +244,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   int64_t interval_iters = 0;
   for (int64_t it = start; it < o.iters; ++it) {
     model->set_iteration(it);
-    Batch batch;
-    if (sampler) {
-      int64_t per_epoch = sampler->batches_per_epoch();
-      batch.inputs = data::gather_rows(images.images, sampler->batch_indices(it / per_epoch, it % per_epoch));
-    } else {
-      Generator data_gen = stream_for(o.seed, rank, it, 1);
-      batch.inputs = data::make_ring8(o.batch, data_gen);
-    }
-    if (device.is_cuda()) batch.inputs = batch.inputs.to(device);
-    batch.targets = Tensor::empty({o.batch, model->noise_dim()}, DType::f32, device);
-    Generator noise_gen = stream_for(o.seed, rank, it, 2);
-    fill_normal(batch.targets, 0.0, 1.0, noise_gen);
-
-    LogVars log = wrapped.train_step(batch);
+    LogVars log = wrapped.train_step(batches.make(it));
     // The decay ramps up over the first steps ((1 + t) / (10 + t)) so that a short run
     // is not dominated by the initial weights.
     double decay = std::min(o.ema_decay, static_cast<double>(it + 1) / static_cast<double>(it + 10));
