@@ -13,11 +13,11 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
-#include "kernels/elementwise.h"
 #include "models/data/dataset.h"
 #include "models/data/png_writer.h"
 #include "models/gan.h"
 #include "models/train/batch_maker.h"
+#include "models/train/ema_weights.h"
 #include "models/train/out_dir.h"
 #include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
@@ -160,18 +160,12 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   WrappedGan wrapped(model, world, wrap_options);
   optim::Adam& opt_g = wrapped.opt_g();
   optim::Adam& opt_d = wrapped.opt_d();
-  // The moving average of G's weights that pictures are drawn from (identical on every
-  // rank, since the weights are). Starts at the initial weights.
-  std::vector<Variable> g_params = model->generator->parameters();
-  std::vector<Tensor> ema;
-  if (o.ema_decay > 0) {
-    for (const Variable& p : g_params) ema.push_back(p.data().clone());
-  }
+  EmaWeights ema(model->generator->parameters(), o.ema_decay);
   int64_t start = 0;
   if (o.resume) {
     std::optional<std::string> latest = find_latest_checkpoint(o.out, kCheckpointPrefix);
     if (latest) {
-      start = load_checkpoint(*latest, o, size, *model, opt_g, opt_d, ema);
+      start = load_checkpoint(*latest, o, size, *model, opt_g, opt_d, ema.tensors());
       if (is_rank0) out << "resuming from " << *latest << " at iteration " << start << "\n";
     } else if (is_rank0) {
       out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
@@ -200,13 +194,11 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     Tensor z = Tensor::empty({count, model->noise_dim()}, DType::f32, device);
     Generator gen(o.seed + 4242);  // the same noise every time: pictures are comparable
     fill_normal(z, 0.0, 1.0, gen);
-    std::vector<Tensor> live;
-    for (size_t i = 0; i < ema.size(); ++i) {
-      live.push_back(g_params[i].data().clone());
-      g_params[i].data().copy_(ema[i]);
+    Tensor samples;
+    {
+      ScopedAverage average(ema);
+      samples = model->generate(Variable(z)).data().to(Device::cpu());
     }
-    Tensor samples = model->generate(Variable(z)).data().to(Device::cpu());
-    for (size_t i = 0; i < ema.size(); ++i) g_params[i].data().copy_(live[i]);
     for (auto& [buffer, copy] : saved_buffers) buffer.copy_(copy);
     std::ostringstream name;
     name << "samples-" << std::setw(6) << std::setfill('0') << iteration << ".png";
@@ -231,7 +223,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                                                    {"batch", std::to_string(o.batch)},
                                                    {"seed", std::to_string(o.seed)}};
     std::string path = checkpoint_path(o.out, kCheckpointPrefix, iteration);
-    save_safetensors(path, checkpoint_state(*model, opt_g, opt_d, ema), metadata);
+    save_safetensors(path, checkpoint_state(*model, opt_g, opt_d, ema.tensors()), metadata);
     return path;
   };
 
@@ -245,13 +237,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   for (int64_t it = start; it < o.iters; ++it) {
     model->set_iteration(it);
     LogVars log = wrapped.train_step(batches.make(it));
-    // The decay ramps up over the first steps ((1 + t) / (10 + t)) so that a short run
-    // is not dominated by the initial weights.
-    double decay = std::min(o.ema_decay, static_cast<double>(it + 1) / static_cast<double>(it + 10));
-    for (size_t i = 0; i < ema.size(); ++i) {
-      kernels::scale_(ema[i], decay);
-      kernels::axpy_(ema[i], 1.0 - decay, g_params[i].data());
-    }
+    ema.update(it);
     ++interval_iters;
 
     bool last = it + 1 == o.iters;
