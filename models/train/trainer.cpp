@@ -17,11 +17,11 @@
 #include "models/data/png_writer.h"
 #include "models/gan.h"
 #include "models/train/batch_maker.h"
+#include "models/train/checkpointer.h"
 #include "models/train/ema_weights.h"
 #include "models/train/out_dir.h"
 #include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
-#include "runtime/checkpoint.h"
 #include "runtime/rng.h"
 
 namespace tandem::models {
@@ -30,8 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-constexpr const char* kCheckpointPrefix = "ckpt";
 
 std::string format_duration(double seconds) {
   int64_t s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
@@ -60,64 +58,6 @@ double resident_mb() {
   int64_t total_pages = 0, resident_pages = 0;
   if (!(statm >> total_pages >> resident_pages)) return -1.0;
   return static_cast<double>(resident_pages) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
-}
-
-StateDict checkpoint_state(GanModel& model, optim::Optimizer& opt_g, optim::Optimizer& opt_d,
-                           const std::vector<Tensor>& ema) {
-  StateDict state;
-  for (size_t i = 0; i < ema.size(); ++i) state["ema." + std::to_string(i)] = ema[i];
-  for (auto& [name, t] : model.state_dict()) state["model." + name] = t;
-  for (auto& [name, t] : opt_g.state_dict()) state["optim.generator." + name] = t;
-  for (auto& [name, t] : opt_d.state_dict()) state["optim.discriminator." + name] = t;
-  return state;
-}
-
-StateDict with_prefix(const StateDict& all, const std::string& prefix) {
-  StateDict out;
-  for (const auto& [name, t] : all) {
-    if (name.rfind(prefix, 0) == 0) out[name.substr(prefix.size())] = t;
-  }
-  return out;
-}
-
-// Loads a checkpoint into model and optimizers; returns its iteration.
-int64_t load_checkpoint(const std::string& path, const TrainOptions& o, int world_size, GanModel& model,
-                        optim::Optimizer& opt_g, optim::Optimizer& opt_d, std::vector<Tensor>& ema) {
-  SafetensorsFile file = load_safetensors(path);
-  auto meta = [&](const std::string& key) {
-    auto it = file.metadata.find(key);
-    TANDEM_CHECK(it != file.metadata.end(),
-                 path << ": not a tandem-train checkpoint (no '" << key << "' in its metadata)");
-    return it->second;
-  };
-  std::string model_name = meta("model");
-  TANDEM_CHECK(model_name == model.type_name(), path << ": checkpoint of model '" << model_name
-                                                     << "', but this run trains '" << model.type_name()
-                                                     << "'");
-  int saved_world = std::stoi(meta("world_size"));
-  TANDEM_CHECK(saved_world == world_size,
-               path << ": written by a run of " << saved_world << " ranks; resuming on " << world_size
-                    << " ranks would change every rank's data stream. Resume with mpirun -np " << saved_world
-                    << ", or start a new run in another --out");
-  int64_t batch = std::stoll(meta("batch"));
-  TANDEM_CHECK(batch == o.batch,
-               path << ": written with --batch " << batch << ", this run has --batch " << o.batch);
-  try {
-    model.load_state_dict(with_prefix(file.tensors, "model."));
-    opt_g.load_state_dict(with_prefix(file.tensors, "optim.generator."));
-    opt_d.load_state_dict(with_prefix(file.tensors, "optim.discriminator."));
-    StateDict saved_ema = with_prefix(file.tensors, "ema.");
-    for (size_t i = 0; i < ema.size(); ++i) {
-      auto it = saved_ema.find(std::to_string(i));
-      TANDEM_CHECK(it != saved_ema.end() && it->second.shape() == ema[i].shape(),
-                   "no moving-average entry 'ema." << i << "' of shape " << shape_str(ema[i].shape())
-                                                   << " (written with --ema-decay 0?)");
-      ema[i].copy_(it->second);
-    }
-  } catch (const Error& e) {
-    TANDEM_FAIL(path << ": does not fit this model: " << e.message());
-  }
-  return std::stoll(meta("iteration"));
 }
 
 }  // namespace
@@ -158,14 +98,14 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                                 : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
                                                            : NonFinitePolicy::off;
   WrappedGan wrapped(model, world, wrap_options);
-  optim::Adam& opt_g = wrapped.opt_g();
-  optim::Adam& opt_d = wrapped.opt_d();
   EmaWeights ema(model->generator->parameters(), o.ema_decay);
+  const Checkpointer checkpointer(o.out, {.world_size = size, .batch = o.batch, .seed = o.seed},
+                                  {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors()});
   int64_t start = 0;
   if (o.resume) {
-    std::optional<std::string> latest = find_latest_checkpoint(o.out, kCheckpointPrefix);
+    std::optional<std::string> latest = checkpointer.newest();
     if (latest) {
-      start = load_checkpoint(*latest, o, size, *model, opt_g, opt_d, ema.tensors());
+      start = checkpointer.load(*latest);
       if (is_rank0) out << "resuming from " << *latest << " at iteration " << start << "\n";
     } else if (is_rank0) {
       out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
@@ -213,17 +153,6 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       result.ring8_high_quality = q.high_quality_fraction;
       data::write_ring8_scatter_png(path, samples, data::ring8_modes());
     }
-    return path;
-  };
-
-  auto save = [&](int64_t iteration) {
-    std::map<std::string, std::string> metadata = {{"model", model->type_name()},
-                                                   {"iteration", std::to_string(iteration)},
-                                                   {"world_size", std::to_string(size)},
-                                                   {"batch", std::to_string(o.batch)},
-                                                   {"seed", std::to_string(o.seed)}};
-    std::string path = checkpoint_path(o.out, kCheckpointPrefix, iteration);
-    save_safetensors(path, checkpoint_state(*model, opt_g, opt_d, ema.tensors()), metadata);
     return path;
   };
 
@@ -286,7 +215,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       if (last) out << "samples: " << path << "\n";
     }
     if (is_rank0 && ((o.ckpt_every > 0 && (it + 1) % o.ckpt_every == 0) || last)) {
-      std::string path = save(it + 1);
+      std::string path = checkpointer.save(it + 1);
       if (last) out << "checkpoint: " << path << "\n";
     }
   }
