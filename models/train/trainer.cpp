@@ -10,16 +10,15 @@
 #include <iomanip>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
 #include "models/data/dataset.h"
-#include "models/data/png_writer.h"
 #include "models/gan.h"
 #include "models/train/batch_maker.h"
 #include "models/train/checkpointer.h"
 #include "models/train/ema_weights.h"
 #include "models/train/out_dir.h"
+#include "models/train/sample_writer.h"
 #include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
 #include "runtime/rng.h"
@@ -123,38 +122,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
         << " parameter tensors\n";
   }
 
-  auto write_samples = [&](int64_t iteration, TrainResult& result) {
-    // Samples come from the generator in training mode, as in the reference DCGAN loop:
-    // early in training batch norm's running statistics lag far behind the batch ones.
-    // The buffers are restored afterwards so sampling never changes the training run.
-    NoGradGuard no_grad;
-    std::vector<std::pair<Tensor, Tensor>> saved_buffers;
-    for (auto& [name, buffer] : model->named_buffers()) saved_buffers.emplace_back(buffer, buffer.clone());
-    int64_t count = model->is_image_model() ? 64 : 2500;
-    Tensor z = Tensor::empty({count, model->noise_dim()}, DType::f32, device);
-    Generator gen(o.seed + 4242);  // the same noise every time: pictures are comparable
-    fill_normal(z, 0.0, 1.0, gen);
-    Tensor samples;
-    {
-      ScopedAverage average(ema);
-      samples = model->generate(Variable(z)).data().to(Device::cpu());
-    }
-    for (auto& [buffer, copy] : saved_buffers) buffer.copy_(copy);
-    std::ostringstream name;
-    name << "samples-" << std::setw(6) << std::setfill('0') << iteration << ".png";
-    std::string path = (fs::path(o.out) / name.str()).string();
-    if (model->is_image_model()) {
-      Shape shape = model->sample_shape();
-      shape.insert(shape.begin(), count);
-      data::write_png_gray_grid(path, samples.reshape(shape), 8, /*scale=*/2);
-    } else {
-      data::Ring8Quality q = data::ring8_quality(samples);
-      result.ring8_modes = q.modes_covered;
-      result.ring8_high_quality = q.high_quality_fraction;
-      data::write_ring8_scatter_png(path, samples, data::ring8_modes());
-    }
-    return path;
-  };
+  const SampleWriter sample_writer(o.out, o.seed, *model, ema, device);
 
   TrainResult result;
   result.start_iteration = start;
@@ -211,8 +179,12 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       interval_iters = 0;
     }
     if (is_rank0 && ((o.sample_every > 0 && (it + 1) % o.sample_every == 0) || last)) {
-      std::string path = write_samples(it + 1, result);
-      if (last) out << "samples: " << path << "\n";
+      Samples samples = sample_writer.write(it + 1);
+      if (samples.ring8) {
+        result.ring8_modes = samples.ring8->modes_covered;
+        result.ring8_high_quality = samples.ring8->high_quality_fraction;
+      }
+      if (last) out << "samples: " << samples.path << "\n";
     }
     if (is_rank0 && ((o.ckpt_every > 0 && (it + 1) % o.ckpt_every == 0) || last)) {
       std::string path = checkpointer.save(it + 1);
