@@ -1,7 +1,5 @@
 #include "models/train/trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,7 +16,9 @@
 #include "models/train/checkpointer.h"
 #include "models/train/ema_weights.h"
 #include "models/train/out_dir.h"
+#include "models/train/rank_stats.h"
 #include "models/train/sample_writer.h"
+#include "models/train/step_timer.h"
 #include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
 #include "runtime/rng.h"
@@ -47,16 +47,6 @@ std::string format_bytes(double bytes) {
   else
     os << bytes / 1e3 << " kB";
   return os.str();
-}
-
-// This process's resident set size in MB (10^6 bytes) from /proc/self/statm, or -1 where
-// there is no /proc. The current size, not getrusage's peak: a soak test compares it
-// between two points of one run to see memory stay flat.
-double resident_mb() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t total_pages = 0, resident_pages = 0;
-  if (!(statm >> total_pages >> resident_pages)) return -1.0;
-  return static_cast<double>(resident_pages) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
 }
 
 }  // namespace
@@ -126,35 +116,22 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
   TrainResult result;
   result.start_iteration = start;
-  auto loop_start = Clock::now();
-  auto interval_start = loop_start;
-  uint64_t bytes_at_interval = wrapped.total_bytes();
-  std::vector<double> interval_ms;
-  int64_t interval_iters = 0;
+  const auto loop_start = Clock::now();
+  StepTimer timer;
+  timer.start(loop_start, wrapped.total_bytes());
   for (int64_t it = start; it < o.iters; ++it) {
     model->set_iteration(it);
     LogVars log = wrapped.train_step(batches.make(it));
     ema.update(it);
-    ++interval_iters;
+    timer.step();
 
     bool last = it + 1 == o.iters;
     if ((it + 1) % o.log_every == 0 || last) {
-      // One collective per log point: the losses summed (averaged below) and each rank's
-      // resident size in its own slot, so rank 0 learns every rank's.
-      Tensor logged = Tensor::zeros({2 + size});
-      logged.data<float>()[0] = static_cast<float>(log["loss_d"]);
-      logged.data<float>()[1] = static_cast<float>(log["loss_g"]);
-      logged.data<float>()[2 + rank] = static_cast<float>(resident_mb());
-      dist::allreduce_host(*world, logged, dist::ReduceOp::sum, "logged losses and resident sizes");
-      const float loss_d = logged.data<float>()[0] / static_cast<float>(size);
-      const float loss_g = logged.data<float>()[1] / static_cast<float>(size);
-      auto rss = [&](int r) { return logged.at(2 + r); };
-      auto now = Clock::now();
-      double seconds = std::chrono::duration<double>(now - interval_start).count();
-      double per_step_ms = 1000.0 * seconds / static_cast<double>(interval_iters);
-      if (it + 1 - start > interval_iters) interval_ms.push_back(per_step_ms);  // the first interval warms up
-      double bytes_per_step = static_cast<double>(wrapped.total_bytes() - bytes_at_interval) /
-                              static_cast<double>(interval_iters);
+      const RankStats stats = gather_rank_stats(*world, log["loss_d"], log["loss_g"]);
+      const double loss_d = stats.loss_d, loss_g = stats.loss_g;
+      auto rss = [&](int r) { return stats.rss_mb[static_cast<size_t>(r)]; };
+      const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
+      const double per_step_ms = interval.ms_per_step, bytes_per_step = interval.bytes_per_step;
       if (is_rank0) {
         double its = 1000.0 / per_step_ms;
         double eta = static_cast<double>(o.iters - it - 1) * per_step_ms / 1000.0;
@@ -174,9 +151,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
         for (int r = 0; r < size; ++r) metrics << (r > 0 ? ", " : "") << rss(r);
         metrics << "]}" << std::endl;
       }
-      interval_start = Clock::now();
-      bytes_at_interval = wrapped.total_bytes();
-      interval_iters = 0;
+      timer.start(Clock::now(), wrapped.total_bytes());
     }
     if (is_rank0 && ((o.sample_every > 0 && (it + 1) % o.sample_every == 0) || last)) {
       Samples samples = sample_writer.write(it + 1);
@@ -195,9 +170,8 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   world->barrier("end of training")->wait();
   result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
   result.iterations = o.iters - start;
-  if (!interval_ms.empty()) {
-    std::sort(interval_ms.begin(), interval_ms.end());
-    result.ms_per_step = interval_ms[interval_ms.size() / 2];
+  if (std::optional<double> median = timer.median_ms_per_step()) {
+    result.ms_per_step = *median;
   } else if (result.iterations > 0) {
     result.ms_per_step = 1000.0 * result.seconds / static_cast<double>(result.iterations);
   }

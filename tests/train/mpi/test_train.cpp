@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "models/data/dataset.h"
+#include "models/train/rank_stats.h"
 #include "models/train/trainer.h"
 #include "runtime/checkpoint.h"
 #include "runtime/process_group.h"
@@ -75,6 +76,18 @@ void relabel_checkpoint(const std::string& dir, int64_t iteration, const std::st
 }
 
 }  // namespace
+
+TEST_CASE("one collective gathers the losses averaged over the ranks and every rank's memory",
+          "[train][stats]") {
+  const int rank = world()->rank(), size = world()->size();
+  // Rank r reports losses r + 1 and 2 (r + 1): the averages are (n + 1) / 2 and n + 1.
+  models::RankStats stats = models::gather_rank_stats(*world(), rank + 1.0, 2.0 * (rank + 1));
+  CHECK(stats.loss_d == Approx((size + 1) / 2.0));
+  CHECK(stats.loss_g == Approx(size + 1.0));
+  REQUIRE(stats.rss_mb.size() == static_cast<size_t>(size));
+  CHECK(stats.rss_mb[static_cast<size_t>(rank)] == Approx(models::resident_mb()).margin(2.0));
+  for (double mb : stats.rss_mb) CHECK(mb > 1.0);  // every slot filled by its rank
+}
 
 TEST_CASE("20 iterations straight equal 10 + resume + 10, bitwise", "[train][resume]") {
   std::ostringstream log;
