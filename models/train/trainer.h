@@ -14,6 +14,8 @@
 // continues exactly as an uninterrupted one would. Errors (missing data, data too small
 // for --batch on this many ranks, bad checkpoint, unwritable --out) are tandem::Errors
 // naming the file or flag, thrown on every rank before training starts.
+// train() is the loop over the pieces beside it, each header stating its part: out_dir,
+// batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log.
 #pragma once
 
 #include <memory>
