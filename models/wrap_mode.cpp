@@ -4,25 +4,26 @@ namespace tandem::models {
 
 namespace {
 
-constexpr WrapMode kWrapModes[] = {WrapMode::whole, WrapMode::separate, WrapMode::none};
+struct NamedMode {
+  WrapMode mode;
+  const char* name;
+};
+
+constexpr NamedMode kWrapModes[] = {
+    {WrapMode::whole, "whole"}, {WrapMode::separate, "separate"}, {WrapMode::none, "none"}};
 
 }  // namespace
 
 std::optional<WrapMode> parse_wrap_mode(std::string_view name) {
-  for (WrapMode mode : kWrapModes) {
-    if (name == wrap_mode_name(mode)) return mode;
+  for (const NamedMode& m : kWrapModes) {
+    if (name == m.name) return m.mode;
   }
   return std::nullopt;
 }
 
 const char* wrap_mode_name(WrapMode mode) {
-  switch (mode) {
-    case WrapMode::whole:
-      return "whole";
-    case WrapMode::separate:
-      return "separate";
-    case WrapMode::none:
-      return "none";
+  for (const NamedMode& m : kWrapModes) {
+    if (mode == m.mode) return m.name;
   }
   return "unknown";  // only for a value cast from outside the enumerators
 }

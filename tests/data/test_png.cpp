@@ -13,9 +13,7 @@
 using namespace tandem;
 using namespace tandem::data;
 namespace fs = std::filesystem;
-using tandem::testing::read_bytes;
-using tandem::testing::TempDir;
-using tandem::testing::write_bytes;
+using namespace tandem::testing;
 
 namespace {
 

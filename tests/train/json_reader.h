@@ -121,50 +121,37 @@ class JsonReader {
     return s_.substr(begin, pos_ - begin);
   }
 
+  // The opening bracket, items separated by commas, the closing bracket.
+  template <typename ReadItem>
+  void sequence(char open, char close, ReadItem read_item) {
+    expect(open);
+    skip_space();
+    if (take(std::string(1, close))) return;
+    do {
+      read_item();
+      skip_space();
+    } while (take(","));
+    expect(close);
+  }
+
   JsonValue array() {
     JsonValue v;
     v.kind = JsonValue::Kind::array;
-    expect('[');
-    skip_space();
-    if (pos_ < s_.size() && s_[pos_] == ']') {
-      ++pos_;
-      return v;
-    }
-    while (true) {
-      v.items.push_back(value());
-      skip_space();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      expect(']');
-      return v;
-    }
+    sequence('[', ']', [&] { v.items.push_back(value()); });
+    return v;
   }
 
   JsonValue object() {
     JsonValue v;
     v.kind = JsonValue::Kind::object;
-    expect('{');
-    skip_space();
-    if (pos_ < s_.size() && s_[pos_] == '}') {
-      ++pos_;
-      return v;
-    }
-    while (true) {
+    sequence('{', '}', [&] {
       skip_space();
       std::string key = string();
       if (v.members.count(key)) fail("duplicate key '" + key + "'");
       expect(':');
       v.members[key] = value();
-      skip_space();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      expect('}');
-      return v;
-    }
+    });
+    return v;
   }
 
   const std::string& s_;

@@ -16,9 +16,7 @@
 
 using namespace tandem;
 using namespace tandem::models;
-using tandem::testing::read_bytes;
-using tandem::testing::TempDir;
-using tandem::testing::write_bytes;
+using namespace tandem::testing;
 
 namespace {
 

@@ -11,9 +11,7 @@
 
 using namespace tandem;
 using namespace tandem::models;
-using tandem::testing::JsonReader;
-using tandem::testing::JsonValue;
-using tandem::testing::TempDir;
+using namespace tandem::testing;
 
 namespace {
 

@@ -15,8 +15,7 @@
 
 using namespace tandem;
 using namespace tandem::models;
-using tandem::testing::read_bytes;
-using tandem::testing::TempDir;
+using namespace tandem::testing;
 
 namespace {
 
