@@ -71,7 +71,9 @@ StateDict Optimizer::state_dict() const {
   for (size_t i = 0; i < state_.size(); ++i) {
     if (state_[i].step == 0 && state_[i].tensors.empty()) continue;
     const std::string prefix = "state." + std::to_string(i) + ".";
-    out.emplace(prefix + "step", Tensor::scalar(static_cast<double>(state_[i].step), DType::f64));
+    Tensor step = Tensor::empty({}, DType::i64);
+    step.data<int64_t>()[0] = state_[i].step;
+    out.emplace(prefix + "step", step);
     for (const auto& [key, t] : state_[i].tensors) out.emplace(prefix + key, t);
   }
   return out;
@@ -139,7 +141,10 @@ void Optimizer::load_state_dict(const StateDict& state) {
   std::vector<ParamState> fresh(params_.size());
   for (const auto& e : entries) {
     if (e.key == "step") {
-      fresh[e.index].step = static_cast<int64_t>(e.tensor->item());
+      // int64 since the integer dtypes; float64 in checkpoints written before them.
+      const Tensor& t = *e.tensor;
+      fresh[e.index].step = t.dtype() == DType::i64 && t.device().is_cpu() ? t.data<int64_t>()[0]
+                                                                           : static_cast<int64_t>(t.item());
     } else {
       Tensor copy =
           Tensor::empty(params_[e.index].shape(), params_[e.index].dtype(), params_[e.index].device());

@@ -74,7 +74,9 @@ struct Setup {
     config.seed = 7;
     model = models::make_gan(config);
     models::WrappedGanOptions options;
-    options.wrap = mode == "single" ? "none" : mode == "separate" ? "separate" : "whole";
+    options.wrap = mode == "single"     ? models::WrapMode::none
+                   : mode == "separate" ? models::WrapMode::separate
+                                        : models::WrapMode::whole;
     options.explicit_prepare = mode == "prepare";
     options.ddp.reducer.gradient_as_bucket_view = mode == "whole_view";
     wrapped = std::make_unique<models::WrappedGan>(model, group, options);

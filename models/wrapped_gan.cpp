@@ -5,24 +5,22 @@ namespace tandem::models {
 WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::ProcessGroup> group,
                        const WrappedGanOptions& options)
     : model_(std::move(model)) {
-  TANDEM_CHECK(options.wrap == "whole" || options.wrap == "separate" || options.wrap == "none",
-               "unknown wrap '" << options.wrap << "' (whole, separate or none)");
-  TANDEM_CHECK(!options.explicit_prepare || options.wrap == "whole", "explicit prepare_for_backward goes with the "
-                                                                     "whole-model wrap, not '"
-                                                                         << options.wrap << "'");
+  TANDEM_CHECK(!options.explicit_prepare || options.wrap == WrapMode::whole,
+               "explicit prepare_for_backward goes with the whole-model wrap, not '"
+                   << wrap_mode_name(options.wrap) << "'");
   opt_g_ = std::make_shared<optim::Adam>(model_->generator->parameters(),
                                          optim::AdamOptions{.lr = options.lr, .betas = {0.5, 0.999}});
   opt_d_ = std::make_shared<optim::Adam>(model_->discriminator->parameters(),
                                          optim::AdamOptions{.lr = options.lr, .betas = {0.5, 0.999}});
   wrappers_.add("generator", std::make_shared<OptimWrapper>(opt_g_));
   wrappers_.add("discriminator", std::make_shared<OptimWrapper>(opt_d_));
-  if (options.wrap == "whole") {
+  if (options.wrap == WrapMode::whole) {
     whole_ = std::make_unique<DistributedDataParallel>(model_, group, options.ddp);
     if (options.explicit_prepare) {
       Reducer* reducer = &whole_->reducer();
       model_->before_backward = [reducer](const Variable& loss) { reducer->prepare_for_backward(loss); };
     }
-  } else if (options.wrap == "separate") {
+  } else if (options.wrap == WrapMode::separate) {
     separate_ = std::make_unique<SeparateDistributedDataParallel>(model_, group, options.ddp);
   }
 }

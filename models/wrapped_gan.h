@@ -1,10 +1,10 @@
 // A GAN ready to train data-parallel: the model, its two Adam optimizers (betas 0.5,
 // 0.999, as DCGAN) in an OptimWrapperDict, and the wrapper that synchronises it.
 //
-// Contract: wrap "whole" is one DistributedDataParallel (with explicit_prepare, the
+// Contract: WrapMode::whole is one DistributedDataParallel (with explicit_prepare, the
 // model's backwards are preceded by reducer.prepare_for_backward, MMGeneration style);
-// "separate" is one Reducer per part; "none" trains the model alone (no communication).
-// An unknown wrap, or explicit_prepare without "whole", is an Error naming it.
+// separate is one Reducer per part; none trains the model alone (no communication).
+// explicit_prepare with any wrap but whole is an Error naming the wrap.
 // train_step runs one D and one G update; reducers()/total_bytes() report what was sent.
 #pragma once
 
@@ -14,12 +14,13 @@
 
 #include "autograd/optim.h"
 #include "models/gan.h"
+#include "models/wrap_mode.h"
 #include "reducer/ddp.h"
 
 namespace tandem::models {
 
 struct WrappedGanOptions {
-  std::string wrap = "whole";  // whole | separate | none
+  WrapMode wrap = WrapMode::whole;
   bool explicit_prepare = false;
   double lr = 2e-4;
   DdpOptions ddp;

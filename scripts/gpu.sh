@@ -46,7 +46,7 @@ step() {  # name command...
 if [ -z "$only" ] || [ "$only" = tests ]; then
   step cuda_suite "$bin/test_cuda"
   step nccl_group mpirun -np 1 "$bin/runtime_test_nccl_process_group"
-  step cuda_train mpirun -np 1 "$bin/models_test_cuda_train"
+  step cuda_train mpirun -np 1 "$bin/train_test_cuda_train"
 fi
 if [ -z "$only" ] || [ "$only" = bench ]; then
   step kernels_bench "$bin/kernels_bench"

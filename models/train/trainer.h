@@ -14,13 +14,15 @@
 // continues exactly as an uninterrupted one would. Errors (missing data, data too small
 // for --batch on this many ranks, bad checkpoint, unwritable --out) are tandem::Errors
 // naming the file or flag, thrown on every rank before training starts.
+// train() is the loop over the pieces beside it, each header stating its part: out_dir,
+// batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log.
 #pragma once
 
 #include <memory>
 #include <ostream>
 #include <vector>
 
-#include "models/train_options.h"
+#include "models/train/train_options.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/tensor.h"
 
@@ -28,14 +30,15 @@ namespace tandem::models {
 
 struct TrainResult {
   int64_t start_iteration = 0;
-  int64_t iterations = 0;  // run by this call
-  double seconds = 0.0;    // of the training loop
+  int64_t iterations = 0;    // run by this call
+  double seconds = 0.0;      // of the training loop
   double ms_per_step = 0.0;  // median over logged intervals after the first
   int ring8_modes = -1;      // ring8 only
   double ring8_high_quality = -1.0;
   std::vector<Tensor> parameters;  // final values, registration order
 };
 
-TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& world, std::ostream& out);
+TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& world,
+                  std::ostream& out);
 
 }  // namespace tandem::models

@@ -1,4 +1,4 @@
-#include "models/png_writer.h"
+#include "models/data/png_writer.h"
 
 #include <png.h>
 
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "models/dataset.h"
+#include "models/data/dataset.h"
 #include "runtime/error.h"
 
 namespace tandem::data {

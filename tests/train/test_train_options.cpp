@@ -1,43 +1,52 @@
 // tandem-train's flags: parsing, and usage errors that name the flag (exit code 2).
-#include <catch2/catch.hpp>
-
-#include <cstdlib>
-#include <string>
 #include <sys/wait.h>
 
-#include "models/train_options.h"
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
+
+#include "models/train/train_options.h"
 
 using namespace tandem::models;
 
 TEST_CASE("flags parse in both spellings with sane defaults", "[options]") {
-  TrainOptions o = parse_train_options({"--model", "mlp", "--iters=50", "--batch", "32", "--dynamic", "--wrap=separate"});
+  TrainOptions o =
+      parse_train_options({"--model", "mlp", "--iters=50", "--batch", "32", "--dynamic", "--wrap=separate"});
   CHECK(o.model == "mlp");
   CHECK(o.data == "fashion-mnist");
   CHECK(o.iters == 50);
   CHECK(o.batch == 32);
   CHECK(o.dynamic);
-  CHECK(o.wrap == "separate");
+  CHECK(o.wrap == WrapMode::separate);
   TrainOptions d = parse_train_options({});
   CHECK(d.model == "ring8-mlp");
   CHECK(d.data == "ring8");
+  CHECK(d.wrap == WrapMode::whole);
 }
 
 TEST_CASE("bad flags are usage errors naming the flag", "[options][errors]") {
   CHECK_THROWS_WITH(parse_train_options({"--bogus"}), Catch::Contains("unknown flag '--bogus'"));
-  CHECK_THROWS_WITH(parse_train_options({"--batch", "0"}), Catch::Contains("--batch must be at least 1, got 0"));
+  CHECK_THROWS_WITH(parse_train_options({"--batch", "0"}),
+                    Catch::Contains("--batch must be at least 1, got 0"));
   CHECK_THROWS_WITH(parse_train_options({"--batch", "-3"}),
                     Catch::Contains("--batch must be at least 1, got -3"));
   CHECK_THROWS_WITH(parse_train_options({"--batch=-3"}),
                     Catch::Contains("--batch must be at least 1, got -3"));
-  CHECK_THROWS_WITH(parse_train_options({"--batch", "abc"}), Catch::Contains("--batch needs an integer, got 'abc'"));
+  CHECK_THROWS_WITH(parse_train_options({"--batch", "abc"}),
+                    Catch::Contains("--batch needs an integer, got 'abc'"));
   CHECK_THROWS_WITH(parse_train_options({"--iters"}), Catch::Contains("--iters needs a value"));
   CHECK_THROWS_WITH(parse_train_options({"--model", "vae"}), Catch::Contains("--model must be one of"));
   CHECK_THROWS_WITH(parse_train_options({"--lr", "-1"}), Catch::Contains("--lr must be positive"));
   CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--data", "ring8"}),
                     Catch::Contains("cannot train on --data ring8"));
-  CHECK_THROWS_WITH(parse_train_options({"--dynamic"}), Catch::Contains("--dynamic applies to --model mlp only"));
-  CHECK_THROWS_WITH(parse_train_options({"--ema-decay", "1"}), Catch::Contains("--ema-decay must be below 1"));
+  CHECK_THROWS_WITH(parse_train_options({"--dynamic"}),
+                    Catch::Contains("--dynamic applies to --model mlp only"));
+  CHECK_THROWS_WITH(parse_train_options({"--ema-decay", "1"}),
+                    Catch::Contains("--ema-decay must be below 1"));
   CHECK(parse_train_options({"--ema-decay", "0"}).ema_decay == 0.0);
+  CHECK_THROWS_WITH(parse_train_options({"--wrap", "none"}),
+                    Catch::Contains("--wrap must be one of whole|separate, got 'none'"));
+  CHECK_THROWS_AS(parse_train_options({"--wrap", "Whole"}), UsageError);
   CHECK_THROWS_WITH(parse_train_options({"--wrap", "separate", "--prepare"}),
                     Catch::Contains("--prepare goes with --wrap whole"));
 }

@@ -1,8 +1,8 @@
 // tandem-train: the mpirun-launched GAN training program (see trainer.h and --help).
 #include <iostream>
 
-#include "models/train_options.h"
-#include "models/trainer.h"
+#include "models/train/train_options.h"
+#include "models/train/trainer.h"
 #include "runtime/dist/process_group.h"
 
 namespace {
@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   dist::Backend backend = options.backend == "nccl" ? dist::Backend::nccl : dist::Backend::mpi;
-  if (options.backend == "auto") backend = options.device == "cuda" ? dist::Backend::nccl : dist::Backend::mpi;
+  if (options.backend == "auto")
+    backend = options.device == "cuda" ? dist::Backend::nccl : dist::Backend::mpi;
   try {
     dist::DistributedContext context(backend);
     return train_printing_errors(options, context);

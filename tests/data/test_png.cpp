@@ -7,16 +7,13 @@
 #include <filesystem>
 #include <limits>
 
-#include "models/dataset.h"
-#include "models/png_writer.h"
-
+#include "models/data/dataset.h"
+#include "models/data/png_writer.h"
 #include "tests/test_files.h"
 using namespace tandem;
 using namespace tandem::data;
 namespace fs = std::filesystem;
-using tandem::testing::TempDir;
-using tandem::testing::read_bytes;
-using tandem::testing::write_bytes;
+using namespace tandem::testing;
 
 namespace {
 

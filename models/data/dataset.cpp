@@ -1,4 +1,4 @@
-#include "models/dataset.h"
+#include "models/data/dataset.h"
 
 #include <zlib.h>
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "models/wrap_mode.h"
+
 namespace tandem::models {
 
 class UsageError : public std::runtime_error {
@@ -25,23 +27,23 @@ struct TrainOptions {
   int64_t iters = 2000;
   int64_t batch = 64;  // per rank
   double lr = 2e-4;
-  double ema_decay = 0.999;  // samples come from an exponential moving average of G's weights; 0: off
-  std::string wrap = "whole";  // whole | separate
-  bool explicit_prepare = false;  // MMGeneration style: prepare_for_backward before each backward
+  double ema_decay = 0.999;         // samples come from an exponential moving average of G's weights; 0: off
+  WrapMode wrap = WrapMode::whole;  // --wrap offers whole | separate
+  bool explicit_prepare = false;    // MMGeneration style: prepare_for_backward before each backward
   double bucket_cap_mb = 25.0;
   std::string backend = "auto";  // auto | mpi | nccl
   std::string device = "cpu";    // cpu | cuda
   uint64_t seed = 0;
   std::string out = "runs/default";
-  int64_t ckpt_every = 0;        // 0: only at the end
+  int64_t ckpt_every = 0;  // 0: only at the end
   bool resume = false;
-  int64_t sample_every = 0;      // 0: only at the end
+  int64_t sample_every = 0;  // 0: only at the end
   int64_t log_every = 100;
   bool dynamic = false;
-  std::string loss = "ns";       // ns | hinge
-  int64_t pggan_stage_iters = 0; // 0: iters / 3
-  std::string on_nonfinite = "off";   // off | skip | stop: NaN/Inf in averaged gradients
-  int64_t check_replicas_every = 0;   // compare parameter hashes across ranks every N steps
+  std::string loss = "ns";           // ns | hinge
+  int64_t pggan_stage_iters = 0;     // 0: iters / 3
+  std::string on_nonfinite = "off";  // off | skip | stop: NaN/Inf in averaged gradients
+  int64_t check_replicas_every = 0;  // compare parameter hashes across ranks every N steps
   bool help = false;
 };
 

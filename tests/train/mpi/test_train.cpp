@@ -1,15 +1,15 @@
 // The training loop at 2 ranks: every model runs and writes its outputs, and a resumed
 // run reaches bitwise the parameters of an uninterrupted one.
 #include <catch2/catch.hpp>
-
 #include <cstring>
-#include <iomanip>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
-#include "models/dataset.h"
-#include "models/trainer.h"
+#include "models/data/dataset.h"
+#include "models/train/rank_stats.h"
+#include "models/train/trainer.h"
 #include "runtime/checkpoint.h"
 #include "runtime/dist/process_group.h"
 
@@ -46,7 +46,9 @@ models::TrainOptions short_run(const std::string& model, const std::string& dir,
   return o;
 }
 
-bool fashion_mnist_present() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+bool fashion_mnist_present() {
+  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
 
 // A Fashion-MNIST directory holding `count` blank training images (rank 0 writes it).
 std::string tiny_fashion_mnist(int64_t count) {
@@ -74,6 +76,18 @@ void relabel_checkpoint(const std::string& dir, int64_t iteration, const std::st
 }
 
 }  // namespace
+
+TEST_CASE("one collective gathers the losses averaged over the ranks and every rank's memory",
+          "[train][stats]") {
+  const int rank = world()->rank(), size = world()->size();
+  // Rank r reports losses r + 1 and 2 (r + 1): the averages are (n + 1) / 2 and n + 1.
+  models::RankStats stats = models::gather_rank_stats(*world(), rank + 1.0, 2.0 * (rank + 1));
+  CHECK(stats.loss_d == Approx((size + 1) / 2.0));
+  CHECK(stats.loss_g == Approx(size + 1.0));
+  REQUIRE(stats.rss_mb.size() == static_cast<size_t>(size));
+  CHECK(stats.rss_mb[static_cast<size_t>(rank)] == Approx(models::resident_mb()).margin(2.0));
+  for (double mb : stats.rss_mb) CHECK(mb > 1.0);  // every slot filled by its rank
+}
 
 TEST_CASE("20 iterations straight equal 10 + resume + 10, bitwise", "[train][resume]") {
   std::ostringstream log;
@@ -133,7 +147,8 @@ TEST_CASE("resume refuses a checkpoint of another model, naming it", "[train][er
                     Catch::Contains("checkpoint of model 'ring8-mlp', but this run trains 'mlp'"));
 }
 
-TEST_CASE("a checkpoint whose tensors do not fit the model names the first mismatching parameter", "[train][errors]") {
+TEST_CASE("a checkpoint whose tensors do not fit the model names the first mismatching parameter",
+          "[train][errors]") {
   if (!fashion_mnist_present()) return;
   std::string dir = fresh_dir("relabelled");
   std::ostringstream log;

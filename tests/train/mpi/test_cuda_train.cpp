@@ -3,11 +3,10 @@
 // must agree to float32 rounding, and a checkpoint written from the GPU must resume.
 // Needs one GPU per rank; skips with a message without one (as on CI).
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <sstream>
 
-#include "models/trainer.h"
+#include "models/train/trainer.h"
 #include "runtime/dist/process_group.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/mpi_gpu_skip.h"
@@ -37,7 +36,8 @@ std::string fresh_dir(const std::string& name) {
   return dir;
 }
 
-models::TrainOptions run_options(const std::string& model, const std::string& device, const std::string& dir) {
+models::TrainOptions run_options(const std::string& model, const std::string& device,
+                                 const std::string& dir) {
   models::TrainOptions o;
   o.model = model;
   o.data = model == "ring8-mlp" ? "ring8" : "fashion-mnist";
@@ -84,11 +84,12 @@ TEST_CASE("GPU training equals CPU training for every model and wrap", "[cuda][t
                         Case{"mlp", "separate", false, false}, Case{"mlp", "whole", true, true},
                         Case{"dcgan", "whole", false, false}, Case{"pggan", "whole", false, false},
                         Case{"pggan", "separate", false, false}}) {
-    DYNAMIC_SECTION(c.model << " " << c.wrap << (c.prepare ? " + prepare" : "") << (c.dynamic ? " dynamic" : "")) {
+    DYNAMIC_SECTION(c.model << " " << c.wrap << (c.prepare ? " + prepare" : "")
+                            << (c.dynamic ? " dynamic" : "")) {
       models::TrainOptions cpu = run_options(c.model, "cpu", fresh_dir("cpu"));
       models::TrainOptions gpu = run_options(c.model, "cuda", fresh_dir("gpu"));
       for (models::TrainOptions* o : {&cpu, &gpu}) {
-        o->wrap = c.wrap;
+        o->wrap = *models::parse_wrap_mode(c.wrap);
         o->explicit_prepare = c.prepare;
         o->dynamic = c.dynamic;
       }
@@ -115,7 +116,8 @@ TEST_CASE("a checkpoint written on the GPU resumes bitwise on the GPU", "[cuda][
   models::TrainResult resumed = models::train(half, gpu_world(), log);
   CHECK(resumed.start_iteration == 4);
   REQUIRE(resumed.parameters.size() == whole.parameters.size());
-  for (size_t i = 0; i < whole.parameters.size(); ++i) CHECK(resumed.parameters[i].to_vector() == whole.parameters[i].to_vector());
+  for (size_t i = 0; i < whole.parameters.size(); ++i)
+    CHECK(resumed.parameters[i].to_vector() == whole.parameters[i].to_vector());
 }
 
 // Needs no GPU: the trainer refuses before it touches one.

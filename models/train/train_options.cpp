@@ -1,4 +1,4 @@
-#include "models/train_options.h"
+#include "models/train/train_options.h"
 
 #include <charconv>
 #include <functional>
@@ -34,7 +34,8 @@ double parse_double(const std::string& flag, const std::string& value) {
   }
 }
 
-std::string one_of(const std::string& flag, const std::string& value, const std::vector<std::string>& choices) {
+std::string one_of(const std::string& flag, const std::string& value,
+                   const std::vector<std::string>& choices) {
   for (const auto& c : choices) {
     if (value == c) return value;
   }
@@ -85,27 +86,50 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   bool data_given = false;
   std::map<std::string, std::function<void(const std::string&)>> with_value = {
       {"--model", [&](const std::string& v) { o.model = one_of("--model", v, gan_model_names()); }},
-      {"--data", [&](const std::string& v) { o.data = one_of("--data", v, {"ring8", "fashion-mnist"}); data_given = true; }},
+      {"--data",
+       [&](const std::string& v) {
+         o.data = one_of("--data", v, {"ring8", "fashion-mnist"});
+         data_given = true;
+       }},
       {"--data-dir", [&](const std::string& v) { o.data_dir = v; }},
       {"--iters", [&](const std::string& v) { o.iters = parse_int("--iters", v, 1); }},
       {"--batch", [&](const std::string& v) { o.batch = parse_int("--batch", v, 1); }},
       {"--lr", [&](const std::string& v) { o.lr = parse_double("--lr", v); }},
-      {"--ema-decay", [&](const std::string& v) {
+      {"--ema-decay",
+       [&](const std::string& v) {
          o.ema_decay = v == "0" ? 0.0 : parse_double("--ema-decay", v);
          if (o.ema_decay >= 1.0) usage_error("--ema-decay must be below 1, got " + v);
        }},
-      {"--wrap", [&](const std::string& v) { o.wrap = one_of("--wrap", v, {"whole", "separate"}); }},
-      {"--bucket-cap-mb", [&](const std::string& v) { o.bucket_cap_mb = parse_double("--bucket-cap-mb", v); }},
-      {"--backend", [&](const std::string& v) { o.backend = one_of("--backend", v, {"auto", "mpi", "nccl"}); }},
-      {"--device", [&](const std::string& v) { o.device = one_of("--device", v, {"cpu", "cuda"}); }},
+      {"--wrap",
+       [&](const std::string& v) {
+         o.wrap = *parse_wrap_mode(
+             one_of("--wrap", v, {wrap_mode_name(WrapMode::whole), wrap_mode_name(WrapMode::separate)}));
+       }},
+      {"--bucket-cap-mb",
+       [&](const std::string& v) { o.bucket_cap_mb = parse_double("--bucket-cap-mb", v); }},
+      {"--backend",
+       [&](const std::string& v) {
+         o.backend = one_of("--backend", v, {"auto", "mpi", "nccl"});
+       }},
+      {"--device",
+       [&](const std::string& v) {
+         o.device = one_of("--device", v, {"cpu", "cuda"});
+       }},
       {"--seed", [&](const std::string& v) { o.seed = static_cast<uint64_t>(parse_int("--seed", v, 0)); }},
       {"--out", [&](const std::string& v) { o.out = v; }},
       {"--ckpt-every", [&](const std::string& v) { o.ckpt_every = parse_int("--ckpt-every", v, 0); }},
       {"--sample-every", [&](const std::string& v) { o.sample_every = parse_int("--sample-every", v, 0); }},
       {"--log-every", [&](const std::string& v) { o.log_every = parse_int("--log-every", v, 1); }},
-      {"--loss", [&](const std::string& v) { o.loss = one_of("--loss", v, {"ns", "hinge"}); }},
-      {"--pggan-stage-iters", [&](const std::string& v) { o.pggan_stage_iters = parse_int("--pggan-stage-iters", v, 0); }},
-      {"--on-nonfinite", [&](const std::string& v) { o.on_nonfinite = one_of("--on-nonfinite", v, {"off", "skip", "stop"}); }},
+      {"--loss",
+       [&](const std::string& v) {
+         o.loss = one_of("--loss", v, {"ns", "hinge"});
+       }},
+      {"--pggan-stage-iters",
+       [&](const std::string& v) { o.pggan_stage_iters = parse_int("--pggan-stage-iters", v, 0); }},
+      {"--on-nonfinite",
+       [&](const std::string& v) {
+         o.on_nonfinite = one_of("--on-nonfinite", v, {"off", "skip", "stop"});
+       }},
       {"--check-replicas-every",
        [&](const std::string& v) { o.check_replicas_every = parse_int("--check-replicas-every", v, 0); }},
   };
@@ -143,7 +167,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
                 " (ring8-mlp goes with ring8, the image models with fashion-mnist)");
   }
   if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
-  if (o.explicit_prepare && o.wrap != "whole") usage_error("--prepare goes with --wrap whole");
+  if (o.explicit_prepare && o.wrap != WrapMode::whole) usage_error("--prepare goes with --wrap whole");
   return o;
 }
 

@@ -8,16 +8,13 @@
 #include <iterator>
 #include <set>
 
-#include "models/dataset.h"
-#include "models/sampler.h"
-
+#include "models/data/dataset.h"
+#include "models/data/sampler.h"
 #include "tests/test_files.h"
 using namespace tandem;
 using namespace tandem::data;
 namespace fs = std::filesystem;
-using tandem::testing::TempDir;
-using tandem::testing::read_bytes;
-using tandem::testing::write_bytes;
+using namespace tandem::testing;
 
 namespace {
 

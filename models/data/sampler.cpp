@@ -1,4 +1,4 @@
-#include "models/sampler.h"
+#include "models/data/sampler.h"
 
 #include <cstring>
 #include <numeric>

@@ -1,0 +1,60 @@
+#include "models/train/batch_maker.h"
+
+#include "runtime/error.h"
+
+namespace tandem::models {
+
+Generator random_stream(uint64_t seed, int rank, int64_t iteration, uint64_t purpose) {
+  uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(rank) + 1) * 0xBF58476D1CE4E5B9ull ^
+                 purpose * 0x94D049BB133111EBull;
+  Generator gen(key);
+  gen.set_state({key, static_cast<uint64_t>(iteration) << 20});
+  return gen;
+}
+
+BatchMaker::BatchMaker(const BatchSpec& spec) : spec_(spec) {}
+
+BatchMaker::BatchMaker(const BatchSpec& spec, data::ImageDataset images)
+    : spec_(spec),
+      images_(std::move(images)),
+      sampler_(std::make_unique<data::DistributedSampler>(images_.size(), spec.world_size, spec.rank,
+                                                          spec.batch, spec.seed)) {}
+
+Batch BatchMaker::make(int64_t iteration) const {
+  Batch batch;
+  if (sampler_) {
+    int64_t per_epoch = sampler_->batches_per_epoch();
+    batch.inputs = data::gather_rows(images_.images,
+                                     sampler_->batch_indices(iteration / per_epoch, iteration % per_epoch));
+  } else {
+    Generator data_gen = random_stream(spec_.seed, spec_.rank, iteration, kDataStream);
+    batch.inputs = data::make_ring8(spec_.batch, data_gen);
+  }
+  if (spec_.device.is_cuda()) batch.inputs = batch.inputs.to(spec_.device);
+  batch.targets = Tensor::empty({spec_.batch, spec_.noise_dim}, DType::f32, spec_.device);
+  Generator noise_gen = random_stream(spec_.seed, spec_.rank, iteration, kNoiseStream);
+  fill_normal(batch.targets, 0.0, 1.0, noise_gen);
+  return batch;
+}
+
+BatchMaker make_batch_maker(const TrainOptions& o, int world_size, int rank, int64_t noise_dim,
+                            Device device) {
+  const BatchSpec spec{.seed = o.seed,
+                       .world_size = world_size,
+                       .rank = rank,
+                       .batch = o.batch,
+                       .noise_dim = noise_dim,
+                       .device = device};
+  if (o.data != "fashion-mnist") return BatchMaker(spec);
+  data::ImageDataset images = data::load_fashion_mnist(o.data_dir, true);
+  // The sampler says why the data cannot feed every rank a batch; this adds which data and flags.
+  try {
+    return BatchMaker(spec, std::move(images));
+  } catch (const Error& e) {
+    TANDEM_FAIL("--data " << o.data << " from --data-dir " << o.data_dir << " cannot feed --batch " << o.batch
+                          << " on " << world_size << " rank(s): " << e.message()
+                          << ". Lower --batch or start fewer ranks (mpirun -np)");
+  }
+}
+
+}  // namespace tandem::models

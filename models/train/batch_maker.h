@@ -1,0 +1,64 @@
+// The batch of iteration i on rank r: real data and noise that depend only on (seed, r, i),
+// so a resumed run draws exactly what an uninterrupted one would have.
+//
+// Contract:
+// - random_stream(seed, rank, iteration, purpose) is a Generator that depends only on its
+//   four arguments; purpose kDataStream draws ring8 points, kNoiseStream the noise.
+// - make(i) returns inputs (this rank's real data) and targets (the generator's noise,
+//   float32 [batch, noise_dim] standard normals from the noise stream of (seed, rank, i)),
+//   both on `device`. Real data: for ring8, `batch` points drawn with data::make_ring8 from
+//   the data stream of (seed, rank, i); for an image dataset, the rows the
+//   DistributedSampler (world_size, rank, batch, seed) gives this rank at step
+//   i % batches_per_epoch of epoch i / batches_per_epoch. make() keeps no state from call
+//   to call: any i can be drawn first.
+// - An image dataset too small for `batch` on every rank is an Error from the constructor
+//   (the sampler's); make_batch_maker, which loads --data from --data-dir, adds the data,
+//   the flags and what to do about it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "models/data/dataset.h"
+#include "models/data/sampler.h"
+#include "models/train/train_options.h"
+#include "reducer/ddp.h"
+#include "runtime/device.h"
+#include "runtime/rng.h"
+
+namespace tandem::models {
+
+constexpr uint64_t kDataStream = 1;
+constexpr uint64_t kNoiseStream = 2;
+
+Generator random_stream(uint64_t seed, int rank, int64_t iteration, uint64_t purpose);
+
+struct BatchSpec {
+  uint64_t seed = 0;
+  int world_size = 1;
+  int rank = 0;
+  int64_t batch = 64;  // per rank
+  int64_t noise_dim = 0;
+  Device device = Device::cpu();
+};
+
+class BatchMaker {
+ public:
+  // ring8: points drawn fresh every iteration.
+  explicit BatchMaker(const BatchSpec& spec);
+  // Rows of `images`, sharded over the ranks.
+  BatchMaker(const BatchSpec& spec, data::ImageDataset images);
+
+  Batch make(int64_t iteration) const;
+
+ private:
+  BatchSpec spec_;
+  data::ImageDataset images_;
+  std::unique_ptr<data::DistributedSampler> sampler_;
+};
+
+// The batch maker of --data for rank `rank` of `world_size` (seed and batch from the options).
+BatchMaker make_batch_maker(const TrainOptions& options, int world_size, int rank, int64_t noise_dim,
+                            Device device);
+
+}  // namespace tandem::models

@@ -1,0 +1,89 @@
+#include "models/train/checkpointer.h"
+
+#include <map>
+
+#include "runtime/checkpoint.h"
+#include "runtime/error.h"
+
+namespace tandem::models {
+
+namespace {
+
+StateDict with_prefix(const StateDict& all, const std::string& prefix) {
+  StateDict out;
+  for (const auto& [name, t] : all) {
+    if (name.rfind(prefix, 0) == 0) out[name.substr(prefix.size())] = t;
+  }
+  return out;
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(std::string dir, RunIdentity run, TrainState state)
+    : dir_(std::move(dir)), run_(run), state_(state) {}
+
+std::string Checkpointer::path(int64_t iteration) const {
+  return checkpoint_path(dir_, kCheckpointPrefix, iteration);
+}
+
+std::optional<std::string> Checkpointer::newest() const {
+  return find_latest_checkpoint(dir_, kCheckpointPrefix);
+}
+
+std::string Checkpointer::save(int64_t iteration) const {
+  std::map<std::string, std::string> metadata = {{"model", state_.model.type_name()},
+                                                 {"iteration", std::to_string(iteration)},
+                                                 {"world_size", std::to_string(run_.world_size)},
+                                                 {"batch", std::to_string(run_.batch)},
+                                                 {"seed", std::to_string(run_.seed)}};
+  StateDict tensors;
+  for (size_t i = 0; i < state_.ema.size(); ++i) tensors["ema." + std::to_string(i)] = state_.ema[i];
+  for (auto& [name, t] : state_.model.state_dict()) tensors["model." + name] = t;
+  for (auto& [name, t] : state_.opt_g.state_dict()) tensors["optim.generator." + name] = t;
+  for (auto& [name, t] : state_.opt_d.state_dict()) tensors["optim.discriminator." + name] = t;
+  std::string file = path(iteration);
+  save_safetensors(file, tensors, metadata);
+  return file;
+}
+
+int64_t Checkpointer::load(const std::string& path) const {
+  SafetensorsFile file = load_safetensors(path);
+  auto meta = [&](const std::string& key) {
+    auto it = file.metadata.find(key);
+    TANDEM_CHECK(it != file.metadata.end(),
+                 path << ": not a tandem-train checkpoint (no '" << key << "' in its metadata)");
+    return it->second;
+  };
+  GanModel& model = state_.model;
+  std::string model_name = meta("model");
+  TANDEM_CHECK(model_name == model.type_name(), path << ": checkpoint of model '" << model_name
+                                                     << "', but this run trains '" << model.type_name()
+                                                     << "'");
+  int saved_world = std::stoi(meta("world_size"));
+  TANDEM_CHECK(saved_world == run_.world_size,
+               path << ": written by a run of " << saved_world << " ranks; resuming on " << run_.world_size
+                    << " ranks would change every rank's data stream. Resume with mpirun -np " << saved_world
+                    << ", or start a new run in another --out");
+  int64_t batch = std::stoll(meta("batch"));
+  TANDEM_CHECK(batch == run_.batch,
+               path << ": written with --batch " << batch << ", this run has --batch " << run_.batch);
+  try {
+    model.load_state_dict(with_prefix(file.tensors, "model."));
+    state_.opt_g.load_state_dict(with_prefix(file.tensors, "optim.generator."));
+    state_.opt_d.load_state_dict(with_prefix(file.tensors, "optim.discriminator."));
+    StateDict saved_ema = with_prefix(file.tensors, "ema.");
+    std::vector<Tensor>& ema = state_.ema;
+    for (size_t i = 0; i < ema.size(); ++i) {
+      auto it = saved_ema.find(std::to_string(i));
+      TANDEM_CHECK(it != saved_ema.end() && it->second.shape() == ema[i].shape(),
+                   "no moving-average entry 'ema." << i << "' of shape " << shape_str(ema[i].shape())
+                                                   << " (written with --ema-decay 0?)");
+      ema[i].copy_(it->second);
+    }
+  } catch (const Error& e) {
+    TANDEM_FAIL(path << ": does not fit this model: " << e.message());
+  }
+  return std::stoll(meta("iteration"));
+}
+
+}  // namespace tandem::models

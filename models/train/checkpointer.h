@@ -1,0 +1,63 @@
+// tandem-train's checkpoints: <dir>/ckpt-<iteration>.safetensors, each the whole state of a
+// run (the model, both optimizers, the moving average) and what a resume must match.
+//
+// Contract:
+// - save(i) writes path(i) = <dir>/ckpt-<i, zero-padded to 6 digits>.safetensors
+//   atomically (a .tmp renamed over it; see runtime/checkpoint.h), with the tensors
+//   "model.<name>", "optim.generator.<name>", "optim.discriminator.<name>" and "ema.<k>",
+//   and the metadata model (its type name), iteration, world_size, batch and seed; returns
+//   the path.
+// - newest() is the complete checkpoint with the highest iteration in `dir`: .tmp files and
+//   files whose header does not validate never win. nullopt when there is none.
+// - load(path) checks that the checkpoint belongs to this run (a tandem-train checkpoint of
+//   the same model, written at the same world size and --batch; each mismatch an Error
+//   starting with the path and naming both values), then restores the model, both
+//   optimizers and the average, and returns the checkpoint's iteration. Tensors that do not
+//   fit are an Error "<path>: does not fit this model: ..." naming the first mismatch; a
+//   checkpoint without the average (--ema-decay 0) cannot resume a run that keeps one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/optim.h"
+#include "models/gan.h"
+#include "runtime/tensor.h"
+
+namespace tandem::models {
+
+constexpr const char* kCheckpointPrefix = "ckpt";
+
+// What a checkpoint records of its run besides the model.
+struct RunIdentity {
+  int world_size = 1;  // a resume must match it: it decides every rank's data stream
+  int64_t batch = 0;   // per rank; a resume must match it
+  uint64_t seed = 0;   // recorded only
+};
+
+// Handles on the state of the live run that a checkpoint holds.
+struct TrainState {
+  GanModel& model;
+  optim::Optimizer& opt_g;
+  optim::Optimizer& opt_d;
+  std::vector<Tensor>& ema;  // the moving average of G's weights; empty when off
+};
+
+class Checkpointer {
+ public:
+  Checkpointer(std::string dir, RunIdentity run, TrainState state);
+
+  std::string path(int64_t iteration) const;
+  std::optional<std::string> newest() const;
+  std::string save(int64_t iteration) const;
+  int64_t load(const std::string& path) const;
+
+ private:
+  std::string dir_;
+  RunIdentity run_;
+  TrainState state_;
+};
+
+}  // namespace tandem::models

@@ -1,0 +1,73 @@
+// What rank 0 reports while training: a progress line per log point on the console and the
+// same numbers as one JSON object per line in <dir>/metrics.jsonl, then the run's summary
+// lines.
+//
+// Contract:
+// - progress_line(p): "iter <iteration, width 6>/<total>  <it/s> it/s  <ms> ms/step  ETA
+//   <duration>  loss_d <x.xxxx>  loss_g <x.xxxx>  sync <bytes>/step", then
+//   "  [<structure>]" for a model that has one, "  skipped <n> non-finite step(s)" once any
+//   step was skipped, and "  rss <rank 0>/<rank 1>/... MB"; it/s, ms and rss with one
+//   decimal, the ETA from the interval's ms per step and the iterations left.
+// - metrics_json(p): {"iteration": i, "loss_d": x, "loss_g": x, "ms_per_step": x,
+//   "bytes_per_step": n, "rss_mb": [x, ...]}: numbers with 6 significant digits,
+//   bytes_per_step cut to an integer, rss_mb one entry per rank in rank order.
+// - ring8_line / ring8_json: the final quality of a ring8 run (the console line in percent
+//   with one decimal; the JSON {"iteration": i, "ring8_modes": n, "ring8_high_quality": x}).
+// - sync_phase_line(phase): "sync <description>: <n> bucket(s), largest <bytes>, <bytes>
+//   per backward, <k> backward(s), rebuilt <r>x", what one kind of backward cost.
+// - MetricsLog(dir, append) opens <dir>/metrics.jsonl, truncated unless `append` (a resumed
+//   run continues its file); a file that cannot be opened is an Error naming it. Every line
+//   is flushed as it is written, so a killed run keeps what it logged.
+// - format_duration(s): s rounded to whole seconds (negative as 0) as "[<h>h][<m>m]<s>s";
+//   format_bytes(b): "<b / 10^3, 1 decimal> kB" below 10^6, else "<b / 10^6, 2 decimals> MB".
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "models/data/dataset.h"
+#include "reducer/reducer.h"
+
+namespace tandem::models {
+
+constexpr const char* kMetricsFile = "metrics.jsonl";
+
+struct LogPoint {
+  int64_t iteration = 0;  // iterations done
+  int64_t total = 0;      // the run's last iteration (--iters)
+  double ms_per_step = 0.0;
+  double loss_d = 0.0;  // averaged over the ranks
+  double loss_g = 0.0;
+  double bytes_per_step = 0.0;  // synchronised
+  std::string structure;        // the model's; "" for a model of fixed structure
+  int64_t skipped_steps = 0;    // non-finite steps skipped so far
+  std::vector<double> rss_mb;   // every rank's resident size
+};
+
+std::string progress_line(const LogPoint& point);
+std::string metrics_json(const LogPoint& point);
+std::string ring8_line(const data::Ring8Quality& quality);
+std::string ring8_json(int64_t iteration, const data::Ring8Quality& quality);
+std::string sync_phase_line(const PhaseStats& phase);
+
+std::string format_duration(double seconds);
+std::string format_bytes(double bytes);
+
+class MetricsLog {
+ public:
+  MetricsLog(const std::string& dir, bool append);
+
+  const std::string& path() const { return path_; }
+  // The progress line to `console`, the JSON line to the file.
+  void log(const LogPoint& point, std::ostream& console);
+  void log_ring8(int64_t iteration, const data::Ring8Quality& quality, std::ostream& console);
+
+ private:
+  std::string path_;
+  std::ofstream file_;
+};
+
+}  // namespace tandem::models

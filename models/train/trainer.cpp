@@ -1,0 +1,165 @@
+#include "models/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "models/gan.h"
+#include "models/train/batch_maker.h"
+#include "models/train/checkpointer.h"
+#include "models/train/ema_weights.h"
+#include "models/train/metrics_log.h"
+#include "models/train/out_dir.h"
+#include "models/train/rank_stats.h"
+#include "models/train/sample_writer.h"
+#include "models/train/step_timer.h"
+#include "models/wrapped_gan.h"
+
+namespace tandem::models {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The group decides where tensors live: MPI reduces host tensors, NCCL its rank's GPU.
+void check_device(const TrainOptions& o, const dist::ProcessGroup& world) {
+  TANDEM_CHECK(
+      world.tensor_device().is_cuda() == (o.device == "cuda"),
+      "--device " << o.device << " with the " << dist::backend_name(world.backend())
+                  << " backend: the mpi backend reduces CPU tensors and nccl CUDA tensors; use --device cuda "
+                     "with --backend nccl (or auto), --device cpu with --backend mpi (or auto)");
+}
+
+GanConfig gan_config(const TrainOptions& o) {
+  GanConfig config;
+  config.model = o.model;
+  config.dynamic = o.dynamic;
+  config.loss = o.loss == "hinge" ? GanLoss::hinge : GanLoss::non_saturating;
+  config.pggan_stage_iters =
+      o.pggan_stage_iters > 0 ? o.pggan_stage_iters : std::max<int64_t>(1, o.iters / 3);
+  config.seed = o.seed;
+  return config;
+}
+
+WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
+  WrappedGanOptions options;
+  options.wrap = o.wrap;
+  options.explicit_prepare = o.explicit_prepare;
+  options.lr = o.lr;
+  options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
+  options.ddp.check_replicas_every = o.check_replicas_every;
+  options.ddp.reducer.non_finite = o.on_nonfinite == "skip"   ? NonFinitePolicy::skip_step
+                           : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
+                                                      : NonFinitePolicy::off;
+  return options;
+}
+
+// True at multiples of `every` (0: never) and at the last iteration.
+bool due(int64_t done, int64_t every, bool last) { return (every > 0 && done % every == 0) || last; }
+
+}  // namespace
+
+TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world,
+                  std::ostream& out) {
+  const int rank = world->rank(), size = world->size();
+  const bool is_rank0 = rank == 0;
+  check_device(o, *world);
+  const Device device = world->tensor_device();
+  prepare_out_dir(o.out, *world);
+
+  std::shared_ptr<GanModel> model = make_gan(gan_config(o));
+  model->to(device);  // before the wrapper and optimizers take their handles
+  const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), device);
+  WrappedGan wrapped(model, world, wrapped_gan_options(o));
+  EmaWeights ema(model->generator->parameters(), o.ema_decay);
+  const Checkpointer checkpointer(o.out, {.world_size = size, .batch = o.batch, .seed = o.seed},
+                                  {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors()});
+
+  int64_t start = 0;
+  if (o.resume) {
+    std::optional<std::string> latest = checkpointer.newest();
+    if (latest) {
+      start = checkpointer.load(*latest);
+      if (is_rank0) out << "resuming from " << *latest << " at iteration " << start << "\n";
+    } else if (is_rank0) {
+      out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
+    }
+  }
+
+  std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
+  if (is_rank0) {
+    metrics.emplace(o.out, /*append=*/start > 0);
+    out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch "
+        << o.batch << " per rank, " << wrap_mode_name(o.wrap)
+        << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model->parameters().size()
+        << " parameter tensors\n";
+  }
+  const SampleWriter sample_writer(o.out, o.seed, *model, ema, device);
+
+  TrainResult result;
+  result.start_iteration = start;
+  std::optional<data::Ring8Quality> ring8;
+  const auto loop_start = Clock::now();
+  StepTimer timer;
+  timer.start(loop_start, wrapped.total_bytes());
+  for (int64_t it = start; it < o.iters; ++it) {
+    model->set_iteration(it);
+    LogVars log = wrapped.train_step(batches.make(it));
+    ema.update(it);
+    timer.step();
+
+    const int64_t done = it + 1;
+    const bool last = done == o.iters;
+    if (done % o.log_every == 0 || last) {
+      const RankStats stats = gather_rank_stats(*world, log["loss_d"], log["loss_g"]);
+      const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
+      if (metrics) {
+        metrics->log({.iteration = done,
+                      .total = o.iters,
+                      .ms_per_step = interval.ms_per_step,
+                      .loss_d = stats.loss_d,
+                      .loss_g = stats.loss_g,
+                      .bytes_per_step = interval.bytes_per_step,
+                      .structure = model->structure(),
+                      .skipped_steps = wrapped.skipped_steps(),
+                      .rss_mb = stats.rss_mb},
+                     out);
+      }
+      timer.start(Clock::now(), wrapped.total_bytes());
+    }
+    if (is_rank0 && due(done, o.sample_every, last)) {
+      Samples samples = sample_writer.write(done);
+      if (samples.ring8) ring8 = samples.ring8;
+      if (last) out << "samples: " << samples.path << "\n";
+    }
+    if (is_rank0 && due(done, o.ckpt_every, last)) {
+      std::string path = checkpointer.save(done);
+      if (last) out << "checkpoint: " << path << "\n";
+    }
+  }
+  // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).
+  world->barrier("end of training")->wait();
+
+  result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
+  result.iterations = o.iters - start;
+  if (std::optional<double> median = timer.median_ms_per_step()) {
+    result.ms_per_step = *median;
+  } else if (result.iterations > 0) {
+    result.ms_per_step = 1000.0 * result.seconds / static_cast<double>(result.iterations);
+  }
+  if (ring8) {
+    result.ring8_modes = ring8->modes_covered;
+    result.ring8_high_quality = ring8->high_quality_fraction;
+  }
+  if (metrics) {
+    if (ring8) metrics->log_ring8(o.iters, *ring8, out);
+    for (const Reducer* reducer : wrapped.reducers()) {
+      for (const PhaseStats& phase : reducer->stats()) out << sync_phase_line(phase) << "\n";
+    }
+    out << "metrics: " << metrics->path() << "\n";
+  }
+  for (const Variable& p : model->parameters()) result.parameters.push_back(p.data().to(Device::cpu()));
+  return result;
+}
+
+}  // namespace tandem::models

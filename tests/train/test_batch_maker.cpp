@@ -1,0 +1,125 @@
+// The batch maker: every batch is a function of (seed, rank, iteration) alone, ranks draw
+// different data and noise, and image batches are the sampler's shard of the epoch.
+#include <catch2/catch.hpp>
+#include <set>
+#include <vector>
+
+#include "models/data/dataset.h"
+#include "models/data/sampler.h"
+#include "models/train/batch_maker.h"
+#include "tests/test_files.h"
+
+using namespace tandem;
+using namespace tandem::models;
+
+namespace {
+
+BatchSpec ring8_spec(uint64_t seed, int rank) {
+  return BatchSpec{.seed = seed, .world_size = 2, .rank = rank, .batch = 16, .noise_dim = 3};
+}
+
+bool same(const Batch& a, const Batch& b) {
+  return a.inputs.shape() == b.inputs.shape() && a.inputs.to_vector() == b.inputs.to_vector() &&
+         a.targets.shape() == b.targets.shape() && a.targets.to_vector() == b.targets.to_vector();
+}
+
+// 12 images of 1x2x2 whose pixels all hold the image's index: a batch row names its source.
+data::ImageDataset numbered_images(int64_t count) {
+  data::ImageDataset d;
+  d.images = Tensor::empty({count, 1, 2, 2});
+  for (int64_t i = 0; i < count * 4; ++i) d.images.data<float>()[i] = static_cast<float>(i / 4);
+  d.labels.assign(static_cast<size_t>(count), 0);
+  return d;
+}
+
+std::vector<int64_t> row_ids(const Tensor& inputs) {
+  std::vector<int64_t> ids;
+  for (int64_t r = 0; r < inputs.size(0); ++r) ids.push_back(static_cast<int64_t>(inputs.at(r * 4)));
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("a batch depends only on (seed, rank, iteration)", "[batch_maker]") {
+  const BatchMaker a(ring8_spec(5, 0)), b(ring8_spec(5, 0));
+  Batch first = a.make(7);
+  for (int64_t it : {0, 3, 100}) a.make(it);  // no state carried from call to call
+  CHECK(same(a.make(7), first));
+  CHECK(same(b.make(7), first));  // nor from one maker to another
+  CHECK(first.inputs.shape() == Shape{16, 2});
+  CHECK(first.targets.shape() == Shape{16, 3});
+  CHECK(first.targets.dtype() == DType::f32);
+
+  Batch other_rank = BatchMaker(ring8_spec(5, 1)).make(7);
+  CHECK(other_rank.inputs.to_vector() != first.inputs.to_vector());
+  CHECK(other_rank.targets.to_vector() != first.targets.to_vector());
+  Batch other_iteration = a.make(8);
+  CHECK(other_iteration.inputs.to_vector() != first.inputs.to_vector());
+  CHECK(other_iteration.targets.to_vector() != first.targets.to_vector());
+  Batch other_seed = BatchMaker(ring8_spec(6, 0)).make(7);
+  CHECK(other_seed.inputs.to_vector() != first.inputs.to_vector());
+  CHECK(other_seed.targets.to_vector() != first.targets.to_vector());
+}
+
+TEST_CASE("ring8 data and noise are the named streams' draws", "[batch_maker]") {
+  Batch got = BatchMaker(ring8_spec(9, 1)).make(4);
+  Generator data_gen = random_stream(9, 1, 4, kDataStream);
+  CHECK(got.inputs.to_vector() == data::make_ring8(16, data_gen).to_vector());
+  Tensor noise = Tensor::empty({16, 3});
+  Generator noise_gen = random_stream(9, 1, 4, kNoiseStream);
+  fill_normal(noise, 0.0, 1.0, noise_gen);
+  CHECK(got.targets.to_vector() == noise.to_vector());
+  // Each stream is its own: data and noise of one (seed, rank, iteration) never coincide.
+  Generator again = random_stream(9, 1, 4, kDataStream), noise_again = random_stream(9, 1, 4, kNoiseStream);
+  CHECK(again.next_block() != noise_again.next_block());
+}
+
+TEST_CASE("image batches are each rank's sampler shard: disjoint, covering the epoch", "[batch_maker]") {
+  const int world = 2;
+  const int64_t batch = 3, count = 12;  // 2 global steps of 6 rows per epoch
+  std::vector<BatchMaker> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back(BatchSpec{.seed = 11, .world_size = world, .rank = r, .batch = batch, .noise_dim = 2},
+                       numbered_images(count));
+  }
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    std::multiset<int64_t> seen;
+    for (int64_t step = 0; step < 2; ++step) {
+      const int64_t it = epoch * 2 + step;
+      for (int r = 0; r < world; ++r) {
+        INFO("iteration " << it << " rank " << r);
+        Batch b = ranks[static_cast<size_t>(r)].make(it);
+        REQUIRE(b.inputs.shape() == Shape{batch, 1, 2, 2});
+        // The reference: an independent sampler asked for this rank's rows of (epoch, step).
+        data::DistributedSampler sampler(count, world, r, batch, 11);
+        CHECK(row_ids(b.inputs) == sampler.batch_indices(epoch, step));
+        for (int64_t id : row_ids(b.inputs)) seen.insert(id);
+      }
+    }
+    CHECK(seen.size() == static_cast<size_t>(count));
+    CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == static_cast<size_t>(count));
+  }
+  CHECK(row_ids(ranks[0].make(0).inputs) != row_ids(ranks[0].make(2).inputs));  // a new permutation per epoch
+}
+
+TEST_CASE("data too small for the batch names the data, the flags and the remedy", "[batch_maker][errors]") {
+  tandem::testing::TempDir dir("batch_maker");
+  data::write_idx_u8(dir.file("train-images-idx3-ubyte.gz"),
+                     {{5, 28, 28}, std::vector<uint8_t>(5 * 28 * 28, 0)});
+  data::write_idx_u8(dir.file("train-labels-idx1-ubyte.gz"), {{5}, std::vector<uint8_t>(5, 0)});
+  TrainOptions o;
+  o.model = "mlp";
+  o.data = "fashion-mnist";
+  o.data_dir = dir.path.string();
+  o.batch = 3;
+  CHECK_THROWS_WITH(
+      make_batch_maker(o, 2, 1, 64, Device::cpu()),
+      Catch::Contains("--data fashion-mnist from --data-dir " + o.data_dir +
+                      " cannot feed --batch 3 on 2 rank(s): DistributedSampler: batch 3 per rank "
+                      "needs at least 6 samples for 2 ranks; the dataset has 5") &&
+          Catch::EndsWith(". Lower --batch or start fewer ranks (mpirun -np)"));
+  o.batch = 2;
+  Batch b = make_batch_maker(o, 2, 1, 64, Device::cpu()).make(0);
+  CHECK(b.inputs.shape() == Shape{2, 1, 28, 28});
+  CHECK(b.targets.shape() == Shape{2, 64});
+}

@@ -1,0 +1,148 @@
+// The checkpointer: the newest complete checkpoint wins over newer torn or foreign files,
+// a checkpoint restores a run exactly (saved again, the bytes are the same), and one of
+// another run is refused with both values named.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include "models/gan.h"
+#include "models/train/checkpointer.h"
+#include "models/train/ema_weights.h"
+#include "models/wrapped_gan.h"
+#include "runtime/checkpoint.h"
+#include "runtime/rng.h"
+#include "tests/test_files.h"
+
+using namespace tandem;
+using namespace tandem::models;
+using namespace tandem::testing;
+
+namespace {
+
+const RunIdentity kRun{.world_size = 2, .batch = 8, .seed = 7};
+
+WrappedGanOptions alone() {
+  WrappedGanOptions o;
+  o.wrap = WrapMode::none;
+  return o;
+}
+
+// A GAN with its optimizers, moving average and checkpointer, as train() builds them.
+struct Run {
+  std::shared_ptr<GanModel> model;
+  WrappedGan wrapped;
+  EmaWeights ema;
+  Checkpointer checkpointer;
+
+  Run(const std::string& dir, const std::string& name, uint64_t weight_seed, RunIdentity run = kRun,
+      double ema_decay = 0.9)
+      : model(make_gan(GanConfig{.model = name, .seed = weight_seed})),
+        wrapped(model, nullptr, alone()),
+        ema(model->generator->parameters(), ema_decay),
+        checkpointer(dir, run, {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors()}) {}
+
+  void train(int64_t steps) {
+    Generator gen(99);
+    for (int64_t t = 0; t < steps; ++t) {
+      Batch batch;
+      batch.inputs = Tensor::empty({8, 2});
+      fill_normal(batch.inputs, 0.0, 1.0, gen);
+      batch.targets = Tensor::empty({8, model->noise_dim()});
+      fill_normal(batch.targets, 0.0, 1.0, gen);
+      wrapped.train_step(batch);
+      ema.update(t);
+    }
+  }
+};
+
+std::string prefix_of(const std::string& head, size_t bytes) { return read_bytes(head).substr(0, bytes); }
+
+}  // namespace
+
+TEST_CASE("newest() picks the highest complete checkpoint, never a torn or foreign file", "[checkpointer]") {
+  TempDir tmp("checkpointer");
+  Run run(tmp.path.string(), "ring8-mlp", 1);
+  CHECK_FALSE(run.checkpointer.newest().has_value());
+  CHECK_FALSE(Run(tmp.file("missing"), "ring8-mlp", 1).checkpointer.newest().has_value());
+
+  run.train(2);
+  CHECK(run.checkpointer.save(10) == tmp.file("ckpt-000010.safetensors"));
+  CHECK(run.checkpointer.save(200) == tmp.file("ckpt-000200.safetensors"));
+  CHECK(run.checkpointer.save(30) == tmp.file("ckpt-000030.safetensors"));
+  const std::string best = tmp.file("ckpt-000200.safetensors");
+  CHECK(run.checkpointer.newest() == best);
+
+  // A save cut short leaves a .tmp; a torn write under the final name; a foreign file; a
+  // valid checkpoint under another prefix.
+  write_bytes(tmp.file("ckpt-000300.safetensors.tmp"), prefix_of(best, 100));
+  write_bytes(tmp.file("ckpt-000400.safetensors"), prefix_of(best, 100));
+  write_bytes(tmp.file("ckpt-000500.safetensors"), "not a checkpoint");
+  std::filesystem::copy_file(best, tmp.file("other-000900.safetensors"));
+  CHECK(run.checkpointer.newest() == best);
+}
+
+TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical", "[checkpointer]") {
+  TempDir first("checkpointer"), second("checkpointer");
+  Run trained(first.path.string(), "ring8-mlp", 1);
+  trained.train(3);
+  const std::string saved = trained.checkpointer.save(3);
+
+  // The file as any safetensors reader sees it.
+  SafetensorsFile file = load_safetensors(saved);
+  CHECK(file.metadata ==
+        std::map<std::string, std::string>{
+            {"model", "ring8-mlp"}, {"iteration", "3"}, {"world_size", "2"}, {"batch", "8"}, {"seed", "7"}});
+  std::set<std::string> groups;
+  for (const auto& [name, t] : file.tensors)
+    groups.insert(name.substr(0, name.find('.', name.find('.') + 1)));
+  CHECK(groups == std::set<std::string>{"ema.0", "ema.1", "ema.2", "ema.3", "ema.4", "ema.5",
+                                        "model.generator", "model.discriminator", "optim.generator",
+                                        "optim.discriminator"});
+
+  // A fresh run with other weights and untouched optimizers takes it all and writes the same bytes.
+  Run fresh(second.path.string(), "ring8-mlp", 2);
+  REQUIRE(fresh.model->parameters()[0].data().to_vector() !=
+          trained.model->parameters()[0].data().to_vector());
+  CHECK(fresh.checkpointer.load(saved) == 3);
+  const std::string again = fresh.checkpointer.save(3);
+  CHECK(again != saved);
+  CHECK(read_bytes(again) == read_bytes(saved));
+  for (size_t i = 0; i < trained.model->parameters().size(); ++i) {
+    CHECK(fresh.model->parameters()[i].data().to_vector() ==
+          trained.model->parameters()[i].data().to_vector());
+  }
+}
+
+TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkpointer][errors]") {
+  TempDir tmp("checkpointer"), elsewhere("checkpointer");
+  Run writer(tmp.path.string(), "ring8-mlp", 1);
+  const std::string path = writer.checkpointer.save(4);
+
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "mlp", 1).checkpointer.load(path),
+                    Catch::Contains(path + ": checkpoint of model 'ring8-mlp', but this run trains 'mlp'"));
+  RunIdentity wider = kRun;
+  wider.world_size = 3;
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, wider).checkpointer.load(path),
+                    Catch::Contains(path + ": written by a run of 2 ranks; resuming on 3 ranks") &&
+                        Catch::Contains("Resume with mpirun -np 2, or start a new run in another --out"));
+  RunIdentity smaller = kRun;
+  smaller.batch = 4;
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, smaller).checkpointer.load(path),
+                    Catch::Contains(path + ": written with --batch 8, this run has --batch 4"));
+  RunIdentity reseeded = kRun;
+  reseeded.seed = 8;  // recorded, not checked
+  CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1, reseeded).checkpointer.load(path) == 4);
+
+  Run without_average(elsewhere.path.string(), "ring8-mlp", 1, kRun, 0.0);
+  const std::string no_ema = without_average.checkpointer.save(5);
+  CHECK_THROWS_WITH(Run(tmp.path.string(), "ring8-mlp", 1).checkpointer.load(no_ema),
+                    Catch::Contains(no_ema + ": does not fit this model: no moving-average entry 'ema.0'") &&
+                        Catch::Contains("(written with --ema-decay 0?)"));
+
+  const std::string foreign = tmp.file("foreign.safetensors");
+  save_safetensors(foreign, {{"x", Tensor::zeros({2})}});
+  CHECK_THROWS_WITH(
+      writer.checkpointer.load(foreign),
+      Catch::Contains(foreign + ": not a tandem-train checkpoint (no 'model' in its metadata)"));
+}

@@ -1,0 +1,164 @@
+// What rank 0 reports: progress lines and summary lines against strings written out by
+// hand, and metrics.jsonl lines read back by an independent JSON reader.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "models/train/metrics_log.h"
+#include "tests/test_files.h"
+#include "tests/train/json_reader.h"
+
+using namespace tandem;
+using namespace tandem::models;
+using namespace tandem::testing;
+
+namespace {
+
+LogPoint ring8_point() {
+  LogPoint p;
+  p.iteration = 50;
+  p.total = 200;
+  p.ms_per_step = 0.5;
+  p.loss_d = 1.0254731;
+  p.loss_g = 0.78742099;
+  p.bytes_per_step = 218128.9;
+  p.rss_mb = {16.6216, 16.2775};
+  return p;
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::set<std::string> keys(const JsonValue& object) {
+  std::set<std::string> out;
+  for (const auto& [key, value] : object.members) out.insert(key);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("durations and byte counts read as people write them", "[metrics]") {
+  CHECK(format_duration(0) == "0s");
+  CHECK(format_duration(59.4) == "59s");
+  CHECK(format_duration(59.5) == "1m0s");
+  CHECK(format_duration(3600) == "1h0m0s");
+  CHECK(format_duration(3725) == "1h2m5s");
+  CHECK(format_duration(-3) == "0s");
+  CHECK(format_bytes(999) == "1.0 kB");
+  CHECK(format_bytes(218128) == "218.1 kB");
+  CHECK(format_bytes(999999) == "1000.0 kB");
+  CHECK(format_bytes(1e6) == "1.00 MB");
+  CHECK(format_bytes(3.27e6) == "3.27 MB");
+}
+
+TEST_CASE("the progress line", "[metrics]") {
+  // 1000 / 0.5 ms = 2000 it/s; 150 steps left * 0.5 ms = 0.075 s -> 0s.
+  CHECK(
+      progress_line(ring8_point()) ==
+      "iter     50/200  2000.0 it/s  0.5 ms/step  ETA 0s  loss_d 1.0255  loss_g 0.7874  sync 218.1 kB/step  "
+      "rss 16.6/16.3 MB");
+  // 1000 / 37.5 = 26.67 it/s; 98766 steps left * 37.5 ms = 3703.7 s = 1h1m44s.
+  LogPoint p{.iteration = 1234,
+             .total = 100000,
+             .ms_per_step = 37.5,
+             .loss_d = -0.04,
+             .loss_g = 2.00045,
+             .bytes_per_step = 3.27e6,
+             .structure = "stage 1 (14x14), fade-in",
+             .skipped_steps = 2,
+             .rss_mb = {1234.56}};
+  CHECK(progress_line(p) ==
+        "iter   1234/100000  26.7 it/s  37.5 ms/step  ETA 1h1m44s  loss_d -0.0400  loss_g 2.0004  sync 3.27 "
+        "MB/step  "
+        "[stage 1 (14x14), fade-in]  skipped 2 non-finite step(s)  rss 1234.6 MB");
+}
+
+TEST_CASE("a metrics line is a JSON object with the fields", "[metrics]") {
+  // The reader is strict: what a careless writer might print does not pass.
+  CHECK_THROWS(JsonReader::parse("{\"loss_d\": nan}"));
+  CHECK_THROWS(JsonReader::parse("{\"iteration\": 1,}"));
+  CHECK_THROWS(JsonReader::parse("{\"iteration\": 1} {}"));
+  const std::string line = metrics_json(ring8_point());
+  INFO(line);
+  JsonValue v = JsonReader::parse(line);
+  REQUIRE(v.kind == JsonValue::Kind::object);
+  CHECK(keys(v) ==
+        std::set<std::string>{"iteration", "loss_d", "loss_g", "ms_per_step", "bytes_per_step", "rss_mb"});
+  CHECK(v.at("iteration").is_integer());
+  CHECK(v.at("iteration").number == 50);
+  CHECK(v.at("loss_d").number == Approx(1.0254731).epsilon(1e-5));  // 6 significant digits
+  CHECK(v.at("loss_g").number == Approx(0.78742099).epsilon(1e-5));
+  CHECK(v.at("ms_per_step").number == 0.5);
+  CHECK(v.at("bytes_per_step").is_integer());
+  CHECK(v.at("bytes_per_step").number == 218128);
+  const JsonValue& rss = v.at("rss_mb");
+  REQUIRE(rss.kind == JsonValue::Kind::array);
+  REQUIRE(rss.items.size() == 2);
+  CHECK(rss.items[0].number == Approx(16.6216));
+  CHECK(rss.items[1].number == Approx(16.2775));
+}
+
+TEST_CASE("the ring8 quality and the sync summary lines", "[metrics]") {
+  data::Ring8Quality q;
+  q.modes_covered = 7;
+  q.high_quality_fraction = 0.81234;
+  q.count = 2500;
+  CHECK(ring8_line(q) ==
+        "ring8 quality: 7/8 modes covered, 81.2% high-quality samples (within 3 sigma of a mode, 2500 "
+        "samples)");
+  JsonValue v = JsonReader::parse(ring8_json(300, q));
+  CHECK(keys(v) == std::set<std::string>{"iteration", "ring8_modes", "ring8_high_quality"});
+  CHECK(v.at("iteration").number == 300);
+  CHECK(v.at("ring8_modes").number == 7);
+  CHECK(v.at("ring8_high_quality").number == Approx(0.81234));
+
+  PhaseStats phase;
+  phase.description = "phase 2: 12 of 12 parameters (generator, discriminator)";
+  phase.bucket_bytes = {71200, 1048576, 3000};
+  phase.bytes_per_backward = 1122776;
+  phase.backwards = 50;
+  phase.rebuilds = 1;
+  CHECK(sync_phase_line(phase) ==
+        "sync phase 2: 12 of 12 parameters (generator, discriminator): 3 bucket(s), largest 1.05 MB, 1.12 MB "
+        "per "
+        "backward, 50 backward(s), rebuilt 1x");
+}
+
+TEST_CASE("the metrics log writes both, and a resumed run appends to its file", "[metrics]") {
+  TempDir tmp("metrics");
+  std::ostringstream console;
+  LogPoint later = ring8_point();
+  later.iteration = 100;
+  data::Ring8Quality q;
+  q.count = 2500;
+  {
+    MetricsLog log(tmp.path.string(), /*append=*/false);
+    CHECK(log.path() == tmp.file("metrics.jsonl"));
+    log.log(ring8_point(), console);
+    log.log(later, console);
+    log.log_ring8(200, q, console);
+    CHECK(lines_of(log.path()).size() == 3);  // flushed as written
+  }
+  CHECK(console.str() ==
+        progress_line(ring8_point()) + "\n" + progress_line(later) + "\n" +
+            "ring8 quality: 0/8 modes covered, 0.0% high-quality samples (within 3 sigma of a "
+            "mode, 2500 samples)\n");
+  std::vector<std::string> lines = lines_of(tmp.file("metrics.jsonl"));
+  REQUIRE(lines.size() == 3);
+  CHECK(JsonReader::parse(lines[0]).at("iteration").number == 50);
+  CHECK(JsonReader::parse(lines[1]).at("iteration").number == 100);
+  CHECK(JsonReader::parse(lines[2]).at("ring8_modes").number == 0);
+
+  MetricsLog(tmp.path.string(), /*append=*/true).log(ring8_point(), console);
+  CHECK(lines_of(tmp.file("metrics.jsonl")).size() == 4);
+  MetricsLog(tmp.path.string(), /*append=*/false).log(ring8_point(), console);
+  CHECK(lines_of(tmp.file("metrics.jsonl")).size() == 1);
+
+  CHECK_THROWS_WITH(MetricsLog(tmp.file("missing"), false),
+                    Catch::Contains("cannot open " + tmp.file("missing") + "/metrics.jsonl for writing"));
+}
