@@ -15,29 +15,23 @@ WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::Pr
   wrappers_.add("generator", std::make_shared<OptimWrapper>(opt_g_));
   wrappers_.add("discriminator", std::make_shared<OptimWrapper>(opt_d_));
   if (options.wrap == WrapMode::whole) {
-    whole_ = std::make_unique<DistributedDataParallel>(model_, group, options.ddp);
+    auto whole = std::make_unique<DistributedDataParallel>(model_, group, options.ddp);
     if (options.explicit_prepare) {
-      Reducer* reducer = &whole_->reducer();
+      Reducer* reducer = &whole->reducer();
       model_->before_backward = [reducer](const Variable& loss) { reducer->prepare_for_backward(loss); };
     }
+    wrapper_ = std::move(whole);
   } else if (options.wrap == WrapMode::separate) {
-    separate_ = std::make_unique<SeparateDistributedDataParallel>(model_, group, options.ddp);
+    wrapper_ = std::make_unique<SeparateDistributedDataParallel>(model_, group, options.ddp);
   }
 }
 
 LogVars WrappedGan::train_step(const Batch& batch) {
-  if (whole_) return whole_->train_step(batch, wrappers_);
-  if (separate_) return separate_->train_step(batch, wrappers_);
-  return model_->train_step(batch, wrappers_);
+  return wrapper_ ? wrapper_->train_step(batch, wrappers_) : model_->train_step(batch, wrappers_);
 }
 
 std::vector<const Reducer*> WrappedGan::reducers() const {
-  std::vector<const Reducer*> out;
-  if (whole_) out.push_back(&whole_->reducer());
-  if (separate_) {
-    for (const auto& [name, r] : separate_->reducers()) out.push_back(r.get());
-  }
-  return out;
+  return wrapper_ ? wrapper_->all_reducers() : std::vector<const Reducer*>{};
 }
 
 uint64_t WrappedGan::total_bytes() const {

@@ -45,8 +45,7 @@ class WrappedGan {
   std::shared_ptr<GanModel> model_;
   std::shared_ptr<optim::Adam> opt_g_, opt_d_;
   OptimWrapperDict wrappers_;
-  std::unique_ptr<DistributedDataParallel> whole_;
-  std::unique_ptr<SeparateDistributedDataParallel> separate_;
+  std::unique_ptr<DataParallelWrapper> wrapper_;  // null with WrapMode::none
 };
 
 }  // namespace tandem::models

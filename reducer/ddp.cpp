@@ -141,6 +141,12 @@ void SeparateDistributedDataParallel::attach(OptimWrapper& wrapper) {
   for (auto& [child, reducer] : reducers_) wrapper.attach(reducer.get());
 }
 
+std::vector<const Reducer*> SeparateDistributedDataParallel::all_reducers() const {
+  std::vector<const Reducer*> out;
+  for (const auto& [child, reducer] : reducers_) out.push_back(reducer.get());
+  return out;
+}
+
 Reducer& SeparateDistributedDataParallel::reducer(const std::string& child) {
   auto it = reducers_.find(child);
   TANDEM_CHECK(it != reducers_.end(), "SeparateDistributedDataParallel has no Reducer for child '" << child << "'");

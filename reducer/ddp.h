@@ -88,6 +88,8 @@ class DataParallelWrapper {
   // Attaches this wrapper's Reducers to an optimizer wrapper (for accumulation and the
   // skip_step policy); the train_step overloads do it themselves.
   virtual void attach(OptimWrapper& wrapper) = 0;
+  // Every Reducer this wrapper made (one, or one per child with parameters).
+  virtual std::vector<const Reducer*> all_reducers() const = 0;
 
  protected:
   DataParallelWrapper(std::shared_ptr<DataParallelModel> model, std::shared_ptr<dist::ProcessGroup> group,
@@ -116,6 +118,7 @@ class DistributedDataParallel final : public DataParallelWrapper {
   using DataParallelWrapper::train_step;
   LogVars train_step(const Batch& batch, OptimWrapper& optim_wrapper);
   void attach(OptimWrapper& wrapper) override;
+  std::vector<const Reducer*> all_reducers() const override { return {reducer_.get()}; }
   Reducer& reducer() { return *reducer_; }
   [[nodiscard]] Reducer::NoSyncGuard no_sync() { return reducer_->no_sync(); }
 
@@ -129,6 +132,7 @@ class SeparateDistributedDataParallel final : public DataParallelWrapper {
                                   DdpOptions options = {});
 
   void attach(OptimWrapper& wrapper) override;
+  std::vector<const Reducer*> all_reducers() const override;
   // The Reducer of one child ("generator", "discriminator"); throws naming it if absent.
   Reducer& reducer(const std::string& child);
   const std::map<std::string, std::unique_ptr<Reducer>>& reducers() const { return reducers_; }
