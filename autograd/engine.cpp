@@ -119,22 +119,23 @@ void Engine::remove_observer(BackwardObserver* observer) {
   o.list.erase(std::remove(o.list.begin(), o.list.end(), observer), o.list.end());
 }
 
-void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,
+                      bool retain_graph) {
   TANDEM_CHECK(!roots.empty(), "backward: no roots given");
-  TANDEM_CHECK(grads.size() == roots.size(), "backward: " << roots.size() << " roots but " << grads.size()
-                                                          << " seed gradients");
+  TANDEM_CHECK(grads.size() == roots.size(),
+               "backward: " << roots.size() << " roots but " << grads.size() << " seed gradients");
   std::vector<std::shared_ptr<Node>> starts;
   std::vector<Tensor> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
     starts.push_back(root_node(roots[i], i));
     const Tensor& data = roots[i].data();
     if (grads[i].defined()) {
-      TANDEM_CHECK(grads[i].shape() == data.shape(), "backward: seed gradient " << grads[i].str()
-                                                                                << " does not match root " << data.str());
+      TANDEM_CHECK(grads[i].shape() == data.shape(),
+                   "backward: seed gradient " << grads[i].str() << " does not match root " << data.str());
       seeds.push_back(grads[i].clone());
     } else {
-      TANDEM_CHECK(data.numel() == 1, "backward: root " << data.str()
-                                                        << " is not a scalar; pass a seed gradient of its shape");
+      TANDEM_CHECK(data.numel() == 1,
+                   "backward: root " << data.str() << " is not a scalar; pass a seed gradient of its shape");
       seeds.push_back(Tensor::ones(data.shape(), data.dtype(), data.device()));
     }
   }
@@ -174,7 +175,8 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
       const auto& edges = node->next_edges();
       for (size_t i = 0; i < edges.size(); ++i) {
         if (!edges[i]) continue;
-        if (i < outputs.size() && outputs[i].defined()) accumulate(buffers, edges[i].get(), std::move(outputs[i]));
+        if (i < outputs.size() && outputs[i].defined())
+          accumulate(buffers, edges[i].get(), std::move(outputs[i]));
         if (--graph.dependencies[edges[i].get()] == 0) ready.push(edges[i]);
       }
     }
@@ -192,7 +194,8 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
 std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const std::vector<Variable>& roots) {
   std::vector<std::shared_ptr<Node>> starts;
   for (size_t i = 0; i < roots.size(); ++i) {
-    if (auto node = roots[i].defined() ? roots[i].gradient_edge() : nullptr) starts.push_back(std::move(node));
+    if (auto node = roots[i].defined() ? roots[i].gradient_edge() : nullptr)
+      starts.push_back(std::move(node));
   }
   return discover(starts).leaves;
 }

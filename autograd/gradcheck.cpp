@@ -66,7 +66,8 @@ GradcheckResult gradcheck(const std::function<Variable(const std::vector<Variabl
       scale = std::max(scale, std::abs(numeric[static_cast<size_t>(i)]));
     }
     const double* a = analytic.data<double>();
-    for (int64_t i = 0; i < in.numel(); ++i) worst = std::max(worst, std::abs(a[i] - numeric[static_cast<size_t>(i)]));
+    for (int64_t i = 0; i < in.numel(); ++i)
+      worst = std::max(worst, std::abs(a[i] - numeric[static_cast<size_t>(i)]));
     double rel = worst / scale;
     result.max_relative_error = std::max(result.max_relative_error, rel);
     report << "input " << k << " " << shape_str(in.shape()) << ": relative error " << rel << "; ";

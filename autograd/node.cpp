@@ -15,9 +15,9 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
                "backward through '" << name_ << "' a second time: its saved tensors were freed by the "
                                     << "previous backward; pass retain_graph=true to the first backward");
   std::vector<Tensor> grads = backward_(grad_output, *this);
-  TANDEM_CHECK(grads.size() == next_edges().size(), "internal: backward of '" << name_ << "' returned "
-                                                                               << grads.size() << " gradients for "
-                                                                               << next_edges().size() << " inputs");
+  TANDEM_CHECK(grads.size() == next_edges().size(),
+               "internal: backward of '" << name_ << "' returned " << grads.size() << " gradients for "
+                                         << next_edges().size() << " inputs");
   return grads;
 }
 
@@ -28,7 +28,8 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     // Reachable but no gradient flowed (e.g. an op whose gradient for this input is
     // identically zero): the leaf's gradient is zero, and its hooks still fire once, so a
     // Reducer waiting on every reachable leaf completes.
-    if (!leaf->grad.defined()) leaf->grad = Tensor::zeros(leaf->data.shape(), leaf->data.dtype(), leaf->data.device());
+    if (!leaf->grad.defined())
+      leaf->grad = Tensor::zeros(leaf->data.shape(), leaf->data.dtype(), leaf->data.device());
     Variable v = Variable::from_impl(leaf);
     auto hooks = leaf->grad_ready_hooks;
     for (auto& [id, hook] : hooks) hook(v);

@@ -51,7 +51,8 @@ class FunctionNode final : public Node {
   // node.needs_input_grad(i) to skip work.
   using Backward = std::function<std::vector<Tensor>(const Tensor&, const FunctionNode&)>;
 
-  FunctionNode(std::string name, Backward backward) : name_(std::move(name)), backward_(std::move(backward)) {}
+  FunctionNode(std::string name, Backward backward)
+      : name_(std::move(name)), backward_(std::move(backward)) {}
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   std::string name() const override { return name_; }
   void release() override { backward_ = nullptr; }

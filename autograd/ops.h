@@ -15,7 +15,8 @@ namespace tandem {
 // Factories (leaves, no history).
 Variable zeros(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
 Variable ones(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
-Variable randn(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);  // default generator
+Variable randn(const Shape& shape, bool requires_grad = false,
+               DType dtype = DType::f32);  // default generator
 Variable tensor(const Shape& shape, const std::vector<double>& values, bool requires_grad = false,
                 DType dtype = DType::f32);
 
@@ -57,7 +58,8 @@ Variable concat(const std::vector<Variable>& parts, int64_t axis);
 Variable slice(const Variable& x, int64_t axis, int64_t start, int64_t length);
 
 // Convolution, normalisation, resampling (NCHW).
-Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, const kernels::Conv2dParams& p);
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
+                const kernels::Conv2dParams& p);
 Variable conv_transpose2d(const Variable& x, const Variable& weight, const Variable& bias,
                           const kernels::Conv2dParams& p);
 // Training mode updates running_mean/running_var (buffers) in place; eval mode uses them.

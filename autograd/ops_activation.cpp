@@ -5,9 +5,10 @@
 namespace tandem {
 
 Variable relu(const Variable& x) {
-  return make_result(kernels::relu(x.data()), "relu", {x}, [X = x.data()](const Tensor& g, const FunctionNode&) {
-    return std::vector<Tensor>{kernels::relu_backward(g, X)};
-  });
+  return make_result(kernels::relu(x.data()), "relu", {x},
+                     [X = x.data()](const Tensor& g, const FunctionNode&) {
+                       return std::vector<Tensor>{kernels::relu_backward(g, X)};
+                     });
 }
 
 Variable leaky_relu(const Variable& x, double slope) {
@@ -32,9 +33,10 @@ Variable sigmoid(const Variable& x) {
 }
 
 Variable softplus(const Variable& x) {
-  return make_result(kernels::softplus(x.data()), "softplus", {x}, [X = x.data()](const Tensor& g, const FunctionNode&) {
-    return std::vector<Tensor>{kernels::softplus_backward(g, X)};
-  });
+  return make_result(kernels::softplus(x.data()), "softplus", {x},
+                     [X = x.data()](const Tensor& g, const FunctionNode&) {
+                       return std::vector<Tensor>{kernels::softplus_backward(g, X)};
+                     });
 }
 
 }  // namespace tandem

@@ -6,13 +6,16 @@ namespace tandem {
 
 Variable add(const Variable& a, const Variable& b) {
   return make_result(kernels::add(a.data(), b.data()), "add", {a, b},
-                     [](const Tensor& g, const FunctionNode&) { return std::vector<Tensor>{g, g}; });
+                     [](const Tensor& g, const FunctionNode&) {
+                       return std::vector<Tensor>{g, g};
+                     });
 }
 
 Variable sub(const Variable& a, const Variable& b) {
-  return make_result(kernels::sub(a.data(), b.data()), "sub", {a, b}, [](const Tensor& g, const FunctionNode& n) {
-    return std::vector<Tensor>{g, n.needs_input_grad(1) ? kernels::neg(g) : Tensor()};
-  });
+  return make_result(kernels::sub(a.data(), b.data()), "sub", {a, b},
+                     [](const Tensor& g, const FunctionNode& n) {
+                       return std::vector<Tensor>{g, n.needs_input_grad(1) ? kernels::neg(g) : Tensor()};
+                     });
 }
 
 Variable mul(const Variable& a, const Variable& b) {
@@ -24,13 +27,15 @@ Variable mul(const Variable& a, const Variable& b) {
 }
 
 Variable neg(const Variable& a) {
-  return make_result(kernels::neg(a.data()), "neg", {a},
-                     [](const Tensor& g, const FunctionNode&) { return std::vector<Tensor>{kernels::neg(g)}; });
+  return make_result(kernels::neg(a.data()), "neg", {a}, [](const Tensor& g, const FunctionNode&) {
+    return std::vector<Tensor>{kernels::neg(g)};
+  });
 }
 
 Variable scale(const Variable& a, double s) {
-  return make_result(kernels::scale(a.data(), s), "scale", {a},
-                     [s](const Tensor& g, const FunctionNode&) { return std::vector<Tensor>{kernels::scale(g, s)}; });
+  return make_result(kernels::scale(a.data(), s), "scale", {a}, [s](const Tensor& g, const FunctionNode&) {
+    return std::vector<Tensor>{kernels::scale(g, s)};
+  });
 }
 
 Variable add_scalar(const Variable& a, double s) {
@@ -39,16 +44,18 @@ Variable add_scalar(const Variable& a, double s) {
 }
 
 Variable square(const Variable& a) {
-  return make_result(kernels::square(a.data()), "square", {a}, [A = a.data()](const Tensor& g, const FunctionNode&) {
-    return std::vector<Tensor>{kernels::scale(kernels::mul(g, A), 2.0)};
-  });
+  return make_result(kernels::square(a.data()), "square", {a},
+                     [A = a.data()](const Tensor& g, const FunctionNode&) {
+                       return std::vector<Tensor>{kernels::scale(kernels::mul(g, A), 2.0)};
+                     });
 }
 
 Variable add_bias(const Variable& x, const Variable& bias) {
-  return make_result(kernels::add_bias(x.data(), bias.data()), "add_bias", {x, bias},
-                     [](const Tensor& g, const FunctionNode& n) {
-                       return std::vector<Tensor>{g, n.needs_input_grad(1) ? kernels::bias_grad(g) : Tensor()};
-                     });
+  return make_result(
+      kernels::add_bias(x.data(), bias.data()), "add_bias", {x, bias},
+      [](const Tensor& g, const FunctionNode& n) {
+        return std::vector<Tensor>{g, n.needs_input_grad(1) ? kernels::bias_grad(g) : Tensor()};
+      });
 }
 
 }  // namespace tandem

@@ -23,8 +23,9 @@ Variable matmul(const Variable& a, const Variable& b, bool ta, bool tb) {
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   TANDEM_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1),
-               "linear: input " << shape_str(x.shape()) << " does not match weight " << shape_str(weight.shape())
-                                << " (expected [N, " << (weight.dim() == 2 ? weight.size(1) : -1) << "])");
+               "linear: input " << shape_str(x.shape()) << " does not match weight "
+                                << shape_str(weight.shape()) << " (expected [N, "
+                                << (weight.dim() == 2 ? weight.size(1) : -1) << "])");
   Variable y = matmul(x, weight, false, true);
   return bias.defined() ? add_bias(y, bias) : y;
 }

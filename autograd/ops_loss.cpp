@@ -6,7 +6,8 @@
 namespace tandem {
 
 Variable bce_with_logits(const Variable& logits, const Variable& targets) {
-  return make_result(kernels::bce_with_logits(logits.data(), targets.data()), "bce_with_logits", {logits, targets},
+  return make_result(kernels::bce_with_logits(logits.data(), targets.data()), "bce_with_logits",
+                     {logits, targets},
                      [X = logits.data(), T = targets.data()](const Tensor& g, const FunctionNode& n) {
                        return std::vector<Tensor>{
                            n.needs_input_grad(0) ? kernels::bce_with_logits_backward(g, X, T) : Tensor(),

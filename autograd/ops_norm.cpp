@@ -37,8 +37,9 @@ Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& be
                      [X = x.data(), G = g, mean, var, eps](const Tensor& grad, const FunctionNode& node) {
                        Tensor gx, gg, gb;
                        if (node.needs_input_grad(0)) {
-                         gx = kernels::batch_norm_eval(grad, G, Tensor(), Tensor::zeros(mean.shape(), mean.dtype(), mean.device()),
-                                                       var, eps);
+                         gx = kernels::batch_norm_eval(
+                             grad, G, Tensor(), Tensor::zeros(mean.shape(), mean.dtype(), mean.device()), var,
+                             eps);
                        }
                        if (node.needs_input_grad(1)) {
                          Tensor xhat = kernels::batch_norm_eval(X, Tensor(), Tensor(), mean, var, eps);

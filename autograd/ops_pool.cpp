@@ -12,9 +12,10 @@ Variable upsample_nearest2x(const Variable& x) {
 }
 
 Variable avg_pool2x(const Variable& x) {
-  return make_result(kernels::avg_pool2x(x.data()), "avg_pool2x", {x}, [](const Tensor& g, const FunctionNode&) {
-    return std::vector<Tensor>{kernels::avg_pool2x_backward(g)};
-  });
+  return make_result(kernels::avg_pool2x(x.data()), "avg_pool2x", {x},
+                     [](const Tensor& g, const FunctionNode&) {
+                       return std::vector<Tensor>{kernels::avg_pool2x_backward(g)};
+                     });
 }
 
 }  // namespace tandem

@@ -8,9 +8,9 @@ Variable reshape(const Variable& x, const Shape& shape) {
   TANDEM_CHECK(shape_numel(shape) == x.numel(),
                "reshape: cannot reshape " << shape_str(x.shape()) << " to " << shape_str(shape) << " ("
                                           << x.numel() << " vs " << shape_numel(shape) << " elements)");
-  return make_result(x.data().view(shape), "reshape", {x}, [in = x.shape()](const Tensor& g, const FunctionNode&) {
-    return std::vector<Tensor>{g.view(in)};
-  });
+  return make_result(
+      x.data().view(shape), "reshape", {x},
+      [in = x.shape()](const Tensor& g, const FunctionNode&) { return std::vector<Tensor>{g.view(in)}; });
 }
 
 Variable flatten(const Variable& x) {

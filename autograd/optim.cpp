@@ -54,7 +54,8 @@ void Optimizer::check_updatable(size_t i) const {
   const Variable& p = params_[i];
 #if !TANDEM_HAVE_CUDA
   TANDEM_CHECK(p.device().is_cpu(), "optim::" << name_ << ": parameter " << param_label(i) << " is "
-                                              << p.data().str() << "; this build updates CPU parameters only");
+                                              << p.data().str()
+                                              << "; this build updates CPU parameters only");
 #endif
   TANDEM_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64,
                "optim::" << name_ << ": parameter " << param_label(i) << " is " << p.data().str()

@@ -33,8 +33,8 @@ struct VariableImpl {
   Tensor data;
   Tensor grad;
   bool requires_grad = false;
-  std::shared_ptr<Node> grad_fn;  // null for leaves
-  std::string name;               // set by Module for parameters ("D.fc1.weight")
+  std::shared_ptr<Node> grad_fn;                     // null for leaves
+  std::string name;                                  // set by Module for parameters ("D.fc1.weight")
   std::shared_ptr<AccumulateGrad> grad_accumulator;  // created lazily for leaves
   std::vector<std::pair<uint64_t, GradReadyHook>> grad_ready_hooks;
   uint64_t next_hook_id = 1;

@@ -28,8 +28,8 @@
 #include <cuda_runtime.h>
 
 #include "runtime/cuda/cuda_memory.h"
-#include "runtime/dist/nccl_process_group.h"
 #include "runtime/cuda_check.h"
+#include "runtime/dist/nccl_process_group.h"
 #endif
 
 using namespace tandem;

@@ -14,10 +14,10 @@ Tensor relu_backward(const Tensor& grad, const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double slope);
 Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope);
 Tensor tanh(const Tensor& x);
-Tensor tanh_backward(const Tensor& grad, const Tensor& y);        // y = tanh(x)
+Tensor tanh_backward(const Tensor& grad, const Tensor& y);  // y = tanh(x)
 Tensor sigmoid(const Tensor& x);
-Tensor sigmoid_backward(const Tensor& grad, const Tensor& y);     // y = sigmoid(x)
-Tensor softplus(const Tensor& x);                                 // log(1 + exp(x)), stable
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& y);  // y = sigmoid(x)
+Tensor softplus(const Tensor& x);                              // log(1 + exp(x)), stable
 Tensor softplus_backward(const Tensor& grad, const Tensor& x);
 
 }  // namespace tandem::kernels

@@ -47,8 +47,8 @@ inline Shape concat_shape(const char* op, const std::vector<Tensor>& parts, int6
   for (const Tensor& p : parts) {
     bool match = p.dim() == first.dim();
     for (int64_t i = 0; match && i < p.dim(); ++i) match = i == a || p.size(i) == first.size(i);
-    TANDEM_CHECK(match, op << ": shapes differ outside axis " << axis << ": " << shape_str(first.shape()) << " vs "
-                           << shape_str(p.shape()) << " (all parts: " << shapes_str(parts) << ")");
+    TANDEM_CHECK(match, op << ": shapes differ outside axis " << axis << ": " << shape_str(first.shape())
+                           << " vs " << shape_str(p.shape()) << " (all parts: " << shapes_str(parts) << ")");
     check_same_dtype(op, first, p);
     check_same_device(op, first, p);
     out_shape[static_cast<size_t>(a)] += p.size(a);

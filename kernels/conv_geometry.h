@@ -42,18 +42,19 @@ inline void check_params(const char* op, const Conv2dParams& p, bool transposed)
   TANDEM_CHECK(p.stride >= 1 && p.padding >= 0,
                op << ": stride " << p.stride << " and padding " << p.padding << " must be >= 1 and >= 0");
   if (transposed) {
-    TANDEM_CHECK(p.output_padding >= 0 && p.output_padding < p.stride,
-                 op << ": output_padding " << p.output_padding << " must be in [0, stride " << p.stride << ")");
+    TANDEM_CHECK(
+        p.output_padding >= 0 && p.output_padding < p.stride,
+        op << ": output_padding " << p.output_padding << " must be in [0, stride " << p.stride << ")");
   } else {
-    TANDEM_CHECK(p.output_padding == 0, op << ": output_padding " << p.output_padding
-                                           << " applies to conv_transpose2d only");
+    TANDEM_CHECK(p.output_padding == 0,
+                 op << ": output_padding " << p.output_padding << " applies to conv_transpose2d only");
   }
 }
 
 // conv2d geometry for input shape x and weight shape [o, c, kh, kw].
 inline Geometry conv_geometry(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
-  TANDEM_CHECK(x.size() == 4 && w.size() == 4, op << ": needs 4-D input and weight, got " << shape_str(x)
-                                                  << " and " << shape_str(w));
+  TANDEM_CHECK(x.size() == 4 && w.size() == 4,
+               op << ": needs 4-D input and weight, got " << shape_str(x) << " and " << shape_str(w));
   TANDEM_CHECK(x[1] == w[1], op << ": input " << shape_str(x) << " has " << x[1] << " channels but weight "
                                 << shape_str(w) << " expects " << w[1]);
   Geometry g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p.stride, p.padding};
@@ -67,23 +68,23 @@ inline Geometry conv_geometry(const char* op, const Shape& x, const Shape& w, co
 
 // The conv2d whose adjoint is conv_transpose2d(x [n, c, h, w], weight [c, o, kh, kw]).
 inline Geometry transpose_geometry(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p) {
-  TANDEM_CHECK(x.size() == 4 && w.size() == 4, op << ": needs 4-D input and weight, got " << shape_str(x)
-                                                  << " and " << shape_str(w));
+  TANDEM_CHECK(x.size() == 4 && w.size() == 4,
+               op << ": needs 4-D input and weight, got " << shape_str(x) << " and " << shape_str(w));
   TANDEM_CHECK(x[1] == w[0], op << ": input " << shape_str(x) << " has " << x[1] << " channels but weight "
                                 << shape_str(w) << " expects " << w[0]);
   TANDEM_CHECK(w[2] > 0 && w[3] > 0, op << ": empty kernel in weight " << shape_str(w));
   int64_t ho = (x[2] - 1) * p.stride - 2 * p.padding + w[2] + p.output_padding;
   int64_t wo = (x[3] - 1) * p.stride - 2 * p.padding + w[3] + p.output_padding;
   TANDEM_CHECK(ho > 0 && wo > 0, op << ": input " << shape_str(x) << " with weight " << shape_str(w)
-                                    << " and padding " << p.padding << " gives an empty output [" << ho << ", "
-                                    << wo << "]");
+                                    << " and padding " << p.padding << " gives an empty output [" << ho
+                                    << ", " << wo << "]");
   return Geometry{x[0], w[1], ho, wo, w[0], w[2], w[3], x[2], x[3], p.stride, p.padding};
 }
 
 inline void check_grad_shape(const char* op, const Tensor& grad, const Shape& expected) {
   check_defined(op, grad, "gradient");
-  TANDEM_CHECK(grad.shape() == expected, op << ": gradient " << shape_str(grad.shape()) << " should be "
-                                            << shape_str(expected));
+  TANDEM_CHECK(grad.shape() == expected,
+               op << ": gradient " << shape_str(grad.shape()) << " should be " << shape_str(expected));
 }
 
 }  // namespace tandem::kernels::conv_detail

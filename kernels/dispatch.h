@@ -11,9 +11,12 @@ namespace tandem::kernels {
 template <typename Fn>
 decltype(auto) dispatch_float(const char* op, DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f64: return fn.template operator()<double>();
-    default: break;
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    default:
+      break;
   }
   TANDEM_FAIL(op << ": dtype " << dtype_name(dtype) << " is not supported (use float32 or float64)");
 }

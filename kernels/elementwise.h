@@ -14,11 +14,11 @@ Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor neg(const Tensor& a);
-Tensor scale(const Tensor& a, double s);                // s * a
-Tensor add_scalar(const Tensor& a, double s);           // a + s
-void scale_(Tensor& a, double s);                       // a *= s
-void axpy_(Tensor& y, double alpha, const Tensor& x);   // y += alpha * x
-void add_(Tensor& y, const Tensor& x);                  // y += x
+Tensor scale(const Tensor& a, double s);               // s * a
+Tensor add_scalar(const Tensor& a, double s);          // a + s
+void scale_(Tensor& a, double s);                      // a *= s
+void axpy_(Tensor& y, double alpha, const Tensor& x);  // y += alpha * x
+void add_(Tensor& y, const Tensor& x);                 // y += x
 Tensor square(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor exp(const Tensor& a);

@@ -13,8 +13,8 @@
 
 namespace tandem::kernels {
 
-void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
-          double alpha = 1.0, double beta = 0.0);
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c, double alpha = 1.0,
+          double beta = 0.0);
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
 struct GemmShape {

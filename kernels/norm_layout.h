@@ -16,7 +16,8 @@ struct Layout {
 
 inline Layout layout_of(const char* op, const Tensor& x) {
   check_defined(op, x, "input");
-  TANDEM_CHECK(x.dim() == 2 || x.dim() == 4, op << ": needs [N, C] or [N, C, H, W], got " << shape_str(x.shape()));
+  TANDEM_CHECK(x.dim() == 2 || x.dim() == 4,
+               op << ": needs [N, C] or [N, C, H, W], got " << shape_str(x.shape()));
   return Layout{x.size(0), x.size(1), x.dim() == 4 ? x.size(2) * x.size(3) : 1};
 }
 

@@ -19,20 +19,24 @@ using nn::Sequential;
 class Ring8Mlp final : public GanModel {
  public:
   explicit Ring8Mlp(Generator& gen) {
-    generator = register_module("generator", std::make_shared<Sequential>(
-        std::make_shared<Linear>(kNoise, 128, true, gen), std::make_shared<nn::ReLU>(),
-        std::make_shared<Linear>(128, 128, true, gen), std::make_shared<nn::ReLU>(),
-        std::make_shared<Linear>(128, 2, true, gen)));
-    discriminator = register_module("discriminator", std::make_shared<Sequential>(
-        std::make_shared<Linear>(2 * kPack, 128, true, gen), std::make_shared<nn::LeakyReLU>(0.2),
-        std::make_shared<Linear>(128, 128, true, gen), std::make_shared<nn::LeakyReLU>(0.2),
-        std::make_shared<Linear>(128, 1, true, gen)));
+    generator = register_module(
+        "generator", std::make_shared<Sequential>(
+                         std::make_shared<Linear>(kNoise, 128, true, gen), std::make_shared<nn::ReLU>(),
+                         std::make_shared<Linear>(128, 128, true, gen), std::make_shared<nn::ReLU>(),
+                         std::make_shared<Linear>(128, 2, true, gen)));
+    discriminator = register_module(
+        "discriminator", std::make_shared<Sequential>(std::make_shared<Linear>(2 * kPack, 128, true, gen),
+                                                      std::make_shared<nn::LeakyReLU>(0.2),
+                                                      std::make_shared<Linear>(128, 128, true, gen),
+                                                      std::make_shared<nn::LeakyReLU>(0.2),
+                                                      std::make_shared<Linear>(128, 1, true, gen)));
   }
   std::string type_name() const override { return "ring8-mlp"; }
   Variable generate(const Variable& z) override { return generator->forward(z); }
   Variable discriminate(const Variable& x) override {
     TANDEM_CHECK(x.size(0) % kPack == 0, "ring8-mlp: the batch (" << x.size(0) << ") must be a multiple of "
-                                                                  << kPack << " (the discriminator's pack size)");
+                                                                  << kPack
+                                                                  << " (the discriminator's pack size)");
     return discriminator->forward(reshape(x, {x.size(0) / kPack, 2 * kPack}));
   }
   int64_t noise_dim() const override { return kNoise; }
@@ -65,10 +69,11 @@ class MlpDiscriminator final : public nn::Module {
 class MlpGan final : public GanModel {
  public:
   MlpGan(Generator& gen, bool dynamic) : dynamic_(dynamic) {
-    generator = register_module("generator", std::make_shared<Sequential>(
-        std::make_shared<Linear>(64, 256, true, gen), std::make_shared<nn::ReLU>(),
-        std::make_shared<Linear>(256, 256, true, gen), std::make_shared<nn::ReLU>(),
-        std::make_shared<Linear>(256, 784, true, gen), std::make_shared<nn::Tanh>()));
+    generator = register_module(
+        "generator", std::make_shared<Sequential>(
+                         std::make_shared<Linear>(64, 256, true, gen), std::make_shared<nn::ReLU>(),
+                         std::make_shared<Linear>(256, 256, true, gen), std::make_shared<nn::ReLU>(),
+                         std::make_shared<Linear>(256, 784, true, gen), std::make_shared<nn::Tanh>()));
     d_ = register_module("discriminator", std::make_shared<MlpDiscriminator>(gen));
     discriminator = d_;
   }
@@ -251,17 +256,21 @@ const std::vector<std::string>& gan_model_names() {
 std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
   Generator gen(config.seed);
   std::shared_ptr<GanModel> model;
-  if (config.model == "ring8-mlp") model = std::make_shared<Ring8Mlp>(gen);
-  else if (config.model == "mlp") model = std::make_shared<MlpGan>(gen, config.dynamic);
-  else if (config.model == "dcgan") model = std::make_shared<DcGan>(gen);
-  else if (config.model == "pggan") model = std::make_shared<ProgressiveGan>(gen, config.pggan_stage_iters);
+  if (config.model == "ring8-mlp")
+    model = std::make_shared<Ring8Mlp>(gen);
+  else if (config.model == "mlp")
+    model = std::make_shared<MlpGan>(gen, config.dynamic);
+  else if (config.model == "dcgan")
+    model = std::make_shared<DcGan>(gen);
+  else if (config.model == "pggan")
+    model = std::make_shared<ProgressiveGan>(gen, config.pggan_stage_iters);
   else {
     std::string known;
     for (const auto& n : gan_model_names()) known += (known.empty() ? "" : ", ") + n;
     TANDEM_FAIL("unknown model '" << config.model << "' (known: " << known << ")");
   }
-  TANDEM_CHECK(!config.dynamic || config.model == "mlp", "--dynamic applies to the mlp model only, not '"
-                                                             << config.model << "'");
+  TANDEM_CHECK(!config.dynamic || config.model == "mlp",
+               "--dynamic applies to the mlp model only, not '" << config.model << "'");
   model->loss = config.loss;
   return model;
 }

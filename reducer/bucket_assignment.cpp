@@ -20,8 +20,8 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParamInf
   std::vector<std::vector<size_t>> buckets;
   std::vector<bool> seen(params.size(), false);
   for (size_t index : order) {
-    TANDEM_CHECK(index < params.size(), "assign_buckets: index " << index << " out of range of " << params.size()
-                                                                 << " parameters");
+    TANDEM_CHECK(index < params.size(),
+                 "assign_buckets: index " << index << " out of range of " << params.size() << " parameters");
     TANDEM_CHECK(!seen[index], "assign_buckets: parameter " << index << " appears twice in the order");
     seen[index] = true;
     const BucketParamInfo& p = params[index];
@@ -41,9 +41,8 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParamInf
   // Order buckets by where their first parameter sits in `order`.
   std::vector<size_t> position(params.size(), 0);
   for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
-  std::stable_sort(buckets.begin(), buckets.end(), [&](const auto& a, const auto& b) {
-    return position[a.front()] < position[b.front()];
-  });
+  std::stable_sort(buckets.begin(), buckets.end(),
+                   [&](const auto& a, const auto& b) { return position[a.front()] < position[b.front()]; });
   return buckets;
 }
 

@@ -26,8 +26,8 @@ struct BucketParamInfo {
 };
 
 struct BucketCaps {
-  size_t first_bucket_bytes = size_t{1} << 20;   // 1 MB
-  size_t bucket_bytes = size_t{25} << 20;        // 25 MB
+  size_t first_bucket_bytes = size_t{1} << 20;  // 1 MB
+  size_t bucket_bytes = size_t{25} << 20;       // 25 MB
 };
 
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParamInfo>& params,

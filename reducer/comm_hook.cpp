@@ -33,7 +33,8 @@ class CompressHook final : public CommHook {
 
 class FunctionHook final : public CommHook {
  public:
-  FunctionHook(std::string name, std::function<Tensor(GradBucket&)> fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  FunctionHook(std::string name, std::function<Tensor(GradBucket&)> fn)
+      : name_(std::move(name)), fn_(std::move(fn)) {}
   std::string name() const override { return name_; }
   std::shared_ptr<dist::Work> launch(GradBucket& b) override {
     b.bytes_sent = b.buffer.bytes();

@@ -26,9 +26,9 @@ struct GradBucket {
   Tensor buffer;                         // flat, one dtype and device
   std::vector<std::string> param_names;  // the parameters it holds, in layout order
   dist::ProcessGroup* group = nullptr;
-  std::string tag;                       // "bucket 2 of phase G (generator.fc1.weight, ...)"
+  std::string tag;  // "bucket 2 of phase G (generator.fc1.weight, ...)"
   size_t bytes_sent = 0;
-  Tensor scratch;                        // for hooks that need a buffer of their own
+  Tensor scratch;  // for hooks that need a buffer of their own
 };
 
 class CommHook {

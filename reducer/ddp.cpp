@@ -93,7 +93,8 @@ Variable DataParallelWrapper::val_step(const Batch& batch) {
 }
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<DataParallelModel> model,
-                                                 std::shared_ptr<dist::ProcessGroup> group, DdpOptions options)
+                                                 std::shared_ptr<dist::ProcessGroup> group,
+                                                 DdpOptions options)
     : DataParallelWrapper(std::move(model), std::move(group), std::move(options), "DistributedDataParallel") {
   std::vector<Variable> params;
   std::vector<std::string> names;
@@ -149,7 +150,8 @@ std::vector<const Reducer*> SeparateDistributedDataParallel::all_reducers() cons
 
 Reducer& SeparateDistributedDataParallel::reducer(const std::string& child) {
   auto it = reducers_.find(child);
-  TANDEM_CHECK(it != reducers_.end(), "SeparateDistributedDataParallel has no Reducer for child '" << child << "'");
+  TANDEM_CHECK(it != reducers_.end(),
+               "SeparateDistributedDataParallel has no Reducer for child '" << child << "'");
   return *it->second;
 }
 

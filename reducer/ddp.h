@@ -128,8 +128,8 @@ class DistributedDataParallel final : public DataParallelWrapper {
 
 class SeparateDistributedDataParallel final : public DataParallelWrapper {
  public:
-  SeparateDistributedDataParallel(std::shared_ptr<DataParallelModel> model, std::shared_ptr<dist::ProcessGroup> group,
-                                  DdpOptions options = {});
+  SeparateDistributedDataParallel(std::shared_ptr<DataParallelModel> model,
+                                  std::shared_ptr<dist::ProcessGroup> group, DdpOptions options = {});
 
   void attach(OptimWrapper& wrapper) override;
   std::vector<const Reducer*> all_reducers() const override;

@@ -9,8 +9,8 @@ namespace tandem {
 OptimWrapper::OptimWrapper(std::shared_ptr<optim::Optimizer> optimizer, int accumulative_counts)
     : optimizer_(std::move(optimizer)), accumulative_counts_(accumulative_counts) {
   TANDEM_CHECK(optimizer_ != nullptr, "OptimWrapper: no optimizer");
-  TANDEM_CHECK(accumulative_counts_ >= 1, "OptimWrapper: accumulative_counts must be at least 1, got "
-                                              << accumulative_counts_);
+  TANDEM_CHECK(accumulative_counts_ >= 1,
+               "OptimWrapper: accumulative_counts must be at least 1, got " << accumulative_counts_);
 }
 
 void OptimWrapper::zero_grad() { optimizer_->zero_grad(); }

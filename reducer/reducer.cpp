@@ -21,14 +21,19 @@ bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels
 
 }  // namespace
 
-Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names, std::shared_ptr<dist::ProcessGroup> group,
-                 ReducerOptions options)
-    : params_(std::move(params)), names_(std::move(names)), group_(std::move(group)), options_(std::move(options)) {
+Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
+                 std::shared_ptr<dist::ProcessGroup> group, ReducerOptions options)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      group_(std::move(group)),
+      options_(std::move(options)) {
   TANDEM_CHECK(group_ != nullptr, "Reducer for " << options_.name << ": no process group");
   TANDEM_CHECK(params_.size() == names_.size(), "Reducer for " << options_.name << ": " << params_.size()
-                                                               << " parameters but " << names_.size() << " names");
-  TANDEM_CHECK(options_.bucket_cap_mb > 0 && options_.first_bucket_cap_mb > 0,
-               "Reducer for " << options_.name << ": bucket_cap_mb must be positive, got " << options_.bucket_cap_mb);
+                                                               << " parameters but " << names_.size()
+                                                               << " names");
+  TANDEM_CHECK(
+      options_.bucket_cap_mb > 0 && options_.first_bucket_cap_mb > 0,
+      "Reducer for " << options_.name << ": bucket_cap_mb must be positive, got " << options_.bucket_cap_mb);
   std::vector<TensorDescription> descriptions;
   std::vector<Tensor*> data;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -38,7 +43,8 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names, s
                  "Reducer for " << options_.name << ": parameter '" << names_[i] << "' is registered twice");
     descriptions.push_back({names_[i], &params_[i].data()});
     data.push_back(&params_[i].data());
-    std::string part = names_[i].find('.') == std::string::npos ? "" : names_[i].substr(0, names_[i].find('.'));
+    std::string part =
+        names_[i].find('.') == std::string::npos ? "" : names_[i].substr(0, names_[i].find('.'));
     auto it = std::find(parts_.begin(), parts_.end(), part);
     part_index_.push_back(static_cast<size_t>(it - parts_.begin()));
     if (it == parts_.end()) parts_.push_back(part);
@@ -102,8 +108,8 @@ void Reducer::prepare_for_backward(const std::vector<Variable>& roots) {
 }
 
 void Reducer::begin_sync(std::vector<bool> local) {
-  TANDEM_CHECK(active_ == nullptr, "Reducer for " << options_.name
-                                                  << ": a backward began before the previous one finished");
+  TANDEM_CHECK(active_ == nullptr,
+               "Reducer for " << options_.name << ": a backward began before the previous one finished");
   // `reachable`: gradients this backward will produce here. `local` adds the parameters
   // used by no_sync backwards since the last sync: their accumulated gradients are due too.
   const std::vector<bool> reachable = local;
@@ -132,11 +138,12 @@ std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local) {
       while (part_index_[first] != k) ++first;
       bool here = false;
       for (size_t i = 0; i < count; ++i) here = here || (local[i] && part_index_[i] == k);
-      TANDEM_FAIL("ranks diverge in " << options_.name << ": this backward reaches part '" << part_of(first)
-                                      << "' (first parameter '" << names_[first] << "') on " << ranks << " of "
-                                      << world << " ranks, " << (here ? "including" : "not including")
-                                      << " this one; every rank must run the same backward (the same step) in "
-                                      << "the same order");
+      TANDEM_FAIL("ranks diverge in "
+                  << options_.name << ": this backward reaches part '" << part_of(first)
+                  << "' (first parameter '" << names_[first] << "') on " << ranks << " of " << world
+                  << " ranks, " << (here ? "including" : "not including")
+                  << " this one; every rank must run the same backward (the same step) in "
+                  << "the same order");
     }
   }
   std::vector<bool> global(count);
@@ -181,7 +188,8 @@ void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
   for (const Variable& p : params_) infos.push_back({p.numel(), p.dtype(), p.device()});
   BucketCaps caps;
   caps.bucket_bytes = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);
-  caps.first_bucket_bytes = std::min(caps.bucket_bytes, static_cast<size_t>(options_.first_bucket_cap_mb * 1024 * 1024));
+  caps.first_bucket_bytes =
+      std::min(caps.bucket_bytes, static_cast<size_t>(options_.first_bucket_cap_mb * 1024 * 1024));
   std::vector<std::vector<size_t>> assignment = assign_buckets(infos, order, caps);
 
   phase.buckets.clear();
@@ -205,8 +213,8 @@ void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
     bucket.grad_bucket.index = b;
     bucket.grad_bucket.buffer = Tensor::zeros({total}, first.dtype(), first.device());
     bucket.grad_bucket.group = group_.get();
-    bucket.grad_bucket.tag = "bucket " + std::to_string(b) + " of phase " + std::to_string(phase.id) + " of " +
-                             options_.name + " (" + names + ")";
+    bucket.grad_bucket.tag = "bucket " + std::to_string(b) + " of phase " + std::to_string(phase.id) +
+                             " of " + options_.name + " (" + names + ")";
     phase.buckets.push_back(std::move(bucket));
   }
 }
@@ -217,8 +225,9 @@ void Reducer::maybe_rebuild(Phase& phase) {
   Tensor order = Tensor::zeros({static_cast<int64_t>(phase.used.size())}, DType::i64);
   int64_t* o = order.data<int64_t>();
   TANDEM_CHECK(phase.ready_order.size() == phase.used.size(),
-               "internal: phase " << phase.id << " of " << options_.name << " recorded " << phase.ready_order.size()
-                                  << " ready gradients for " << phase.used.size() << " parameters");
+               "internal: phase " << phase.id << " of " << options_.name << " recorded "
+                                  << phase.ready_order.size() << " ready gradients for " << phase.used.size()
+                                  << " parameters");
   for (size_t k = 0; k < phase.used.size(); ++k) o[k] = static_cast<int64_t>(phase.ready_order[k]);
   dist::broadcast_host(*group_, order, 0,
                        "bucket rebuild order of phase " + std::to_string(phase.id) + " of " + options_.name);
@@ -232,14 +241,16 @@ void Reducer::mark_ready(size_t index, const Tensor* grad) {
   if (active_ == nullptr) return;
   int b = active_->bucket_of[index];
   if (b < 0) return;
-  TANDEM_CHECK(!slot_ready_[index], "gradient of '" << names_[index] << "' became ready twice in one backward");
+  TANDEM_CHECK(!slot_ready_[index],
+               "gradient of '" << names_[index] << "' became ready twice in one backward");
   Bucket& bucket = active_->buckets[static_cast<size_t>(b)];
   Tensor& buffer = bucket.grad_bucket.buffer;
   const int64_t offset = active_->slot_offset[index];
   const bool is_slot = grad != nullptr && grad->defined() && grad->shares_storage_with(buffer) &&
                        grad->offset() == buffer.offset() + offset;
   if (!is_slot || prescale_ != 1.0) {  // one pass: copy (zeros without a grad) fused with the prescale
-    kernels::pack_(buffer, {grad != nullptr ? *grad : Tensor()}, {offset}, {params_[index].numel()}, prescale_);
+    kernels::pack_(buffer, {grad != nullptr ? *grad : Tensor()}, {offset}, {params_[index].numel()},
+                   prescale_);
   }
   slot_ready_[index] = true;
   active_->ready_order.push_back(index);
@@ -280,8 +291,9 @@ void Reducer::finish_sync() {
   } end_of_sync{active_};
   Phase& phase = *active_;
   for (size_t i : phase.used) {
-    TANDEM_CHECK(slot_ready_[i], "Reducer for " << options_.name << ": parameter '" << names_[i]
-                                                << "' was reached by the backward but its gradient never became ready");
+    TANDEM_CHECK(slot_ready_[i], "Reducer for "
+                                     << options_.name << ": parameter '" << names_[i]
+                                     << "' was reached by the backward but its gradient never became ready");
   }
   size_t bytes = 0;
   for (Bucket& b : phase.buckets) {
@@ -322,7 +334,8 @@ void Reducer::check_finite(const Phase& phase) {
     if (all_finite(b.grad_bucket.buffer)) continue;
     for (size_t k = 0; k < b.params.size(); ++k) {  // only on the failure path: per parameter
       size_t i = b.params[k];
-      if (!all_finite(b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape()))) bad.push_back(names_[i]);
+      if (!all_finite(b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape())))
+        bad.push_back(names_[i]);
     }
   }
   if (bad.empty()) return;

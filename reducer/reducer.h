@@ -64,18 +64,18 @@ struct ReducerOptions {
 };
 
 struct PhaseStats {
-  std::string description;            // "phase 1: 6 of 12 parameters (discriminator.*)"
+  std::string description;  // "phase 1: 6 of 12 parameters (discriminator.*)"
   size_t used_params = 0;
-  std::vector<size_t> bucket_bytes;   // per bucket, in layout order
-  size_t bytes_per_backward = 0;      // bytes put on the wire by the last backward of this phase
+  std::vector<size_t> bucket_bytes;  // per bucket, in layout order
+  size_t bytes_per_backward = 0;     // bytes put on the wire by the last backward of this phase
   int rebuilds = 0;
   int64_t backwards = 0;
 };
 
 class Reducer : public BackwardObserver {
  public:
-  Reducer(std::vector<Variable> params, std::vector<std::string> names, std::shared_ptr<dist::ProcessGroup> group,
-          ReducerOptions options = {});
+  Reducer(std::vector<Variable> params, std::vector<std::string> names,
+          std::shared_ptr<dist::ProcessGroup> group, ReducerOptions options = {});
   ~Reducer() override;
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -125,9 +125,9 @@ class Reducer : public BackwardObserver {
     int id = 0;
     std::vector<size_t> used;  // parameter indices, registration order
     std::vector<Bucket> buckets;
-    std::vector<int> bucket_of;       // per parameter, -1 when unused in this phase
-    std::vector<int64_t> slot_offset; // per parameter, element offset in its bucket
-    std::vector<size_t> ready_order;  // of the last backward
+    std::vector<int> bucket_of;        // per parameter, -1 when unused in this phase
+    std::vector<int64_t> slot_offset;  // per parameter, element offset in its bucket
+    std::vector<size_t> ready_order;   // of the last backward
     int rebuilds = 0;
     int64_t backwards = 0;
     size_t bytes = 0;
@@ -156,20 +156,20 @@ class Reducer : public BackwardObserver {
   std::vector<std::string> names_;
   std::vector<uint64_t> hook_ids_;
   std::map<VariableImpl*, size_t> index_of_;
-  std::vector<std::string> parts_;      // distinct parts, first-seen order
-  std::vector<size_t> part_index_;      // per parameter
+  std::vector<std::string> parts_;  // distinct parts, first-seen order
+  std::vector<size_t> part_index_;  // per parameter
   std::shared_ptr<dist::ProcessGroup> group_;
   ReducerOptions options_;
   std::shared_ptr<CommHook> hook_;
 
   std::map<std::vector<bool>, Phase> phases_;
-  Phase* active_ = nullptr;            // the phase of the backward in flight
+  Phase* active_ = nullptr;  // the phase of the backward in flight
   std::vector<bool> slot_ready_;
   size_t next_launch_ = 0;
-  double prescale_ = 1.0;               // applied while copying into buckets (CommHook::prescaled)
-  bool prepared_ = false;               // prepare_for_backward ran for the next backward
+  double prescale_ = 1.0;  // applied while copying into buckets (CommHook::prescaled)
+  bool prepared_ = false;  // prepare_for_backward ran for the next backward
   bool sync_enabled_ = true;
-  std::vector<bool> unsynced_used_;     // used in no_sync backwards since the last sync
+  std::vector<bool> unsynced_used_;  // used in no_sync backwards since the last sync
   size_t last_backward_bytes_ = 0;
   uint64_t total_bytes_ = 0;
   int64_t synced_backwards_ = 0;

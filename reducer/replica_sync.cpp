@@ -33,7 +33,8 @@ std::string broadcast_string(dist::ProcessGroup& group, const std::string& mine,
 
 }  // namespace
 
-void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors, const std::string& what) {
+void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors,
+                     const std::string& what) {
   std::string mine;
   for (const auto& d : tensors) mine += describe(d) + "\n";
   std::string rank0 = broadcast_string(group, mine, "verify " + what);
@@ -43,7 +44,8 @@ void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescript
   for (size_t i = 0; i < std::max(theirs.size(), ours.size()) && problem.empty(); ++i) {
     if (i >= ours.size()) {
       problem = what + " " + std::to_string(i) + ": rank 0 has " + theirs[i] + ", rank " + std::to_string(r) +
-                " has none (" + std::to_string(ours.size()) + " against rank 0's " + std::to_string(theirs.size()) + ")";
+                " has none (" + std::to_string(ours.size()) + " against rank 0's " +
+                std::to_string(theirs.size()) + ")";
     } else if (i >= theirs.size()) {
       problem = what + " " + std::to_string(i) + ": rank " + std::to_string(r) + " has " + ours[i] +
                 ", rank 0 has none (" + std::to_string(ours.size()) + " against rank 0's " +
@@ -66,7 +68,8 @@ void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescript
                                                      << " list (their error names the first difference)");
 }
 
-void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>& tensors, const std::string& tag) {
+void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>& tensors,
+                          const std::string& tag) {
   std::vector<std::shared_ptr<dist::Work>> works;
   works.reserve(tensors.size());
   for (Tensor* t : tensors) {
@@ -93,7 +96,8 @@ void check_replicas_equal(dist::ProcessGroup& group, const std::vector<TensorDes
   // Equal on every rank exactly when the max over ranks equals the min.
   Tensor high = Tensor::empty({n}, DType::i64);
   int64_t* h = high.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i) h[i] = std::bit_cast<int64_t>(fnv1a(*tensors[static_cast<size_t>(i)].tensor));
+  for (int64_t i = 0; i < n; ++i)
+    h[i] = std::bit_cast<int64_t>(fnv1a(*tensors[static_cast<size_t>(i)].tensor));
   Tensor low = high.clone();
   dist::allreduce_host(group, high, dist::ReduceOp::max, "replica check (max) " + when);
   dist::allreduce_host(group, low, dist::ReduceOp::min, "replica check (min) " + when);

@@ -25,9 +25,11 @@ struct TensorDescription {
   const Tensor* tensor = nullptr;
 };
 
-void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors, const std::string& what);
+void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors,
+                     const std::string& what);
 void check_replicas_equal(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors,
                           const std::string& when);
-void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>& tensors, const std::string& tag);
+void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>& tensors,
+                          const std::string& tag);
 
 }  // namespace tandem

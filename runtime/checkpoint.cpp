@@ -106,8 +106,8 @@ uint64_t checked_u64(const Json& v, const std::string& path, const std::string& 
 
 SafetensorsEntry parse_entry(const std::string& name, const Json& v, const std::string& path) {
   const std::string where = "tensor \"" + name + "\"";
-  TANDEM_CHECK(v.kind == Json::Kind::object,
-               path << ": corrupt header: " << where << " must be an object, found " << json_kind_name(v.kind));
+  TANDEM_CHECK(v.kind == Json::Kind::object, path << ": corrupt header: " << where
+                                                  << " must be an object, found " << json_kind_name(v.kind));
   const Json* dtype = v.find("dtype");
   const Json* shape = v.find("shape");
   const Json* offsets = v.find("data_offsets");
@@ -161,8 +161,9 @@ SafetensorsHeader read_header(std::FILE* fp, const std::string& path, uint64_t f
   read_exact(fp, text.data(), text.size(), 8, path, "the header");
 
   Json root = parse_json_subset(text, path, "header");
-  TANDEM_CHECK(root.kind == Json::Kind::object,
-               path << ": corrupt header: the header must be a JSON object, found " << json_kind_name(root.kind));
+  TANDEM_CHECK(
+      root.kind == Json::Kind::object,
+      path << ": corrupt header: the header must be a JSON object, found " << json_kind_name(root.kind));
 
   SafetensorsHeader h;
   h.data_offset = 8 + header_bytes;

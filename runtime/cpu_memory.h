@@ -33,12 +33,12 @@ constexpr size_t kCpuCacheMinBytes = size_t{64} << 10;
 Allocator& cpu_caching_allocator();
 
 struct CpuMemoryStats {
-  size_t bytes_in_use = 0;     // handed out to tensors now (rounded sizes)
+  size_t bytes_in_use = 0;  // handed out to tensors now (rounded sizes)
   size_t peak_bytes_in_use = 0;
-  size_t bytes_cached = 0;     // freed by tensors, kept for reuse
-  size_t capacity = 0;         // the most bytes_cached may reach
-  uint64_t allocations = 0;    // blocks handed out
-  uint64_t cache_hits = 0;     // ... of which came from the cache
+  size_t bytes_cached = 0;   // freed by tensors, kept for reuse
+  size_t capacity = 0;       // the most bytes_cached may reach
+  uint64_t allocations = 0;  // blocks handed out
+  uint64_t cache_hits = 0;   // ... of which came from the cache
 };
 
 CpuMemoryStats cpu_memory_stats();

@@ -8,25 +8,25 @@
 
 #include "runtime/error.h"
 
-#define TANDEM_CHECK_CUDA(call)                                                     \
-  do {                                                                              \
-    cudaError_t tandem_cuda_rc_ = (call);                                           \
-    if (tandem_cuda_rc_ != cudaSuccess) {                                           \
-      ::tandem::detail::throw_error(__FILE__, __LINE__,                             \
-          std::string("CUDA call failed: ") + #call + ": " +                        \
-          cudaGetErrorString(tandem_cuda_rc_));                                     \
-    }                                                                               \
+#define TANDEM_CHECK_CUDA(call)                                                                    \
+  do {                                                                                             \
+    cudaError_t tandem_cuda_rc_ = (call);                                                          \
+    if (tandem_cuda_rc_ != cudaSuccess) {                                                          \
+      ::tandem::detail::throw_error(                                                               \
+          __FILE__, __LINE__,                                                                      \
+          std::string("CUDA call failed: ") + #call + ": " + cudaGetErrorString(tandem_cuda_rc_)); \
+    }                                                                                              \
   } while (0)
 
 // After every kernel launch.
 #define TANDEM_CHECK_LAUNCH() TANDEM_CHECK_CUDA(cudaGetLastError())
 
-#define TANDEM_CHECK_CUBLAS(call)                                                   \
-  do {                                                                              \
-    int tandem_cublas_rc_ = static_cast<int>(call);                                 \
-    if (tandem_cublas_rc_ != 0) {                                                   \
-      ::tandem::detail::throw_error(__FILE__, __LINE__,                             \
-          std::string("cuBLAS call failed: ") + #call + " returned status " +       \
-          std::to_string(tandem_cublas_rc_));                                       \
-    }                                                                               \
+#define TANDEM_CHECK_CUBLAS(call)                                                                       \
+  do {                                                                                                  \
+    int tandem_cublas_rc_ = static_cast<int>(call);                                                     \
+    if (tandem_cublas_rc_ != 0) {                                                                       \
+      ::tandem::detail::throw_error(__FILE__, __LINE__,                                                 \
+                                    std::string("cuBLAS call failed: ") + #call + " returned status " + \
+                                        std::to_string(tandem_cublas_rc_));                             \
+    }                                                                                                   \
   } while (0)

@@ -22,9 +22,7 @@ void set_process_rank(int rank) { g_rank.store(rank); }
 int process_rank() { return g_rank.load(); }
 
 namespace detail {
-void throw_error(const char* file, int line, const std::string& message) {
-  throw Error(file, line, message);
-}
+void throw_error(const char* file, int line, const std::string& message) { throw Error(file, line, message); }
 }  // namespace detail
 
 }  // namespace tandem

@@ -36,13 +36,13 @@ namespace detail {
 }  // namespace tandem
 
 // TANDEM_CHECK(cond, a << b << c): throws tandem::Error with the streamed message.
-#define TANDEM_CHECK(cond, msg)                                         \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      std::ostringstream tandem_check_os_;                              \
-      tandem_check_os_ << msg;                                          \
+#define TANDEM_CHECK(cond, msg)                                                  \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      std::ostringstream tandem_check_os_;                                       \
+      tandem_check_os_ << msg;                                                   \
       ::tandem::detail::throw_error(__FILE__, __LINE__, tandem_check_os_.str()); \
-    }                                                                   \
+    }                                                                            \
   } while (0)
 
 #define TANDEM_FAIL(msg) TANDEM_CHECK(false, msg)

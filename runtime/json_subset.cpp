@@ -38,8 +38,8 @@ class JsonParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    TANDEM_FAIL(source_ << ": corrupt " << what_ << ": invalid JSON at byte " << pos_ << " of the " << what_ << ": "
-                        << what);
+    TANDEM_FAIL(source_ << ": corrupt " << what_ << ": invalid JSON at byte " << pos_ << " of the " << what_
+                        << ": " << what);
   }
 
   void skip_space() {
@@ -149,7 +149,8 @@ class JsonParser {
     if (pos_ == start) fail("expected digits");
     if (pos_ - start > 1 && text_[start] == '0') fail("integer with a leading zero");
     char c = peek();
-    if (c == '.' || c == 'e' || c == 'E') fail("only integers are expected (this JSON subset has no fractions or exponents)");
+    if (c == '.' || c == 'e' || c == 'E')
+      fail("only integers are expected (this JSON subset has no fractions or exponents)");
     return n;
   }
 

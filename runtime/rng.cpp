@@ -43,7 +43,8 @@ void fill_uniform_impl(T* p, int64_t n, double lo, double hi, Generator& gen) {
   for (int64_t i = 0; i < n; i += 4) {
     auto block = gen.next_block();
     for (int64_t j = 0; j < 4 && i + j < n; ++j) {
-      p[i + j] = static_cast<T>(lo + (hi - lo) * static_cast<double>(uniform_from_word(block[static_cast<size_t>(j)])));
+      p[i + j] = static_cast<T>(
+          lo + (hi - lo) * static_cast<double>(uniform_from_word(block[static_cast<size_t>(j)])));
     }
   }
 }

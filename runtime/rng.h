@@ -58,8 +58,6 @@ void fill_normal(Tensor& t, double mean, double stddev, Generator& gen = default
 
 // Philox word -> float in [0, 1) with 24 random bits (exact in float32), and the pair
 // transform used by fill_normal. Exposed so CUDA kernels can reproduce the same numbers.
-inline float uniform_from_word(uint32_t word) {
-  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
-}
+inline float uniform_from_word(uint32_t word) { return static_cast<float>(word >> 8) * (1.0f / 16777216.0f); }
 
 }  // namespace tandem

@@ -23,8 +23,8 @@ Allocator* allocator_for(DeviceKind kind) {
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   allocator_ = allocator_for(device.kind);
-  TANDEM_CHECK(allocator_ != nullptr,
-               "no allocator for device " << device.str()
+  TANDEM_CHECK(allocator_ != nullptr, "no allocator for device "
+                                          << device.str()
                                           << " (this build has no CUDA support, or CUDA is not initialised)");
   data_ = allocator_->allocate(bytes, device);
 }

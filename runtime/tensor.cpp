@@ -10,7 +10,8 @@ namespace {
 DeviceOps g_device_ops;
 
 void require_device_ops(const char* what, Device device) {
-  TANDEM_CHECK(g_device_ops.copy != nullptr, what << " on " << device.str() << " needs a CUDA build with a GPU");
+  TANDEM_CHECK(g_device_ops.copy != nullptr,
+               what << " on " << device.str() << " needs a CUDA build with a GPU");
 }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
@@ -27,30 +28,47 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 // Reads element i of a CPU buffer of any dtype as double.
 double load_as_double(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f64: return static_cast<const double*>(base)[i];
-    case DType::f16: return half_bits_to_float(static_cast<const uint16_t*>(base)[i]);
-    case DType::bf16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[i]);
-    case DType::i32: return static_cast<const int32_t*>(base)[i];
-    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case DType::u8: return static_cast<const uint8_t*>(base)[i];
+    case DType::f32:
+      return static_cast<const float*>(base)[i];
+    case DType::f64:
+      return static_cast<const double*>(base)[i];
+    case DType::f16:
+      return half_bits_to_float(static_cast<const uint16_t*>(base)[i]);
+    case DType::bf16:
+      return bf16_bits_to_float(static_cast<const uint16_t*>(base)[i]);
+    case DType::i32:
+      return static_cast<const int32_t*>(base)[i];
+    case DType::i64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DType::u8:
+      return static_cast<const uint8_t*>(base)[i];
   }
   return 0.0;
 }
 
 void store_from_double(void* base, DType dtype, int64_t i, double value) {
   switch (dtype) {
-    case DType::f32: static_cast<float*>(base)[i] = static_cast<float>(value); break;
-    case DType::f64: static_cast<double*>(base)[i] = value; break;
+    case DType::f32:
+      static_cast<float*>(base)[i] = static_cast<float>(value);
+      break;
+    case DType::f64:
+      static_cast<double*>(base)[i] = value;
+      break;
     case DType::f16:
       static_cast<uint16_t*>(base)[i] = float_to_half_bits(static_cast<float>(value));
       break;
     case DType::bf16:
       static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(static_cast<float>(value));
       break;
-    case DType::i32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(value); break;
-    case DType::i64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(value); break;
-    case DType::u8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(value); break;
+    case DType::i32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(value);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(value);
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(value);
+      break;
   }
 }
 
@@ -118,8 +136,8 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
 Tensor Tensor::from_values(const Shape& shape, const std::vector<double>& values, DType dtype) {
   Tensor t = empty(shape, dtype);
   TANDEM_CHECK(static_cast<int64_t>(values.size()) == t.numel(),
-               "from_values: " << values.size() << " values for shape " << shape_str(shape)
-                               << " (" << t.numel() << " elements)");
+               "from_values: " << values.size() << " values for shape " << shape_str(shape) << " ("
+                               << t.numel() << " elements)");
   convert_cpu(t.raw_data(), dtype, values.data(), DType::f64, t.numel());
   return t;
 }
@@ -150,8 +168,8 @@ void Tensor::check_host_dtype(DType expected, const char* what) const {
 
 Tensor Tensor::view(const Shape& shape) const {
   TANDEM_CHECK(defined(), "view of an undefined tensor");
-  TANDEM_CHECK(shape_numel(shape) == numel_, "view: cannot view " << str() << " as shape "
-                                                                  << shape_str(shape));
+  TANDEM_CHECK(shape_numel(shape) == numel_,
+               "view: cannot view " << str() << " as shape " << shape_str(shape));
   Tensor t = *this;
   t.shape_ = shape;
   return t;
@@ -200,8 +218,8 @@ Tensor Tensor::to(Device device) const {
 
 void Tensor::copy_(const Tensor& src) {
   TANDEM_CHECK(defined() && src.defined(), "copy_ with an undefined tensor");
-  TANDEM_CHECK(src.numel() == numel_, "copy_: source " << src.str() << " into destination " << str()
-                                                       << " (element counts differ)");
+  TANDEM_CHECK(src.numel() == numel_,
+               "copy_: source " << src.str() << " into destination " << str() << " (element counts differ)");
   if (src.dtype() == dtype_) {
     copy_bytes(raw_data(), device_, src.raw_data(), src.device(), bytes());
     return;
@@ -241,7 +259,8 @@ double Tensor::item() const {
 }
 
 double Tensor::at(int64_t flat_index) const {
-  TANDEM_CHECK(flat_index >= 0 && flat_index < numel_, "index " << flat_index << " out of range of " << str());
+  TANDEM_CHECK(flat_index >= 0 && flat_index < numel_,
+               "index " << flat_index << " out of range of " << str());
   if (!device_.is_cpu()) return to(Device::cpu()).at(flat_index);
   return load_as_double(raw_data(), dtype_, flat_index);
 }
@@ -255,8 +274,8 @@ std::vector<double> Tensor::to_vector() const {
 }
 
 void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
-  TANDEM_CHECK(a.shape() == b.shape(), op << ": shape mismatch, " << shape_str(a.shape()) << " vs "
-                                          << shape_str(b.shape()));
+  TANDEM_CHECK(a.shape() == b.shape(),
+               op << ": shape mismatch, " << shape_str(a.shape()) << " vs " << shape_str(b.shape()));
 }
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {

@@ -38,11 +38,8 @@ class Tensor {
     return full(shape, 1.0, dtype, device);
   }
   // A CPU tensor holding `values` converted to `dtype`; values.size() must equal numel(shape).
-  static Tensor from_values(const Shape& shape, const std::vector<double>& values,
-                            DType dtype = DType::f32);
-  static Tensor scalar(double value, DType dtype = DType::f32) {
-    return from_values({}, {value}, dtype);
-  }
+  static Tensor from_values(const Shape& shape, const std::vector<double>& values, DType dtype = DType::f32);
+  static Tensor scalar(double value, DType dtype = DType::f32) { return from_values({}, {value}, dtype); }
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

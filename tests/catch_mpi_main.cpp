@@ -2,9 +2,9 @@
 // communication thread needs), runs the tests on every rank and fails the job if any
 // rank fails. Only rank 0 prints Catch2's summary unless TANDEM_TEST_ALL_RANKS is set.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 

@@ -3,10 +3,10 @@
 // or the ones that run would wait for the ones that skip.
 #pragma once
 
-#include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 #include <mpi.h>
 
+#include <catch2/catch.hpp>
 #include <string>
 
 #include "runtime/cuda/cuda_memory.h"
@@ -38,11 +38,11 @@ inline std::string gpu_skip_reason() {
 
 }  // namespace tandem::testing
 
-#define SKIP_WITHOUT_GPU()                                        \
-  do {                                                            \
-    std::string why_ = ::tandem::testing::gpu_skip_reason();      \
-    if (!why_.empty()) {                                          \
-      WARN(why_);                                                 \
-      return;                                                     \
-    }                                                             \
+#define SKIP_WITHOUT_GPU()                                   \
+  do {                                                       \
+    std::string why_ = ::tandem::testing::gpu_skip_reason(); \
+    if (!why_.empty()) {                                     \
+      WARN(why_);                                            \
+      return;                                                \
+    }                                                        \
   } while (0)

@@ -63,18 +63,21 @@ Tensor relu(const Tensor& x) {
 
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
   TANDEM_CUDA_ROUTE(grad, cuda::relu_backward(grad, x));
-  return backward("relu_backward", grad, x, [](auto g, auto v) { return v > decltype(v)(0) ? g : decltype(g)(0); });
+  return backward("relu_backward", grad, x,
+                  [](auto g, auto v) { return v > decltype(v)(0) ? g : decltype(g)(0); });
 }
 
 Tensor leaky_relu(const Tensor& x, double slope) {
   TANDEM_CUDA_ROUTE(x, cuda::leaky_relu(x, slope));
-  return unary("leaky_relu", x, [slope](auto v) { return v > decltype(v)(0) ? v : static_cast<decltype(v)>(slope) * v; });
+  return unary("leaky_relu", x,
+               [slope](auto v) { return v > decltype(v)(0) ? v : static_cast<decltype(v)>(slope) * v; });
 }
 
 Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
   TANDEM_CUDA_ROUTE(grad, cuda::leaky_relu_backward(grad, x, slope));
-  return backward("leaky_relu_backward", grad, x,
-                  [slope](auto g, auto v) { return v > decltype(v)(0) ? g : static_cast<decltype(g)>(slope) * g; });
+  return backward("leaky_relu_backward", grad, x, [slope](auto g, auto v) {
+    return v > decltype(v)(0) ? g : static_cast<decltype(g)>(slope) * g;
+  });
 }
 
 Tensor tanh(const Tensor& x) {

@@ -22,29 +22,29 @@ void check_slots(const char* op, const Tensor& flat, const std::vector<Tensor>& 
   check_defined(op, flat, "flat buffer");
   TANDEM_CHECK(flat.dtype() == DType::f32 || flat.dtype() == DType::f64,
                op << ": flat buffer " << flat.str() << " must be float32 or float64");
-  TANDEM_CHECK(offsets.size() == parts.size(), op << ": " << parts.size() << " parts but " << offsets.size()
-                                                  << " offsets");
+  TANDEM_CHECK(offsets.size() == parts.size(),
+               op << ": " << parts.size() << " parts but " << offsets.size() << " offsets");
   if (counts != nullptr) {
-    TANDEM_CHECK(counts->size() == parts.size(), op << ": " << parts.size() << " parts but " << counts->size()
-                                                    << " counts");
+    TANDEM_CHECK(counts->size() == parts.size(),
+                 op << ": " << parts.size() << " parts but " << counts->size() << " counts");
   }
   std::vector<int64_t> slot_counts(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     const Tensor& part = parts[i];
     if (part.defined()) {
       TANDEM_CHECK(part.dtype() == flat.dtype() && part.device() == flat.device(),
-                   op << ": part #" << i << " " << part.str() << " differs in dtype or device from flat buffer "
-                      << flat.str());
+                   op << ": part #" << i << " " << part.str()
+                      << " differs in dtype or device from flat buffer " << flat.str());
       TANDEM_CHECK(counts == nullptr || (*counts)[i] == part.numel(),
-                   op << ": part #" << i << " " << part.str() << " has " << part.numel() << " elements but its count is "
-                      << (*counts)[i]);
+                   op << ": part #" << i << " " << part.str() << " has " << part.numel()
+                      << " elements but its count is " << (*counts)[i]);
     } else {
       TANDEM_CHECK(counts != nullptr, op << ": part #" << i << " is an undefined tensor");
     }
     const int64_t count = counts != nullptr ? (*counts)[i] : part.numel();
     TANDEM_CHECK(count >= 0 && offsets[i] >= 0 && offsets[i] + count <= flat.numel(),
-                 op << ": part #" << i << " " << part_str(part) << " at offset " << offsets[i] << " (" << count
-                    << " elements) does not fit flat buffer " << flat.str());
+                 op << ": part #" << i << " " << part_str(part) << " at offset " << offsets[i] << " ("
+                    << count << " elements) does not fit flat buffer " << flat.str());
     slot_counts[i] = count;
   }
   std::vector<size_t> order(parts.size());

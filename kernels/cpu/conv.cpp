@@ -30,7 +30,8 @@ using conv_detail::Geometry;
 using conv_detail::transpose_geometry;
 
 // Defined, 4-D, same dtype and device, on a device with kernels in this build.
-void check_operands(const char* op, const Tensor& a, const char* a_what, const Tensor& b, const char* b_what) {
+void check_operands(const char* op, const Tensor& a, const char* a_what, const Tensor& b,
+                    const char* b_what) {
   conv_detail::check_operands(op, a, a_what, b, b_what);
   require_kernel_device(op, a);
 }
@@ -41,7 +42,8 @@ constexpr int64_t kMaxColumnElements = int64_t{1} << 22;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The output positions [lo, hi) whose input coordinate o * stride + offset lies in [0, in_size).
-void valid_range(int64_t out_size, int64_t in_size, int64_t stride, int64_t offset, int64_t& lo, int64_t& hi) {
+void valid_range(int64_t out_size, int64_t in_size, int64_t stride, int64_t offset, int64_t& lo,
+                 int64_t& hi) {
   lo = offset >= 0 ? 0 : ceil_div(-offset, stride);
   hi = in_size - offset <= 0 ? 0 : std::min(out_size, ceil_div(in_size - offset, stride));
   lo = std::min(lo, hi);
@@ -193,14 +195,16 @@ void run_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& 
   dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
 }
 
-void run_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
+void run_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx,
+                        const Geometry& g) {
 #if TANDEM_HAVE_CUDA
   if (grad.device().is_cuda()) return cuda::conv_backward_input(op, grad, weight, dx, g);
 #endif
   dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
 }
 
-void run_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
+void run_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight,
+                         const Geometry& g) {
 #if TANDEM_HAVE_CUDA
   if (x.device().is_cuda()) return cuda::conv_backward_weight(op, grad, x, dweight, g);
 #endif

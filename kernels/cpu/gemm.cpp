@@ -24,16 +24,24 @@ void gemm_cpu(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, T a
   Eigen::Map<RowMajor<T>> C(c.data<T>(), c.size(0), c.size(1));
   if (beta == T(0)) {
     // noalias: C never overlaps A or B here, so Eigen may write C directly.
-    if (!ta && !tb) C.noalias() = alpha * (A * B);
-    else if (ta && !tb) C.noalias() = alpha * (A.transpose() * B);
-    else if (!ta && tb) C.noalias() = alpha * (A * B.transpose());
-    else C.noalias() = alpha * (A.transpose() * B.transpose());
+    if (!ta && !tb)
+      C.noalias() = alpha * (A * B);
+    else if (ta && !tb)
+      C.noalias() = alpha * (A.transpose() * B);
+    else if (!ta && tb)
+      C.noalias() = alpha * (A * B.transpose());
+    else
+      C.noalias() = alpha * (A.transpose() * B.transpose());
   } else {
     if (beta != T(1)) C *= beta;
-    if (!ta && !tb) C.noalias() += alpha * (A * B);
-    else if (ta && !tb) C.noalias() += alpha * (A.transpose() * B);
-    else if (!ta && tb) C.noalias() += alpha * (A * B.transpose());
-    else C.noalias() += alpha * (A.transpose() * B.transpose());
+    if (!ta && !tb)
+      C.noalias() += alpha * (A * B);
+    else if (ta && !tb)
+      C.noalias() += alpha * (A.transpose() * B);
+    else if (!ta && tb)
+      C.noalias() += alpha * (A * B.transpose());
+    else
+      C.noalias() += alpha * (A.transpose() * B.transpose());
   }
 }
 
@@ -44,16 +52,16 @@ GemmShape check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const T
   check_defined(op, a, "first operand");
   check_defined(op, b, "second operand");
   check_defined(op, c, "output");
-  TANDEM_CHECK(a.dim() == 2 && b.dim() == 2, op << ": needs 2-D operands, got " << shape_str(a.shape())
-                                                << " and " << shape_str(b.shape()));
+  TANDEM_CHECK(a.dim() == 2 && b.dim() == 2,
+               op << ": needs 2-D operands, got " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
   check_same_dtype(op, a, b);
   check_same_device(op, a, b);
   int64_t m = ta ? a.size(1) : a.size(0);
   int64_t k = ta ? a.size(0) : a.size(1);
   int64_t kb = tb ? b.size(1) : b.size(0);
   int64_t n = tb ? b.size(0) : b.size(1);
-  TANDEM_CHECK(k == kb, op << ": inner dimensions differ, " << shape_str(a.shape()) << (ta ? "^T" : "") << " x "
-                           << shape_str(b.shape()) << (tb ? "^T" : ""));
+  TANDEM_CHECK(k == kb, op << ": inner dimensions differ, " << shape_str(a.shape()) << (ta ? "^T" : "")
+                           << " x " << shape_str(b.shape()) << (tb ? "^T" : ""));
   TANDEM_CHECK(c.dim() == 2 && c.size(0) == m && c.size(1) == n,
                op << ": output " << shape_str(c.shape()) << " should be [" << m << ", " << n << "]");
   check_same_dtype(op, a, c);
@@ -71,8 +79,8 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  TANDEM_CHECK(a.dim() == 2 && b.dim() == 2, "matmul: needs 2-D operands, got " << shape_str(a.shape())
-                                                 << " and " << shape_str(b.shape()));
+  TANDEM_CHECK(a.dim() == 2 && b.dim() == 2,
+               "matmul: needs 2-D operands, got " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
   int64_t m = ta ? a.size(1) : a.size(0);
   int64_t n = tb ? b.size(0) : b.size(1);
   Tensor c = Tensor::empty({m, n}, a.dtype(), a.device());

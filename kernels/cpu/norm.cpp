@@ -49,15 +49,16 @@ T value_or(const Tensor& t, int64_t i, T fallback) {
 
 Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                         Tensor& running_var, double momentum, double eps, BatchNormSaved& saved) {
-  TANDEM_CUDA_ROUTE(x, cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, saved));
+  TANDEM_CUDA_ROUTE(x,
+                    cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, saved));
   const char* op = "batch_norm";
   Layout s = layout_of(op, x);
   check_channel(op, x, gamma, "gamma", true);
   check_channel(op, x, beta, "beta", true);
   check_channel(op, x, running_mean, "running_mean", true);
   check_channel(op, x, running_var, "running_var", true);
-  TANDEM_CHECK(s.count() > 1, op << ": training needs more than one value per channel, got input "
-                                 << shape_str(x.shape()));
+  TANDEM_CHECK(s.count() > 1,
+               op << ": training needs more than one value per channel, got input " << shape_str(x.shape()));
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   saved.mean = Tensor::empty({s.c}, x.dtype(), x.device());
   saved.inv_std = Tensor::empty({s.c}, x.dtype(), x.device());
@@ -183,7 +184,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
         const size_t k = static_cast<size_t>(ch);
         const T ta = static_cast<T>(a[k]), tb = static_cast<T>(b[k]), tc = static_cast<T>(c[k]);
         const T tm = mean[ch];
-        for (int64_t j = 0; j < s.inner; ++j) pdx[base + j] = pg[base + j] * ta + (px[base + j] - tm) * tb + tc;
+        for (int64_t j = 0; j < s.inner; ++j)
+          pdx[base + j] = pg[base + j] * ta + (px[base + j] - tm) * tb + tc;
       }
   });
   return out;

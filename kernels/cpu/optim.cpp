@@ -21,7 +21,8 @@ namespace {
 
 template <typename T>
 void sgd_update(T* p, const T* g, T* buf, int64_t n, const SgdStep& s) {
-  const T lr = static_cast<T>(s.lr), momentum = static_cast<T>(s.momentum), wd = static_cast<T>(s.weight_decay);
+  const T lr = static_cast<T>(s.lr), momentum = static_cast<T>(s.momentum),
+          wd = static_cast<T>(s.weight_decay);
   const T keep = static_cast<T>(1.0 - s.dampening);
   for (int64_t i = 0; i < n; ++i) {
     T gi = g[i];
@@ -86,14 +87,15 @@ void adam_update(T* p, const T* g, T* m, T* v, int64_t n, const AdamCoeffs& c) {
 // Every tensor of `list` matches parameter i (defined, same shape, dtype and device).
 void check_list(const char* op, const std::vector<Tensor>& params, const std::vector<Tensor>& list,
                 const char* what) {
-  TANDEM_CHECK(list.size() == params.size(), op << ": " << params.size() << " parameters but " << list.size()
-                                                << " " << what << " tensors");
+  TANDEM_CHECK(list.size() == params.size(),
+               op << ": " << params.size() << " parameters but " << list.size() << " " << what << " tensors");
   for (size_t i = 0; i < list.size(); ++i) {
     const Tensor& t = list[i];
     const Tensor& p = params[i];
     TANDEM_CHECK(t.defined() && t.shape() == p.shape() && t.dtype() == p.dtype() && t.device() == p.device(),
-                 op << ": " << what << " #" << i << " " << (t.defined() ? t.str() : std::string("(undefined)"))
-                    << " does not match parameter #" << i << " " << p.str());
+                 op << ": " << what << " #" << i << " "
+                    << (t.defined() ? t.str() : std::string("(undefined)")) << " does not match parameter #"
+                    << i << " " << p.str());
   }
 }
 
@@ -102,11 +104,13 @@ void check_params(const char* op, const std::vector<Tensor>& params) {
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     TANDEM_CHECK(p.defined(), op << ": parameter #" << i << " is an undefined tensor");
-    TANDEM_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64,
-                 op << ": parameter #" << i << " is " << p.str() << "; only float32 and float64 are supported");
+    TANDEM_CHECK(
+        p.dtype() == DType::f32 || p.dtype() == DType::f64,
+        op << ": parameter #" << i << " is " << p.str() << "; only float32 and float64 are supported");
     TANDEM_CHECK(p.dtype() == params[0].dtype() && p.device() == params[0].device(),
-                 op << ": parameter #" << i << " " << p.str() << " differs in dtype or device from parameter #0 "
-                    << params[0].str() << "; one call takes one device and one dtype");
+                 op << ": parameter #" << i << " " << p.str()
+                    << " differs in dtype or device from parameter #0 " << params[0].str()
+                    << "; one call takes one device and one dtype");
   }
 }
 
@@ -125,7 +129,8 @@ AdamCoeffs adam_coeffs(const AdamStep& s) {
 }
 
 void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, const AdamStep& step) {
+                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                  const AdamStep& step) {
   const char* op = "adam_update_";
   TANDEM_CHECK(step.step >= 1, op << ": step " << step.step << " must be >= 1");
   check_params(op, params);
@@ -151,8 +156,8 @@ void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   if (step.momentum != 0.0) {
     check_list(op, params, momentum_buffers, "momentum_buffer");
   } else {
-    TANDEM_CHECK(momentum_buffers.empty(), op << ": momentum is 0 but " << momentum_buffers.size()
-                                              << " momentum buffers were given");
+    TANDEM_CHECK(momentum_buffers.empty(),
+                 op << ": momentum is 0 but " << momentum_buffers.size() << " momentum buffers were given");
   }
   if (params.empty()) return;
   TANDEM_CUDA_ROUTE(params[0], cuda::sgd_update_(params, grads, momentum_buffers, step));

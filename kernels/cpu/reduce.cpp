@@ -44,8 +44,10 @@ Tensor sum_axis(const Tensor& x, int64_t axis, bool keepdim) {
   int64_t outer, size, inner;
   split_at(x.shape(), a, outer, size, inner);
   Shape shape = x.shape();
-  if (keepdim) shape[static_cast<size_t>(a)] = 1;
-  else shape.erase(shape.begin() + a);
+  if (keepdim)
+    shape[static_cast<size_t>(a)] = 1;
+  else
+    shape.erase(shape.begin() + a);
   Tensor out = Tensor::zeros(shape, x.dtype(), x.device());
   dispatch_float("sum", x.dtype(), [&]<typename T>() {
     const T* p = x.data<T>();

@@ -67,7 +67,8 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t length) {
   int64_t outer, unused, inner;
   split_at(x.shape(), a, outer, unused, inner);
   dispatch_float(op, x.dtype(), [&]<typename T>() {
-    copy_blocks(x.data<T>() + start * inner, size * inner, out.data<T>(), length * inner, outer, length * inner);
+    copy_blocks(x.data<T>() + start * inner, size * inner, out.data<T>(), length * inner, outer,
+                length * inner);
   });
   return out;
 }
@@ -80,7 +81,8 @@ Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t axis
   int64_t a = normalize_axis(op, input_shape, axis);
   int64_t size = input_shape[static_cast<size_t>(a)];
   bool match = grad.dim() == static_cast<int64_t>(input_shape.size());
-  for (int64_t i = 0; match && i < grad.dim(); ++i) match = i == a || grad.size(i) == input_shape[static_cast<size_t>(i)];
+  for (int64_t i = 0; match && i < grad.dim(); ++i)
+    match = i == a || grad.size(i) == input_shape[static_cast<size_t>(i)];
   TANDEM_CHECK(match && start >= 0 && start + grad.size(a) <= size,
                op << ": gradient " << shape_str(grad.shape()) << " at offset " << start << " of axis " << axis
                   << " does not fit input " << shape_str(input_shape));
@@ -89,7 +91,8 @@ Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t axis
   int64_t outer, unused, inner;
   split_at(input_shape, a, outer, unused, inner);
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
-    copy_blocks(grad.data<T>(), length * inner, out.data<T>() + start * inner, size * inner, outer, length * inner);
+    copy_blocks(grad.data<T>(), length * inner, out.data<T>() + start * inner, size * inner, outer,
+                length * inner);
   });
   return out;
 }

@@ -13,7 +13,8 @@
 namespace tandem::kernels::cuda {
 
 // y [n, o, ho, wo] = conv2d(x [n, c, h, w], weight [o, c, kh, kw]).
-void conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y, const conv_detail::Geometry& g);
+void conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y,
+                  const conv_detail::Geometry& g);
 // dx [n, c, h, w] = the adjoint of conv_forward applied to grad [n, o, ho, wo].
 void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx,
                          const conv_detail::Geometry& g);

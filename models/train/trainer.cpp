@@ -49,8 +49,8 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
   options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
   options.ddp.check_replicas_every = o.check_replicas_every;
   options.ddp.reducer.non_finite = o.on_nonfinite == "skip"   ? NonFinitePolicy::skip_step
-                           : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
-                                                      : NonFinitePolicy::off;
+                                   : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
+                                                              : NonFinitePolicy::off;
   return options;
 }
 

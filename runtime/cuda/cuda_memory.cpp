@@ -117,8 +117,8 @@ class CachingAllocator final : public Allocator {
     }
     if (rc != cudaSuccess) {
       cudaGetLastError();
-      TANDEM_FAIL("out of memory on " << device.str() << ": cudaMalloc of " << describe_bytes(size) << " failed ("
-                                      << cudaGetErrorString(rc) << "); tensors hold "
+      TANDEM_FAIL("out of memory on " << device.str() << ": cudaMalloc of " << describe_bytes(size)
+                                      << " failed (" << cudaGetErrorString(rc) << "); tensors hold "
                                       << describe_bytes(stats_.bytes_in_use) << ", the cache holds "
                                       << describe_bytes(stats_.bytes_reserved - stats_.bytes_in_use)
                                       << " (peak in use " << describe_bytes(stats_.peak_bytes_in_use) << ")");

@@ -26,14 +26,14 @@ namespace tandem {
 void install_cuda_memory();
 
 struct CudaMemoryStats {
-  size_t bytes_in_use = 0;        // handed out to tensors now (rounded sizes)
+  size_t bytes_in_use = 0;  // handed out to tensors now (rounded sizes)
   size_t peak_bytes_in_use = 0;
-  size_t bytes_reserved = 0;      // obtained from cudaMalloc and not yet returned
+  size_t bytes_reserved = 0;  // obtained from cudaMalloc and not yet returned
   size_t peak_bytes_reserved = 0;
-  uint64_t allocations = 0;       // blocks handed out
-  uint64_t cache_hits = 0;        // ... of which came from the cache
-  uint64_t device_mallocs = 0;    // cudaMalloc calls
-  uint64_t device_frees = 0;      // cudaFree calls (empty_cuda_cache, out-of-memory retry)
+  uint64_t allocations = 0;     // blocks handed out
+  uint64_t cache_hits = 0;      // ... of which came from the cache
+  uint64_t device_mallocs = 0;  // cudaMalloc calls
+  uint64_t device_frees = 0;    // cudaFree calls (empty_cuda_cache, out-of-memory retry)
 };
 
 CudaMemoryStats cuda_memory_stats();

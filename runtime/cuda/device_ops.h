@@ -14,6 +14,7 @@
 namespace tandem::cuda {
 
 void device_fill(void* dst, Device device, DType dtype, int64_t count, double value);
-void device_convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t count, Device device);
+void device_convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t count,
+                    Device device);
 
 }  // namespace tandem::cuda

@@ -11,8 +11,8 @@ bool device_available(std::string* why) {
   cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess || count == 0) {
     if (why != nullptr) {
-      *why = rc != cudaSuccess ? std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(rc) + " (error " +
-                                     std::to_string(static_cast<int>(rc)) + ")"
+      *why = rc != cudaSuccess ? std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(rc) +
+                                     " (error " + std::to_string(static_cast<int>(rc)) + ")"
                                : std::string("no CUDA device found");
     }
     cudaGetLastError();
@@ -34,7 +34,9 @@ CudaEvent::~CudaEvent() {
   if (event_ != nullptr) cudaEventDestroy(event_);
 }
 void CudaEvent::record(cudaStream_t stream) { TANDEM_CHECK_CUDA(cudaEventRecord(event_, stream)); }
-void CudaEvent::wait_on(cudaStream_t stream) const { TANDEM_CHECK_CUDA(cudaStreamWaitEvent(stream, event_, 0)); }
+void CudaEvent::wait_on(cudaStream_t stream) const {
+  TANDEM_CHECK_CUDA(cudaStreamWaitEvent(stream, event_, 0));
+}
 void CudaEvent::synchronize() const { TANDEM_CHECK_CUDA(cudaEventSynchronize(event_)); }
 bool CudaEvent::done() const {
   cudaError_t rc = cudaEventQuery(event_);

@@ -33,10 +33,10 @@ Initialised initialise(Backend backend) {
   TANDEM_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
   set_process_rank(rank);
   if (env.launcher != "single") {
-    TANDEM_CHECK(env.world_size == size,
-                 "launch environment (" << env.launcher << ") says " << env.str()
-                                        << ", but MPI_COMM_WORLD has " << size
-                                        << " ranks: start the job with mpirun, srun or mpiexec");
+    TANDEM_CHECK(env.world_size == size, "launch environment ("
+                                             << env.launcher << ") says " << env.str()
+                                             << ", but MPI_COMM_WORLD has " << size
+                                             << " ranks: start the job with mpirun, srun or mpiexec");
     TANDEM_CHECK(env.rank == rank, "launch environment (" << env.launcher << ") says " << env.str()
                                                           << ", but this is MPI rank " << rank);
   } else if (size > 1) {

@@ -24,18 +24,16 @@ int parse_int(const std::string& launcher, const char* name, const std::string& 
   errno = 0;
   char* end = nullptr;
   long value = std::strtol(text.c_str(), &end, 10);
-  TANDEM_CHECK(!text.empty() && end != nullptr && *end == '\0' && errno == 0 && value >= INT_MIN &&
-                   value <= INT_MAX,
-               "launch environment (" << launcher << "): " << name << "='" << text
-                                      << "' is not an integer");
+  TANDEM_CHECK(
+      !text.empty() && end != nullptr && *end == '\0' && errno == 0 && value >= INT_MIN && value <= INT_MAX,
+      "launch environment (" << launcher << "): " << name << "='" << text << "' is not an integer");
   return static_cast<int>(value);
 }
 
 int required(const std::string& launcher, const char* name, const char* because) {
   std::optional<std::string> text = get(name);
-  TANDEM_CHECK(text.has_value(), "launch environment (" << launcher << "): " << name
-                                                        << " is not set, but " << because
-                                                        << " is");
+  TANDEM_CHECK(text.has_value(), "launch environment (" << launcher << "): " << name << " is not set, but "
+                                                        << because << " is");
   return parse_int(launcher, name, *text);
 }
 
@@ -56,8 +54,8 @@ std::vector<int> expand_tasks_per_node(const std::string& launcher, const char* 
     int repeat = 1;
     size_t paren = item.find("(x");
     if (paren != std::string::npos) {
-      TANDEM_CHECK(item.back() == ')', "launch environment (" << launcher << "): " << name << "='"
-                                                              << text << "' is malformed");
+      TANDEM_CHECK(item.back() == ')',
+                   "launch environment (" << launcher << "): " << name << "='" << text << "' is malformed");
       repeat = parse_int(launcher, name, item.substr(paren + 2, item.size() - paren - 3));
       item = item.substr(0, paren);
     }
@@ -81,17 +79,15 @@ void validate(const LaunchEnv& env, const Names& names) {
   TANDEM_CHECK(env.world_size >= 1, "launch environment (" << l << "): " << names.size << "="
                                                            << env.world_size << " must be at least 1");
   TANDEM_CHECK(env.rank >= 0 && env.rank < env.world_size,
-               "launch environment (" << l << "): " << names.rank << "=" << env.rank
-                                      << " is not in [0, " << names.size << "=" << env.world_size
-                                      << ")");
+               "launch environment (" << l << "): " << names.rank << "=" << env.rank << " is not in [0, "
+                                      << names.size << "=" << env.world_size << ")");
   TANDEM_CHECK(env.local_size >= 1 && env.local_size <= env.world_size,
                "launch environment (" << l << "): " << names.local_size << "=" << env.local_size
-                                      << " is not in [1, " << names.size << "=" << env.world_size
-                                      << "]");
+                                      << " is not in [1, " << names.size << "=" << env.world_size << "]");
   TANDEM_CHECK(env.local_rank >= 0 && env.local_rank < env.local_size,
                "launch environment (" << l << "): " << names.local_rank << "=" << env.local_rank
-                                      << " is not in [0, " << names.local_size << "="
-                                      << env.local_size << ")");
+                                      << " is not in [0, " << names.local_size << "=" << env.local_size
+                                      << ")");
 }
 
 LaunchEnv from_openmpi() {
@@ -123,9 +119,8 @@ LaunchEnv from_slurm() {
     std::vector<int> per_node = expand_tasks_per_node(env.launcher, list_name, *get(list_name));
     int node = optional_int(env.launcher, "SLURM_NODEID").value_or(0);
     TANDEM_CHECK(node >= 0 && node < static_cast<int>(per_node.size()),
-                 "launch environment (slurm): SLURM_NODEID=" << node << " is not in [0, "
-                                                             << per_node.size() << ") (the nodes of "
-                                                             << list_name << "='"
+                 "launch environment (slurm): SLURM_NODEID=" << node << " is not in [0, " << per_node.size()
+                                                             << ") (the nodes of " << list_name << "='"
                                                              << *get(list_name) << "')");
     env.local_size = per_node[static_cast<size_t>(node)];
     local_size_name = list_name;
@@ -182,8 +177,8 @@ LaunchEnv from_torchrun() {
 }  // namespace
 
 int LaunchEnv::cuda_device(int device_count) const {
-  TANDEM_CHECK(device_count > 0, "cuda_device: no CUDA device to choose from (device count "
-                                     << device_count << ")");
+  TANDEM_CHECK(device_count > 0,
+               "cuda_device: no CUDA device to choose from (device count " << device_count << ")");
   return local_rank % device_count;
 }
 

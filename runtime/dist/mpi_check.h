@@ -15,12 +15,12 @@ namespace tandem::dist::detail {
 std::string mpi_error_string(int code);
 }  // namespace tandem::dist::detail
 
-#define TANDEM_CHECK_MPI(call)                                                  \
-  do {                                                                          \
-    int tandem_mpi_rc_ = (call);                                                \
-    if (tandem_mpi_rc_ != 0) {                                                  \
-      ::tandem::detail::throw_error(__FILE__, __LINE__,                         \
-          std::string("MPI call failed: ") + #call + " returned " +             \
-          ::tandem::dist::detail::mpi_error_string(tandem_mpi_rc_));            \
-    }                                                                           \
+#define TANDEM_CHECK_MPI(call)                                                                     \
+  do {                                                                                             \
+    int tandem_mpi_rc_ = (call);                                                                   \
+    if (tandem_mpi_rc_ != 0) {                                                                     \
+      ::tandem::detail::throw_error(__FILE__, __LINE__,                                            \
+                                    std::string("MPI call failed: ") + #call + " returned " +      \
+                                        ::tandem::dist::detail::mpi_error_string(tandem_mpi_rc_)); \
+    }                                                                                              \
   } while (0)

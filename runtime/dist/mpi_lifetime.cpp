@@ -30,10 +30,14 @@ std::atomic<bool> g_in_finalize{false};
 
 const char* thread_level_name(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
   }
   return "an unknown thread level";
 }
@@ -41,8 +45,9 @@ const char* thread_level_name(int level) {
 }  // namespace
 
 void check_thread_level() {
-  TANDEM_CHECK(mpi_running(), "MPI is not running (not initialised, or already finalised): call "
-                              "tandem::dist::init_process_group() or MPI_Init_thread first");
+  TANDEM_CHECK(mpi_running(),
+               "MPI is not running (not initialised, or already finalised): call "
+               "tandem::dist::init_process_group() or MPI_Init_thread first");
   int provided = MPI_THREAD_SINGLE;
   TANDEM_CHECK_MPI(MPI_Query_thread(&provided));
   TANDEM_CHECK(provided >= MPI_THREAD_SERIALIZED,
@@ -88,7 +93,6 @@ namespace {
 
 std::mutex g_registry_mu;
 std::vector<std::weak_ptr<StoppableGroup>> g_registry;
-
 
 // Stops every live group. Also runs inside MPI_Finalize (an attribute of MPI_COMM_SELF is
 // deleted first thing there), so a program that finalises MPI itself with work still queued

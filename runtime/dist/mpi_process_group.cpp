@@ -210,7 +210,8 @@ void MpiGroupState::run_loop() {
       } catch (const std::exception& e) {
         error = std::current_exception();
         std::lock_guard<std::mutex> lock(mu);
-        if (failure.empty()) failure = op.work->description() + " failed on " + describe_group() + ": " + e.what();
+        if (failure.empty())
+          failure = op.work->description() + " failed on " + describe_group() + ": " + e.what();
       }
     }
     {
@@ -313,8 +314,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   TANDEM_CHECK_CUDA(cudaSetDevice(dst_device.is_cuda() ? dst_device.index : src_device.index));
   TANDEM_CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 #else
-  TANDEM_FAIL("a copy between " << src_device.str() << " and " << dst_device.str()
-                                << " needs a CUDA build");
+  TANDEM_FAIL("a copy between " << src_device.str() << " and " << dst_device.str() << " needs a CUDA build");
 #endif
 }
 
@@ -336,7 +336,8 @@ void on_host(MpiGroupState& g, const Tensor& tensor, bool copy_back, bool device
   void* host = g.host_buffer(tensor.bytes());
   TANDEM_CHECK_CUDA(cudaMemcpy(host, tensor.raw_data(), tensor.bytes(), cudaMemcpyDeviceToHost));
   body(host);
-  if (copy_back) TANDEM_CHECK_CUDA(cudaMemcpy(tensor.raw_data(), host, tensor.bytes(), cudaMemcpyHostToDevice));
+  if (copy_back)
+    TANDEM_CHECK_CUDA(cudaMemcpy(tensor.raw_data(), host, tensor.bytes(), cudaMemcpyHostToDevice));
 #else
   (void)g;
   (void)copy_back;
@@ -422,42 +423,44 @@ std::shared_ptr<Work> MpiProcessGroup::allreduce(Tensor& tensor, ReduceOp op, co
   std::string description =
       describe_op(std::string("allreduce (") + reduce_op_name(op) + ")", tensor.numel(), tensor.dtype(), tag);
   Tensor t = tensor;
-  return enqueue(state_, timeout(), std::move(description), tensor.bytes(), {tensor}, [t, op](MpiGroupState& g) {
-    const int64_t count = t.numel();
-    const size_t element_bytes = dtype_size(t.dtype());
-    // avg divides on the host, so it always stages CUDA data.
-    on_host(g, t, /*copy_back=*/true, /*device_ok=*/op != ReduceOp::avg, [&](void* data) {
-      MPI_Datatype type = detail::mpi_type(t.dtype());
-      MPI_Op mop = detail::mpi_op(op, t.dtype());
-      for (int64_t offset = 0; offset < count; offset += detail::kMaxCountPerCall) {
-        int n = static_cast<int>(std::min(detail::kMaxCountPerCall, count - offset));
-        char* chunk = static_cast<char*>(data) + static_cast<size_t>(offset) * element_bytes;
-        MpiLock lock;
-        TANDEM_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, mop, g.comm));
-      }
-      if (op == ReduceOp::avg) detail::divide_in_place(data, t.dtype(), count, g.size);
-    });
-  });
+  return enqueue(state_, timeout(), std::move(description), tensor.bytes(), {tensor},
+                 [t, op](MpiGroupState& g) {
+                   const int64_t count = t.numel();
+                   const size_t element_bytes = dtype_size(t.dtype());
+                   // avg divides on the host, so it always stages CUDA data.
+                   on_host(g, t, /*copy_back=*/true, /*device_ok=*/op != ReduceOp::avg, [&](void* data) {
+                     MPI_Datatype type = detail::mpi_type(t.dtype());
+                     MPI_Op mop = detail::mpi_op(op, t.dtype());
+                     for (int64_t offset = 0; offset < count; offset += detail::kMaxCountPerCall) {
+                       int n = static_cast<int>(std::min(detail::kMaxCountPerCall, count - offset));
+                       char* chunk = static_cast<char*>(data) + static_cast<size_t>(offset) * element_bytes;
+                       MpiLock lock;
+                       TANDEM_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, mop, g.comm));
+                     }
+                     if (op == ReduceOp::avg) detail::divide_in_place(data, t.dtype(), count, g.size);
+                   });
+                 });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::broadcast(Tensor& tensor, int root, const std::string& tag) {
   check_broadcast_args(tensor, root);
   check_device("broadcast", tensor);
-  std::string description = describe_op("broadcast (root " + std::to_string(root) + ")", tensor.numel(),
-                                        tensor.dtype(), tag);
+  std::string description =
+      describe_op("broadcast (root " + std::to_string(root) + ")", tensor.numel(), tensor.dtype(), tag);
   Tensor t = tensor;
-  return enqueue(state_, timeout(), std::move(description), tensor.bytes(), {tensor}, [t, root](MpiGroupState& g) {
-    const int64_t count = t.numel();
-    const size_t element_bytes = dtype_size(t.dtype());
-    on_host(g, t, /*copy_back=*/g.rank != root, /*device_ok=*/true, [&](void* data) {
-      for (int64_t offset = 0; offset < count; offset += detail::kMaxCountPerCall) {
-        int n = static_cast<int>(std::min(detail::kMaxCountPerCall, count - offset));
-        char* chunk = static_cast<char*>(data) + static_cast<size_t>(offset) * element_bytes;
-        MpiLock lock;
-        TANDEM_CHECK_MPI(MPI_Bcast(chunk, n, detail::mpi_type(t.dtype()), root, g.comm));
-      }
-    });
-  });
+  return enqueue(state_, timeout(), std::move(description), tensor.bytes(), {tensor},
+                 [t, root](MpiGroupState& g) {
+                   const int64_t count = t.numel();
+                   const size_t element_bytes = dtype_size(t.dtype());
+                   on_host(g, t, /*copy_back=*/g.rank != root, /*device_ok=*/true, [&](void* data) {
+                     for (int64_t offset = 0; offset < count; offset += detail::kMaxCountPerCall) {
+                       int n = static_cast<int>(std::min(detail::kMaxCountPerCall, count - offset));
+                       char* chunk = static_cast<char*>(data) + static_cast<size_t>(offset) * element_bytes;
+                       MpiLock lock;
+                       TANDEM_CHECK_MPI(MPI_Bcast(chunk, n, detail::mpi_type(t.dtype()), root, g.comm));
+                     }
+                   });
+                 });
 }
 
 namespace {
@@ -490,7 +493,8 @@ void allgather_any(MpiGroupState& g, const Tensor& in, const Tensor& flat_out) {
   char* host = static_cast<char*>(g.host_buffer(in.bytes() + flat_out.bytes()));
   TANDEM_CHECK_CUDA(cudaMemcpy(host, in.raw_data(), in.bytes(), cudaMemcpyDeviceToHost));
   allgather_host(g, host, host + in.bytes(), count, in.dtype());
-  TANDEM_CHECK_CUDA(cudaMemcpy(flat_out.raw_data(), host + in.bytes(), flat_out.bytes(), cudaMemcpyHostToDevice));
+  TANDEM_CHECK_CUDA(
+      cudaMemcpy(flat_out.raw_data(), host + in.bytes(), flat_out.bytes(), cudaMemcpyHostToDevice));
 #else
   TANDEM_FAIL("allgather: " << in.str() << " is on a CUDA device, but this build has no CUDA support");
 #endif
@@ -498,7 +502,8 @@ void allgather_any(MpiGroupState& g, const Tensor& in, const Tensor& flat_out) {
 
 }  // namespace
 
-std::shared_ptr<Work> MpiProcessGroup::allgather(std::vector<Tensor>& out, const Tensor& in, const std::string& tag) {
+std::shared_ptr<Work> MpiProcessGroup::allgather(std::vector<Tensor>& out, const Tensor& in,
+                                                 const std::string& tag) {
   check_allgather_args(out, in);
   check_device("allgather", in);
   std::string description = describe_op("allgather", in.numel(), in.dtype(), tag);
@@ -508,27 +513,28 @@ std::shared_ptr<Work> MpiProcessGroup::allgather(std::vector<Tensor>& out, const
   Tensor input = in;
   return enqueue(state_, timeout(), std::move(description), in.bytes() * static_cast<size_t>(size()),
                  std::move(keep), [outs, input](MpiGroupState& g) mutable {
-    const int64_t count = input.numel();
-    if (are_consecutive_views(outs) && input.device().is_cpu()) {
-      allgather_host(g, input.raw_data(), outs[0].raw_data(), count, input.dtype());
-      return;
-    }
-    // Separate tensors (or CUDA ones): gather into a host buffer, then copy each block out.
-    const size_t block_bytes = input.bytes();
-    g.scratch.resize(block_bytes * static_cast<size_t>(g.size + 1));
-    char* gathered = g.scratch.data() + block_bytes;
-    const void* send = input.raw_data();
-    if (!input.device().is_cpu()) {
-      copy_bytes(g.scratch.data(), Device::cpu(), input.raw_data(), input.device(), block_bytes);
-      send = g.scratch.data();
-    }
-    allgather_host(g, send, gathered, count, input.dtype());
-    for (int i = 0; i < g.size; ++i) {
-      Tensor& dst = outs[static_cast<size_t>(i)];
-      copy_bytes(dst.raw_data(), dst.device(), gathered + static_cast<size_t>(i) * block_bytes, Device::cpu(),
-                 block_bytes);
-    }
-  });
+                   const int64_t count = input.numel();
+                   if (are_consecutive_views(outs) && input.device().is_cpu()) {
+                     allgather_host(g, input.raw_data(), outs[0].raw_data(), count, input.dtype());
+                     return;
+                   }
+                   // Separate tensors (or CUDA ones): gather into a host buffer, then copy each block out.
+                   const size_t block_bytes = input.bytes();
+                   g.scratch.resize(block_bytes * static_cast<size_t>(g.size + 1));
+                   char* gathered = g.scratch.data() + block_bytes;
+                   const void* send = input.raw_data();
+                   if (!input.device().is_cpu()) {
+                     copy_bytes(g.scratch.data(), Device::cpu(), input.raw_data(), input.device(),
+                                block_bytes);
+                     send = g.scratch.data();
+                   }
+                   allgather_host(g, send, gathered, count, input.dtype());
+                   for (int i = 0; i < g.size; ++i) {
+                     Tensor& dst = outs[static_cast<size_t>(i)];
+                     copy_bytes(dst.raw_data(), dst.device(), gathered + static_cast<size_t>(i) * block_bytes,
+                                Device::cpu(), block_bytes);
+                   }
+                 });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::allgather_flat(Tensor& out, const Tensor& in, const std::string& tag) {
@@ -536,8 +542,8 @@ std::shared_ptr<Work> MpiProcessGroup::allgather_flat(Tensor& out, const Tensor&
   check_device("allgather_flat", in);
   std::string description = describe_op("allgather", in.numel(), in.dtype(), tag);
   Tensor o = out, input = in;
-  return enqueue(state_, timeout(), std::move(description), in.bytes() * static_cast<size_t>(size()), {out, in},
-                 [o, input](MpiGroupState& g) { allgather_any(g, input, o); });
+  return enqueue(state_, timeout(), std::move(description), in.bytes() * static_cast<size_t>(size()),
+                 {out, in}, [o, input](MpiGroupState& g) { allgather_any(g, input, o); });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::barrier(const std::string& tag) {
@@ -559,11 +565,12 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::new_subgroup(const std::vector<in
   // The split is a collective on this group's communicator, so it runs on the
   // communication thread, in order with the group's other operations.
   auto split = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
-  std::shared_ptr<Work> work = enqueue(
-      state_, timeout(), "new_subgroup " + sub_name + ", tag ''", 0, {}, [split, member, key](MpiGroupState& g) {
-        MpiLock lock;
-        TANDEM_CHECK_MPI(MPI_Comm_split(g.comm, member ? 0 : MPI_UNDEFINED, key, split.get()));
-      });
+  std::shared_ptr<Work> work =
+      enqueue(state_, timeout(), "new_subgroup " + sub_name + ", tag ''", 0, {},
+              [split, member, key](MpiGroupState& g) {
+                MpiLock lock;
+                TANDEM_CHECK_MPI(MPI_Comm_split(g.comm, member ? 0 : MPI_UNDEFINED, key, split.get()));
+              });
   work->wait();
   if (!member) return nullptr;
   auto group = std::make_shared<MpiProcessGroup>(*split, sub_name);

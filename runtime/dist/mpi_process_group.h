@@ -50,8 +50,7 @@ class MpiProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root, const std::string& tag = {}) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& out, const Tensor& in,
                                   const std::string& tag = {}) override;
-  std::shared_ptr<Work> allgather_flat(Tensor& out, const Tensor& in,
-                                       const std::string& tag = {}) override;
+  std::shared_ptr<Work> allgather_flat(Tensor& out, const Tensor& in, const std::string& tag = {}) override;
   std::shared_ptr<Work> barrier(const std::string& tag = {}) override;
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
 
@@ -64,6 +63,5 @@ class MpiProcessGroup final : public ProcessGroup {
  private:
   std::shared_ptr<detail::MpiGroupState> state_;
 };
-
 
 }  // namespace tandem::dist

@@ -52,8 +52,9 @@ inline void from_float(const float* src, uint16_t* dst, int n) {
   } else {
     for (int j = 0; j < n; ++j) {
       uint32_t x = std::bit_cast<uint32_t>(src[j]);
-      dst[j] = (x & 0x7fffffffu) > 0x7f800000u ? static_cast<uint16_t>((x >> 16) | 0x40u)  // quiet nan
-                                               : static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+      dst[j] = (x & 0x7fffffffu) > 0x7f800000u
+                   ? static_cast<uint16_t>((x >> 16) | 0x40u)  // quiet nan
+                   : static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
     }
   }
 }
@@ -100,7 +101,8 @@ void create_16bit_ops() {
   MpiLock lock;
   MPI_User_function* fns[2][3] = {
       {reduce_16bit<true, Combine::sum>, reduce_16bit<true, Combine::max>, reduce_16bit<true, Combine::min>},
-      {reduce_16bit<false, Combine::sum>, reduce_16bit<false, Combine::max>, reduce_16bit<false, Combine::min>}};
+      {reduce_16bit<false, Combine::sum>, reduce_16bit<false, Combine::max>,
+       reduce_16bit<false, Combine::min>}};
   for (int d = 0; d < 2; ++d)
     for (int o = 0; o < 3; ++o) TANDEM_CHECK_MPI(MPI_Op_create(fns[d][o], /*commute=*/1, &g_ops_16bit[d][o]));
 }
@@ -109,13 +111,19 @@ void create_16bit_ops() {
 
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
     case DType::f16:
-    case DType::bf16: return MPI_UINT16_T;  // payload only; arithmetic is in our MPI_Ops
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
-    case DType::u8: return MPI_UINT8_T;
+    case DType::bf16:
+      return MPI_UINT16_T;  // payload only; arithmetic is in our MPI_Ops
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::u8:
+      return MPI_UINT8_T;
   }
   return MPI_BYTE;
 }
@@ -138,7 +146,8 @@ void combine_16bit(const void* in, void* inout, DType dtype, int64_t count, Redu
   TANDEM_CHECK(dtype == DType::f16 || dtype == DType::bf16,
                "combine_16bit: " << dtype_name(dtype) << " is not a 16-bit float dtype");
   int o = op == ReduceOp::max ? 1 : op == ReduceOp::min ? 2 : 0;  // avg combines as sum, like mpi_op
-  kSteps[dtype == DType::f16 ? 0 : 1][o](static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), count);
+  kSteps[dtype == DType::f16 ? 0 : 1][o](static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout),
+                                         count);
 }
 
 void divide_in_place(void* data, DType dtype, int64_t count, int divisor) {

@@ -16,14 +16,14 @@
 #include "runtime/dist/mpi_process_group.h"
 
 // NCCL calls return ncclResult_t; a failure throws naming the call, file:line and rank.
-#define TANDEM_CHECK_NCCL(call)                                                     \
-  do {                                                                              \
-    ncclResult_t tandem_nccl_rc_ = (call);                                          \
-    if (tandem_nccl_rc_ != ncclSuccess) {                                           \
-      ::tandem::detail::throw_error(__FILE__, __LINE__,                             \
-          std::string("NCCL call failed: ") + #call + ": " +                        \
-          ncclGetErrorString(tandem_nccl_rc_));                                     \
-    }                                                                               \
+#define TANDEM_CHECK_NCCL(call)                                                                    \
+  do {                                                                                             \
+    ncclResult_t tandem_nccl_rc_ = (call);                                                         \
+    if (tandem_nccl_rc_ != ncclSuccess) {                                                          \
+      ::tandem::detail::throw_error(                                                               \
+          __FILE__, __LINE__,                                                                      \
+          std::string("NCCL call failed: ") + #call + ": " + ncclGetErrorString(tandem_nccl_rc_)); \
+    }                                                                                              \
   } while (0)
 
 namespace tandem::dist {
@@ -36,23 +36,34 @@ using Clock = std::chrono::steady_clock;
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return ncclFloat32;
-    case DType::f64: return ncclFloat64;
-    case DType::f16: return ncclFloat16;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
-    case DType::u8: return ncclUint8;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    case DType::u8:
+      return ncclUint8;
   }
   return ncclFloat32;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return ncclAvg;
-    case ReduceOp::max: return ncclMax;
-    case ReduceOp::min: return ncclMin;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::avg:
+      return ncclAvg;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::min:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -68,10 +79,10 @@ struct NcclGroupState {
   int rank = 0;
   int size = 1;
   std::string name;
-  cudaStream_t stream = nullptr;               // the group's own stream
-  std::atomic<cudaStream_t> caller{nullptr};   // nullptr: the legacy default stream
-  cudaEvent_t ready = nullptr;                 // recorded on the caller's stream per operation
-  float* scratch = nullptr;                    // one float on the device, for barrier()
+  cudaStream_t stream = nullptr;              // the group's own stream
+  std::atomic<cudaStream_t> caller{nullptr};  // nullptr: the legacy default stream
+  cudaEvent_t ready = nullptr;                // recorded on the caller's stream per operation
+  float* scratch = nullptr;                   // one float on the device, for barrier()
 
   std::mutex mu;  // issue order, the outstanding list and the failure state
   std::condition_variable cv;
@@ -82,7 +93,9 @@ struct NcclGroupState {
   std::string failure;
   std::thread watchdog;
 
-  std::string describe_group() const { return "nccl process group '" + name + "' on cuda:" + std::to_string(device); }
+  std::string describe_group() const {
+    return "nccl process group '" + name + "' on cuda:" + std::to_string(device);
+  }
   void watch();
   void abort_job(const std::string& message);
 };
@@ -133,7 +146,8 @@ class NcclWork final : public Work {
       if (Clock::now() >= deadline_) {
         std::ostringstream detail;
         detail << bytes_ << " bytes, collective #" << sequence_ << " of " << group_->describe_group();
-        std::string message = timeout_message(description_, timeout_, group_->rank, group_->size, detail.str());
+        std::string message =
+            timeout_message(description_, timeout_, group_->rank, group_->size, detail.str());
         {
           std::lock_guard<std::mutex> lock(group_->mu);
           group_->timed_out = true;
@@ -211,8 +225,8 @@ void NcclGroupState::watch() {
     ncclResult_t async = ncclSuccess;
     if (comm != nullptr && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
         async != ncclInProgress) {
-      std::string message = describe_group() + ": NCCL reported an asynchronous error: " +
-                            ncclGetErrorString(async);
+      std::string message =
+          describe_group() + ": NCCL reported an asynchronous error: " + ncclGetErrorString(async);
       lock.unlock();
       abort_job(message);
     }
@@ -242,8 +256,8 @@ int mpi_comm_size(MPI_Comm comm) {
 }
 
 void check_on_device(const char* op, const Tensor& tensor, int device) {
-  TANDEM_CHECK(tensor.device() == Device::cuda(device),
-               op << ": " << tensor.str() << " is not on cuda:" << device << ", the device of the NCCL group");
+  TANDEM_CHECK(tensor.device() == Device::cuda(device), op << ": " << tensor.str() << " is not on cuda:"
+                                                           << device << ", the device of the NCCL group");
 }
 
 // Issues one operation: gate the group's stream on the caller's, enqueue, record the end.
@@ -328,60 +342,68 @@ std::shared_ptr<Work> NcclProcessGroup::allreduce(Tensor& tensor, ReduceOp op, c
   check_on_device("allreduce", tensor, device());
   std::string description =
       describe_op(std::string("allreduce (") + reduce_op_name(op) + ")", tensor.numel(), tensor.dtype(), tag);
-  return launch(state_, timeout(), std::move(description), tensor.bytes(), {tensor}, false, [&](NcclGroupState& g) {
-    void* data = tensor.raw_data();
-    TANDEM_CHECK_NCCL(ncclAllReduce(data, data, static_cast<size_t>(tensor.numel()),
-                                    detail::nccl_type(tensor.dtype()), detail::nccl_op(op), g.comm, g.stream));
-  });
+  return launch(state_, timeout(), std::move(description), tensor.bytes(), {tensor}, false,
+                [&](NcclGroupState& g) {
+                  void* data = tensor.raw_data();
+                  TANDEM_CHECK_NCCL(ncclAllReduce(data, data, static_cast<size_t>(tensor.numel()),
+                                                  detail::nccl_type(tensor.dtype()), detail::nccl_op(op),
+                                                  g.comm, g.stream));
+                });
 }
 
 std::shared_ptr<Work> NcclProcessGroup::broadcast(Tensor& tensor, int root, const std::string& tag) {
   check_broadcast_args(tensor, root);
   check_on_device("broadcast", tensor, device());
-  std::string description = describe_op("broadcast (root " + std::to_string(root) + ")", tensor.numel(),
-                                        tensor.dtype(), tag);
-  return launch(state_, timeout(), std::move(description), tensor.bytes(), {tensor}, false, [&](NcclGroupState& g) {
-    void* data = tensor.raw_data();
-    TANDEM_CHECK_NCCL(ncclBroadcast(data, data, static_cast<size_t>(tensor.numel()),
-                                    detail::nccl_type(tensor.dtype()), root, g.comm, g.stream));
-  });
-}
-
-std::shared_ptr<Work> NcclProcessGroup::allgather_flat(Tensor& out, const Tensor& in, const std::string& tag) {
-  check_allgather_flat_args(out, in);
-  check_on_device("allgather_flat", in, device());
-  std::string description = describe_op("allgather", in.numel(), in.dtype(), tag);
-  return launch(state_, timeout(), std::move(description), in.bytes() * static_cast<size_t>(size()), {out, in},
-                false, [&](NcclGroupState& g) {
-                  TANDEM_CHECK_NCCL(ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()),
-                                                  detail::nccl_type(in.dtype()), g.comm, g.stream));
+  std::string description =
+      describe_op("broadcast (root " + std::to_string(root) + ")", tensor.numel(), tensor.dtype(), tag);
+  return launch(state_, timeout(), std::move(description), tensor.bytes(), {tensor}, false,
+                [&](NcclGroupState& g) {
+                  void* data = tensor.raw_data();
+                  TANDEM_CHECK_NCCL(ncclBroadcast(data, data, static_cast<size_t>(tensor.numel()),
+                                                  detail::nccl_type(tensor.dtype()), root, g.comm, g.stream));
                 });
 }
 
-std::shared_ptr<Work> NcclProcessGroup::allgather(std::vector<Tensor>& out, const Tensor& in, const std::string& tag) {
+std::shared_ptr<Work> NcclProcessGroup::allgather_flat(Tensor& out, const Tensor& in,
+                                                       const std::string& tag) {
+  check_allgather_flat_args(out, in);
+  check_on_device("allgather_flat", in, device());
+  std::string description = describe_op("allgather", in.numel(), in.dtype(), tag);
+  return launch(
+      state_, timeout(), std::move(description), in.bytes() * static_cast<size_t>(size()), {out, in}, false,
+      [&](NcclGroupState& g) {
+        TANDEM_CHECK_NCCL(ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()),
+                                        detail::nccl_type(in.dtype()), g.comm, g.stream));
+      });
+}
+
+std::shared_ptr<Work> NcclProcessGroup::allgather(std::vector<Tensor>& out, const Tensor& in,
+                                                  const std::string& tag) {
   check_allgather_args(out, in);
   check_on_device("allgather", in, device());
   std::string description = describe_op("allgather", in.numel(), in.dtype(), tag);
   std::vector<Tensor> keep = out;
   keep.push_back(in);
-  return launch(state_, timeout(), std::move(description), in.bytes() * static_cast<size_t>(size()),
-                std::move(keep), false, [&](NcclGroupState& g) {
-    const size_t count = static_cast<size_t>(in.numel());
-    const ncclDataType_t type = detail::nccl_type(in.dtype());
-    if (are_consecutive_views(out)) {
-      TANDEM_CHECK_NCCL(ncclAllGather(in.raw_data(), out[0].raw_data(), count, type, g.comm, g.stream));
-      return;
-    }
-    // Separate outputs: gather into a stream-ordered temporary, then copy each block out.
-    const size_t block_bytes = in.bytes();
-    char* flat = nullptr;
-    TANDEM_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&flat), block_bytes * out.size(), g.stream));
-    TANDEM_CHECK_NCCL(ncclAllGather(in.raw_data(), flat, count, type, g.comm, g.stream));
-    for (size_t i = 0; i < out.size(); ++i)
-      TANDEM_CHECK_CUDA(cudaMemcpyAsync(out[i].raw_data(), flat + i * block_bytes, block_bytes,
-                                        cudaMemcpyDeviceToDevice, g.stream));
-    TANDEM_CHECK_CUDA(cudaFreeAsync(flat, g.stream));
-  });
+  return launch(
+      state_, timeout(), std::move(description), in.bytes() * static_cast<size_t>(size()), std::move(keep),
+      false, [&](NcclGroupState& g) {
+        const size_t count = static_cast<size_t>(in.numel());
+        const ncclDataType_t type = detail::nccl_type(in.dtype());
+        if (are_consecutive_views(out)) {
+          TANDEM_CHECK_NCCL(ncclAllGather(in.raw_data(), out[0].raw_data(), count, type, g.comm, g.stream));
+          return;
+        }
+        // Separate outputs: gather into a stream-ordered temporary, then copy each block out.
+        const size_t block_bytes = in.bytes();
+        char* flat = nullptr;
+        TANDEM_CHECK_CUDA(
+            cudaMallocAsync(reinterpret_cast<void**>(&flat), block_bytes * out.size(), g.stream));
+        TANDEM_CHECK_NCCL(ncclAllGather(in.raw_data(), flat, count, type, g.comm, g.stream));
+        for (size_t i = 0; i < out.size(); ++i)
+          TANDEM_CHECK_CUDA(cudaMemcpyAsync(out[i].raw_data(), flat + i * block_bytes, block_bytes,
+                                            cudaMemcpyDeviceToDevice, g.stream));
+        TANDEM_CHECK_CUDA(cudaFreeAsync(flat, g.stream));
+      });
 }
 
 std::shared_ptr<Work> NcclProcessGroup::barrier(const std::string& tag) {

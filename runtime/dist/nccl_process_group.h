@@ -55,8 +55,7 @@ class NcclProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root, const std::string& tag = {}) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& out, const Tensor& in,
                                   const std::string& tag = {}) override;
-  std::shared_ptr<Work> allgather_flat(Tensor& out, const Tensor& in,
-                                       const std::string& tag = {}) override;
+  std::shared_ptr<Work> allgather_flat(Tensor& out, const Tensor& in, const std::string& tag = {}) override;
   std::shared_ptr<Work> barrier(const std::string& tag = {}) override;
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
 

@@ -11,19 +11,26 @@ namespace tandem::dist {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
   }
   return "?";
 }
 
 const char* backend_name(Backend backend) {
   switch (backend) {
-    case Backend::mpi: return "mpi";
-    case Backend::nccl: return "nccl";
-    case Backend::threads: return "threads";
+    case Backend::mpi:
+      return "mpi";
+    case Backend::nccl:
+      return "nccl";
+    case Backend::threads:
+      return "threads";
   }
   return "?";
 }
@@ -34,9 +41,9 @@ std::chrono::milliseconds default_timeout() {
   errno = 0;
   char* end = nullptr;
   double seconds = std::strtod(text, &end);
-  TANDEM_CHECK(*text != '\0' && end != nullptr && *end == '\0' && errno == 0 && std::isfinite(seconds) &&
-                   seconds > 0,
-               kTimeoutEnvVar << "='" << text << "' is not a positive number of seconds");
+  TANDEM_CHECK(
+      *text != '\0' && end != nullptr && *end == '\0' && errno == 0 && std::isfinite(seconds) && seconds > 0,
+      kTimeoutEnvVar << "='" << text << "' is not a positive number of seconds");
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(seconds * 1000)));
 }
 
@@ -45,8 +52,7 @@ ProcessGroup::ProcessGroup(int rank, int size, std::string name)
 
 void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
   TANDEM_CHECK(timeout.count() > 0, "set_timeout: the timeout of process group '"
-                                        << name_ << "' must be positive, got " << timeout.count()
-                                        << " ms");
+                                        << name_ << "' must be positive, got " << timeout.count() << " ms");
   timeout_ms_.store(timeout.count());
 }
 
@@ -60,7 +66,7 @@ void ProcessGroup::check_allreduce_args(const Tensor& tensor, ReduceOp op) const
 void ProcessGroup::check_broadcast_args(const Tensor& tensor, int root) const {
   check_defined("broadcast", tensor, "the tensor");
   TANDEM_CHECK(root >= 0 && root < size_, "broadcast: root " << root << " is not a rank of process group '"
-                                                              << name_ << "' (size " << size_ << ")");
+                                                             << name_ << "' (size " << size_ << ")");
 }
 
 void ProcessGroup::check_allgather_args(const std::vector<Tensor>& out, const Tensor& in) const {
@@ -69,18 +75,17 @@ void ProcessGroup::check_allgather_args(const std::vector<Tensor>& out, const Te
                "allgather: " << out.size() << " output tensors for a process group of size " << size_);
   for (size_t i = 0; i < out.size(); ++i) {
     TANDEM_CHECK(out[i].defined(), "allgather: output " << i << " is an undefined tensor");
-    TANDEM_CHECK(out[i].numel() == in.numel() && out[i].dtype() == in.dtype() &&
-                     out[i].device() == in.device(),
-                 "allgather: output " << i << " is " << out[i].str() << ", the input is " << in.str()
-                                      << " (element count, dtype and device must match)");
+    TANDEM_CHECK(
+        out[i].numel() == in.numel() && out[i].dtype() == in.dtype() && out[i].device() == in.device(),
+        "allgather: output " << i << " is " << out[i].str() << ", the input is " << in.str()
+                             << " (element count, dtype and device must match)");
   }
 }
 
 void ProcessGroup::check_allgather_flat_args(const Tensor& out, const Tensor& in) const {
   check_defined("allgather_flat", in, "the input");
   check_defined("allgather_flat", out, "the output");
-  TANDEM_CHECK(out.numel() == in.numel() * size_ && out.dtype() == in.dtype() &&
-                   out.device() == in.device(),
+  TANDEM_CHECK(out.numel() == in.numel() * size_ && out.dtype() == in.dtype() && out.device() == in.device(),
                "allgather_flat: output " << out.str() << " for input " << in.str() << " in a group of "
                                          << size_ << " (needs " << in.numel() * size_
                                          << " elements of the input's dtype and device)");
@@ -112,8 +117,8 @@ std::string describe_op(const std::string& op, int64_t count, DType dtype, const
   return out;
 }
 
-std::string timeout_message(const std::string& description, std::chrono::milliseconds timeout,
-                            int rank, int size, const std::string& detail) {
+std::string timeout_message(const std::string& description, std::chrono::milliseconds timeout, int rank,
+                            int size, const std::string& detail) {
   std::ostringstream os;
   os << description << ", timed out after " << static_cast<double>(timeout.count()) / 1000.0 << " s on rank "
      << rank << " of " << size;

@@ -35,8 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
 #include "runtime/dist/launch_env.h"
+#include "runtime/error.h"
 #include "runtime/tensor.h"
 
 namespace tandem::dist {
@@ -128,8 +128,8 @@ bool are_consecutive_views(const std::vector<Tensor>& out);
 
 // Descriptions and timeout messages, shared by the backends.
 std::string describe_op(const std::string& op, int64_t count, DType dtype, const std::string& tag);
-std::string timeout_message(const std::string& description, std::chrono::milliseconds timeout,
-                            int rank, int size, const std::string& detail);
+std::string timeout_message(const std::string& description, std::chrono::milliseconds timeout, int rank,
+                            int size, const std::string& detail);
 
 // Policy for a timeout nobody can recover from: prints the error to stderr and ends the
 // whole job (MPI_Abort with kTimeoutExitCode when MPI is running, else _Exit).

@@ -40,7 +40,8 @@ int64_t comm_thread_slice_us() {
   char* end = nullptr;
   double us = std::strtod(text, &end);
   TANDEM_CHECK(end != text && *end == '\0' && errno == 0 && std::isfinite(us) && us >= 0,
-               kCommSliceEnvVar << "='" << text << "' is not a number of microseconds >= 0 (0: the scheduler's "
+               kCommSliceEnvVar << "='" << text
+                                << "' is not a number of microseconds >= 0 (0: the scheduler's "
                                 << "default slice)");
   return std::llround(us);
 }

@@ -1,7 +1,6 @@
 // The backward engine and its seams: reachability, hook-once, two roots, observers.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <set>
 
 #include "autograd/engine.h"
@@ -21,13 +20,16 @@ std::set<VariableImpl*> as_set(const std::vector<std::shared_ptr<VariableImpl>>&
 struct RecordingObserver : BackwardObserver {
   std::vector<std::set<VariableImpl*>> begins;
   int ends = 0;
-  void on_backward_begin(const BackwardPass& pass) override { begins.push_back(as_set(pass.reachable_leaves())); }
+  void on_backward_begin(const BackwardPass& pass) override {
+    begins.push_back(as_set(pass.reachable_leaves()));
+  }
   void on_backward_end(const BackwardPass&) override { ++ends; }
 };
 
 }  // namespace
 
-TEST_CASE("a leaf reached through three paths fires its hook once with the summed gradient", "[engine][hooks]") {
+TEST_CASE("a leaf reached through three paths fires its hook once with the summed gradient",
+          "[engine][hooks]") {
   Variable w = tensor({2}, {1.5, -2.0}, true);
   int fired = 0;
   std::vector<double> seen;
@@ -56,7 +58,7 @@ TEST_CASE("backward from a D-only loss fires no hook for G's parameters", "[engi
   g_w.add_grad_ready_hook([&](Variable&) { ++g_fired; });
   d_w.add_grad_ready_hook([&](Variable&) { ++d_fired; });
   Variable z = tensor({3, 1}, {1.0, 2.0, 3.0});
-  Variable fake = matmul(z, g_w);                           // G(z): [3, 2]
+  Variable fake = matmul(z, g_w);                            // G(z): [3, 2]
   Variable d_out = matmul(fake.detach(), d_w, false, true);  // D(G(z).detach())
   RecordingObserver obs;
   Engine::add_observer(&obs);
@@ -73,8 +75,8 @@ TEST_CASE("backward from a D-only loss fires no hook for G's parameters", "[engi
 TEST_CASE("two backwards from two roots of one forward graph both work", "[engine]") {
   Variable a = tensor({2}, {1.0, 2.0}, true);
   Variable b = tensor({2}, {3.0, 4.0}, true);
-  Variable h = a * b;      // shared part
-  Variable r1 = sum(h);    // d/da = b
+  Variable h = a * b;        // shared part
+  Variable r1 = sum(h);      // d/da = b
   Variable r2 = sum(h * a);  // d/da = 2ab, d/db = a^2
   r1.backward(Tensor(), /*retain_graph=*/true);
   CHECK(a.grad().to_vector() == std::vector<double>{3.0, 4.0});

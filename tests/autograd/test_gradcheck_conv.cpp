@@ -36,8 +36,11 @@ TEST_CASE("gradcheck conv2d: input, weight and bias", "[gradcheck][conv]") {
   }
   // Without a bias.
   Variable x = random_input({2, 1, 4, 4}, 4), w = random_input({2, 1, 3, 3}, 5);
-  require_close(gradcheck([](const std::vector<Variable>& in) { return conv2d(in[0], in[1], Variable(), {1, 1, 0}); },
-                          {x, w}));
+  require_close(gradcheck(
+      [](const std::vector<Variable>& in) {
+        return conv2d(in[0], in[1], Variable(), {1, 1, 0});
+      },
+      {x, w}));
 }
 
 TEST_CASE("gradcheck conv_transpose2d: input, weight and bias", "[gradcheck][conv]") {
@@ -53,8 +56,9 @@ TEST_CASE("gradcheck conv_transpose2d: input, weight and bias", "[gradcheck][con
   for (const Case& c : cases) {
     CAPTURE(shape_str(c.x), shape_str(c.w), c.p.stride, c.p.padding, c.p.output_padding);
     Variable x = random_input(c.x, 6), w = random_input(c.w, 7), b = random_input({c.w[1]}, 8);
-    require_close(gradcheck(
-        [&](const std::vector<Variable>& in) { return conv_transpose2d(in[0], in[1], in[2], c.p); }, {x, w, b}));
+    require_close(
+        gradcheck([&](const std::vector<Variable>& in) { return conv_transpose2d(in[0], in[1], in[2], c.p); },
+                  {x, w, b}));
   }
 }
 
@@ -110,9 +114,9 @@ TEST_CASE("a small conv net composes: conv, batch norm, pool, transposed conv", 
   Tensor running_mean = Tensor::zeros({2}, DType::f64), running_var = Tensor::ones({2}, DType::f64);
   require_close(gradcheck(
       [&](const std::vector<Variable>& in) {
-        Variable h = conv2d(in[0], in[1], Variable(), {1, 1, 0});                       // [2, 2, 4, 4]
+        Variable h = conv2d(in[0], in[1], Variable(), {1, 1, 0});  // [2, 2, 4, 4]
         h = batch_norm(h, in[3], in[4], running_mean, running_var, true);
-        h = avg_pool2x(h);                                                              // [2, 2, 2, 2]
+        h = avg_pool2x(h);                                                             // [2, 2, 2, 2]
         return upsample_nearest2x(conv_transpose2d(h, in[2], Variable(), {2, 1, 0}));  // [2, 1, 8, 8]
       },
       {x, w1, w2, gamma, beta}));
@@ -121,6 +125,7 @@ TEST_CASE("a small conv net composes: conv, batch norm, pool, transposed conv", 
 TEST_CASE("conv2d with mismatched channels names conv2d and both shapes", "[conv][errors]") {
   Variable x = randn({2, 3, 8, 8});
   Variable w = randn({4, 2, 3, 3}, true);
-  CHECK_THROWS_WITH(conv2d(x, w, Variable(), {}),
-                    Catch::Contains("conv2d") && Catch::Contains("[2, 3, 8, 8]") && Catch::Contains("[4, 2, 3, 3]"));
+  CHECK_THROWS_WITH(conv2d(x, w, Variable(), {}), Catch::Contains("conv2d") &&
+                                                      Catch::Contains("[2, 3, 8, 8]") &&
+                                                      Catch::Contains("[4, 2, 3, 3]"));
 }

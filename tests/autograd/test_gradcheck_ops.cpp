@@ -2,7 +2,6 @@
 // the named errors for mismatched operands. (conv, batch norm and resampling are checked
 // beside their own ops.)
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <string>
 #include <vector>
@@ -59,9 +58,12 @@ TEST_CASE("gradcheck: linear with and without bias", "[gradcheck][linalg]") {
 
 TEST_CASE("gradcheck: binary elementwise ops", "[gradcheck][elementwise]") {
   auto inputs = [] { return std::vector<Variable>{random_input({3, 4}, 10), random_input({3, 4}, 11)}; };
-  expect_gradients_match("add", [](const std::vector<Variable>& v) { return add(v[0], v[1]); }, inputs());
-  expect_gradients_match("sub", [](const std::vector<Variable>& v) { return sub(v[0], v[1]); }, inputs());
-  expect_gradients_match("mul", [](const std::vector<Variable>& v) { return mul(v[0], v[1]); }, inputs());
+  expect_gradients_match(
+      "add", [](const std::vector<Variable>& v) { return add(v[0], v[1]); }, inputs());
+  expect_gradients_match(
+      "sub", [](const std::vector<Variable>& v) { return sub(v[0], v[1]); }, inputs());
+  expect_gradients_match(
+      "mul", [](const std::vector<Variable>& v) { return mul(v[0], v[1]); }, inputs());
   // One operand used twice: both contributions must be summed.
   expect_gradients_match("mul(x, x)", [](const std::vector<Variable>& v) { return mul(v[0], v[0]); },
                          {random_input({3, 4}, 12)});
@@ -69,10 +71,14 @@ TEST_CASE("gradcheck: binary elementwise ops", "[gradcheck][elementwise]") {
 
 TEST_CASE("gradcheck: unary elementwise ops", "[gradcheck][elementwise]") {
   auto input = [] { return std::vector<Variable>{random_input({3, 4}, 20)}; };
-  expect_gradients_match("neg", [](const std::vector<Variable>& v) { return neg(v[0]); }, input());
-  expect_gradients_match("scale", [](const std::vector<Variable>& v) { return scale(v[0], -2.5); }, input());
-  expect_gradients_match("add_scalar", [](const std::vector<Variable>& v) { return add_scalar(v[0], 3.0); }, input());
-  expect_gradients_match("square", [](const std::vector<Variable>& v) { return square(v[0]); }, input());
+  expect_gradients_match(
+      "neg", [](const std::vector<Variable>& v) { return neg(v[0]); }, input());
+  expect_gradients_match(
+      "scale", [](const std::vector<Variable>& v) { return scale(v[0], -2.5); }, input());
+  expect_gradients_match(
+      "add_scalar", [](const std::vector<Variable>& v) { return add_scalar(v[0], 3.0); }, input());
+  expect_gradients_match(
+      "square", [](const std::vector<Variable>& v) { return square(v[0]); }, input());
 }
 
 TEST_CASE("gradcheck: add_bias on 2-D and 4-D inputs", "[gradcheck][elementwise]") {
@@ -82,20 +88,22 @@ TEST_CASE("gradcheck: add_bias on 2-D and 4-D inputs", "[gradcheck][elementwise]
 }
 
 TEST_CASE("gradcheck: sum and mean over everything", "[gradcheck][reduce]") {
-  expect_gradients_match("sum", [](const std::vector<Variable>& v) { return sum(v[0]); }, {random_input({3, 4}, 40)});
-  expect_gradients_match("mean", [](const std::vector<Variable>& v) { return mean(v[0]); }, {random_input({3, 4}, 41)});
+  expect_gradients_match("sum", [](const std::vector<Variable>& v) { return sum(v[0]); },
+                         {random_input({3, 4}, 40)});
+  expect_gradients_match("mean", [](const std::vector<Variable>& v) { return mean(v[0]); },
+                         {random_input({3, 4}, 41)});
 }
 
 TEST_CASE("gradcheck: sum and mean over each axis, with and without keepdim", "[gradcheck][reduce]") {
   for (int64_t axis : {0, 1, 2, -1}) {
     for (bool keepdim : {false, true}) {
       std::string tag = " axis=" + std::to_string(axis) + " keepdim=" + std::to_string(keepdim);
-      expect_gradients_match("sum" + tag,
-                             [axis, keepdim](const std::vector<Variable>& v) { return sum(v[0], axis, keepdim); },
-                             {random_input({2, 3, 4}, 50)});
-      expect_gradients_match("mean" + tag,
-                             [axis, keepdim](const std::vector<Variable>& v) { return mean(v[0], axis, keepdim); },
-                             {random_input({2, 3, 4}, 51)});
+      expect_gradients_match(
+          "sum" + tag, [axis, keepdim](const std::vector<Variable>& v) { return sum(v[0], axis, keepdim); },
+          {random_input({2, 3, 4}, 50)});
+      expect_gradients_match(
+          "mean" + tag, [axis, keepdim](const std::vector<Variable>& v) { return mean(v[0], axis, keepdim); },
+          {random_input({2, 3, 4}, 51)});
     }
   }
 }
@@ -105,7 +113,8 @@ TEST_CASE("gradcheck: activations", "[gradcheck][activation]") {
                          {away_from_zero(random_input({4, 5}, 60))});
   expect_gradients_match("leaky_relu 0.2", [](const std::vector<Variable>& v) { return leaky_relu(v[0]); },
                          {away_from_zero(random_input({4, 5}, 61))});
-  expect_gradients_match("leaky_relu 0.01", [](const std::vector<Variable>& v) { return leaky_relu(v[0], 0.01); },
+  expect_gradients_match("leaky_relu 0.01",
+                         [](const std::vector<Variable>& v) { return leaky_relu(v[0], 0.01); },
                          {away_from_zero(random_input({4, 5}, 62))});
   expect_gradients_match("tanh", [](const std::vector<Variable>& v) { return tanh(v[0]); },
                          {random_input({4, 5}, 63)});
@@ -115,7 +124,8 @@ TEST_CASE("gradcheck: activations", "[gradcheck][activation]") {
                          {random_input({4, 5}, 65, 3.0)});
 }
 
-TEST_CASE("gradcheck: bce_with_logits for logits, and for targets when they require grad", "[gradcheck][loss]") {
+TEST_CASE("gradcheck: bce_with_logits for logits, and for targets when they require grad",
+          "[gradcheck][loss]") {
   // Targets that need no gradient: the usual case (labels).
   Variable labels(Tensor::from_values({2, 3}, {1, 0, 1, 0, 0.3, 0.9}, DType::f64), false);
   expect_gradients_match("bce_with_logits (logits)",
@@ -127,11 +137,16 @@ TEST_CASE("gradcheck: bce_with_logits for logits, and for targets when they requ
 }
 
 TEST_CASE("gradcheck: reshape and flatten", "[gradcheck][shape]") {
-  expect_gradients_match("reshape", [](const std::vector<Variable>& v) { return reshape(v[0], {4, 6}); },
+  expect_gradients_match("reshape",
+                         [](const std::vector<Variable>& v) {
+                           return reshape(v[0], {4, 6});
+                         },
                          {random_input({2, 3, 4}, 80)});
   // A following op makes the backward's reshape of the gradient matter.
   expect_gradients_match("reshape then mul",
-                         [](const std::vector<Variable>& v) { return mul(reshape(v[0], {6, 4}), v[1]); },
+                         [](const std::vector<Variable>& v) {
+                           return mul(reshape(v[0], {6, 4}), v[1]);
+                         },
                          {random_input({2, 3, 4}, 81), random_input({6, 4}, 82)});
   expect_gradients_match("flatten", [](const std::vector<Variable>& v) { return flatten(v[0]); },
                          {random_input({2, 3, 2, 2}, 83)});
@@ -148,11 +163,9 @@ TEST_CASE("reshape is a view of the data and flatten keeps the batch axis", "[sh
 }
 
 TEST_CASE("gradcheck: concat along axis 0 and 1", "[gradcheck][shape]") {
-  expect_gradients_match("concat axis 0",
-                         [](const std::vector<Variable>& v) { return concat(v, 0); },
+  expect_gradients_match("concat axis 0", [](const std::vector<Variable>& v) { return concat(v, 0); },
                          {random_input({2, 3}, 90), random_input({4, 3}, 91), random_input({1, 3}, 92)});
-  expect_gradients_match("concat axis 1",
-                         [](const std::vector<Variable>& v) { return concat(v, 1); },
+  expect_gradients_match("concat axis 1", [](const std::vector<Variable>& v) { return concat(v, 1); },
                          {random_input({2, 3}, 93), random_input({2, 1}, 94)});
   expect_gradients_match("concat axis -1 of 3-D",
                          [](const std::vector<Variable>& v) { return concat(v, -1); },
@@ -160,7 +173,9 @@ TEST_CASE("gradcheck: concat along axis 0 and 1", "[gradcheck][shape]") {
   // A part that needs no gradient in the middle: the others still get theirs.
   Variable fixed(Tensor::ones({2, 2}, DType::f64), false);
   expect_gradients_match("concat with a constant part",
-                         [fixed](const std::vector<Variable>& v) { return concat({v[0], fixed, v[1]}, 1); },
+                         [fixed](const std::vector<Variable>& v) {
+                           return concat({v[0], fixed, v[1]}, 1);
+                         },
                          {random_input({2, 3}, 97), random_input({2, 1}, 98)});
 }
 
@@ -169,32 +184,33 @@ TEST_CASE("gradcheck: slice along axis 0 and 1", "[gradcheck][shape]") {
                          {random_input({4, 5}, 100)});
   expect_gradients_match("slice axis 1", [](const std::vector<Variable>& v) { return slice(v[0], 1, 2, 3); },
                          {random_input({4, 5}, 101)});
-  expect_gradients_match("slice axis 1 of 3-D", [](const std::vector<Variable>& v) { return slice(v[0], 1, 1, 1); },
+  expect_gradients_match("slice axis 1 of 3-D",
+                         [](const std::vector<Variable>& v) { return slice(v[0], 1, 1, 1); },
                          {random_input({2, 3, 2}, 102)});
 }
 
 TEST_CASE("gradcheck: a discriminator loss through several ops", "[gradcheck]") {
   // softplus(-D(x)) with D = linear -> leaky_relu -> linear, as in the GAN step.
-  expect_gradients_match(
-      "D loss",
-      [](const std::vector<Variable>& v) {
-        Variable h = leaky_relu(linear(v[0], v[1], v[2]));
-        return mean(softplus(neg(linear(h, v[3], v[4]))));
-      },
-      {random_input({4, 3}, 110), random_input({5, 3}, 111), random_input({5}, 112), random_input({1, 5}, 113),
-       random_input({1}, 114)});
+  expect_gradients_match("D loss",
+                         [](const std::vector<Variable>& v) {
+                           Variable h = leaky_relu(linear(v[0], v[1], v[2]));
+                           return mean(softplus(neg(linear(h, v[3], v[4]))));
+                         },
+                         {random_input({4, 3}, 110), random_input({5, 3}, 111), random_input({5}, 112),
+                          random_input({1, 5}, 113), random_input({1}, 114)});
 }
 
 TEST_CASE("mismatched operands: the error names the op and both shapes", "[errors]") {
   Variable a = random_input({2, 3}, 120);
   Variable b = random_input({4, 5}, 121);
-  CHECK_THROWS_WITH(matmul(a, b), Catch::Contains("matmul") && Catch::Contains("[2, 3]") &&
-                                      Catch::Contains("[4, 5]"));
+  CHECK_THROWS_WITH(matmul(a, b),
+                    Catch::Contains("matmul") && Catch::Contains("[2, 3]") && Catch::Contains("[4, 5]"));
   Variable c = random_input({3, 2}, 122);
-  CHECK_THROWS_WITH(add(a, c), Catch::Contains("add") && Catch::Contains("[2, 3]") && Catch::Contains("[3, 2]"));
+  CHECK_THROWS_WITH(add(a, c),
+                    Catch::Contains("add") && Catch::Contains("[2, 3]") && Catch::Contains("[3, 2]"));
   Variable d = random_input({2, 4}, 123);
   CHECK_THROWS_WITH(concat({a, d}, 0),
                     Catch::Contains("concat") && Catch::Contains("[2, 3]") && Catch::Contains("[2, 4]"));
-  CHECK_THROWS_WITH(bce_with_logits(a, c),
-                    Catch::Contains("bce_with_logits") && Catch::Contains("[2, 3]") && Catch::Contains("[3, 2]"));
+  CHECK_THROWS_WITH(bce_with_logits(a, c), Catch::Contains("bce_with_logits") && Catch::Contains("[2, 3]") &&
+                                               Catch::Contains("[3, 2]"));
 }

@@ -3,7 +3,6 @@
 // allocates on the GPU is poisoned (NaN bytes) so an unwritten output element fails.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
-
 #include <iostream>
 #include <string>
 

@@ -3,11 +3,10 @@
 #pragma once
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <functional>
-#include <string>
 #include <sstream>
+#include <string>
 
 #include "runtime/rng.h"
 #include "runtime/tensor.h"

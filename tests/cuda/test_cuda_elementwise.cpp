@@ -50,7 +50,8 @@ void check_unary(const std::string& op, const Unary& f, double lo, double hi) {
 }
 
 // First operand in [lo_a, hi_a), second in [lo_b, hi_b).
-void check_binary(const std::string& op, const Binary& f, double lo_a, double hi_a, double lo_b, double hi_b) {
+void check_binary(const std::string& op, const Binary& f, double lo_a, double hi_a, double lo_b,
+                  double hi_b) {
   for (DType dt : kFloatTypes)
     for (const Shape& shape : kShapes) {
       Tensor a = random_cpu(shape, dt, fresh_seed(), lo_a, hi_a);
@@ -59,24 +60,34 @@ void check_binary(const std::string& op, const Binary& f, double lo_a, double hi
     }
 }
 
-
 }  // namespace
 
 TEST_CASE("cuda elementwise: binary arithmetic matches the CPU") {
-  check_binary("add", [](const Tensor& a, const Tensor& b) { return kernels::add(a, b); }, -1, 1, -1, 1);
-  check_binary("sub", [](const Tensor& a, const Tensor& b) { return kernels::sub(a, b); }, -1, 1, -1, 1);
-  check_binary("mul", [](const Tensor& a, const Tensor& b) { return kernels::mul(a, b); }, -2, 2, -2, 2);
-  check_binary("div", [](const Tensor& a, const Tensor& b) { return kernels::div(a, b); }, -2, 2, 0.5, 2);
+  check_binary(
+      "add", [](const Tensor& a, const Tensor& b) { return kernels::add(a, b); }, -1, 1, -1, 1);
+  check_binary(
+      "sub", [](const Tensor& a, const Tensor& b) { return kernels::sub(a, b); }, -1, 1, -1, 1);
+  check_binary(
+      "mul", [](const Tensor& a, const Tensor& b) { return kernels::mul(a, b); }, -2, 2, -2, 2);
+  check_binary(
+      "div", [](const Tensor& a, const Tensor& b) { return kernels::div(a, b); }, -2, 2, 0.5, 2);
 }
 
 TEST_CASE("cuda elementwise: unary arithmetic and math functions match the CPU") {
-  check_unary("neg", [](const Tensor& a) { return kernels::neg(a); }, -1, 1);
-  check_unary("square", [](const Tensor& a) { return kernels::square(a); }, -3, 3);
-  check_unary("sqrt", [](const Tensor& a) { return kernels::sqrt(a); }, 0.01, 9);
-  check_unary("exp", [](const Tensor& a) { return kernels::exp(a); }, -6, 6);
-  check_unary("log", [](const Tensor& a) { return kernels::log(a); }, 0.01, 50);
-  check_unary("scale", [](const Tensor& a) { return kernels::scale(a, -0.37); }, -1, 1);
-  check_unary("add_scalar", [](const Tensor& a) { return kernels::add_scalar(a, 2.5); }, -1, 1);
+  check_unary(
+      "neg", [](const Tensor& a) { return kernels::neg(a); }, -1, 1);
+  check_unary(
+      "square", [](const Tensor& a) { return kernels::square(a); }, -3, 3);
+  check_unary(
+      "sqrt", [](const Tensor& a) { return kernels::sqrt(a); }, 0.01, 9);
+  check_unary(
+      "exp", [](const Tensor& a) { return kernels::exp(a); }, -6, 6);
+  check_unary(
+      "log", [](const Tensor& a) { return kernels::log(a); }, 0.01, 50);
+  check_unary(
+      "scale", [](const Tensor& a) { return kernels::scale(a, -0.37); }, -1, 1);
+  check_unary(
+      "add_scalar", [](const Tensor& a) { return kernels::add_scalar(a, 2.5); }, -1, 1);
 }
 
 TEST_CASE("cuda elementwise: in-place scale_, axpy_ and add_ update the tensor as on the CPU") {
@@ -103,34 +114,47 @@ TEST_CASE("cuda elementwise: in-place scale_, axpy_ and add_ update the tensor a
 
 TEST_CASE("cuda elementwise: add_bias and bias_grad match the CPU per channel") {
   // [N, C] (inner 1), NCHW, few long channels, and one-element cases.
-  const Shape shapes[] = {{5, 7}, {64, 256}, {4099, 3}, {3, 5, 7, 9}, {64, 128, 4, 4}, {300, 2, 1001}, {1, 1}, {1, 3, 1}};
+  const Shape shapes[] = {{5, 7},          {64, 256},      {4099, 3}, {3, 5, 7, 9},
+                          {64, 128, 4, 4}, {300, 2, 1001}, {1, 1},    {1, 3, 1}};
   for (DType dt : kFloatTypes)
     for (const Shape& shape : shapes) {
       Tensor x = random_cpu(shape, dt, fresh_seed());
       Tensor bias = random_cpu({shape[1]}, dt, fresh_seed());
-      require_close(kernels::add_bias(on_gpu(x), on_gpu(bias)), kernels::add_bias(x, bias), label("add_bias", dt, shape));
+      require_close(kernels::add_bias(on_gpu(x), on_gpu(bias)), kernels::add_bias(x, bias),
+                    label("add_bias", dt, shape));
       Tensor grad = random_grid(shape, dt, fresh_seed());
-      require_close(kernels::bias_grad(on_gpu(grad)), kernels::bias_grad(grad), label("bias_grad", dt, shape));
+      require_close(kernels::bias_grad(on_gpu(grad)), kernels::bias_grad(grad),
+                    label("bias_grad", dt, shape));
     }
 }
 
 TEST_CASE("cuda activations: forward and backward match the CPU") {
   // Inputs on both sides of 0 so the sign branches of sigmoid and softplus both run.
-  check_unary("relu", [](const Tensor& x) { return kernels::relu(x); }, -2, 2);
-  check_unary("leaky_relu", [](const Tensor& x) { return kernels::leaky_relu(x, 0.2); }, -2, 2);
-  check_unary("tanh", [](const Tensor& x) { return kernels::tanh(x); }, -4, 4);
-  check_unary("sigmoid", [](const Tensor& x) { return kernels::sigmoid(x); }, -20, 20);
-  check_unary("softplus", [](const Tensor& x) { return kernels::softplus(x); }, -20, 20);
-  check_binary("relu_backward", [](const Tensor& g, const Tensor& x) { return kernels::relu_backward(g, x); }, -1, 1,
-               -2, 2);
-  check_binary("leaky_relu_backward",
-               [](const Tensor& g, const Tensor& x) { return kernels::leaky_relu_backward(g, x, 0.2); }, -1, 1, -2, 2);
-  check_binary("tanh_backward", [](const Tensor& g, const Tensor& y) { return kernels::tanh_backward(g, y); }, -1, 1,
-               -1, 1);
-  check_binary("sigmoid_backward", [](const Tensor& g, const Tensor& y) { return kernels::sigmoid_backward(g, y); },
-               -1, 1, 0, 1);
-  check_binary("softplus_backward",
-               [](const Tensor& g, const Tensor& x) { return kernels::softplus_backward(g, x); }, -1, 1, -20, 20);
+  check_unary(
+      "relu", [](const Tensor& x) { return kernels::relu(x); }, -2, 2);
+  check_unary(
+      "leaky_relu", [](const Tensor& x) { return kernels::leaky_relu(x, 0.2); }, -2, 2);
+  check_unary(
+      "tanh", [](const Tensor& x) { return kernels::tanh(x); }, -4, 4);
+  check_unary(
+      "sigmoid", [](const Tensor& x) { return kernels::sigmoid(x); }, -20, 20);
+  check_unary(
+      "softplus", [](const Tensor& x) { return kernels::softplus(x); }, -20, 20);
+  check_binary(
+      "relu_backward", [](const Tensor& g, const Tensor& x) { return kernels::relu_backward(g, x); }, -1, 1,
+      -2, 2);
+  check_binary(
+      "leaky_relu_backward",
+      [](const Tensor& g, const Tensor& x) { return kernels::leaky_relu_backward(g, x, 0.2); }, -1, 1, -2, 2);
+  check_binary(
+      "tanh_backward", [](const Tensor& g, const Tensor& y) { return kernels::tanh_backward(g, y); }, -1, 1,
+      -1, 1);
+  check_binary(
+      "sigmoid_backward", [](const Tensor& g, const Tensor& y) { return kernels::sigmoid_backward(g, y); },
+      -1, 1, 0, 1);
+  check_binary(
+      "softplus_backward", [](const Tensor& g, const Tensor& x) { return kernels::softplus_backward(g, x); },
+      -1, 1, -20, 20);
 }
 
 TEST_CASE("cuda loss: bce_with_logits and its backward match the CPU") {
@@ -139,8 +163,8 @@ TEST_CASE("cuda loss: bce_with_logits and its backward match the CPU") {
       Tensor logits = random_cpu(shape, dt, fresh_seed(), -30, 30);
       Tensor targets = random_cpu(shape, dt, fresh_seed(), 0, 1);
       Tensor grad = random_cpu(shape, dt, fresh_seed());
-      require_close(kernels::bce_with_logits(on_gpu(logits), on_gpu(targets)), kernels::bce_with_logits(logits, targets),
-                    label("bce_with_logits", dt, shape));
+      require_close(kernels::bce_with_logits(on_gpu(logits), on_gpu(targets)),
+                    kernels::bce_with_logits(logits, targets), label("bce_with_logits", dt, shape));
       require_close(kernels::bce_with_logits_backward(on_gpu(grad), on_gpu(logits), on_gpu(targets)),
                     kernels::bce_with_logits_backward(grad, logits, targets),
                     label("bce_with_logits_backward", dt, shape));
@@ -161,8 +185,10 @@ TEST_CASE("cuda elementwise: a CPU operand next to a GPU one is an error naming 
   require_device_mismatch("relu_backward", [&] { kernels::relu_backward(a_gpu, b); });
   require_device_mismatch("softplus_backward", [&] { kernels::softplus_backward(a, b_gpu); });
   require_device_mismatch("bce_with_logits", [&] { kernels::bce_with_logits(a_gpu, b); });
-  require_device_mismatch("bce_with_logits_backward", [&] { kernels::bce_with_logits_backward(a, b_gpu, b_gpu); });
-  require_device_mismatch("bce_with_logits_backward", [&] { kernels::bce_with_logits_backward(a_gpu, b, b); });
+  require_device_mismatch("bce_with_logits_backward",
+                          [&] { kernels::bce_with_logits_backward(a, b_gpu, b_gpu); });
+  require_device_mismatch("bce_with_logits_backward",
+                          [&] { kernels::bce_with_logits_backward(a_gpu, b, b); });
 }
 
 TEST_CASE("cuda elementwise: bad GPU input gets the CPU kernels' named errors") {

@@ -22,7 +22,8 @@ void check_gemm(const GemmCase& s, bool ta, bool tb, double alpha, double beta, 
   Tensor a = random_cpu(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, dt, seed);
   Tensor b = random_cpu(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, dt, seed + 1);
   Tensor c = random_cpu({s.m, s.n}, dt, seed + 2);
-  Tensor c_gpu = beta == 0.0 ? Tensor::empty({s.m, s.n}, dt, Device::cuda()) : on_gpu(c);  // poisoned when unread
+  Tensor c_gpu =
+      beta == 0.0 ? Tensor::empty({s.m, s.n}, dt, Device::cuda()) : on_gpu(c);  // poisoned when unread
   kernels::gemm(a, ta, b, tb, c, alpha, beta);
   kernels::gemm(on_gpu(a), ta, on_gpu(b), tb, c_gpu, alpha, beta);
   std::ostringstream what;
@@ -41,13 +42,14 @@ Tensor require_conv_close(const Tensor& gpu, const Tensor& cpu, const std::strin
 void check_conv(const Shape& x_shape, const Shape& w_shape, const Conv2dParams& p, bool transposed, DType dt,
                 uint64_t seed) {
   std::ostringstream os;
-  os << (transposed ? "conv_transpose2d" : "conv2d") << " x " << shape_str(x_shape) << " w " << shape_str(w_shape)
-     << " stride " << p.stride << " pad " << p.padding << " output_padding " << p.output_padding << " "
-     << dtype_name(dt);
+  os << (transposed ? "conv_transpose2d" : "conv2d") << " x " << shape_str(x_shape) << " w "
+     << shape_str(w_shape) << " stride " << p.stride << " pad " << p.padding << " output_padding "
+     << p.output_padding << " " << dtype_name(dt);
   const std::string what = os.str();
   Tensor x = random_cpu(x_shape, dt, seed), w = random_cpu(w_shape, dt, seed + 1);
   Tensor y = transposed ? kernels::conv_transpose2d(x, w, p) : kernels::conv2d(x, w, p);
-  Tensor y_gpu = transposed ? kernels::conv_transpose2d(on_gpu(x), on_gpu(w), p) : kernels::conv2d(on_gpu(x), on_gpu(w), p);
+  Tensor y_gpu = transposed ? kernels::conv_transpose2d(on_gpu(x), on_gpu(w), p)
+                            : kernels::conv2d(on_gpu(x), on_gpu(w), p);
   require_conv_close(y_gpu, y, what + ": forward");
 
   Tensor grad = random_cpu(y.shape(), dt, seed + 2);
@@ -105,9 +107,10 @@ TEST_CASE("cuda gemm with an empty inner dimension scales C by beta") {
 }
 
 TEST_CASE("cuda matmul keeps the named shape errors") {
-  Tensor a = Tensor::zeros({3, 4}, DType::f32, Device::cuda()), b = Tensor::zeros({5, 6}, DType::f32, Device::cuda());
-  CHECK_THROWS_WITH(kernels::matmul(a, b), Catch::Contains("matmul") && Catch::Contains("[3, 4]") &&
-                                               Catch::Contains("[5, 6]"));
+  Tensor a = Tensor::zeros({3, 4}, DType::f32, Device::cuda()),
+         b = Tensor::zeros({5, 6}, DType::f32, Device::cuda());
+  CHECK_THROWS_WITH(kernels::matmul(a, b),
+                    Catch::Contains("matmul") && Catch::Contains("[3, 4]") && Catch::Contains("[5, 6]"));
   Tensor c = Tensor::zeros({3, 5}, DType::f32, Device::cuda());
   Tensor d = Tensor::zeros({4, 6}, DType::f32, Device::cuda());
   CHECK_THROWS_WITH(kernels::gemm(a, false, d, false, c), Catch::Contains("output [3, 5] should be [3, 6]"));

@@ -18,7 +18,8 @@ const DType kAllTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 TEST_CASE("caching allocator: a repeated step reuses blocks and calls cudaMalloc no more") {
   auto step = [] {
     std::vector<Tensor> live;
-    for (int64_t n : {1, 100, 4096, 300000, 3 << 20}) live.push_back(Tensor::empty({n}, DType::f32, Device::cuda()));
+    for (int64_t n : {1, 100, 4096, 300000, 3 << 20})
+      live.push_back(Tensor::empty({n}, DType::f32, Device::cuda()));
     live.pop_back();  // freed mid-step, as temporaries are
     live.push_back(Tensor::empty({777}, DType::f64, Device::cuda()));
   };
@@ -77,7 +78,8 @@ TEST_CASE("device dtype conversion matches the CPU conversion bit for bit") {
   for (DType from : kAllTypes) {
     for (DType to : kAllTypes) {
       // Values across the ranges where rounding matters, incl. f16 overflow and subnormals.
-      Tensor src = random_cpu({4099}, DType::f64, 11 + static_cast<int>(from) * 4 + static_cast<int>(to), -70000, 70000)
+      Tensor src = random_cpu({4099}, DType::f64, 11 + static_cast<int>(from) * 4 + static_cast<int>(to),
+                              -70000, 70000)
                        .to(from);
       Tensor small = random_cpu({257}, DType::f64, 99, -1e-5, 1e-5).to(from);
       for (const Tensor& s : {src, small}) {
@@ -117,8 +119,8 @@ TEST_CASE("pinned buffers and events: an async upload through pinned memory arri
   Tensor gpu = Tensor::empty({4096}, DType::f32, Device::cuda());
   cuda::CudaEvent start(true), stop(true);
   start.record();
-  REQUIRE(cudaMemcpyAsync(gpu.raw_data(), p, 4096 * sizeof(float), cudaMemcpyHostToDevice, cuda::compute_stream()) ==
-          cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(gpu.raw_data(), p, 4096 * sizeof(float), cudaMemcpyHostToDevice,
+                          cuda::compute_stream()) == cudaSuccess);
   stop.record();
   stop.synchronize();
   CHECK(stop.done());

@@ -75,11 +75,17 @@ TEST_CASE("cuda adam_update_ matches the CPU over a multi-tensor group for 3 ste
           m.push_back(Tensor::zeros(t.shape(), dt));
           v.push_back(Tensor::zeros(t.shape(), dt));
         }
-        std::vector<Tensor> p_gpu = to_gpu(p, misalign), m_gpu = to_gpu(m, misalign), v_gpu = to_gpu(v, misalign);
+        std::vector<Tensor> p_gpu = to_gpu(p, misalign), m_gpu = to_gpu(m, misalign),
+                            v_gpu = to_gpu(v, misalign);
         for (int64_t t = 1; t <= 3; ++t) {
           std::vector<Tensor> g = random_list(kSizes, dt, 100 * static_cast<uint64_t>(t), -2.0, 2.0);
-          kernels::AdamStep s{.lr = 1e-2, .beta1 = 0.5, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01,
-                              .decoupled = decoupled, .step = t};
+          kernels::AdamStep s{.lr = 1e-2,
+                              .beta1 = 0.5,
+                              .beta2 = 0.999,
+                              .eps = 1e-8,
+                              .weight_decay = 0.01,
+                              .decoupled = decoupled,
+                              .step = t};
           kernels::adam_update_(p, g, m, v, s);
           kernels::adam_update_(p_gpu, to_gpu(g, misalign), m_gpu, v_gpu, s);
         }
@@ -107,14 +113,16 @@ TEST_CASE("cuda sgd_update_ matches the CPU with momentum, dampening, Nesterov a
   for (DType dt : kFloatTypes)
     for (const Case& c : cases)
       for (bool misalign : {false, true}) {
-        const std::string what = std::string(dtype_name(dt)) + " SGD " + c.what + (misalign ? " misaligned" : "");
+        const std::string what =
+            std::string(dtype_name(dt)) + " SGD " + c.what + (misalign ? " misaligned" : "");
         const bool use_momentum = c.step.momentum != 0.0;
         std::vector<Tensor> p = random_list(kSizes, dt, 20), b;
         if (use_momentum)
           for (const Tensor& t : p) b.push_back(Tensor::empty(t.shape(), dt));
         std::vector<Tensor> p_gpu = to_gpu(p, misalign), b_gpu;
         if (use_momentum)
-          for (const Tensor& t : p) b_gpu.push_back(Tensor::empty(t.shape(), dt, Device::cuda()));  // poisoned
+          for (const Tensor& t : p)
+            b_gpu.push_back(Tensor::empty(t.shape(), dt, Device::cuda()));  // poisoned
         for (int t = 1; t <= 3; ++t) {
           std::vector<Tensor> g = random_list(kSizes, dt, 200 * static_cast<uint64_t>(t));
           kernels::SgdStep s = c.step;
@@ -124,7 +132,8 @@ TEST_CASE("cuda sgd_update_ matches the CPU with momentum, dampening, Nesterov a
         }
         for (size_t i = 0; i < p.size(); ++i) {
           require_same(p_gpu[i], p[i], what + ": param of " + std::to_string(p[i].numel()));
-          if (use_momentum) require_same(b_gpu[i], b[i], what + ": momentum of " + std::to_string(p[i].numel()));
+          if (use_momentum)
+            require_same(b_gpu[i], b[i], what + ": momentum of " + std::to_string(p[i].numel()));
         }
       }
 }
@@ -161,7 +170,8 @@ TEST_CASE("autograd optimizers on GPU parameters match the same optimizers on th
     }
     CHECK(adam_gpu.step_count(2) == 3);
     for (size_t i = 0; i < cpu.size(); ++i)
-      require_same(gpu[i].data(), cpu[i].data(), std::string(dtype_name(dt)) + " parameter " + std::to_string(i));
+      require_same(gpu[i].data(), cpu[i].data(),
+                   std::string(dtype_name(dt)) + " parameter " + std::to_string(i));
   }
 }
 
@@ -192,13 +202,15 @@ TEST_CASE("cuda pack_ and unpack_ match the CPU with scale, gaps, misaligned slo
       std::vector<Tensor> back, back_gpu;
       for (int64_t n : sizes) {
         back.push_back(Tensor::empty({n}, dt));
-        back_gpu.push_back(Tensor::empty({n}, dt, Device::cuda()));  // poisoned: every element must be written
+        back_gpu.push_back(
+            Tensor::empty({n}, dt, Device::cuda()));  // poisoned: every element must be written
       }
       Tensor source = random_cpu({at + 5}, dt, 77);
       kernels::unpack_(source, back, offsets, 1.0 / 3.0);
       kernels::unpack_(on_gpu(source), back_gpu, offsets, 1.0 / 3.0);
       for (size_t i = 0; i < back.size(); ++i)
-        require_same(back_gpu[i], back[i], std::string(dtype_name(dt)) + " unpack_ part " + std::to_string(i));
+        require_same(back_gpu[i], back[i],
+                     std::string(dtype_name(dt)) + " unpack_ part " + std::to_string(i));
     }
 }
 
@@ -212,7 +224,8 @@ TEST_CASE("cuda pack_ scales a part that views its own slot in place") {
 TEST_CASE("cuda multi-tensor kernels reject mixed devices by name") {
   Tensor flat = Tensor::zeros({8}, DType::f32, Device::cuda());
   Tensor part = Tensor::zeros({4});
-  CHECK_THROWS_WITH(kernels::pack_(flat, {part}, {0}, {4}), Catch::Contains("pack_") && Catch::Contains("part #0"));
+  CHECK_THROWS_WITH(kernels::pack_(flat, {part}, {0}, {4}),
+                    Catch::Contains("pack_") && Catch::Contains("part #0"));
   Tensor p = Tensor::zeros({4}, DType::f32, Device::cuda());
   CHECK_THROWS_WITH(kernels::adam_update_({p}, {part}, {p}, {p}, {}),
                     Catch::Contains("adam_update_") && Catch::Contains("gradient #0"));

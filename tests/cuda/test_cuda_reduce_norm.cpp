@@ -37,7 +37,6 @@ Tensor random_grid(const Shape& shape, DType dtype, uint64_t seed) {
   return Tensor::from_values(shape, v, dtype);
 }
 
-
 Tensor on_gpu_or_undefined(const Tensor& t) { return t.defined() ? on_gpu(t) : Tensor(); }
 
 }  // namespace
@@ -57,7 +56,8 @@ TEST_CASE("cuda reduce: sum_all and mean_all match the CPU") {
 TEST_CASE("cuda reduce: sum_axis and mean_axis over every axis match the CPU") {
   // Short and long rows (inner 1), short and long columns, and shapes with too few outputs
   // to fill the GPU, whose sums are split into segments.
-  const Shape shapes[] = {{3, 5, 7, 9}, {1000003}, {7, 1000}, {1000, 7}, {4099, 3}, {3, 4099}, {2, 70001, 3}, {1, 1}};
+  const Shape shapes[] = {{3, 5, 7, 9}, {1000003}, {7, 1000},     {1000, 7},
+                          {4099, 3},    {3, 4099}, {2, 70001, 3}, {1, 1}};
   for (DType dt : kFloatTypes)
     for (const Shape& shape : shapes)
       for (int64_t axis = -1; axis < static_cast<int64_t>(shape.size()); ++axis)
@@ -78,10 +78,13 @@ TEST_CASE("cuda reduce: expand_axis and expand_scalar match the CPU") {
       for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
         for (bool keepdim : {false, true}) {
           Shape reduced = shape;
-          if (keepdim) reduced[static_cast<size_t>(axis)] = 1;
-          else reduced.erase(reduced.begin() + axis);
+          if (keepdim)
+            reduced[static_cast<size_t>(axis)] = 1;
+          else
+            reduced.erase(reduced.begin() + axis);
           Tensor grad = random_cpu(reduced, dt, fresh_seed());
-          require_close(kernels::expand_axis(on_gpu(grad), shape, axis), kernels::expand_axis(grad, shape, axis),
+          require_close(kernels::expand_axis(on_gpu(grad), shape, axis),
+                        kernels::expand_axis(grad, shape, axis),
                         label("expand_axis", dt, shape) + " axis " + std::to_string(axis));
         }
   for (DType dt : {DType::f32, DType::f64, DType::f16})
@@ -124,7 +127,8 @@ TEST_CASE("cuda shape ops: concat, slice and slice_backward along every axis mat
         parts_gpu.push_back(on_gpu(parts.back()));
       }
       const std::string what = " axis " + std::to_string(axis);
-      require_close(kernels::concat(parts_gpu, axis), kernels::concat(parts, axis), label("concat", dt, base) + what);
+      require_close(kernels::concat(parts_gpu, axis), kernels::concat(parts, axis),
+                    label("concat", dt, base) + what);
 
       Tensor x = random_cpu(base, dt, fresh_seed());
       const int64_t start = 1, length = base[a] - 2;
@@ -132,14 +136,16 @@ TEST_CASE("cuda shape ops: concat, slice and slice_backward along every axis mat
       require_close(kernels::slice(on_gpu(x), axis, start, length), sliced, label("slice", dt, base) + what);
       Tensor grad = random_cpu(sliced.shape(), dt, fresh_seed());
       require_close(kernels::slice_backward(on_gpu(grad), base, axis, start),
-                    kernels::slice_backward(grad, base, axis, start), label("slice_backward", dt, base) + what);
+                    kernels::slice_backward(grad, base, axis, start),
+                    label("slice_backward", dt, base) + what);
     }
   for (DType dt : kFloatTypes) {  // long 1-D parts
     std::vector<Tensor> parts = {random_cpu({7}, dt, fresh_seed()), random_cpu({1000003}, dt, fresh_seed())};
     require_close(kernels::concat({on_gpu(parts[0]), on_gpu(parts[1])}, 0), kernels::concat(parts, 0),
                   label("concat", dt, {1000010}));
     Tensor x = random_cpu({1000003}, dt, fresh_seed());
-    require_close(kernels::slice(on_gpu(x), 0, 5, 999990), kernels::slice(x, 0, 5, 999990), label("slice", dt, {1000003}));
+    require_close(kernels::slice(on_gpu(x), 0, 5, 999990), kernels::slice(x, 0, 5, 999990),
+                  label("slice", dt, {1000003}));
   }
 }
 
@@ -162,23 +168,26 @@ TEST_CASE("cuda batch norm: train, eval and backward match the CPU") {
 
         kernels::BatchNormSaved saved, saved_gpu;
         Tensor y = kernels::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, saved);
-        Tensor y_gpu = kernels::batch_norm_train(on_gpu(x), on_gpu_or_undefined(gamma), on_gpu_or_undefined(beta),
-                                                 rm_gpu, rv_gpu, momentum, eps, saved_gpu);
+        Tensor y_gpu =
+            kernels::batch_norm_train(on_gpu(x), on_gpu_or_undefined(gamma), on_gpu_or_undefined(beta),
+                                      rm_gpu, rv_gpu, momentum, eps, saved_gpu);
         require_close(y_gpu, y, label("batch_norm_train y", dt, shape) + what);
         require_close(saved_gpu.mean, saved.mean, label("batch_norm_train saved mean", dt, shape) + what);
-        require_close(saved_gpu.inv_std, saved.inv_std, label("batch_norm_train saved inv_std", dt, shape) + what);
+        require_close(saved_gpu.inv_std, saved.inv_std,
+                      label("batch_norm_train saved inv_std", dt, shape) + what);
         require_close(rm_gpu, running_mean, label("batch_norm_train running_mean", dt, shape) + what);
         require_close(rv_gpu, running_var, label("batch_norm_train running_var", dt, shape) + what);
 
         // Without running statistics nothing else changes.
         Tensor none;
         kernels::BatchNormSaved saved_none;
-        require_close(kernels::batch_norm_train(on_gpu(x), on_gpu_or_undefined(gamma), on_gpu_or_undefined(beta), none,
-                                                none, momentum, eps, saved_none),
-                      y, label("batch_norm_train without running stats", dt, shape) + what);
+        require_close(
+            kernels::batch_norm_train(on_gpu(x), on_gpu_or_undefined(gamma), on_gpu_or_undefined(beta), none,
+                                      none, momentum, eps, saved_none),
+            y, label("batch_norm_train without running stats", dt, shape) + what);
 
-        require_close(kernels::batch_norm_eval(on_gpu(x), on_gpu_or_undefined(gamma), on_gpu_or_undefined(beta),
-                                               rm_gpu, rv_gpu, eps),
+        require_close(kernels::batch_norm_eval(on_gpu(x), on_gpu_or_undefined(gamma),
+                                               on_gpu_or_undefined(beta), rm_gpu, rv_gpu, eps),
                       kernels::batch_norm_eval(x, gamma, beta, running_mean, running_var, eps),
                       label("batch_norm_eval", dt, shape) + what);
 
@@ -213,16 +222,21 @@ TEST_CASE("cuda reduce, shape and norm: a CPU operand next to a GPU one is an er
     kernels::BatchNormSaved s;
     kernels::batch_norm_train(x, on_gpu(gamma), none, none, none, 0.1, 1e-5, s);
   });
-  require_device_mismatch("batch_norm", [&] { kernels::batch_norm_eval(x_gpu, none, none, gamma, gamma, 1e-5); });
-  require_device_mismatch("batch_norm_backward", [&] { kernels::batch_norm_backward(x, x_gpu, none, saved_gpu); });
-  require_device_mismatch("batch_norm_backward", [&] { kernels::batch_norm_backward(x_gpu, x, none, saved); });
-  require_device_mismatch("batch_norm_backward", [&] { kernels::batch_norm_backward(x_gpu, x_gpu, none, saved); });
+  require_device_mismatch("batch_norm",
+                          [&] { kernels::batch_norm_eval(x_gpu, none, none, gamma, gamma, 1e-5); });
+  require_device_mismatch("batch_norm_backward",
+                          [&] { kernels::batch_norm_backward(x, x_gpu, none, saved_gpu); });
+  require_device_mismatch("batch_norm_backward",
+                          [&] { kernels::batch_norm_backward(x_gpu, x, none, saved); });
+  require_device_mismatch("batch_norm_backward",
+                          [&] { kernels::batch_norm_backward(x_gpu, x_gpu, none, saved); });
 }
 
 TEST_CASE("cuda reduce, pool, shape and norm: bad GPU input gets the CPU kernels' named errors") {
   Tensor x = on_gpu(random_cpu({4, 3, 5, 5}, DType::f32, fresh_seed()));
   CHECK_THROWS_WITH(kernels::sum_axis(x, 4), Catch::Contains("sum: axis 4 out of range"));
-  CHECK_THROWS_WITH(kernels::expand_axis(x, {4, 3}, 0), Catch::Contains("expand_axis: gradient [4, 3, 5, 5] does not fit"));
+  CHECK_THROWS_WITH(kernels::expand_axis(x, {4, 3}, 0),
+                    Catch::Contains("expand_axis: gradient [4, 3, 5, 5] does not fit"));
   CHECK_THROWS_WITH(kernels::expand_scalar(x, {2}), Catch::Contains("expand_scalar: needs one value"));
   CHECK_THROWS_WITH(kernels::avg_pool2x(x), Catch::Contains("avg_pool2x: needs even H and W"));
   CHECK_THROWS_WITH(kernels::upsample_nearest2x(on_gpu(random_cpu({4, 3}, DType::f32, fresh_seed()))),
@@ -234,10 +248,10 @@ TEST_CASE("cuda reduce, pool, shape and norm: bad GPU input gets the CPU kernels
                     Catch::Contains("mean of an empty tensor"));
   Tensor none;
   kernels::BatchNormSaved saved;
-  CHECK_THROWS_WITH(kernels::batch_norm_train(x, on_gpu(random_cpu({4}, DType::f32, fresh_seed())), none, none, none,
-                                              0.1, 1e-5, saved),
+  CHECK_THROWS_WITH(kernels::batch_norm_train(x, on_gpu(random_cpu({4}, DType::f32, fresh_seed())), none,
+                                              none, none, 0.1, 1e-5, saved),
                     Catch::Contains("batch_norm: gamma [4] does not match channels"));
-  CHECK_THROWS_WITH(kernels::batch_norm_train(on_gpu(random_cpu({1, 3}, DType::f32, fresh_seed())), none, none, none,
-                                              none, 0.1, 1e-5, saved),
+  CHECK_THROWS_WITH(kernels::batch_norm_train(on_gpu(random_cpu({1, 3}, DType::f32, fresh_seed())), none,
+                                              none, none, none, 0.1, 1e-5, saved),
                     Catch::Contains("batch_norm: training needs more than one value per channel"));
 }

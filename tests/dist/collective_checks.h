@@ -110,18 +110,23 @@ inline void check_integers_exact(dist::ProcessGroup& g, Failures& f) {
   g.allreduce(counts, dist::ReduceOp::sum, "i32 sum")->wait();
   g.allreduce(bytes, dist::ReduceOp::sum, "u8 sum")->wait();
   const int64_t* s = sum.data<int64_t>();
-  f.expect(g.rank(), s[0] == n * (n + 1) / 2 && s[1] == -n * (n + 1) / 2 && s[2] == n * (big / 8) + n * (n - 1) / 2,
-           "int64 sum is " + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " + std::to_string(s[2]));
-  f.expect(g.rank(), max.data<int64_t>()[0] == big + n - 1, "int64 max is " + std::to_string(max.data<int64_t>()[0]));
+  f.expect(
+      g.rank(),
+      s[0] == n * (n + 1) / 2 && s[1] == -n * (n + 1) / 2 && s[2] == n * (big / 8) + n * (n - 1) / 2,
+      "int64 sum is " + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " + std::to_string(s[2]));
+  f.expect(g.rank(), max.data<int64_t>()[0] == big + n - 1,
+           "int64 max is " + std::to_string(max.data<int64_t>()[0]));
   f.expect(g.rank(), min.data<int64_t>()[2] == big, "int64 min is " + std::to_string(min.data<int64_t>()[2]));
-  for (int64_t i = 0; i < 5; ++i) f.expect(g.rank(), counts.data<int32_t>()[i] == n * (n + 1) / 2, "int32 sum");
+  for (int64_t i = 0; i < 5; ++i)
+    f.expect(g.rank(), counts.data<int32_t>()[i] == n * (n + 1) / 2, "int32 sum");
   for (int64_t i = 0; i < 4; ++i) f.expect(g.rank(), bytes.data<uint8_t>()[i] == n, "uint8 sum");
 
   Tensor from_last = Tensor::empty({2}, DType::i64);
   from_last.data<int64_t>()[0] = big + r;
   from_last.data<int64_t>()[1] = -big - r;
   g.broadcast(from_last, static_cast<int>(n - 1), "i64 broadcast")->wait();
-  f.expect(g.rank(), from_last.data<int64_t>()[0] == big + n - 1 && from_last.data<int64_t>()[1] == -big - (n - 1),
+  f.expect(g.rank(),
+           from_last.data<int64_t>()[0] == big + n - 1 && from_last.data<int64_t>()[1] == -big - (n - 1),
            "int64 broadcast from the last rank");
   Tensor text = Tensor::empty({3}, DType::u8);
   for (int64_t i = 0; i < 3; ++i) text.data<uint8_t>()[i] = static_cast<uint8_t>(r == 0 ? 250 + i : 0);
@@ -130,7 +135,8 @@ inline void check_integers_exact(dist::ProcessGroup& g, Failures& f) {
 
   Tensor avg = Tensor::full({2}, 1.0, DType::i32);
   std::string error = error_of([&] { g.allreduce(avg, dist::ReduceOp::avg, "i32 avg"); });
-  f.expect(g.rank(), contains(error, "allreduce (avg) of int32[2] on cpu") && contains(error, "not an integer"),
+  f.expect(g.rank(),
+           contains(error, "allreduce (avg) of int32[2] on cpu") && contains(error, "not an integer"),
            "avg of int32 gave '" + error + "'");
 }
 

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -39,13 +38,28 @@ class EnvGuard {
   void set(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
 
  private:
-  static constexpr const char* kNames[] = {
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-      "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-      "SLURM_NODEID", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NNODES",
-      "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PMI_LOCAL_RANK",
-      "PMI_LOCAL_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-      "TANDEM_COLLECTIVE_TIMEOUT_S"};
+  static constexpr const char* kNames[] = {"OMPI_COMM_WORLD_RANK",
+                                           "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_LOCAL_RANK",
+                                           "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                           "SLURM_PROCID",
+                                           "SLURM_NTASKS",
+                                           "SLURM_LOCALID",
+                                           "SLURM_NODEID",
+                                           "SLURM_STEP_TASKS_PER_NODE",
+                                           "SLURM_TASKS_PER_NODE",
+                                           "SLURM_NNODES",
+                                           "PMI_RANK",
+                                           "PMI_SIZE",
+                                           "MPI_LOCALRANKID",
+                                           "MPI_LOCALNRANKS",
+                                           "PMI_LOCAL_RANK",
+                                           "PMI_LOCAL_SIZE",
+                                           "RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_RANK",
+                                           "LOCAL_WORLD_SIZE",
+                                           "TANDEM_COLLECTIVE_TIMEOUT_S"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -102,7 +116,8 @@ TEST_CASE("launch env: Open MPI variables", "[launch_env]") {
   }
   SECTION("a value that is not an integer is named") {
     env.set("OMPI_COMM_WORLD_SIZE", "4x");
-    CHECK_THROWS_WITH(init_from_env(), Catch::Contains("(openmpi): OMPI_COMM_WORLD_SIZE='4x' is not an integer"));
+    CHECK_THROWS_WITH(init_from_env(),
+                      Catch::Contains("(openmpi): OMPI_COMM_WORLD_SIZE='4x' is not an integer"));
   }
   SECTION("Open MPI wins over the other launchers' variables") {
     env.set("SLURM_PROCID", "0");
@@ -195,7 +210,9 @@ TEST_CASE("launch env: torchrun variables", "[launch_env]") {
     env.set("LOCAL_WORLD_SIZE", "4");
     check_env(init_from_env(), 5, 8, 1, 4, "torchrun");
   }
-  SECTION("without local variables one node is assumed") { check_env(init_from_env(), 5, 8, 5, 8, "torchrun"); }
+  SECTION("without local variables one node is assumed") {
+    check_env(init_from_env(), 5, 8, 5, 8, "torchrun");
+  }
   SECTION("a missing world size is named") {
     unsetenv("WORLD_SIZE");
     CHECK_THROWS_WITH(init_from_env(), Catch::Contains("(torchrun): WORLD_SIZE is not set, but RANK is"));
@@ -226,7 +243,8 @@ TEST_CASE("launch env: the CUDA device is the local rank modulo the device count
   CHECK_THROWS_WITH(env.cuda_device(0), Catch::Contains("no CUDA device"));
 }
 
-TEST_CASE("process group: the default timeout comes from TANDEM_COLLECTIVE_TIMEOUT_S", "[launch_env][timeout]") {
+TEST_CASE("process group: the default timeout comes from TANDEM_COLLECTIVE_TIMEOUT_S",
+          "[launch_env][timeout]") {
   EnvGuard env;
   CHECK(default_timeout() == std::chrono::seconds(300));
   env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "2");
@@ -234,7 +252,8 @@ TEST_CASE("process group: the default timeout comes from TANDEM_COLLECTIVE_TIMEO
   env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "0.25");
   CHECK(default_timeout() == std::chrono::milliseconds(250));
   env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "soon");
-  CHECK_THROWS_WITH(default_timeout(), Catch::Contains("TANDEM_COLLECTIVE_TIMEOUT_S='soon' is not a positive number"));
+  CHECK_THROWS_WITH(default_timeout(),
+                    Catch::Contains("TANDEM_COLLECTIVE_TIMEOUT_S='soon' is not a positive number"));
   env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "-3");
   CHECK_THROWS_WITH(default_timeout(), Catch::Contains("TANDEM_COLLECTIVE_TIMEOUT_S='-3'"));
 }

@@ -52,7 +52,8 @@ TEST_CASE("threads: allreduce is exact for every op, dtype and size", "[threads]
   on_thread_ranks([](ProcessGroup& g, Failures& f) { check_allreduce_exact(g, f, kCounts); });
 }
 
-TEST_CASE("threads: integer dtypes reduce and broadcast exactly, past float64's 2^53", "[threads][allreduce]") {
+TEST_CASE("threads: integer dtypes reduce and broadcast exactly, past float64's 2^53",
+          "[threads][allreduce]") {
   on_thread_ranks([](ProcessGroup& g, Failures& f) { check_integers_exact(g, f); });
 }
 

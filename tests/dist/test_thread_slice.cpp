@@ -4,8 +4,8 @@
 #include <string>
 #include <thread>
 
-#include "runtime/error.h"
 #include "runtime/dist/thread_slice.h"
+#include "runtime/error.h"
 
 using namespace tandem;
 
@@ -21,14 +21,17 @@ struct EnvGuard {
     }
   }
   ~EnvGuard() {
-    if (had) setenv(kCommSliceEnvVar, saved.c_str(), 1);
-    else unsetenv(kCommSliceEnvVar);
+    if (had)
+      setenv(kCommSliceEnvVar, saved.c_str(), 1);
+    else
+      unsetenv(kCommSliceEnvVar);
   }
 };
 
 }  // namespace
 
-TEST_CASE("the slice setting defaults to 100 us, accepts 0, and names the variable when bad", "[thread_slice]") {
+TEST_CASE("the slice setting defaults to 100 us, accepts 0, and names the variable when bad",
+          "[thread_slice]") {
   EnvGuard guard;
   unsetenv(kCommSliceEnvVar);
   CHECK(comm_thread_slice_us() == 100);

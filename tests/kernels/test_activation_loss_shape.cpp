@@ -1,6 +1,5 @@
 // Activation, loss and shape kernels against hand-computed values, in float32 and float64.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <vector>
 
@@ -50,9 +49,8 @@ TEST_CASE("tanh and sigmoid forward and backward", "[kernels][activation]") {
     Tensor y = kernels::tanh(x);
     check_values(y, {0.0, 0.761594155955765, -0.964027580075817, 1.0});
     Tensor g = Tensor::from_values({4}, {1.0, 2.0, 0.5, 1.0}, dt);
-    check_values(kernels::tanh_backward(g, y),
-                 {1.0, 2.0 * (1 - 0.761594155955765 * 0.761594155955765),
-                  0.5 * (1 - 0.964027580075817 * 0.964027580075817), 0.0});
+    check_values(kernels::tanh_backward(g, y), {1.0, 2.0 * (1 - 0.761594155955765 * 0.761594155955765),
+                                                0.5 * (1 - 0.964027580075817 * 0.964027580075817), 0.0});
 
     // sigmoid(1) = 0.731058578630005, sigmoid(-2) = 0.119202922022118
     Tensor xs = Tensor::from_values({5}, {0.0, 1.0, -2.0, 100.0, -100.0}, dt);
@@ -92,8 +90,8 @@ TEST_CASE("bce_with_logits matches the stable form, also at |x| = 100", "[kernel
     Tensor x = Tensor::from_values({6}, {0.0, 2.0, 100.0, 100.0, -100.0, -100.0}, dt);
     Tensor t = Tensor::from_values({6}, {1.0, 0.25, 1.0, 0.0, 1.0, 0.0}, dt);
     // x = 2, t = 0.25: 2 - 0.5 + log1p(e^-2) = 1.5 + 0.126928011042973
-    check_values(kernels::bce_with_logits(x, t),
-                 {0.693147180559945, 1.626928011042973, 3.720075976020836e-44, 100.0, 100.0, 3.720075976020836e-44});
+    check_values(kernels::bce_with_logits(x, t), {0.693147180559945, 1.626928011042973, 3.720075976020836e-44,
+                                                  100.0, 100.0, 3.720075976020836e-44});
     Tensor g = Tensor::from_values({6}, {1.0, 2.0, 1.0, 1.0, 1.0, 1.0}, dt);
     // grad * (sigmoid(x) - t); sigmoid(2) = 0.880797077977882
     std::vector<double> d = kernels::bce_with_logits_backward(g, x, t).to_vector();
@@ -110,8 +108,9 @@ TEST_CASE("bce_with_logits matches the stable form, also at |x| = 100", "[kernel
 TEST_CASE("bce_with_logits names the op and both shapes on a mismatch", "[kernels][loss][errors]") {
   Tensor x = Tensor::zeros({2, 3});
   Tensor t = Tensor::zeros({3, 2});
-  CHECK_THROWS_WITH(kernels::bce_with_logits(x, t),
-                    Catch::Contains("bce_with_logits") && Catch::Contains("[2, 3]") && Catch::Contains("[3, 2]"));
+  CHECK_THROWS_WITH(kernels::bce_with_logits(x, t), Catch::Contains("bce_with_logits") &&
+                                                        Catch::Contains("[2, 3]") &&
+                                                        Catch::Contains("[3, 2]"));
 }
 
 TEST_CASE("concat along each axis", "[kernels][shape]") {
@@ -169,8 +168,9 @@ TEST_CASE("slice and slice_backward along each axis", "[kernels][shape]") {
     Tensor back = kernels::slice_backward(g, {2, 3, 2}, 1, 1);
     CHECK(back.shape() == Shape{2, 3, 2});
     check_values(back, {0, 0, 1, 2, 3, 4, 0, 0, 5, 6, 7, 8});
-    check_values(kernels::slice_backward(Tensor::from_values({2, 3, 1}, {1, 2, 3, 4, 5, 6}, dt), {2, 3, 2}, 2, 0),
-                 {1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0});
+    check_values(
+        kernels::slice_backward(Tensor::from_values({2, 3, 1}, {1, 2, 3, 4, 5, 6}, dt), {2, 3, 2}, 2, 0),
+        {1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0});
   }
 }
 
@@ -179,8 +179,9 @@ TEST_CASE("slice errors name the op and the shape", "[kernels][shape][errors]") 
   CHECK_THROWS_WITH(kernels::slice(x, 1, 2, 2), Catch::Contains("slice") && Catch::Contains("[2, 3]"));
   CHECK_THROWS_WITH(kernels::slice(x, 1, -1, 1), Catch::Contains("slice") && Catch::Contains("[2, 3]"));
   CHECK_THROWS_WITH(kernels::slice(x, 3, 0, 1), Catch::Contains("slice") && Catch::Contains("[2, 3]"));
-  CHECK_THROWS_WITH(kernels::slice_backward(Tensor::zeros({2, 2}), {3, 3}, 1, 0),
-                    Catch::Contains("slice_backward") && Catch::Contains("[2, 2]") && Catch::Contains("[3, 3]"));
+  CHECK_THROWS_WITH(
+      kernels::slice_backward(Tensor::zeros({2, 2}), {3, 3}, 1, 0),
+      Catch::Contains("slice_backward") && Catch::Contains("[2, 2]") && Catch::Contains("[3, 3]"));
 }
 
 TEST_CASE("activation kernels reject non-float dtypes by op name", "[kernels][activation][errors]") {

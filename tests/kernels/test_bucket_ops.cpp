@@ -1,7 +1,6 @@
 // Bucket pack/unpack on the CPU (the twins of the CUDA kernels): exact values, slots with
 // gaps, undefined parts, in-place views, and the named errors.
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 #include "kernels/bucket_ops.h"
@@ -69,8 +68,8 @@ TEST_CASE("pack_ and unpack_ name the op, the part and the shapes in their error
                     Catch::Contains("unpack_") && Catch::Contains("part #1") && Catch::Contains("undefined"));
   Tensor d = Tensor::zeros({3}, DType::f64);
   CHECK_THROWS_WITH(kernels::unpack_(flat, {a, d}, {0, 4}),
-                    Catch::Contains("unpack_") && Catch::Contains("part #1") && Catch::Contains("float64[3]") &&
-                        Catch::Contains("float32[10]"));
+                    Catch::Contains("unpack_") && Catch::Contains("part #1") &&
+                        Catch::Contains("float64[3]") && Catch::Contains("float32[10]"));
   Tensor h = Tensor::zeros({4}, DType::f16);
   CHECK_THROWS_WITH(kernels::unpack_(h, {}, {}), Catch::Contains("unpack_") && Catch::Contains("float16"));
   // A failed call writes nothing.

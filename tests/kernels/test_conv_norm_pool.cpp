@@ -1,6 +1,5 @@
 // Convolution, batch norm and factor-2 resampling kernels against direct-loop references.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <vector>
 
@@ -27,12 +26,14 @@ int64_t idx(const Shape& s, int64_t a, int64_t b, int64_t c, int64_t d) {
 }
 
 // y[n, o, oh, ow] = sum over c, ki, kj of x[n, c, oh s - p + ki, ow s - p + kj] w[o, c, ki, kj].
-std::vector<double> reference_conv2d(const Tensor& x, const Tensor& w, int64_t s, int64_t p, Shape& out_shape) {
+std::vector<double> reference_conv2d(const Tensor& x, const Tensor& w, int64_t s, int64_t p,
+                                     Shape& out_shape) {
   const Shape& xs = x.shape();
   const Shape& ws = w.shape();
   int64_t ho = (xs[2] + 2 * p - ws[2]) / s + 1, wo = (xs[3] + 2 * p - ws[3]) / s + 1;
   out_shape = {xs[0], ws[0], ho, wo};
-  std::vector<double> xv = x.to_vector(), wv = w.to_vector(), y(static_cast<size_t>(shape_numel(out_shape)), 0.0);
+  std::vector<double> xv = x.to_vector(), wv = w.to_vector(),
+                      y(static_cast<size_t>(shape_numel(out_shape)), 0.0);
   for (int64_t n = 0; n < xs[0]; ++n)
     for (int64_t o = 0; o < ws[0]; ++o)
       for (int64_t oh = 0; oh < ho; ++oh)
@@ -43,7 +44,8 @@ std::vector<double> reference_conv2d(const Tensor& x, const Tensor& w, int64_t s
               for (int64_t kj = 0; kj < ws[3]; ++kj) {
                 int64_t ih = oh * s - p + ki, iw = ow * s - p + kj;
                 if (ih < 0 || ih >= xs[2] || iw < 0 || iw >= xs[3]) continue;
-                acc += xv[static_cast<size_t>(idx(xs, n, c, ih, iw))] * wv[static_cast<size_t>(idx(ws, o, c, ki, kj))];
+                acc += xv[static_cast<size_t>(idx(xs, n, c, ih, iw))] *
+                       wv[static_cast<size_t>(idx(ws, o, c, ki, kj))];
               }
           y[static_cast<size_t>(idx(out_shape, n, o, oh, ow))] = acc;
         }
@@ -51,13 +53,14 @@ std::vector<double> reference_conv2d(const Tensor& x, const Tensor& w, int64_t s
 }
 
 // Each input pixel x[n, c, ih, iw] scatters x * w[c, o, ki, kj] to y[n, o, ih s - p + ki, iw s - p + kj].
-std::vector<double> reference_conv_transpose2d(const Tensor& x, const Tensor& w, int64_t s, int64_t p, int64_t op,
-                                               Shape& out_shape) {
+std::vector<double> reference_conv_transpose2d(const Tensor& x, const Tensor& w, int64_t s, int64_t p,
+                                               int64_t op, Shape& out_shape) {
   const Shape& xs = x.shape();
   const Shape& ws = w.shape();
   int64_t ho = (xs[2] - 1) * s - 2 * p + ws[2] + op, wo = (xs[3] - 1) * s - 2 * p + ws[3] + op;
   out_shape = {xs[0], ws[1], ho, wo};
-  std::vector<double> xv = x.to_vector(), wv = w.to_vector(), y(static_cast<size_t>(shape_numel(out_shape)), 0.0);
+  std::vector<double> xv = x.to_vector(), wv = w.to_vector(),
+                      y(static_cast<size_t>(shape_numel(out_shape)), 0.0);
   for (int64_t n = 0; n < xs[0]; ++n)
     for (int64_t c = 0; c < xs[1]; ++c)
       for (int64_t ih = 0; ih < xs[2]; ++ih)
@@ -68,7 +71,8 @@ std::vector<double> reference_conv_transpose2d(const Tensor& x, const Tensor& w,
                 int64_t oh = ih * s - p + ki, ow = iw * s - p + kj;
                 if (oh < 0 || oh >= ho || ow < 0 || ow >= wo) continue;
                 y[static_cast<size_t>(idx(out_shape, n, o, oh, ow))] +=
-                    xv[static_cast<size_t>(idx(xs, n, c, ih, iw))] * wv[static_cast<size_t>(idx(ws, c, o, ki, kj))];
+                    xv[static_cast<size_t>(idx(xs, n, c, ih, iw))] *
+                    wv[static_cast<size_t>(idx(ws, c, o, ki, kj))];
               }
   return y;
 }
@@ -148,11 +152,13 @@ TEST_CASE("conv_transpose2d matches a direct-loop scatter, with output_padding",
     Tensor w = random_tensor({cc.c, cc.o, cc.k, cc.k}, 7);
     Conv2dParams p{cc.stride, cc.padding, cc.output_padding};
     Shape ref_shape;
-    std::vector<double> ref = reference_conv_transpose2d(x, w, cc.stride, cc.padding, cc.output_padding, ref_shape);
+    std::vector<double> ref =
+        reference_conv_transpose2d(x, w, cc.stride, cc.padding, cc.output_padding, ref_shape);
     Tensor y = kernels::conv_transpose2d(x, w, p);
     REQUIRE(y.shape() == ref_shape);
     CHECK(max_abs_diff(y.to_vector(), ref) < 1e-12);
-    CHECK(max_abs_diff(kernels::conv_transpose2d(x.to(DType::f32), w.to(DType::f32), p).to_vector(), ref) < 1e-4);
+    CHECK(max_abs_diff(kernels::conv_transpose2d(x.to(DType::f32), w.to(DType::f32), p).to_vector(), ref) <
+          1e-4);
 
     Tensor g = random_tensor(y.shape(), 8);
     double lhs = dot(y, g);
@@ -182,8 +188,9 @@ TEST_CASE("conv2d on a batch split over several GEMM chunks matches the referenc
 
 TEST_CASE("conv shape errors name the op and both shapes", "[conv][errors]") {
   Tensor x = Tensor::zeros({2, 3, 8, 8});
-  CHECK_THROWS_WITH(kernels::conv2d(x, Tensor::zeros({4, 2, 3, 3}), {}),
-                    Catch::Contains("conv2d") && Catch::Contains("[2, 3, 8, 8]") && Catch::Contains("[4, 2, 3, 3]"));
+  CHECK_THROWS_WITH(
+      kernels::conv2d(x, Tensor::zeros({4, 2, 3, 3}), {}),
+      Catch::Contains("conv2d") && Catch::Contains("[2, 3, 8, 8]") && Catch::Contains("[4, 2, 3, 3]"));
   CHECK_THROWS_WITH(kernels::conv_transpose2d(x, Tensor::zeros({2, 4, 3, 3}), {}),
                     Catch::Contains("conv_transpose2d") && Catch::Contains("[2, 3, 8, 8]") &&
                         Catch::Contains("[2, 4, 3, 3]"));
@@ -191,7 +198,8 @@ TEST_CASE("conv shape errors name the op and both shapes", "[conv][errors]") {
                     Catch::Contains("conv2d") && Catch::Contains("does not fit"));
   CHECK_THROWS_WITH(kernels::conv_transpose2d(x, Tensor::zeros({3, 4, 3, 3}), {2, 1, 2}),
                     Catch::Contains("output_padding"));
-  CHECK_THROWS_WITH(kernels::conv2d(x, Tensor::zeros({4, 3, 3, 3}, DType::f64), {}), Catch::Contains("conv2d"));
+  CHECK_THROWS_WITH(kernels::conv2d(x, Tensor::zeros({4, 3, 3, 3}, DType::f64), {}),
+                    Catch::Contains("conv2d"));
 }
 
 TEST_CASE("batch_norm_train normalises per channel and updates the running statistics", "[norm]") {
@@ -265,8 +273,9 @@ TEST_CASE("batch_norm_eval uses the running statistics", "[norm]") {
   // channel 0: (x - 1) / 2 * 2 + 0.5 = x - 0.5; channel 1: -(x - 4) / 0.5 = 8 - 2x.
   std::vector<double> expected = {0.5, 1.5, 2.0, 0.0, 4.5, 5.5, -6.0, -8.0};
   CHECK(max_abs_diff(y.to_vector(), expected) < 1e-14);
-  CHECK_THROWS_WITH(kernels::batch_norm_eval(x, Tensor::ones({3}, DType::f64), beta, rm, rv, 0.0),
-                    Catch::Contains("batch_norm") && Catch::Contains("[3]") && Catch::Contains("[2, 2, 1, 2]"));
+  CHECK_THROWS_WITH(
+      kernels::batch_norm_eval(x, Tensor::ones({3}, DType::f64), beta, rm, rv, 0.0),
+      Catch::Contains("batch_norm") && Catch::Contains("[3]") && Catch::Contains("[2, 2, 1, 2]"));
 }
 
 TEST_CASE("upsample_nearest2x and avg_pool2x values and backwards", "[pool]") {

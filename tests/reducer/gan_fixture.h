@@ -141,7 +141,8 @@ inline std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations,
   auto gan = std::make_shared<TinyGan>(/*seed=*/7, dynamic);
   OptimWrapperDict wrappers = make_wrappers(*gan);
   DdpOptions options;
-  options.reducer.find_unused_parameters = style == Style::whole_find_unused || style == Style::separate_find_unused;
+  options.reducer.find_unused_parameters =
+      style == Style::whole_find_unused || style == Style::separate_find_unused;
   std::unique_ptr<DistributedDataParallel> whole;
   std::unique_ptr<SeparateDistributedDataParallel> separate;
   if (style == Style::whole || style == Style::whole_find_unused || style == Style::whole_explicit_prepare) {

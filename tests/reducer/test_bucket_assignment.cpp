@@ -25,7 +25,8 @@ TEST_CASE("buckets fill in the given order up to the cap, first bucket smaller",
 }
 
 TEST_CASE("a parameter larger than the cap is never split", "[buckets]") {
-  std::vector<BucketParamInfo> params = {{10, DType::f32, {}}, {1000000, DType::f32, {}}, {10, DType::f32, {}}};
+  std::vector<BucketParamInfo> params = {
+      {10, DType::f32, {}}, {1000000, DType::f32, {}}, {10, DType::f32, {}}};
   auto buckets = assign_buckets(params, reversed(3), BucketCaps{64, 64});
   REQUIRE(buckets.size() == 2);
   CHECK(buckets[0] == std::vector<size_t>{2, 1});  // 40 B < 64, then the big one closes it
@@ -33,10 +34,11 @@ TEST_CASE("a parameter larger than the cap is never split", "[buckets]") {
 }
 
 TEST_CASE("buckets never mix dtypes or devices, and are ordered by first parameter", "[buckets]") {
-  std::vector<BucketParamInfo> params = {
-      {10, DType::f32, Device::cpu()}, {10, DType::f64, Device::cpu()},
-      {10, DType::f32, Device::cpu()}, {10, DType::f32, Device::cuda(0)},
-      {10, DType::f64, Device::cpu()}};
+  std::vector<BucketParamInfo> params = {{10, DType::f32, Device::cpu()},
+                                         {10, DType::f64, Device::cpu()},
+                                         {10, DType::f32, Device::cpu()},
+                                         {10, DType::f32, Device::cuda(0)},
+                                         {10, DType::f64, Device::cpu()}};
   auto buckets = assign_buckets(params, reversed(5), BucketCaps{1 << 20, 1 << 20});
   REQUIRE(buckets.size() == 3);
   CHECK(buckets[0] == std::vector<size_t>{4, 1});  // f64 cpu: first seen at position 0

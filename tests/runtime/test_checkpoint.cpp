@@ -8,12 +8,11 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/rng.h"
-
 #include "tests/test_files.h"
 using namespace tandem;
 namespace fs = std::filesystem;
-using tandem::testing::TempDir;
 using tandem::testing::read_bytes;
+using tandem::testing::TempDir;
 using tandem::testing::write_bytes;
 
 namespace {
@@ -47,8 +46,8 @@ std::map<std::string, Tensor> sample_tensors() {
   std::memcpy(b.raw_data(), b_bits, sizeof b_bits);
   t["ema.half"] = h;
   t["optimizer.bf16"] = b;
-  t["iteration"] = Tensor::scalar(1234.0, DType::f64);                                  // shape []
-  Tensor step = Tensor::empty({2}, DType::i64);  // past float64's 2^53: must stay exact
+  t["iteration"] = Tensor::scalar(1234.0, DType::f64);  // shape []
+  Tensor step = Tensor::empty({2}, DType::i64);         // past float64's 2^53: must stay exact
   step.data<int64_t>()[0] = (int64_t{1} << 62) + 3;
   step.data<int64_t>()[1] = -7;
   t["optimizer.step"] = step;

@@ -1,6 +1,5 @@
 // The JSON subset of safetensors headers, on its own: values, order, escapes, limits.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "runtime/json_subset.h"
@@ -52,7 +51,8 @@ TEST_CASE("json subset: errors name the source, the byte and the problem", "[jso
       {R"("\ud83d")", "unpaired surrogate"},
       {"\"a\x01\"", "control character byte 0x01 inside a string"},
       {"[1] 2", "unexpected data after the top-level value"},
-      {std::string(kMaxJsonDepth + 2, '[') + std::string(kMaxJsonDepth + 2, ']'), "nested more than 32 levels"},
+      {std::string(kMaxJsonDepth + 2, '[') + std::string(kMaxJsonDepth + 2, ']'),
+       "nested more than 32 levels"},
   };
   for (const Case& c : cases) {
     INFO(c.text);

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 
@@ -50,9 +49,9 @@ TEST_CASE("dtype conversion round trips and 16-bit rounding", "[tensor][dtype]")
   std::vector<double> back = h.to_vector();
   CHECK(back[0] == 1.0);
   CHECK(back[1] == -2.5);
-  CHECK(back[2] == 65504.0);                   // largest finite half
+  CHECK(back[2] == 65504.0);                            // largest finite half
   CHECK(back[3] == Approx(1.19209e-07).epsilon(0.01));  // subnormal half
-  CHECK(back[4] == Approx(3.140625));           // 3.14159 rounds to 3.140625 in half
+  CHECK(back[4] == Approx(3.140625));                   // 3.14159 rounds to 3.140625 in half
   CHECK(std::isinf(half_bits_to_float(float_to_half_bits(70000.0f))));
   Tensor b = t.to(DType::bf16);
   std::vector<double> bb = b.to_vector();

@@ -2,7 +2,6 @@
 // odd sizes, ordering of outstanding work, subgroups and argument errors. Value checks use
 // CHECK, never REQUIRE, so every rank keeps issuing the same collectives.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstdlib>
 #include <sstream>
@@ -40,14 +39,14 @@ void on_world(Check check) {
 }
 
 // Every element i of `tensor` equals `expr` (which may use i).
-#define CHECK_ALL(tensor, expr)                                                              \
-  do {                                                                                       \
-    Failures failures_;                                                                      \
-    failures_.expect_all(world()->rank(), (tensor), [&](int64_t i) {                         \
-      (void)i;                                                                               \
-      return static_cast<double>(expr);                                                      \
-    });                                                                                      \
-    failures_.check();                                                                       \
+#define CHECK_ALL(tensor, expr)                                      \
+  do {                                                               \
+    Failures failures_;                                              \
+    failures_.expect_all(world()->rank(), (tensor), [&](int64_t i) { \
+      (void)i;                                                       \
+      return static_cast<double>(expr);                              \
+    });                                                              \
+    failures_.check();                                               \
   } while (0)
 
 }  // namespace

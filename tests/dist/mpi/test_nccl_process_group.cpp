@@ -1,16 +1,15 @@
 // NcclProcessGroup: exact values (rank r contributes r + 1) for every op and dtype, stream
 // gating, broadcast, allgather, barrier and subgroups. Needs one GPU per rank; skips with a
 // message when cudaGetDeviceCount fails (no driver: error 35 on CI) or finds too few.
-#include <catch2/catch.hpp>
-
 #include <cuda_runtime.h>
 
+#include <catch2/catch.hpp>
 #include <sstream>
 
 #include "runtime/cuda/cuda_memory.h"
-#include "runtime/dist/nccl_process_group.h"
-#include "runtime/dist/mpi_process_group.h"
 #include "runtime/cuda_check.h"
+#include "runtime/dist/mpi_process_group.h"
+#include "runtime/dist/nccl_process_group.h"
 #include "runtime/storage.h"
 #include "tests/mpi_gpu_skip.h"
 
@@ -56,12 +55,12 @@ int64_t count_wrong(const Tensor& dev, double expected, std::string* first) {
   return bad;
 }
 
-#define CHECK_ALL_EQ(dev, value)                            \
-  do {                                                      \
-    std::string first_;                                     \
-    int64_t bad_ = count_wrong((dev), (value), &first_);    \
-    INFO((dev).str() << ": " << first_);                    \
-    CHECK(bad_ == 0);                                       \
+#define CHECK_ALL_EQ(dev, value)                         \
+  do {                                                   \
+    std::string first_;                                  \
+    int64_t bad_ = count_wrong((dev), (value), &first_); \
+    INFO((dev).str() << ": " << first_);                 \
+    CHECK(bad_ == 0);                                    \
   } while (0)
 
 const DType kDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
@@ -102,10 +101,12 @@ TEST_CASE("nccl: the group's stream is gated by the caller's stream both ways", 
   Tensor back = Tensor::empty({count});
   Tensor dev = Tensor::empty({count}, DType::f32, Device::cuda(g->device()));
   // Everything below is queued on `caller` without the host waiting in between.
-  TANDEM_CHECK_CUDA(cudaMemcpyAsync(dev.raw_data(), host.raw_data(), host.bytes(), cudaMemcpyHostToDevice, caller));
+  TANDEM_CHECK_CUDA(
+      cudaMemcpyAsync(dev.raw_data(), host.raw_data(), host.bytes(), cudaMemcpyHostToDevice, caller));
   auto work = g->allreduce(dev, ReduceOp::sum, "gated");
   work->wait();  // the caller's stream waits; the host does not
-  TANDEM_CHECK_CUDA(cudaMemcpyAsync(back.raw_data(), dev.raw_data(), dev.bytes(), cudaMemcpyDeviceToHost, caller));
+  TANDEM_CHECK_CUDA(
+      cudaMemcpyAsync(back.raw_data(), dev.raw_data(), dev.bytes(), cudaMemcpyDeviceToHost, caller));
   TANDEM_CHECK_CUDA(cudaStreamSynchronize(caller));
   std::vector<double> v = back.to_vector();
   int64_t bad = 0;

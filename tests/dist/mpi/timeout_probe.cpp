@@ -25,7 +25,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
-  if (std::strcmp(mode, "catch") != 0 && std::strcmp(mode, "uncaught") != 0 && std::strcmp(mode, "destroy") != 0) {
+  if (std::strcmp(mode, "catch") != 0 && std::strcmp(mode, "uncaught") != 0 &&
+      std::strcmp(mode, "destroy") != 0) {
     std::fprintf(stderr, "usage: timeout_probe catch|uncaught|destroy\n");
     return 2;
   }

@@ -3,7 +3,6 @@
 // hash check names the first differing parameter). Run at 2 ranks: the bad value lives
 // on rank 1 only, so rank 0 must reach the same verdict through the averages.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 
@@ -85,7 +84,8 @@ TEST_CASE("non-finite skip: every rank skips the step and carries on", "[faults]
   if (world()->size() >= 2) {
     CHECK(wrapper.skipped_steps() == 1);
     CHECK(values(*model) == before);  // untouched, on both ranks
-    for (const Variable& p : model->parameters()) CHECK_FALSE(p.grad().defined());  // zeroed for the next step
+    for (const Variable& p : model->parameters())
+      CHECK_FALSE(p.grad().defined());  // zeroed for the next step
   }
   ddp.train_step(batch_for(false), wrapper);  // the next finite step updates again
   CHECK(values(*model) != before);

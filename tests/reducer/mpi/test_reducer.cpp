@@ -2,7 +2,6 @@
 // N ranks each on a slice of a global batch must end with the parameters of one process
 // on the whole batch, and with bitwise identical replicas.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -44,7 +43,8 @@ TEST_CASE("GAN training in every MMGeneration style matches the single-process o
   for (bool dynamic : {false, true}) {
     std::vector<Tensor> reference = train_gan(Style::none, dynamic, 6, nullptr);
     for (Style style : kDistributedStyles) {
-      INFO((dynamic ? "dynamic" : "static") << " GAN, " << style_name(style) << ", " << world()->size() << " ranks");
+      INFO((dynamic ? "dynamic" : "static")
+           << " GAN, " << style_name(style) << ", " << world()->size() << " ranks");
       std::vector<Tensor> got = train_gan(style, dynamic, 6, world());
       require_close(got, reference, 1e-5);
       require_replicas_identical(got);
@@ -57,9 +57,10 @@ class MlpClassifier : public DataParallelModel {
  public:
   MlpClassifier() {
     Generator gen(21);
-    net = register_module("net", std::make_shared<nn::Sequential>(
-                                     std::make_shared<nn::Linear>(6, 16, true, gen), std::make_shared<nn::Tanh>(),
-                                     std::make_shared<nn::Linear>(16, 1, true, gen)));
+    net = register_module("net",
+                          std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 16, true, gen),
+                                                           std::make_shared<nn::Tanh>(),
+                                                           std::make_shared<nn::Linear>(16, 1, true, gen)));
   }
   Losses forward_losses(const Batch& batch) override {
     Variable logits = net->forward(Variable(batch.inputs));
@@ -68,17 +69,19 @@ class MlpClassifier : public DataParallelModel {
   std::shared_ptr<nn::Sequential> net;
 };
 
-TEST_CASE("an MLP classifier trained through train_step matches the single-process oracle", "[reducer][oracle]") {
+TEST_CASE("an MLP classifier trained through train_step matches the single-process oracle",
+          "[reducer][oracle]") {
   auto run = [](bool distributed) {
     auto model = std::make_shared<MlpClassifier>();
-    OptimWrapper wrapper(std::make_shared<optim::SGD>(model->parameters(),
-                                                      optim::SGDOptions{.lr = 0.1, .momentum = 0.9}));
+    OptimWrapper wrapper(
+        std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9}));
     std::unique_ptr<DistributedDataParallel> ddp;
     if (distributed) ddp = std::make_unique<DistributedDataParallel>(model, world());
     for (int step = 0; step < 6; ++step) {
       Tensor x = random_tensor({kGlobalBatch, 6}, 500 + step);
       Tensor y = Tensor::empty({kGlobalBatch, 1});
-      for (int64_t i = 0; i < kGlobalBatch; ++i) y.data<float>()[i] = x.at(i * 6) + x.at(i * 6 + 1) > 0 ? 1.0f : 0.0f;
+      for (int64_t i = 0; i < kGlobalBatch; ++i)
+        y.data<float>()[i] = x.at(i * 6) + x.at(i * 6 + 1) > 0 ? 1.0f : 0.0f;
       Batch batch{x, y};
       if (distributed) {
         LogVars log = ddp->train_step(Batch{my_slice(x), my_slice(y)}, wrapper);
@@ -99,7 +102,8 @@ TEST_CASE("an MLP classifier trained through train_step matches the single-proce
   require_replicas_identical(got);
 }
 
-TEST_CASE("gradient accumulation through OptimWrapper equals one step on the concatenated batch", "[reducer][no_sync]") {
+TEST_CASE("gradient accumulation through OptimWrapper equals one step on the concatenated batch",
+          "[reducer][no_sync]") {
   // Two micro-batches with accumulative_counts 2 (the first backward inside no_sync) must
   // give the parameters of one single-process step on both micro-batches' global rows.
   auto make_batch = [](int micro) {
@@ -109,7 +113,8 @@ TEST_CASE("gradient accumulation through OptimWrapper equals one step on the con
     return Batch{x, y};
   };
   auto reference = std::make_shared<MlpClassifier>();
-  OptimWrapper ref_wrapper(std::make_shared<optim::SGD>(reference->parameters(), optim::SGDOptions{.lr = 0.5}));
+  OptimWrapper ref_wrapper(
+      std::make_shared<optim::SGD>(reference->parameters(), optim::SGDOptions{.lr = 0.5}));
   Batch b0 = make_batch(0), b1 = make_batch(1);
   Batch both{Tensor::empty({2 * kGlobalBatch, 6}), Tensor::empty({2 * kGlobalBatch, 1})};
   both.inputs.narrow_rows(0, kGlobalBatch).copy_(b0.inputs);
@@ -132,7 +137,8 @@ TEST_CASE("gradient accumulation through OptimWrapper equals one step on the con
   require_close(got, expected, 1e-5);
 }
 
-TEST_CASE("buffers are verified at wrap time and broadcast from rank 0 before each step", "[reducer][buffers]") {
+TEST_CASE("buffers are verified at wrap time and broadcast from rank 0 before each step",
+          "[reducer][buffers]") {
   auto model = std::make_shared<DataParallelModel>();
   model->register_parameter("w", zeros({2}));
   Tensor& running = model->register_buffer("running", Tensor::full({3}, 100.0 + world()->rank()));
@@ -207,7 +213,8 @@ TEST_CASE("rank-dependent control flow: averaged gradients, untouched unused par
   CHECK(ddp.reducer().last_backward_bytes() == expected_bytes);
 }
 
-TEST_CASE("no_sync over 3 micro-batches equals one synced step on the concatenated batch", "[reducer][no_sync]") {
+TEST_CASE("no_sync over 3 micro-batches equals one synced step on the concatenated batch",
+          "[reducer][no_sync]") {
   // Reference: one process, each micro-batch on the global rows.
   auto ref = make_side_model();
   for (int micro = 0; micro < 3; ++micro) {
@@ -299,7 +306,8 @@ TEST_CASE("models that differ across ranks are refused with a named error", "[re
                         Catch::Contains("model differs across ranks") &&
                             Catch::Contains("rank 0 has 'w' float32[4, 3], rank 1 has 'w' float32[4, 5]"));
     } else {
-      CHECK_THROWS_WITH(DistributedDataParallel(model, world()), Catch::Contains("model differs across ranks"));
+      CHECK_THROWS_WITH(DistributedDataParallel(model, world()),
+                        Catch::Contains("model differs across ranks"));
     }
   }
   {
@@ -319,6 +327,7 @@ TEST_CASE("ranks running different phases are detected at the agreement", "[redu
   // Rank 0 runs the D step's backward while the others run the G step's.
   Variable loss = world()->rank() == 0 ? mean(gan->discriminator->run(fake.detach(), false))
                                        : mean(gan->discriminator->run(fake, false));
-  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("ranks diverge") && Catch::Contains("part 'generator'") &&
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("ranks diverge") &&
+                                         Catch::Contains("part 'generator'") &&
                                          Catch::Contains("generator.0.weight"));
 }
