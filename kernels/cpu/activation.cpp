@@ -58,13 +58,15 @@ Tensor backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
 
 Tensor relu(const Tensor& x) {
   TANDEM_CUDA_ROUTE(x, cuda::relu(x));
-  return unary("relu", x, [](auto v) { return v > decltype(v)(0) ? v : decltype(v)(0); });
+  // NaN in, NaN out (as PyTorch): only a number below zero becomes zero.
+  return unary("relu", x, [](auto v) { return v < decltype(v)(0) ? decltype(v)(0) : v; });
 }
 
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
   TANDEM_CUDA_ROUTE(grad, cuda::relu_backward(grad, x));
-  return backward("relu_backward", grad, x,
-                  [](auto g, auto v) { return v > decltype(v)(0) ? g : decltype(g)(0); });
+  return backward("relu_backward", grad, x, [](auto g, auto v) {
+    return v > decltype(v)(0) ? g : v <= decltype(v)(0) ? decltype(g)(0) : v;
+  });
 }
 
 Tensor leaky_relu(const Tensor& x, double slope) {
@@ -76,7 +78,7 @@ Tensor leaky_relu(const Tensor& x, double slope) {
 Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
   TANDEM_CUDA_ROUTE(grad, cuda::leaky_relu_backward(grad, x, slope));
   return backward("leaky_relu_backward", grad, x, [slope](auto g, auto v) {
-    return v > decltype(v)(0) ? g : static_cast<decltype(g)>(slope) * g;
+    return v > decltype(v)(0) ? g : v <= decltype(v)(0) ? static_cast<decltype(g)>(slope) * g : v;
   });
 }
 

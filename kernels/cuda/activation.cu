@@ -15,10 +15,10 @@ __device__ T stable_softplus(T x) {
 
 // clang-format off
 struct ReluOp {
-  template <typename T> __device__ T operator()(T v) const { return v > T(0) ? v : T(0); }
+  template <typename T> __device__ T operator()(T v) const { return max_zero(v); }  // NaN stays NaN
 };
 struct ReluBackwardOp {
-  template <typename T> __device__ T operator()(T g, T v) const { return v > T(0) ? g : T(0); }
+  template <typename T> __device__ T operator()(T g, T v) const { return v > T(0) ? g : v <= T(0) ? T(0) : v; }
 };
 struct LeakyReluOp {
   double slope;
@@ -26,7 +26,9 @@ struct LeakyReluOp {
 };
 struct LeakyReluBackwardOp {
   double slope;
-  template <typename T> __device__ T operator()(T g, T v) const { return v > T(0) ? g : static_cast<T>(slope) * g; }
+  template <typename T> __device__ T operator()(T g, T v) const {
+    return v > T(0) ? g : v <= T(0) ? static_cast<T>(slope) * g : v;
+  }
 };
 struct TanhOp {
   template <typename T> __device__ T operator()(T v) const { return d_tanh(v); }

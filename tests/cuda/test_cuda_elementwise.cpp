@@ -157,6 +157,25 @@ TEST_CASE("cuda activations: forward and backward match the CPU") {
       -1, 1, -20, 20);
 }
 
+TEST_CASE("cuda relu and leaky_relu keep NaN and Inf as the CPU does") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor x = Tensor::from_values({3}, {std::nan(""), -INFINITY, INFINITY}, dt);
+    Tensor g = Tensor::from_values({3}, {1.0, 2.0, 3.0}, dt);
+    const std::vector<std::pair<Tensor, Tensor>> pairs = {
+        {kernels::relu(on_gpu(x)), kernels::relu(x)},
+        {kernels::relu_backward(on_gpu(g), on_gpu(x)), kernels::relu_backward(g, x)},
+        {kernels::leaky_relu(on_gpu(x), 0.2), kernels::leaky_relu(x, 0.2)},
+        {kernels::leaky_relu_backward(on_gpu(g), on_gpu(x), 0.2), kernels::leaky_relu_backward(g, x, 0.2)}};
+    for (const auto& [gpu, cpu] : pairs) {
+      std::vector<double> a = gpu.to(Device::cpu()).to_vector(), b = cpu.to_vector();
+      for (size_t i = 0; i < a.size(); ++i) {
+        INFO(dtype_name(dt) << " element " << i << ": " << a[i] << " vs " << b[i]);
+        CHECK((std::isnan(a[i]) ? std::isnan(b[i]) : a[i] == b[i]));
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda loss: bce_with_logits and its backward match the CPU") {
   for (DType dt : kFloatTypes)
     for (const Shape& shape : kShapes) {

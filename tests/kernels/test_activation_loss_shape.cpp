@@ -42,6 +42,30 @@ TEST_CASE("relu and leaky_relu forward and backward", "[kernels][activation]") {
   }
 }
 
+TEST_CASE("relu and leaky_relu keep NaN and Inf: NaN in, NaN out, forward and backward",
+          "[kernels][activation]") {
+  const double nan = std::nan(""), inf = INFINITY;
+  for (DType dt : kDtypes) {
+    Tensor x = Tensor::from_values({3}, {nan, -inf, inf}, dt);
+    Tensor g = Tensor::from_values({3}, {1.0, 2.0, 3.0}, dt);
+    std::vector<double> relu = kernels::relu(x).to_vector();
+    std::vector<double> relu_grad = kernels::relu_backward(g, x).to_vector();
+    std::vector<double> leaky = kernels::leaky_relu(x, 0.2).to_vector();
+    std::vector<double> leaky_grad = kernels::leaky_relu_backward(g, x, 0.2).to_vector();
+    CHECK(std::isnan(relu[0]));
+    CHECK(relu[1] == 0.0);
+    CHECK(relu[2] == inf);
+    CHECK(std::isnan(relu_grad[0]));  // a NaN input makes its gradient NaN, never 0
+    CHECK(relu_grad[1] == 0.0);
+    CHECK(relu_grad[2] == 3.0);
+    CHECK(std::isnan(leaky[0]));
+    CHECK(leaky[1] == -inf);
+    CHECK(std::isnan(leaky_grad[0]));
+    CHECK(leaky_grad[1] == Approx(0.4));
+    CHECK(leaky_grad[2] == 3.0);
+  }
+}
+
 TEST_CASE("tanh and sigmoid forward and backward", "[kernels][activation]") {
   for (DType dt : kDtypes) {
     Tensor x = Tensor::from_values({4}, {0.0, 1.0, -2.0, 100.0}, dt);
