@@ -1,6 +1,10 @@
 #include "runtime/error.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 
 namespace tandem {
 
@@ -19,6 +23,20 @@ Error::Error(const char* file, int line, const std::string& message)
     : std::runtime_error(format(file, line, message)), file_(file), line_(line), message_(message) {}
 
 void set_process_rank(int rank) { g_rank.store(rank); }
+
+void write_stderr_line(const std::string& line) {
+  std::string text = line + "\n";
+  std::fflush(stderr);  // whatever stdio holds goes first
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {  // one call unless interrupted or the pipe takes less
+    ssize_t n = ::write(2, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
 int process_rank() { return g_rank.load(); }
 
 namespace detail {

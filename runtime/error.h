@@ -29,6 +29,10 @@ class Error : public std::runtime_error {
 void set_process_rank(int rank);
 int process_rank();
 
+// Writes `line` and a newline to stderr in one write, so that lines of ranks sharing a
+// terminal or log file are never spliced into each other.
+void write_stderr_line(const std::string& line);
+
 namespace detail {
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
 }  // namespace detail

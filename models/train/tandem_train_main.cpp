@@ -9,18 +9,23 @@ namespace {
 
 using namespace tandem;
 
-void print_error(const std::exception& e) { std::cerr << "tandem-train: error: " << e.what() << std::endl; }
+void print_error(const std::exception& e) {
+  std::cout.flush();
+  write_stderr_line(std::string("tandem-train: error: ") + e.what());
+}
 
-// Trains; returns the exit status. A failure is printed while MPI is still up (the caller's
-// context ends it): once one rank has left MPI_Finalize with a non-zero status, mpirun kills
-// the others, printed or not, and where every rank fails (too little data, an unusable --out)
-// each must say why.
+// Trains; returns the exit status. A failure is printed while MPI is still up. With more
+// than one rank the job then ends at once (dist::abort_job): the failure may be this rank's
+// alone (a file only it cannot read, a full disk) while the others wait for it in a
+// collective. abort_job first gives ranks failing the same way (too little data, an
+// unusable --out) a moment to say why too.
 int train_printing_errors(const models::TrainOptions& options, dist::DistributedContext& context) {
   try {
     models::train(options, context.world(), std::cout);
     return 0;
   } catch (const std::exception& e) {
     print_error(e);
+    if (context.world()->size() > 1) dist::abort_job(1);
     return 1;
   }
 }

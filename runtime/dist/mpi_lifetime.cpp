@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "runtime/dist/mpi_check.h"
@@ -13,10 +14,21 @@
 namespace tandem::dist {
 
 void abort_on_timeout(const Error& error) {
-  std::fprintf(stderr, "tandem: ending the job: %s\n", error.what());
+  write_stderr_line(std::string("tandem: ending the job: ") + error.what());
   std::fflush(stderr);
   if (detail::mpi_abort_possible()) MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
   std::_Exit(kTimeoutExitCode);
+}
+
+void abort_job(int exit_code, std::chrono::milliseconds grace) {
+  std::fflush(stdout);
+  const int rank = process_rank();
+  write_stderr_line(
+      "tandem: ending the job: " + (rank >= 0 ? "[rank " + std::to_string(rank) + "] " : std::string()) +
+      "after the error above (exit code " + std::to_string(exit_code) + ")");
+  std::this_thread::sleep_for(grace);
+  if (detail::mpi_abort_possible()) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
 }
 
 namespace detail {
@@ -113,7 +125,7 @@ int on_finalize(MPI_Comm, int, void*, void*) {
   try {
     stop_all_groups();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tandem: stopping process groups in MPI_Finalize: %s\n", e.what());
+    write_stderr_line(std::string("tandem: stopping process groups in MPI_Finalize: ") + e.what());
   }
   g_in_finalize.store(false);
   return MPI_SUCCESS;

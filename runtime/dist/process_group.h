@@ -135,6 +135,16 @@ std::string timeout_message(const std::string& description, std::chrono::millise
 // whole job (MPI_Abort with kTimeoutExitCode when MPI is running, else _Exit).
 [[noreturn]] void abort_on_timeout(const Error& error);
 
+// How long abort_job lets other ranks print before it ends the job.
+inline constexpr std::chrono::milliseconds kAbortGrace{2000};
+// Policy for an error one rank met on its own while other ranks may be waiting for it in a
+// collective (a file only this rank cannot read, a full disk): waits `grace`, so that ranks
+// failing the same way can print their own error, then ends the whole job at once
+// (MPI_Abort with exit_code when MPI is running, else _Exit) instead of leaving the others
+// to their collective timeout. The caller prints its error first; abort_job adds
+// "tandem: ending the job: [rank r] after the error above (exit code c)".
+[[noreturn]] void abort_job(int exit_code, std::chrono::milliseconds grace = kAbortGrace);
+
 // Initialises MPI when nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE; at
 // least MPI_THREAD_SERIALIZED must be granted, else an Error says which level was), checks
 // the launch environment against MPI_COMM_WORLD (an Error names the variable that

@@ -2,6 +2,8 @@
 # Bad input under mpirun: tandem-train at 3 ranks, started with more ranks than its data can
 # feed and with an --out it cannot create.
 #   bad_input_test.sh <mpiexec> <tandem-train> <work dir>
+# And with a failure on one rank only (a wrong --data-dir there): the job ends within seconds,
+# that rank's cause first.
 # Asserts, for each: the job ends non-zero within a few seconds (no rank waits for another
 # until a timeout), every rank prints an error that names the problem (the world size and the
 # dataset size; the --out path), and no training iteration runs.
@@ -46,6 +48,27 @@ out="$work/regular-file/run"
 expect_every_rank_fails unwritable_out "--out $out: " --out "$out"
 grep -qF "[rank 0] --out $out: cannot create the directory (Not a directory)" "$work/unwritable_out.log" ||
   { cat "$work/unwritable_out.log"; fail "unwritable_out: rank 0 did not say why"; }
+
+# 3. A failure on one rank only (its --data-dir is wrong; MPMD launch): the others are
+# already waiting for it in a collective. The job must end within seconds with that rank's
+# cause first, not after the collective timeout (60 s here) with a message about collectives.
+log="$work/one_rank.log"
+started=$(date +%s)
+TANDEM_COLLECTIVE_TIMEOUT_S=60 "$mpiexec" -np 2 --oversubscribe "$train" --model mlp --iters 5 --out "$work/one_rank" : \
+  -np 1 --oversubscribe "$train" --model mlp --iters 5 --out "$work/one_rank" --data-dir "$work/nonexistent" \
+  > "$log" 2>&1
+rc=$?
+seconds=$(( $(date +%s) - started ))
+echo "one_rank: exit status $rc after ${seconds} s"
+[ $rc -ne 0 ] || { cat "$log"; fail "one_rank: the job exited 0"; }
+[ $seconds -lt 15 ] || { cat "$log"; fail "one_rank: the job took ${seconds} s to end (the others waited for the failed rank)"; }
+first_error=$(grep -m1 "error" "$log")
+case "$first_error" in
+  *"[rank 2] Fashion-MNIST file $work/nonexistent/train-images-idx3-ubyte.gz not found"*) ;;
+  *) cat "$log"; fail "one_rank: the first error is not rank 2's cause: $first_error" ;;
+esac
+if grep -q "timed out" "$log"; then cat "$log"; fail "one_rank: a collective timed out"; fi
+if grep -q "tandem-train: error: tandem-train: error:" "$log"; then cat "$log"; fail "one_rank: error lines are spliced"; fi
 
 echo "bad_input_test: ok"
 rm -rf "$work"

@@ -80,13 +80,12 @@ for rank in 0 1; do
   grep -q "\[rank $rank\] .*timed out after ${timeout_s} s on rank $rank of 3" "$work/recovery.log" ||
     { cat "$work/recovery.log"; fail "rank $rank did not report the collective it was stuck in"; }
 done
-# Open MPI 4.1 returns 0 from mpirun --enable-recovery even after MPI_Abort; the abort
-# itself (error code 3 from our timeout path) is what shows the job ended in error. mpirun
-# reports it, or (when its own error report fails to unpack, "ORTE_ERROR_LOG: Data unpack
-# would read past end of buffer", seen about one run in four) only our abort_on_timeout
-# line, printed just before MPI_Abort, shows it.
-grep -Eq "MPI_ABORT was invoked on rank [01] in communicator MPI_COMM_WORLD|tandem: ending the job: .*\[rank [01]\]" \
-  "$work/recovery.log" || { cat "$work/recovery.log"; fail "the survivors did not abort the job"; }
+# Open MPI 4.1 returns 0 from mpirun --enable-recovery even after MPI_Abort, and its own
+# "MPI_ABORT was invoked" report is lost in some runs ("ORTE_ERROR_LOG: Data unpack would
+# read past end of buffer"): what shows the survivors ended the job is tandem's own line,
+# printed just before MPI_Abort.
+grep -Eq "tandem: ending the job: .*\[rank [01]\]" "$work/recovery.log" ||
+  { cat "$work/recovery.log"; fail "the survivors did not end the job"; }
 grep "timed out after" "$work/recovery.log" | sed 's/, tag .*timed out/ ... timed out/' | head -n 2
 echo "kill_rank_test: ok (resumed from $(basename "$latest"), final checkpoint byte-identical;" \
      "with --enable-recovery the survivors named the stalled collective and ended the job ${job_seconds} s after the kill)"
