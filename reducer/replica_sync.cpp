@@ -19,25 +19,13 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
-// Rank 0's string, on every rank, as bytes.
-std::string broadcast_string(dist::ProcessGroup& group, const std::string& mine, const std::string& tag) {
-  Tensor length = Tensor::empty({1}, DType::i64);
-  length.data<int64_t>()[0] = static_cast<int64_t>(mine.size());
-  dist::broadcast_host(group, length, 0, tag + " (length)");
-  const int64_t n = length.data<int64_t>()[0];
-  Tensor chars = Tensor::zeros({n}, DType::u8);
-  if (group.rank() == 0 && n > 0) std::memcpy(chars.raw_data(), mine.data(), static_cast<size_t>(n));
-  if (n > 0) dist::broadcast_host(group, chars, 0, tag);
-  return std::string(static_cast<const char*>(chars.raw_data()), static_cast<size_t>(n));
-}
-
 }  // namespace
 
 void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors,
                      const std::string& what) {
   std::string mine;
   for (const auto& d : tensors) mine += describe(d) + "\n";
-  std::string rank0 = broadcast_string(group, mine, "verify " + what);
+  std::string rank0 = dist::broadcast_string(group, mine, 0, "verify " + what);
   std::vector<std::string> theirs = split_lines(rank0), ours = split_lines(mine);
   std::string problem;
   int r = group.rank();

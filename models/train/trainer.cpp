@@ -77,10 +77,18 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
   int64_t start = 0;
   if (o.resume) {
-    std::optional<std::string> latest = checkpointer.newest();
-    if (latest) {
-      start = checkpointer.load(*latest);
-      if (is_rank0) out << "resuming from " << *latest << " at iteration " << start << "\n";
+    // Rank 0 chooses; every rank resumes from that file, or fails naming it (a rank whose
+    // disk does not hold it must not train from elsewhere, or from scratch).
+    const std::string chosen = dist::broadcast_string(
+        *world, is_rank0 ? checkpointer.newest().value_or("") : "", 0, "resume checkpoint");
+    if (!chosen.empty()) {
+      try {
+        start = checkpointer.load(chosen);
+      } catch (const std::exception& e) {
+        TANDEM_FAIL("--resume: rank 0 resumes from " << chosen
+                                                     << ", which this rank cannot load: " << e.what());
+      }
+      if (is_rank0) out << "resuming from " << chosen << " at iteration " << start << "\n";
     } else if (is_rank0) {
       out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
     }

@@ -1,8 +1,9 @@
 // The training loop of tandem-train.
 //
 // Contract: train(options, world, out) trains options.model data-parallel over `world`
-// from iteration 0, or from the newest complete checkpoint in options.out with
-// options.resume, to options.iters. Rank 0 prints a progress line every log_every
+// from iteration 0, or with options.resume from the newest complete checkpoint in rank 0's
+// options.out (every rank loads rank 0's choice; a rank that cannot is an Error naming the
+// file), to options.iters. Rank 0 prints a progress line every log_every
 // iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, bytes
 // synchronised per step, each rank's resident set size in MB: `rss_mb`) to `out`,
 // appends the same as one JSON object per line to <out>/metrics.jsonl, writes sample

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -160,6 +161,17 @@ void allreduce_host(ProcessGroup& group, Tensor& host, ReduceOp op, const std::s
 
 void broadcast_host(ProcessGroup& group, Tensor& host, int root, const std::string& tag) {
   through_device(group, host, [&](Tensor& t) { return group.broadcast(t, root, tag); });
+}
+
+std::string broadcast_string(ProcessGroup& group, const std::string& text, int root, const std::string& tag) {
+  Tensor length = Tensor::empty({1}, DType::i64);
+  length.data<int64_t>()[0] = static_cast<int64_t>(text.size());
+  broadcast_host(group, length, root, tag + " (length)");
+  const int64_t n = length.data<int64_t>()[0];
+  Tensor bytes = Tensor::zeros({n}, DType::u8);
+  if (group.rank() == root && n > 0) std::memcpy(bytes.raw_data(), text.data(), static_cast<size_t>(n));
+  if (n > 0) broadcast_host(group, bytes, root, tag);
+  return std::string(static_cast<const char*>(bytes.raw_data()), static_cast<size_t>(n));
 }
 
 }  // namespace tandem::dist

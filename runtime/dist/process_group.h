@@ -121,6 +121,8 @@ class ProcessGroup {
 // the device. Returns once `host` holds the result.
 void allreduce_host(ProcessGroup& group, Tensor& host, ReduceOp op, const std::string& tag);
 void broadcast_host(ProcessGroup& group, Tensor& host, int root, const std::string& tag);
+// Rank `root`'s `text` on every rank (its length as an int64, then its bytes as uint8).
+std::string broadcast_string(ProcessGroup& group, const std::string& text, int root, const std::string& tag);
 
 // True when out[0..n) are consecutive views of one storage (out[i] starts where out[i-1]
 // ends), so one flat allgather fills them all. Shared by the backends.
