@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/env_number.h"
 #include "runtime/error.h"
 #include "runtime/storage.h"
 
@@ -34,13 +35,10 @@ size_t round_request(size_t bytes) {
 
 size_t capacity_from_env() {
   if (kSanitized) return 0;
-  const char* text = std::getenv("TANDEM_CPU_CACHE_MB");
-  if (text == nullptr || *text == '\0') return kDefaultCapacity;
-  char* end = nullptr;
-  double mb = std::strtod(text, &end);
-  TANDEM_CHECK(end != text && *end == '\0' && mb >= 0,
-               "TANDEM_CPU_CACHE_MB must be a number of MB >= 0 (0: no caching), got '" << text << "'");
-  return static_cast<size_t>(mb * (1 << 20));
+  // Up to 1 TiB: MB -> bytes stays exact in size_t.
+  std::optional<double> mb = env_number("TANDEM_CPU_CACHE_MB", 0, 1 << 20, "MB (0: no caching)");
+  if (!mb) return kDefaultCapacity;
+  return static_cast<size_t>(*mb * (1 << 20));
 }
 
 // glibc maps every block above its mmap threshold afresh and unmaps it on free, and it

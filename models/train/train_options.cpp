@@ -1,6 +1,7 @@
 #include "models/train/train_options.h"
 
 #include <charconv>
+#include <cmath>
 #include <functional>
 #include <map>
 
@@ -27,7 +28,8 @@ double parse_double(const std::string& flag, const std::string& value) {
     size_t used = 0;
     double out = std::stod(value, &used);
     if (used != value.size()) throw std::invalid_argument("trailing characters");
-    if (!(out > 0)) usage_error(flag + " must be positive, got " + value);
+    if (!(out > 0) || !std::isfinite(out))
+      usage_error(flag + " must be a positive finite number, got " + value);
     return out;
   } catch (const std::logic_error&) {
     usage_error(flag + " needs a number, got '" + value + "'");

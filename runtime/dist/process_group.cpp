@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/env_number.h"
+
 namespace tandem::dist {
 
 const char* reduce_op_name(ReduceOp op) {
@@ -37,14 +39,8 @@ const char* backend_name(Backend backend) {
 }
 
 std::chrono::milliseconds default_timeout() {
-  const char* text = std::getenv(kTimeoutEnvVar);
-  if (text == nullptr) return std::chrono::milliseconds(static_cast<int64_t>(kDefaultTimeoutS * 1000));
-  errno = 0;
-  char* end = nullptr;
-  double seconds = std::strtod(text, &end);
-  TANDEM_CHECK(
-      *text != '\0' && end != nullptr && *end == '\0' && errno == 0 && std::isfinite(seconds) && seconds > 0,
-      kTimeoutEnvVar << "='" << text << "' is not a positive number of seconds");
+  // At most about 11.6 days: a deadline of now + timeout must not overflow the clock.
+  const double seconds = env_number(kTimeoutEnvVar, 0.001, 1e6, "seconds").value_or(kDefaultTimeoutS);
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(seconds * 1000)));
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "runtime/env_number.h"
 #include "runtime/error.h"
 
 #if defined(__linux__)
@@ -34,16 +35,10 @@ struct SchedAttr {
 }  // namespace
 
 int64_t comm_thread_slice_us() {
-  const char* text = std::getenv(kCommSliceEnvVar);
-  if (text == nullptr || *text == '\0') return kDefaultSliceUs;
-  errno = 0;
-  char* end = nullptr;
-  double us = std::strtod(text, &end);
-  TANDEM_CHECK(end != text && *end == '\0' && errno == 0 && std::isfinite(us) && us >= 0,
-               kCommSliceEnvVar << "='" << text
-                                << "' is not a number of microseconds >= 0 (0: the scheduler's "
-                                << "default slice)");
-  return std::llround(us);
+  // Up to one second: longer is no hint to a scheduler.
+  std::optional<double> us =
+      env_number(kCommSliceEnvVar, 0, 1e6, "microseconds (0: the scheduler's default slice)");
+  return us ? std::llround(*us) : kDefaultSliceUs;
 }
 
 bool request_time_slice(int64_t us) {

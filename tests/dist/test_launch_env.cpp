@@ -253,9 +253,16 @@ TEST_CASE("process group: the default timeout comes from TANDEM_COLLECTIVE_TIMEO
   CHECK(default_timeout() == std::chrono::milliseconds(250));
   env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "soon");
   CHECK_THROWS_WITH(default_timeout(),
-                    Catch::Contains("TANDEM_COLLECTIVE_TIMEOUT_S='soon' is not a positive number"));
-  env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "-3");
-  CHECK_THROWS_WITH(default_timeout(), Catch::Contains("TANDEM_COLLECTIVE_TIMEOUT_S='-3'"));
+                    Catch::Contains("TANDEM_COLLECTIVE_TIMEOUT_S='soon' must be a number of seconds"));
+  // Out of range, where the deadline (now + timeout, in the clock's ticks) would overflow
+  // or round to nothing: refused by name, never a silently different timeout.
+  for (const char* bad : {"-3", "0", "1e16", "1e10", "inf", "nan", "0.0001"}) {
+    env.set("TANDEM_COLLECTIVE_TIMEOUT_S", bad);
+    CHECK_THROWS_WITH(default_timeout(),
+                      Catch::Contains(std::string("TANDEM_COLLECTIVE_TIMEOUT_S='") + bad + "'"));
+  }
+  env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "1e6");
+  CHECK(default_timeout() == std::chrono::seconds(1000000));
 }
 
 TEST_CASE("process group: descriptions and timeout messages name op, count, dtype, tag and ranks",

@@ -39,7 +39,7 @@ TEST_CASE("the slice setting defaults to 100 us, accepts 0, and names the variab
   CHECK(comm_thread_slice_us() == 0);
   setenv(kCommSliceEnvVar, "250", 1);
   CHECK(comm_thread_slice_us() == 250);
-  for (const char* bad : {"abc", "-5", "10us"}) {
+  for (const char* bad : {"abc", "-5", "10us", "1e30", "inf", "nan"}) {
     setenv(kCommSliceEnvVar, bad, 1);
     CHECK_THROWS_WITH(comm_thread_slice_us(), Catch::Contains(kCommSliceEnvVar) && Catch::Contains(bad));
   }

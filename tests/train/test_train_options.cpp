@@ -36,7 +36,9 @@ TEST_CASE("bad flags are usage errors naming the flag", "[options][errors]") {
                     Catch::Contains("--batch needs an integer, got 'abc'"));
   CHECK_THROWS_WITH(parse_train_options({"--iters"}), Catch::Contains("--iters needs a value"));
   CHECK_THROWS_WITH(parse_train_options({"--model", "vae"}), Catch::Contains("--model must be one of"));
-  CHECK_THROWS_WITH(parse_train_options({"--lr", "-1"}), Catch::Contains("--lr must be positive"));
+  for (const char* bad : {"-1", "0", "inf", "nan", "1e999"}) {
+    CHECK_THROWS_WITH(parse_train_options({"--lr", bad}), Catch::Contains("--lr") && Catch::Contains(bad));
+  }
   CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--data", "ring8"}),
                     Catch::Contains("cannot train on --data ring8"));
   CHECK_THROWS_WITH(parse_train_options({"--dynamic"}),
