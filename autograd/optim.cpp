@@ -1,5 +1,7 @@
 #include "autograd/optim.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -133,6 +135,39 @@ void Optimizer::load_state_dict(const StateDict& state) {
     }
     entries.push_back({i, key, &t});
   }
+  if (lr == nullptr) {
+    problems.push_back("no entry 'lr'");
+  } else if (const double v = lr->item(); !std::isfinite(v) || v <= 0) {
+    problems.push_back("entry 'lr' is " + std::to_string(v) + ", not a positive finite learning rate");
+  }
+  std::vector<std::map<std::string, const Tensor*>> by_param(params_.size());
+  for (const Entry& e : entries) by_param[e.index][e.key] = e.tensor;
+  const std::vector<std::string> moments = moment_keys();
+  for (size_t i = 0; i < by_param.size(); ++i) {
+    const auto& have = by_param[i];
+    if (have.empty()) continue;
+    const std::string prefix = "state." + std::to_string(i) + ".";
+    auto step = have.find("step");
+    if (step == have.end()) {
+      problems.push_back("parameter " + param_label(i) + " has moments but no entry '" + prefix + "step'");
+    } else if (const double v = step->second->item(); !(v >= 0) || v != std::floor(v)) {
+      problems.push_back("entry '" + prefix + "step' is " + std::to_string(v) + ", not a step count");
+    } else if (v > 0) {
+      for (const std::string& key : moments) {
+        if (!have.count(key))
+          problems.push_back("no entry '" + prefix + key + "' for parameter " + param_label(i));
+      }
+    }
+    for (const auto& [key, t] : have) {
+      if (key == "step") continue;
+      const std::vector<double> values = t->to(Device::cpu()).to_vector();
+      const bool finite =
+          std::all_of(values.begin(), values.end(), [](double x) { return std::isfinite(x); });
+      if (!finite) problems.push_back("entry '" + prefix + key + "' holds NaN or Inf");
+      if (key == "exp_avg_sq" && std::any_of(values.begin(), values.end(), [](double x) { return x < 0; }))
+        problems.push_back("entry '" + prefix + key + "' holds a negative second moment");
+    }
+  }
   if (!problems.empty()) {
     std::ostringstream os;
     os << "optim::" << name_ << "::load_state_dict: ";
@@ -155,6 +190,11 @@ void Optimizer::load_state_dict(const StateDict& state) {
   }
   state_ = std::move(fresh);
   if (lr) lr_ = lr->item();
+}
+
+std::vector<std::string> SGD::moment_keys() const {
+  if (options_.momentum == 0.0) return {};
+  return {"momentum_buffer"};
 }
 
 // ---- Grouping -------------------------------------------------------------------------

@@ -55,6 +55,11 @@ class Optimizer {
   int64_t step_count(size_t i) const { return state_.at(i).step; }
 
   StateDict state_dict() const;
+  // Restores a state_dict(). Refused, naming every problem and changing nothing: an
+  // unexpected, missing or misshapen entry (every parameter with a step count must have
+  // all of its optimizer's moments, and each moment its step count; 'lr' is required), a
+  // learning rate that is not a positive finite number, a step count that is not a
+  // non-negative integer, a moment holding NaN or Inf, a negative second moment.
   void load_state_dict(const StateDict& state);
 
  protected:
@@ -66,6 +71,8 @@ class Optimizer {
   std::string param_label(size_t i) const;
   // Checks a parameter that is about to be updated (device, dtype, grad).
   void check_updatable(size_t i) const;
+  // The moments a parameter holds once it has been updated (none for plain SGD).
+  virtual std::vector<std::string> moment_keys() const { return {}; }
 
   std::vector<Variable> params_;
   std::vector<ParamState> state_;
@@ -86,6 +93,9 @@ class SGD : public Optimizer {
   explicit SGD(std::vector<Variable> params, SGDOptions options = {});
   void step() override;
   const SGDOptions& options() const { return options_; }  // options().lr is the initial lr
+
+ protected:
+  std::vector<std::string> moment_keys() const override;
 
  private:
   SGDOptions options_;
@@ -113,6 +123,7 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<Variable> params, AdamOptions options, bool decoupled, const char* name);
+  std::vector<std::string> moment_keys() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  private:
   AdamOptions options_;

@@ -16,9 +16,10 @@ std::optional<double> env_number(const char* name, double min, double max, const
   errno = 0;
   char* end = nullptr;
   const double value = std::strtod(text, &end);
-  const bool ok = end != text && *end == '\0' && errno == 0 && std::isfinite(value) && value >= min && value <= max;
-  TANDEM_CHECK(ok, name << "='" << text << "' must be a number of " << unit << " from " << std::setprecision(15)
-                         << min << " to " << max);
+  const bool ok =
+      end != text && *end == '\0' && errno == 0 && std::isfinite(value) && value >= min && value <= max;
+  TANDEM_CHECK(ok, name << "='" << text << "' must be a number of " << unit << " from "
+                        << std::setprecision(15) << min << " to " << max);
   return value;
 }
 

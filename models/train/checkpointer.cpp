@@ -1,5 +1,8 @@
 #include "models/train/checkpointer.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <map>
 
 #include "runtime/checkpoint.h"
@@ -54,19 +57,36 @@ int64_t Checkpointer::load(const std::string& path) const {
                  path << ": not a tandem-train checkpoint (no '" << key << "' in its metadata)");
     return it->second;
   };
+  // Integers exactly as save() writes them: digits only, within range.
+  auto meta_int = [&](const std::string& key, int64_t min) {
+    const std::string text = meta(key);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    TANDEM_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size() && value >= min,
+                 path << ": metadata '" << key << "' is '" << text << "', not an integer >= " << min);
+    return value;
+  };
+  for (const auto& [name, t] : file.tensors) {
+    if (!is_floating(t.dtype())) continue;
+    const std::vector<double> values = t.to_vector();
+    auto bad = std::find_if(values.begin(), values.end(), [](double x) { return !std::isfinite(x); });
+    TANDEM_CHECK(bad == values.end(), path << ": tensor '" << name << "' holds " << *bad << " at element "
+                                           << (bad - values.begin()) << "; a checkpoint must be finite");
+  }
   GanModel& model = state_.model;
   std::string model_name = meta("model");
   TANDEM_CHECK(model_name == model.type_name(), path << ": checkpoint of model '" << model_name
                                                      << "', but this run trains '" << model.type_name()
                                                      << "'");
-  int saved_world = std::stoi(meta("world_size"));
+  const int64_t saved_world = meta_int("world_size", 1);
   TANDEM_CHECK(saved_world == run_.world_size,
                path << ": written by a run of " << saved_world << " ranks; resuming on " << run_.world_size
                     << " ranks would change every rank's data stream. Resume with mpirun -np " << saved_world
                     << ", or start a new run in another --out");
-  int64_t batch = std::stoll(meta("batch"));
+  const int64_t batch = meta_int("batch", 1);
   TANDEM_CHECK(batch == run_.batch,
                path << ": written with --batch " << batch << ", this run has --batch " << run_.batch);
+  const int64_t iteration = meta_int("iteration", 0);
   try {
     model.load_state_dict(with_prefix(file.tensors, "model."));
     state_.opt_g.load_state_dict(with_prefix(file.tensors, "optim.generator."));
@@ -83,7 +103,7 @@ int64_t Checkpointer::load(const std::string& path) const {
   } catch (const Error& e) {
     TANDEM_FAIL(path << ": does not fit this model: " << e.message());
   }
-  return std::stoll(meta("iteration"));
+  return iteration;
 }
 
 }  // namespace tandem::models

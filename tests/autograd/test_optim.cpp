@@ -259,6 +259,35 @@ TEST_CASE("optimizer state dicts round-trip and reject bad entries by name", "[o
   CHECK_THROWS_WITH(restored.load_state_dict(out_of_range), Catch::Contains("state.4.step"));
   CHECK(restored.step_count(0) == 3);  // a failed load changes nothing
 
+  // Missing, non-finite or impossible state is refused by name, and changes nothing.
+  struct Bad {
+    std::string entry;
+    Tensor value;  // undefined: the entry is removed
+    std::string message;
+  };
+  const Bad bads[] = {
+      {"state.0.exp_avg", Tensor(), "no entry 'state.0.exp_avg' for parameter 'net.weight'"},
+      {"state.0.step", Tensor(), "has moments but no entry 'state.0.step'"},
+      {"lr", Tensor(), "no entry 'lr'"},
+      {"lr", Tensor::scalar(INFINITY, DType::f64), "not a positive finite learning rate"},
+      {"lr", Tensor::scalar(-1e-3, DType::f64), "not a positive finite learning rate"},
+      {"state.0.step", Tensor::scalar(-5.0, DType::f64), "not a step count"},
+      {"state.0.step", Tensor::scalar(2.5, DType::f64), "not a step count"},
+      {"state.0.exp_avg", Tensor::from_values({2}, {NAN, 0.0}), "'state.0.exp_avg' holds NaN or Inf"},
+      {"state.0.exp_avg_sq", Tensor::from_values({2}, {1.0, -1e-3}), "negative second moment"},
+  };
+  for (const Bad& b : bads) {
+    INFO(b.entry << ": " << b.message);
+    StateDict broken = snapshot;
+    if (b.value.defined()) {
+      broken[b.entry] = b.value;
+    } else {
+      broken.erase(b.entry);
+    }
+    CHECK_THROWS_WITH(restored.load_state_dict(broken), Catch::Contains(b.message));
+    CHECK(restored.step_count(0) == 3);
+  }
+
   StateDict older = snapshot;  // checkpoints from before the integer dtypes hold a float64 step
   older["state.0.step"] = Tensor::scalar(7.0, DType::f64);
   restored.load_state_dict(older);

@@ -23,8 +23,9 @@ TEST_CASE("env_number: unset is nullopt, a number in range is read, anything els
   for (const char* bad : {"abc", "3x", "-1", "11", "inf", "-inf", "nan", "1e400", " "}) {
     INFO(bad);
     setenv(kName, bad, 1);
-    CHECK_THROWS_WITH(env_number(kName, 0, 10, "things"),
-                      Catch::Contains(std::string(kName) + "='" + bad + "' must be a number of things from 0 to 10"));
+    CHECK_THROWS_WITH(
+        env_number(kName, 0, 10, "things"),
+        Catch::Contains(std::string(kName) + "='" + bad + "' must be a number of things from 0 to 10"));
   }
   unsetenv(kName);
 }

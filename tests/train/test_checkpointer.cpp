@@ -140,6 +140,37 @@ TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkp
                     Catch::Contains(no_ema + ": does not fit this model: no moving-average entry 'ema.0'") &&
                         Catch::Contains("(written with --ema-decay 0?)"));
 
+  // Lies inside a well-formed file: metadata that is not a plain integer, non-finite data,
+  // optimizer state that is missing. Each is refused naming the file and the entry.
+  Run trained(tmp.path.string(), "ring8-mlp", 1);
+  trained.train(2);  // so that the optimizers hold moments
+  const SafetensorsFile good = load_safetensors(trained.checkpointer.save(2));
+  auto mutant = [&](const std::string& name, auto&& mutate) {
+    SafetensorsFile m = good;
+    mutate(m);
+    const std::string file = tmp.file(name + ".safetensors");
+    save_safetensors(file, m.tensors, m.metadata);
+    return file;
+  };
+  for (const char* bad : {"2e2", "2abc", "-5", "abc", ""}) {
+    const std::string file = mutant("iteration", [&](SafetensorsFile& m) { m.metadata["iteration"] = bad; });
+    CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1).checkpointer.load(file),
+                      Catch::Contains(file + ": metadata 'iteration' is '" + bad + "', not an integer >= 0"));
+  }
+  const std::string nan_weight = mutant("nan_weight", [](SafetensorsFile& m) {
+    Tensor t = m.tensors.at("model.generator.0.weight").clone();
+    t.data<float>()[3] = NAN;
+    m.tensors["model.generator.0.weight"] = t;
+  });
+  CHECK_THROWS_WITH(
+      Run(elsewhere.path.string(), "ring8-mlp", 1).checkpointer.load(nan_weight),
+      Catch::Contains(nan_weight + ": tensor 'model.generator.0.weight' holds nan at element 3"));
+  const std::string no_moment =
+      mutant("no_moment", [](SafetensorsFile& m) { m.tensors.erase("optim.generator.state.0.exp_avg_sq"); });
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1).checkpointer.load(no_moment),
+                    Catch::Contains(no_moment + ": does not fit this model") &&
+                        Catch::Contains("no entry 'state.0.exp_avg_sq'"));
+
   const std::string foreign = tmp.file("foreign.safetensors");
   save_safetensors(foreign, {{"x", Tensor::zeros({2})}});
   CHECK_THROWS_WITH(
