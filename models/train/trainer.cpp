@@ -135,14 +135,22 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       }
       timer.start(Clock::now(), wrapped.total_bytes());
     }
-    if (is_rank0 && due(done, o.sample_every, last)) {
-      Samples samples = sample_writer.write(done);
-      if (samples.ring8) ring8 = samples.ring8;
-      if (last) out << "samples: " << samples.path << "\n";
-    }
+    // The checkpoint first: it is the run. A picture that cannot be written (a full disk,
+    // a directory in its place) is reported and costs only itself.
     if (is_rank0 && due(done, o.ckpt_every, last)) {
       std::string path = checkpointer.save(done);
       if (last) out << "checkpoint: " << path << "\n";
+    }
+    if (is_rank0 && due(done, o.sample_every, last)) {
+      try {
+        Samples samples = sample_writer.write(done);
+        if (samples.ring8) ring8 = samples.ring8;
+        if (last) out << "samples: " << samples.path << "\n";
+      } catch (const std::exception& e) {
+        out.flush();
+        write_stderr_line(std::string("tandem-train: warning: no sample picture at iteration ") +
+                          std::to_string(done) + ", training goes on: " + e.what());
+      }
     }
   }
   // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).

@@ -70,5 +70,14 @@ esac
 if grep -q "timed out" "$log"; then cat "$log"; fail "one_rank: a collective timed out"; fi
 if grep -q "tandem-train: error: tandem-train: error:" "$log"; then cat "$log"; fail "one_rank: error lines are spliced"; fi
 
+# 4. A sample picture that cannot be written (a directory where it goes): reported, and the
+# checkpoint of that iteration, written first, is there; the run ends normally.
+mkdir -p "$work/artefact/samples-000010.png"
+"$mpiexec" -np 1 "$train" --iters 10 --ckpt-every 10 --sample-every 10 --out "$work/artefact" > "$work/artefact.log" 2>&1 ||
+  { cat "$work/artefact.log"; fail "artefact: a picture that cannot be written stopped the run"; }
+[ -f "$work/artefact/ckpt-000010.safetensors" ] || { cat "$work/artefact.log"; fail "artefact: no checkpoint"; }
+grep -q "tandem-train: warning: no sample picture at iteration 10, training goes on: .*samples-000010.png" \
+  "$work/artefact.log" || { cat "$work/artefact.log"; fail "artefact: the failed picture was not reported"; }
+
 echo "bad_input_test: ok"
 rm -rf "$work"
