@@ -1,6 +1,5 @@
 #include "runtime/dist/process_group.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

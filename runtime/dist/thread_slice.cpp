@@ -1,6 +1,5 @@
 #include "runtime/dist/thread_slice.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 

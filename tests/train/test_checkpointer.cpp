@@ -165,6 +165,14 @@ TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkp
   CHECK_THROWS_WITH(
       Run(elsewhere.path.string(), "ring8-mlp", 1).checkpointer.load(nan_weight),
       Catch::Contains(nan_weight + ": tensor 'model.generator.0.weight' holds nan at element 3"));
+  const std::string nan_moment = mutant("nan_moment", [](SafetensorsFile& m) {
+    Tensor t = m.tensors.at("optim.discriminator.state.1.exp_avg").clone();
+    t.data<float>()[0] = INFINITY;
+    m.tensors["optim.discriminator.state.1.exp_avg"] = t;
+  });
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1).checkpointer.load(nan_moment),
+                    Catch::Contains(nan_moment + ": does not fit this model") &&
+                        Catch::Contains("'state.1.exp_avg' holds NaN or Inf"));
   const std::string no_moment =
       mutant("no_moment", [](SafetensorsFile& m) { m.tensors.erase("optim.generator.state.0.exp_avg_sq"); });
   CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1).checkpointer.load(no_moment),
