@@ -9,6 +9,12 @@
 
 namespace tandem::optim {
 
+namespace {
+thread_local int64_t t_steps_taken = 0;
+}  // namespace
+
+int64_t steps_taken_on_this_thread() { return t_steps_taken; }
+
 // ---- Optimizer -------------------------------------------------------------------------
 
 Optimizer::Optimizer(std::vector<Variable> params, double lr, const char* name)
@@ -230,6 +236,7 @@ SGD::SGD(std::vector<Variable> params, SGDOptions options)
 }
 
 void SGD::step() {
+  ++t_steps_taken;
   // Check every parameter before changing any state.
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].grad().defined()) check_updatable(i);
@@ -292,6 +299,7 @@ AdamW::AdamW(std::vector<Variable> params, AdamWOptions o)
     : Adam(std::move(params), AdamOptions{o.lr, o.betas, o.eps, o.weight_decay}, true, "AdamW") {}
 
 void Adam::step() {
+  ++t_steps_taken;
   // Check every parameter before changing any state.
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].grad().defined()) check_updatable(i);

@@ -24,6 +24,9 @@
 // - Parameters are float32 or float64, on the CPU or (CUDA builds) a GPU. step() checks
 //   every parameter first, then updates them with the fused kernels of kernels/optim.h,
 //   one call per group of parameters sharing device, dtype and step count.
+// - steps_taken_on_this_thread() counts every step() call of every optimizer on the
+//   calling thread (ranks that run as threads each count their own). The Reducer sends it
+//   with each agreement, so a rank that stepped when the others did not is caught.
 // - Options are plain structs: optim::Adam opt(params, {.lr = 2e-4, .betas = {0.5, 0.999}}).
 #pragma once
 
@@ -37,6 +40,8 @@
 #include "autograd/variable.h"
 
 namespace tandem::optim {
+
+int64_t steps_taken_on_this_thread();
 
 class Optimizer {
  public:

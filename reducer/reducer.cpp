@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/optim.h"
 #include "kernels/bucket_ops.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
@@ -19,6 +20,19 @@ bool any_of(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), t
 // the sum is finite exactly when every element is.
 bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels::scale(t, 0.0)).item()); }
 
+// Positions are compared modulo this, so that the sums of squares cannot overflow.
+constexpr int64_t kPositionModulus = int64_t{1} << 20;
+
+// The sums over ranks of x and of x^2 describe equal x on every rank exactly when
+// (sum x)^2 == world * sum x^2 (Cauchy-Schwarz holds with equality only for equal values).
+bool all_equal(int64_t sum, int64_t sum_of_squares, int world) {
+  return static_cast<__int128>(sum) * sum == static_cast<__int128>(world) * sum_of_squares;
+}
+
+std::string plural(int64_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
 }  // namespace
 
 Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
@@ -26,7 +40,8 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
     : params_(std::move(params)),
       names_(std::move(names)),
       group_(std::move(group)),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      steps_base_(optim::steps_taken_on_this_thread()) {
   TANDEM_CHECK(group_ != nullptr, "Reducer for " << options_.name << ": no process group");
   TANDEM_CHECK(params_.size() == names_.size(), "Reducer for " << options_.name << ": " << params_.size()
                                                                << " parameters but " << names_.size()
@@ -84,6 +99,7 @@ std::vector<bool> Reducer::local_used(const std::vector<std::shared_ptr<Variable
 }
 
 void Reducer::on_backward_begin(const BackwardPass& pass) {
+  ++backwards_seen_;
   if (prepared_) {  // prepare_for_backward already agreed on this backward's set
     prepared_ = false;
     return;
@@ -94,7 +110,7 @@ void Reducer::on_backward_begin(const BackwardPass& pass) {
     return;
   }
   if (!any_of(local) && !any_of(unsynced_used_)) return;  // this backward is not about our parameters
-  begin_sync(std::move(local));
+  begin_sync(std::move(local), backwards_seen_);
 }
 
 void Reducer::prepare_for_backward(const std::vector<Variable>& roots) {
@@ -103,11 +119,11 @@ void Reducer::prepare_for_backward(const std::vector<Variable>& roots) {
     for (size_t i = 0; i < local.size(); ++i) unsynced_used_[i] = unsynced_used_[i] || local[i];
     return;
   }
-  begin_sync(std::move(local));
+  begin_sync(std::move(local), backwards_seen_ + 1);  // the next backward's position
   prepared_ = true;
 }
 
-void Reducer::begin_sync(std::vector<bool> local) {
+void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
   TANDEM_CHECK(active_ == nullptr,
                "Reducer for " << options_.name << ": a backward began before the previous one finished");
   // `reachable`: gradients this backward will produce here. `local` adds the parameters
@@ -115,33 +131,52 @@ void Reducer::begin_sync(std::vector<bool> local) {
   const std::vector<bool> reachable = local;
   for (size_t i = 0; i < local.size(); ++i) local[i] = local[i] || unsynced_used_[i];
   unsynced_used_.assign(params_.size(), false);
-  activate_phase(agree_on_used_set(local), reachable);
+  activate_phase(agree_on_used_set(local, backward), reachable);
 }
 
-std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local) {
+std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local, int64_t backward) {
   const size_t count = params_.size();
-  // One small collective: per parameter, then per part, how many ranks used it.
-  Tensor counts = Tensor::zeros({static_cast<int64_t>(count + parts_.size())}, DType::i32);
-  int32_t* c = counts.data<int32_t>();
+  const int64_t steps = optim::steps_taken_on_this_thread() - steps_base_;
+  // One small collective: per parameter, then per part, how many ranks used it; how many
+  // ranks used any; then this rank's position (backward and step counts) and its square,
+  // to check that ranks agree.
+  const size_t reaching = count + parts_.size(), position = reaching + 1;
+  Tensor counts = Tensor::zeros({static_cast<int64_t>(position + 4)}, DType::i64);
+  int64_t* c = counts.data<int64_t>();
   for (size_t i = 0; i < count; ++i) {
     if (local[i]) {
       c[i] = 1;
       c[count + part_index_[i]] = 1;
+      c[reaching] = 1;
     }
   }
+  const int64_t b = backward % kPositionModulus, s = steps % kPositionModulus;
+  c[position] = b;
+  c[position + 1] = b * b;
+  c[position + 2] = s;
+  c[position + 3] = s * s;
   dist::allreduce_host(*group_, counts, dist::ReduceOp::sum, "used-parameter agreement of " + options_.name);
   const int world = group_->size();
+  if (!all_equal(c[position], c[position + 1], world) ||
+      !all_equal(c[position + 2], c[position + 3], world)) {
+    fail_out_of_step(backward, steps);
+  }
+  // A rank that reaches none of the parameters (its backward is about something else, and
+  // it agreed through prepare_for_backward) contributes zeros; among the ranks that reach
+  // some, each part is reached by all or by none.
+  const int64_t ranks_reaching = c[reaching];
   for (size_t k = 0; k < parts_.size(); ++k) {
-    int ranks = c[count + k];
-    if (ranks > 0 && ranks < world) {
+    const int64_t ranks = c[count + k];
+    if (ranks > 0 && ranks < ranks_reaching) {
       size_t first = 0;
       while (part_index_[first] != k) ++first;
       bool here = false;
       for (size_t i = 0; i < count; ++i) here = here || (local[i] && part_index_[i] == k);
       TANDEM_FAIL("ranks diverge in "
                   << options_.name << ": this backward reaches part '" << part_of(first)
-                  << "' (first parameter '" << names_[first] << "') on " << ranks << " of " << world
-                  << " ranks, " << (here ? "including" : "not including")
+                  << "' (first parameter '" << names_[first] << "') on " << ranks << " of " << ranks_reaching
+                  << " ranks" << (ranks_reaching < world ? " whose backwards reach the model" : "") << ", "
+                  << (here ? "including" : "not including")
                   << " this one; every rank must run the same backward (the same step) in "
                   << "the same order");
     }
@@ -149,6 +184,32 @@ std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local) {
   std::vector<bool> global(count);
   for (size_t i = 0; i < count; ++i) global[i] = c[i] > 0;
   return global;
+}
+
+void Reducer::fail_out_of_step(int64_t backward, int64_t steps) {
+  // Every rank found the mismatch in the same collective, so every rank is here: one more
+  // collective gathers the positions for the message.
+  const int world = group_->size();
+  Tensor all = Tensor::zeros({2 * static_cast<int64_t>(world)}, DType::i64);
+  int64_t* p = all.data<int64_t>();
+  p[2 * group_->rank()] = backward;
+  p[2 * group_->rank() + 1] = steps;
+  dist::allreduce_host(*group_, all, dist::ReduceOp::sum, "positions of the ranks of " + options_.name);
+  std::ostringstream ranks;
+  constexpr int kListed = 8;
+  for (int r = 0; r < world && r < kListed; ++r) {
+    ranks << (r ? "; " : "") << "rank " << r << ": backward " << p[2 * r] << " after "
+          << plural(p[2 * r + 1], "optimizer step");
+  }
+  if (world > kListed) ranks << "; ...";
+  TANDEM_FAIL("ranks diverge in "
+              << options_.name << ": the ranks are at different backwards or optimizer steps (" << ranks.str()
+              << "; this is rank " << group_->rank() << ", counting since the Reducer was made). A rank "
+              << "ran a backward or a step that the others did not, or its backward reached none of "
+              << options_.name << "'s parameters while theirs did; averaging now would mix gradients "
+              << "of different iterations. Every rank must run the same backwards and steps in the "
+              << "same order; where some ranks' backwards may reach none of the parameters, call "
+              << "prepare_for_backward(loss) before every backward on every rank");
 }
 
 void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable) {

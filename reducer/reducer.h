@@ -33,6 +33,21 @@
 // - Ranks whose backwards reach different parts of the model (parts are the first
 //   component of parameter names, e.g. "generator" / "discriminator") are detected at the
 //   agreement and every rank throws an error naming the part and its first parameter.
+//   (A rank that reaches none of the parameters, having agreed through
+//   prepare_for_backward, is not counted: it contributes zeros.)
+// - Ranks must run the same backwards and optimizer steps in the same order while a
+//   Reducer exists. Each agreement carries the rank's position: how many backwards this
+//   Reducer has seen on this rank (every backward, including those that reach none of its
+//   parameters and no_sync ones) and how many optimizer steps this thread has taken since
+//   the Reducer was made (optim::steps_taken_on_this_thread). Ranks at different positions
+//   -- one ran a backward that reached nothing here while another's reached the model, or
+//   one skipped a backward -- would otherwise pair this agreement with another iteration's
+//   and mix gradients of different steps; instead every rank throws an error listing each
+//   rank's position. The check rides in the same collective (sums of the positions and of
+//   their squares agree with all-equal positions only when they are equal). A rank whose
+//   backward may legitimately reach none of the parameters calls prepare_for_backward(loss)
+//   on every rank before every backward: it then takes part in the agreement with an
+//   empty set and contributes its current gradients (zeros when it has none).
 #pragma once
 
 #include <map>
@@ -135,10 +150,13 @@ class Reducer : public BackwardObserver {
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
   // Agreement, then activation: begin_sync runs both for a synced backward.
-  void begin_sync(std::vector<bool> local);
+  void begin_sync(std::vector<bool> local, int64_t backward);
   // One collective: the parameters used on at least one rank (throws naming a part that
   // some ranks reach and others do not).
-  std::vector<bool> agree_on_used_set(const std::vector<bool>& local);
+  // `backward` is the position of the backward being synced (its count on this rank).
+  std::vector<bool> agree_on_used_set(const std::vector<bool>& local, int64_t backward);
+  // Every rank's position (one more collective, on the failure path only) for the error.
+  [[noreturn]] void fail_out_of_step(int64_t backward, int64_t steps);
   // Makes the phase of `global` the active one and readies its buckets; parameters in it
   // that this backward does not reach contribute their current gradient at once.
   void activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable);
@@ -169,6 +187,8 @@ class Reducer : public BackwardObserver {
   double prescale_ = 1.0;  // applied while copying into buckets (CommHook::prescaled)
   bool prepared_ = false;  // prepare_for_backward ran for the next backward
   bool sync_enabled_ = true;
+  int64_t backwards_seen_ = 0;       // every backward this Reducer observed on this rank
+  int64_t steps_base_ = 0;           // optim::steps_taken_on_this_thread() at construction
   std::vector<bool> unsynced_used_;  // used in no_sync backwards since the last sync
   size_t last_backward_bytes_ = 0;
   uint64_t total_bytes_ = 0;

@@ -150,6 +150,130 @@ TEST_CASE("threads: ranks whose backwards reach different parts all get the name
   }
 }
 
+namespace {
+
+// A one-tensor model and a stray leaf that is not part of it: a rank that "reaches
+// nothing" runs its backward through the stray leaf only.
+struct OutOfStepRank {
+  Variable w{random_tensor({4}, 7), true};
+  Variable stray{random_tensor({4}, 8), true};
+  Tensor x;
+  explicit OutOfStepRank(int rank) : x(random_tensor({4}, 100 + static_cast<uint64_t>(rank))) {}
+  Variable model_loss() { return sum(mul(w, Variable(x))); }
+  Variable stray_loss() { return sum(mul(stray, Variable(x))); }
+};
+
+enum class Skip { reach_nothing, no_backward };
+
+// Rank 1 is out of step in iteration 1: its backward reaches none of the Reducer's
+// parameters, or it runs no backward at all; every rank steps an optimizer each iteration.
+// Returns each rank's error (empty when none was thrown within 4 iterations).
+std::vector<std::string> run_out_of_step(int n, Skip skip, bool prepare) {
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
+    OutOfStepRank m(g->rank());
+    Reducer reducer({m.w}, {"w"}, g, ReducerOptions{.name = "OneLayer"});
+    optim::SGD opt({m.w, m.stray}, {.lr = 0.1});
+    try {
+      for (int it = 0; it < 4; ++it) {
+        opt.zero_grad();
+        const bool out_of_step = g->rank() == 1 && it == 1;
+        if (out_of_step && skip == Skip::no_backward) {
+          opt.step();
+          continue;
+        }
+        Variable loss = out_of_step ? m.stray_loss() : m.model_loss();
+        if (prepare) reducer.prepare_for_backward(loss);
+        loss.backward();
+        opt.step();
+      }
+      g->barrier("end of training")->wait();  // as a training program ends
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(g->rank())] = e.what();
+    }
+  });
+  return errors;
+}
+
+}  // namespace
+
+TEST_CASE("threads: a rank whose backward reaches none of the parameters is caught, never mixed",
+          "[reducer][threads][errors]") {
+  for (int n = 2; n <= 3; ++n) {
+    INFO(n << " thread ranks");
+    // Rank 0's second backward (iteration 1) pairs with rank 1's third (iteration 2): both
+    // have seen the same number of syncs, but not of backwards and steps.
+    const std::vector<std::string> errors = run_out_of_step(n, Skip::reach_nothing, false);
+    for (int r = 0; r < n; ++r) {
+      const std::string& e = errors[static_cast<size_t>(r)];
+      INFO("rank " << r << ": " << e);
+      CHECK(e.find("ranks diverge in OneLayer: the ranks are at different backwards or optimizer steps") !=
+            std::string::npos);
+      CHECK(e.find("rank 0: backward 2 after 1 optimizer step; rank 1: backward 3 after 2 optimizer steps") !=
+            std::string::npos);
+      CHECK(e.find("this is rank " + std::to_string(r)) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("threads: a rank that runs one backward fewer is caught at the next agreement",
+          "[reducer][threads][errors]") {
+  const std::vector<std::string> errors = run_out_of_step(2, Skip::no_backward, false);
+  for (int r = 0; r < 2; ++r) {
+    const std::string& e = errors[static_cast<size_t>(r)];
+    INFO("rank " << r << ": " << e);
+    CHECK(e.find("rank 0: backward 2 after 1 optimizer step; rank 1: backward 2 after 2 optimizer steps") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("threads: with prepare_for_backward on every rank, a rank that reaches nothing contributes zeros",
+          "[reducer][threads]") {
+  // The remedy the error names: every rank agrees before every backward, so rank 1's empty
+  // iteration takes part with zeros. Oracle: w's gradient in iteration 1 is the sum of the
+  // other ranks' x over n; w itself follows plain SGD on the averaged gradients.
+  for (int n = 2; n <= 3; ++n) {
+    INFO(n << " thread ranks");
+    std::vector<Tensor> final_w(static_cast<size_t>(n));
+    std::vector<std::string> errors(static_cast<size_t>(n));
+    run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
+      OutOfStepRank m(g->rank());
+      Reducer reducer({m.w}, {"w"}, g, ReducerOptions{.name = "OneLayer"});
+      optim::SGD opt({m.w}, {.lr = 0.1});
+      try {
+        for (int it = 0; it < 3; ++it) {
+          opt.zero_grad();
+          Variable loss = g->rank() == 1 && it == 1 ? m.stray_loss() : m.model_loss();
+          reducer.prepare_for_backward(loss);
+          loss.backward();
+          opt.step();
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(g->rank())] = e.what();
+      }
+      final_w[static_cast<size_t>(g->rank())] = m.w.data().clone();
+    });
+    for (int r = 0; r < n; ++r) {
+      INFO("rank " << r << ": " << errors[static_cast<size_t>(r)]);
+      CHECK(errors[static_cast<size_t>(r)].empty());
+    }
+    // Oracle: w -= 0.1 * mean(x) in iterations 0 and 2, w -= 0.1 * (sum of x but rank 1's) / n in 1.
+    Tensor expected = random_tensor({4}, 7);
+    for (int it = 0; it < 3; ++it) {
+      for (int k = 0; k < 4; ++k) {
+        double g = 0;
+        for (int r = 0; r < n; ++r) {
+          if (r == 1 && it == 1) continue;
+          g += random_tensor({4}, 100 + static_cast<uint64_t>(r)).data<float>()[k];
+        }
+        expected.data<float>()[k] -= static_cast<float>(0.1 * g / n);
+      }
+    }
+    require_close({final_w[0]}, {expected}, 1e-6);
+    for (int r = 1; r < n; ++r) require_bitwise_equal({final_w[static_cast<size_t>(r)]}, {final_w[0]});
+  }
+}
+
 TEST_CASE("threads: no_sync micro-batches then a synced one average the accumulated sums",
           "[reducer][threads][no_sync]") {
   // Reference: one process, each micro-batch on the global rows, gradients accumulated.

@@ -331,3 +331,33 @@ TEST_CASE("ranks running different phases are detected at the agreement", "[redu
                                          Catch::Contains("part 'generator'") &&
                                          Catch::Contains("generator.0.weight"));
 }
+
+TEST_CASE("a rank whose backward reaches none of the parameters stops every rank by name",
+          "[reducer][errors]") {
+  // Rank 1 uses the model's one tensor in even iterations only, and in odd ones runs a
+  // backward through something else. Without the position check, rank 0's agreement of
+  // iteration 1 would pair with rank 1's of iteration 2 and average the two.
+  if (world()->size() < 2) return;
+  const int rank = world()->rank();
+  Variable w(random_tensor({4}, 7), true);
+  Variable stray(random_tensor({4}, 8), true);
+  Variable x(random_tensor({4}, 100 + static_cast<uint64_t>(rank)));
+  Reducer reducer({w}, {"w"}, world(), ReducerOptions{.name = "OneLayer"});
+  optim::SGD opt({w, stray}, {.lr = 0.1});
+  std::string error;
+  try {
+    for (int it = 0; it < 4; ++it) {
+      opt.zero_grad();
+      Variable loss = rank == 1 && it % 2 == 1 ? sum(mul(stray, x)) : sum(mul(w, x));
+      loss.backward();
+      opt.step();
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  INFO(error);
+  CHECK(error.find("ranks diverge in OneLayer: the ranks are at different backwards or optimizer steps") !=
+        std::string::npos);
+  CHECK(error.find("rank 0: backward 2 after 1 optimizer step; rank 1: backward 3 after 2 optimizer steps") !=
+        std::string::npos);
+}
