@@ -96,7 +96,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
   if (is_rank0) {
-    metrics.emplace(o.out, /*append=*/start > 0);
+    metrics.emplace(o.out, /*resume_iteration=*/start);
     out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch "
         << o.batch << " per rank, " << wrap_mode_name(o.wrap)
         << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model->parameters().size()

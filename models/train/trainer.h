@@ -6,7 +6,8 @@
 // file), to options.iters. Rank 0 prints a progress line every log_every
 // iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, bytes
 // synchronised per step, each rank's resident set size in MB: `rss_mb`) to `out`,
-// appends the same as one JSON object per line to <out>/metrics.jsonl, writes sample
+// appends the same as one JSON object per line to <out>/metrics.jsonl (each iteration
+// once: a resumed run first drops the lines after its checkpoint), writes sample
 // pictures (<out>/samples-<iter>.png, drawn from an exponential moving average of G's
 // weights unless --ema-decay 0) and checkpoints
 // (<out>/ckpt-<iter>.safetensors: model, both optimizers, the average, the iteration;
