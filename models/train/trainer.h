@@ -14,8 +14,9 @@
 // written atomically).
 // Data and noise of iteration i on rank r depend only on (seed, r, i), so a resumed run
 // continues exactly as an uninterrupted one would. Errors (missing data, data too small
-// for --batch on this many ranks, bad checkpoint, unwritable --out) are tandem::Errors
-// naming the file or flag, thrown on every rank before training starts.
+// for --batch on this many ranks, bad checkpoint, unwritable --out, an --out another run
+// holds) are tandem::Errors naming the file or flag, thrown on every rank before training
+// starts. Rank 0 locks --out for the whole call (out_dir.h).
 // train() is the loop over the pieces beside it, each header stating its part: out_dir,
 // batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log.
 #pragma once
