@@ -1,8 +1,13 @@
 #include "models/train/metrics_log.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "runtime/error.h"
@@ -80,20 +85,99 @@ std::string format_bytes(double bytes) {
   return os.str();
 }
 
-MetricsLog::MetricsLog(const std::string& dir, bool append)
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string errno_text() { return errno != 0 ? std::strerror(errno) : "the stream failed"; }
+
+// The iteration of a whole line: one flat JSON object {"iteration": <integer>, ...} as
+// metrics_json and ring8_json write it; nullopt for anything else (a torn line).
+std::optional<int64_t> iteration_of(const std::string& line) {
+  const std::string head = "{\"iteration\": ";
+  if (!line.starts_with(head) || !line.ends_with("}")) return std::nullopt;
+  if (std::count(line.begin(), line.end(), '{') != 1 || std::count(line.begin(), line.end(), '}') != 1) {
+    return std::nullopt;
+  }
+  int64_t iteration = 0;
+  const char* first = line.data() + head.size();
+  auto [end, ec] = std::from_chars(first, line.data() + line.size(), iteration);
+  if (ec != std::errc() || end == first || (*end != ',' && *end != '}')) return std::nullopt;
+  return iteration;
+}
+
+// Cuts the file at `path` to its whole lines of iterations <= `iteration`, by writing
+// path.tmp and renaming it over `path`; returns "" or why it could not.
+std::string cut_after(const std::string& path, int64_t iteration) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return "";  // nothing logged yet, or not a file to cut
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream original;
+  errno = 0;
+  original << in.rdbuf();
+  if (in.bad()) return "cannot read it (" + errno_text() + ")";
+  std::string kept;
+  std::istringstream lines(original.str());
+  for (std::string line; std::getline(lines, line);) {
+    std::optional<int64_t> i = iteration_of(line);
+    if (i && *i <= iteration) kept += line + "\n";
+  }
+  if (kept == original.str()) return "";
+  const std::string tmp = path + ".tmp";
+  errno = 0;
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  out << kept << std::flush;
+  if (out) out.close();
+  if (!out) {
+    const std::string reason = errno_text();
+    fs::remove(tmp, ec);
+    return "cannot write " + tmp + " (" + reason + ")";
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = errno_text();
+    fs::remove(tmp, ec);
+    return "cannot rename " + tmp + " over it (" + reason + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& dir, int64_t resume_iteration)
     : path_((std::filesystem::path(dir) / kMetricsFile).string()) {
-  file_.open(path_, append ? std::ios::app : std::ios::trunc);
+  // A resumed run logs again every iteration after its checkpoint's.
+  const std::string cut_problem = resume_iteration > 0 ? cut_after(path_, resume_iteration) : "";
+  file_.open(path_, resume_iteration > 0 ? std::ios::app : std::ios::trunc);
   TANDEM_CHECK(file_.good(), "cannot open " << path_ << " for writing");
+  if (!cut_problem.empty()) {
+    // Appending to the uncut file would log iterations twice: keep it as it is instead.
+    report_write_error(resume_iteration, "cutting it to the checkpoint's iteration " +
+                                             std::to_string(resume_iteration) + ": " + cut_problem);
+  }
 }
 
 void MetricsLog::log(const LogPoint& point, std::ostream& console) {
   console << progress_line(point) << std::endl;
-  file_ << metrics_json(point) << std::endl;
+  write_line(metrics_json(point), point.iteration);
 }
 
 void MetricsLog::log_ring8(int64_t iteration, const data::Ring8Quality& quality, std::ostream& console) {
   console << ring8_line(quality) << "\n";
-  file_ << ring8_json(iteration, quality) << std::endl;
+  write_line(ring8_json(iteration, quality), iteration);
+}
+
+void MetricsLog::write_line(const std::string& line, int64_t iteration) {
+  if (write_failed_) return;
+  errno = 0;
+  file_ << line << std::endl;
+  if (!file_) report_write_error(iteration, errno_text());
+}
+
+void MetricsLog::report_write_error(int64_t iteration, const std::string& reason) {
+  write_failed_ = true;
+  write_stderr_line("tandem-train: warning: cannot write " + path_ + " at iteration " +
+                    std::to_string(iteration) + " (" + reason +
+                    "); no more metrics lines go there, training goes on");
 }
 
 }  // namespace tandem::models

@@ -15,9 +15,17 @@
 //   with one decimal; the JSON {"iteration": i, "ring8_modes": n, "ring8_high_quality": x}).
 // - sync_phase_line(phase): "sync <description>: <n> bucket(s), largest <bytes>, <bytes>
 //   per backward, <k> backward(s), rebuilt <r>x", what one kind of backward cost.
-// - MetricsLog(dir, append) opens <dir>/metrics.jsonl, truncated unless `append` (a resumed
-//   run continues its file); a file that cannot be opened is an Error naming it. Every line
-//   is flushed as it is written, so a killed run keeps what it logged.
+// - MetricsLog(dir, resume_iteration) opens <dir>/metrics.jsonl: emptied for a run from
+//   iteration 0; for a run resumed from the checkpoint of iteration N > 0, first cut to the
+//   lines of iterations <= N (the resumed run logs the later ones again) by an atomic
+//   rewrite (a .tmp renamed over it), and then appended to. The cut also drops every line
+//   that is not whole: one flat JSON object {"iteration": <integer>, ...} (a line torn by a
+//   crash or a full disk). A file that cannot be opened is an Error naming it; a cut that
+//   cannot be written is reported as a write error below, and the file is kept as it was.
+//   Every line is flushed as it is written, so a killed run keeps what it logged.
+// - A line that cannot be written (a full disk, an I/O error) is reported once on stderr,
+//   "tandem-train: warning: cannot write <path> at iteration <i> (<reason>); ...": no
+//   further lines go to the file, and the run goes on (its checkpoints are the run).
 // - format_duration(s): s rounded to whole seconds (negative as 0) as "[<h>h][<m>m]<s>s";
 //   format_bytes(b): "<b / 10^3, 1 decimal> kB" below 10^6, else "<b / 10^6, 2 decimals> MB".
 #pragma once
@@ -58,7 +66,7 @@ std::string format_bytes(double bytes);
 
 class MetricsLog {
  public:
-  MetricsLog(const std::string& dir, bool append);
+  MetricsLog(const std::string& dir, int64_t resume_iteration);
 
   const std::string& path() const { return path_; }
   // The progress line to `console`, the JSON line to the file.
@@ -66,8 +74,12 @@ class MetricsLog {
   void log_ring8(int64_t iteration, const data::Ring8Quality& quality, std::ostream& console);
 
  private:
+  void write_line(const std::string& line, int64_t iteration);
+  void report_write_error(int64_t iteration, const std::string& reason);
+
   std::string path_;
   std::ofstream file_;
+  bool write_failed_ = false;  // reported; nothing more is written
 };
 
 }  // namespace tandem::models

@@ -1,13 +1,32 @@
 #include "models/train/out_dir.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
+#include "models/train/checkpointer.h"
+#include "models/train/metrics_log.h"
 #include "runtime/error.h"
 
 namespace tandem::models {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// A temporary of one of tandem-train's atomic writes (<final name>.tmp, renamed over the
+// final name once whole). Only these: an --out may hold the user's own *.tmp files.
+bool is_atomic_write_tmp(const std::string& name) {
+  const std::string tmp = ".tmp";
+  if (!name.ends_with(tmp)) return false;
+  const std::string final_name = name.substr(0, name.size() - tmp.size());
+  return final_name == kMetricsFile ||
+         (final_name.starts_with(std::string(kCheckpointPrefix) + "-") &&
+          final_name.ends_with(".safetensors")) ||
+         (final_name.starts_with("samples-") && final_name.ends_with(".png"));
+}
+
+}  // namespace
 
 std::string out_dir_problem(const std::string& dir) {
   std::error_code ec;
@@ -23,13 +42,47 @@ std::string out_dir_problem(const std::string& dir) {
   return "";
 }
 
-void prepare_out_dir(const std::string& out, dist::ProcessGroup& world) {
-  const std::string problem = world.rank() == 0 ? out_dir_problem(out) : "";
-  Tensor rank0_failed = Tensor::scalar(problem.empty() ? 0 : 1, DType::i32);
-  dist::broadcast_host(world, rank0_failed, 0, "--out check");
+std::vector<std::string> remove_stale_tmp_files(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code file_ec;
+    if (!it->is_regular_file(file_ec) || !is_atomic_write_tmp(name)) continue;
+    fs::remove(it->path(), file_ec);
+    TANDEM_CHECK(!file_ec, "cannot remove the stale temporary file " << it->path().string() << " ("
+                                                                     << file_ec.message() << ")");
+    removed.push_back(name);
+  }
+  TANDEM_CHECK(!ec, "cannot list " << dir << " for stale temporary files (" << ec.message() << ")");
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
+OutDirLock prepare_out_dir(const std::string& out, dist::ProcessGroup& world, std::ostream& log) {
+  OutDirLock lock;
+  std::string problem;
+  std::vector<std::string> removed;
+  if (world.rank() == 0) {
+    problem = out_dir_problem(out);
+    if (problem.empty()) problem = lock.take(out);
+    if (problem.empty()) {
+      try {
+        removed = remove_stale_tmp_files(out);
+      } catch (const Error& e) {
+        problem = e.message();
+      }
+    }
+  }
+  const std::string rank0_problem = dist::broadcast_string(world, problem, 0, "--out check");
   TANDEM_CHECK(problem.empty(), "--out " << out << ": " << problem);
-  TANDEM_CHECK(rank0_failed.data<int32_t>()[0] == 0,
-               "--out " << out << ": rank 0 cannot write there (its error says why)");
+  TANDEM_CHECK(rank0_problem.empty(), "--out " << out << ": rank 0 found: " << rank0_problem);
+  if (!removed.empty()) {
+    log << "removed " << removed.size() << " stale temporary file(s) of an earlier run from " << out << ":";
+    for (const std::string& name : removed) log << " " << name;
+    log << "\n";
+  }
+  return lock;
 }
 
 }  // namespace tandem::models

@@ -1,22 +1,34 @@
-// The output directory (--out): made and checked before any work starts.
+// The output directory (--out): made, checked and locked before any work starts.
 //
 // Contract:
 // - out_dir_problem(dir) creates `dir` and its parents when missing and returns why it
 //   cannot take the outputs ("cannot create the directory (<reason>)" or "directory is not
 //   writable"), or "" when it can. It writes a probe file to find out and removes it.
-// - prepare_out_dir(out, world) is collective: only rank 0 writes to --out, so only rank 0
-//   checks, and it broadcasts the verdict so that every rank stops before training instead
-//   of waiting in a collective for a rank that gave up. On failure every rank throws an
-//   Error starting "--out <out>: ": rank 0's names the reason, the others' point to rank 0.
+// - remove_stale_tmp_files(dir) removes from `dir` the temporaries that tandem-train's
+//   atomic writes leave when a run dies mid-write (ckpt-*.safetensors.tmp,
+//   samples-*.png.tmp, metrics.jsonl.tmp) and returns their names, sorted. Other files,
+//   *.tmp or not, are never touched. A file that cannot be removed is an Error naming it.
+// - prepare_out_dir(out, world, log) is collective: only rank 0 writes to --out, so only
+//   rank 0 checks it, takes its lock (out_lock.h: one run per --out; a second run is
+//   refused naming the first one's host and pid), removes stale temporaries (after the
+//   lock, so never a live run's; it says which in `log`), and broadcasts the verdict, so
+//   that every rank stops before training instead of waiting in a collective for a rank
+//   that gave up. On failure every rank throws an Error starting "--out <out>: " with rank
+//   0's reason ("rank 0 found: <reason>" on the other ranks). Returns the lock, held by
+//   rank 0 (the other ranks' hold nothing): keep it for the whole run.
 #pragma once
 
+#include <ostream>
 #include <string>
+#include <vector>
 
+#include "models/train/out_lock.h"
 #include "runtime/dist/process_group.h"
 
 namespace tandem::models {
 
 std::string out_dir_problem(const std::string& dir);
-void prepare_out_dir(const std::string& out, dist::ProcessGroup& world);
+std::vector<std::string> remove_stale_tmp_files(const std::string& dir);
+OutDirLock prepare_out_dir(const std::string& out, dist::ProcessGroup& world, std::ostream& log);
 
 }  // namespace tandem::models

@@ -67,7 +67,8 @@ synchronised over the parameters it reaches.
   --backend B           auto | mpi | nccl                                      (auto)
   --device D            cpu | cuda                                              (cpu)
   --seed N              seed of weights, data and noise                           (0)
-  --out DIR             metrics.jsonl, samples and checkpoints go here (runs/default)
+  --out DIR             metrics.jsonl, samples and checkpoints go here (runs/default);
+                        one run at a time: a second is refused, naming the first
   --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
   --resume              continue from the newest complete checkpoint in --out
   --sample-every N      write a sample picture every N iterations (0: at the end) (0)

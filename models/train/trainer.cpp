@@ -65,7 +65,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const bool is_rank0 = rank == 0;
   check_device(o, *world);
   const Device device = world->tensor_device();
-  prepare_out_dir(o.out, *world);
+  const OutDirLock out_lock = prepare_out_dir(o.out, *world, out);  // held by rank 0 for the whole run
 
   std::shared_ptr<GanModel> model = make_gan(gan_config(o));
   model->to(device);  // before the wrapper and optimizers take their handles
@@ -96,7 +96,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
   if (is_rank0) {
-    metrics.emplace(o.out, /*append=*/start > 0);
+    metrics.emplace(o.out, /*resume_iteration=*/start);
     out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch "
         << o.batch << " per rank, " << wrap_mode_name(o.wrap)
         << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model->parameters().size()

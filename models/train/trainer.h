@@ -6,15 +6,17 @@
 // file), to options.iters. Rank 0 prints a progress line every log_every
 // iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, bytes
 // synchronised per step, each rank's resident set size in MB: `rss_mb`) to `out`,
-// appends the same as one JSON object per line to <out>/metrics.jsonl, writes sample
+// appends the same as one JSON object per line to <out>/metrics.jsonl (each iteration
+// once: a resumed run first drops the lines after its checkpoint), writes sample
 // pictures (<out>/samples-<iter>.png, drawn from an exponential moving average of G's
 // weights unless --ema-decay 0) and checkpoints
 // (<out>/ckpt-<iter>.safetensors: model, both optimizers, the average, the iteration;
 // written atomically).
 // Data and noise of iteration i on rank r depend only on (seed, r, i), so a resumed run
 // continues exactly as an uninterrupted one would. Errors (missing data, data too small
-// for --batch on this many ranks, bad checkpoint, unwritable --out) are tandem::Errors
-// naming the file or flag, thrown on every rank before training starts.
+// for --batch on this many ranks, bad checkpoint, unwritable --out, an --out another run
+// holds) are tandem::Errors naming the file or flag, thrown on every rank before training
+// starts. Rank 0 locks --out for the whole call (out_dir.h).
 // train() is the loop over the pieces beside it, each header stating its part: out_dir,
 // batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log.
 #pragma once

@@ -1,6 +1,10 @@
 // What rank 0 reports: progress lines and summary lines against strings written out by
 // hand, and metrics.jsonl lines read back by an independent JSON reader.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -33,6 +37,30 @@ std::vector<std::string> lines_of(const std::string& path) {
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
 }
+
+std::string line_of(int64_t iteration) {
+  LogPoint p = ring8_point();
+  p.iteration = iteration;
+  return metrics_json(p) + "\n";
+}
+
+// What the code under test writes to file descriptor 2 while it lives.
+class StderrCapture {
+ public:
+  explicit StderrCapture(const std::string& path) : saved_(dup(2)) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+  }
+  ~StderrCapture() {
+    dup2(saved_, 2);
+    close(saved_);
+  }
+
+ private:
+  int saved_;
+};
 
 std::set<std::string> keys(const JsonValue& object) {
   std::set<std::string> out;
@@ -137,7 +165,7 @@ TEST_CASE("the metrics log writes both, and a resumed run appends to its file", 
   data::Ring8Quality q;
   q.count = 2500;
   {
-    MetricsLog log(tmp.path.string(), /*append=*/false);
+    MetricsLog log(tmp.path.string(), /*resume_iteration=*/0);
     CHECK(log.path() == tmp.file("metrics.jsonl"));
     log.log(ring8_point(), console);
     log.log(later, console);
@@ -154,11 +182,83 @@ TEST_CASE("the metrics log writes both, and a resumed run appends to its file", 
   CHECK(JsonReader::parse(lines[1]).at("iteration").number == 100);
   CHECK(JsonReader::parse(lines[2]).at("ring8_modes").number == 0);
 
-  MetricsLog(tmp.path.string(), /*append=*/true).log(ring8_point(), console);
+  MetricsLog(tmp.path.string(), /*resume_iteration=*/200).log(ring8_point(), console);
   CHECK(lines_of(tmp.file("metrics.jsonl")).size() == 4);
-  MetricsLog(tmp.path.string(), /*append=*/false).log(ring8_point(), console);
+  MetricsLog(tmp.path.string(), /*resume_iteration=*/0).log(ring8_point(), console);
   CHECK(lines_of(tmp.file("metrics.jsonl")).size() == 1);
 
-  CHECK_THROWS_WITH(MetricsLog(tmp.file("missing"), false),
+  CHECK_THROWS_WITH(MetricsLog(tmp.file("missing"), 0),
                     Catch::Contains("cannot open " + tmp.file("missing") + "/metrics.jsonl for writing"));
+}
+
+TEST_CASE("a resumed run's metrics file is cut to the checkpoint's iteration, torn lines dropped",
+          "[metrics][resume]") {
+  TempDir tmp("metrics");
+  data::Ring8Quality q;
+  q.count = 2500;
+  const std::string head = line_of(10) + line_of(20);
+  // Lines after the checkpoint of iteration 20 (logged before a crash), a ring8 summary of
+  // a finished run, a line torn mid-way that the next run appended to, a torn last line.
+  write_bytes(tmp.file("metrics.jsonl"), head + line_of(30) + ring8_json(40, q) + "\n" +
+                                             "{\"iteration\": 20, \"loss_d\": 0." + line_of(20) +
+                                             "{\"iteration\": 40, \"loss_d\": 1.02");
+  std::ostringstream console;
+  {
+    MetricsLog log(tmp.path.string(), /*resume_iteration=*/20);
+    CHECK(read_bytes(log.path()) == head);  // cut before the first new line is written
+    LogPoint p = ring8_point();
+    p.iteration = 30;
+    log.log(p, console);
+  }
+  CHECK(read_bytes(tmp.file("metrics.jsonl")) == head + line_of(30));
+  CHECK_FALSE(std::filesystem::exists(tmp.file("metrics.jsonl.tmp")));
+
+  // A summary line at the checkpoint's iteration stays; a whole last line without its
+  // newline is kept and finished, so the next line does not run into it.
+  write_bytes(tmp.file("metrics.jsonl"), head + ring8_json(20, q));
+  MetricsLog(tmp.path.string(), /*resume_iteration=*/20).log(ring8_point(), console);
+  CHECK(read_bytes(tmp.file("metrics.jsonl")) == head + ring8_json(20, q) + "\n" + line_of(50));
+
+  // Resuming with no metrics file yet starts one.
+  TempDir empty("metrics");
+  MetricsLog(empty.path.string(), /*resume_iteration=*/20).log(ring8_point(), console);
+  CHECK(read_bytes(empty.file("metrics.jsonl")) == line_of(50));
+}
+
+TEST_CASE("a metrics line that cannot be written is reported once, naming the file", "[metrics][errors]") {
+  if (!std::filesystem::exists("/dev/full")) {
+    WARN("no /dev/full here: the write error cannot be staged");
+    return;
+  }
+  // /dev/full takes the open and fails every write with ENOSPC, as a full disk does.
+  TempDir tmp("metrics");
+  std::filesystem::create_symlink("/dev/full", tmp.file("metrics.jsonl"));
+  std::ostringstream console;
+  {
+    StderrCapture capture(tmp.file("stderr"));
+    MetricsLog log(tmp.path.string(), /*resume_iteration=*/0);
+    log.log(ring8_point(), console);
+    LogPoint later = ring8_point();
+    later.iteration = 100;
+    log.log(later, console);
+  }
+  CHECK(read_bytes(tmp.file("stderr")) ==
+        "tandem-train: warning: cannot write " + tmp.file("metrics.jsonl") +
+            " at iteration 50 (No space left on device); no more metrics lines go there, training goes on\n");
+  CHECK(console.str().find("iter    100/200") != std::string::npos);  // the run still reports
+
+  // A cut that cannot be written keeps the file as it was, and says so.
+  TempDir ro("metrics");
+  write_bytes(ro.file("metrics.jsonl"), line_of(10) + line_of(20));
+  std::filesystem::create_symlink("/dev/full", ro.file("metrics.jsonl.tmp"));
+  {
+    StderrCapture capture(ro.file("stderr"));
+    MetricsLog(ro.path.string(), /*resume_iteration=*/10).log(ring8_point(), console);
+  }
+  CHECK(read_bytes(ro.file("metrics.jsonl")) == line_of(10) + line_of(20));
+  CHECK(read_bytes(ro.file("stderr")) ==
+        "tandem-train: warning: cannot write " + ro.file("metrics.jsonl") +
+            " at iteration 10 (cutting it to the checkpoint's iteration 10: cannot write " +
+            ro.file("metrics.jsonl.tmp") +
+            " (No space left on device)); no more metrics lines go there, training goes on\n");
 }

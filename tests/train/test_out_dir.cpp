@@ -1,5 +1,8 @@
 // The --out check: a missing directory is made, and a path that cannot hold the outputs
-// gets the reason; the probe file never stays behind.
+// gets the reason; the probe file never stays behind. The --out lock: one holder at a time,
+// named to whoever is refused, gone with its holder. Stale temporaries: only tandem-train's.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -7,6 +10,7 @@
 #include <fstream>
 
 #include "models/train/out_dir.h"
+#include "models/train/out_lock.h"
 #include "tests/test_files.h"
 
 using namespace tandem::models;
@@ -54,4 +58,78 @@ TEST_CASE("an --out without write permission is not writable", "[out_dir][errors
   fs::permissions(tmp.path, fs::perms::owner_read | fs::perms::owner_exec);
   CHECK(out_dir_problem(tmp.path.string()) == "directory is not writable");
   fs::permissions(tmp.path, fs::perms::owner_all);
+}
+
+TEST_CASE("the --out lock is exclusive, names its holder, and ends with its holder", "[out_dir][lock]") {
+  TempDir tmp("out_dir");
+  char host[256] = {};
+  REQUIRE(gethostname(host, sizeof(host) - 1) == 0);
+  const std::string holder = "in use by tandem-train on host " + std::string(host) + ", pid " +
+                             std::to_string(getpid()) + " (started ";
+  {
+    OutDirLock first;
+    REQUIRE(first.take(tmp.path.string()) == "");
+    CHECK(first.held());
+    CHECK_THAT(tandem::testing::read_bytes(tmp.file(".lock")),
+               Catch::StartsWith(std::string(host) + " " + std::to_string(getpid()) + " "));
+    // flock locks belong to an open of the file, not to the process: a second open here
+    // conflicts as another process's would.
+    OutDirLock second;
+    const std::string refused = second.take(tmp.path.string());
+    CHECK_THAT(refused, Catch::StartsWith(holder) && Catch::EndsWith(")"));
+    CHECK_FALSE(second.held());
+    OutDirLock moved = std::move(first);  // a moved lock is still held
+    CHECK(moved.held());
+    CHECK_FALSE(first.held());
+    CHECK_THAT(second.take(tmp.path.string()), Catch::StartsWith(holder));
+  }
+  OutDirLock after;  // released with its holder
+  CHECK(after.take(tmp.path.string()) == "");
+}
+
+TEST_CASE("a killed holder leaves no stale --out lock", "[out_dir][lock]") {
+  TempDir tmp("out_dir");
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    OutDirLock lock;
+    const char verdict = lock.take(tmp.path.string()).empty() ? 'y' : 'n';
+    [[maybe_unused]] ssize_t n = write(ready[1], &verdict, 1);
+    pause();  // until killed
+    _exit(0);
+  }
+  close(ready[1]);
+  char verdict = 0;
+  const ssize_t got = read(ready[0], &verdict, 1);
+  close(ready[0]);
+  OutDirLock lock;
+  const std::string refused = lock.take(tmp.path.string());
+  kill(child, SIGKILL);  // as a job is killed: no destructor runs
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(got == 1);
+  REQUIRE(verdict == 'y');
+  CHECK_THAT(refused, Catch::Contains(", pid " + std::to_string(child) + " (started "));
+  CHECK(lock.take(tmp.path.string()) == "");
+}
+
+TEST_CASE("stale temporaries of atomic writes are removed, and nothing else", "[out_dir]") {
+  TempDir tmp("out_dir");
+  for (const char* name :
+       {"ckpt-000010.safetensors.tmp", "samples-000010.png.tmp", "metrics.jsonl.tmp",
+        "ckpt-000010.safetensors", "metrics.jsonl", "notes.tmp", "ckpt-000010.tmp", "my-metrics.jsonl.tmp"}) {
+    std::ofstream(tmp.file(name)) << "bytes";
+  }
+  fs::create_directory(tmp.file("samples-000020.png.tmp"));  // not a file
+  CHECK(remove_stale_tmp_files(tmp.path.string()) == std::vector<std::string>{"ckpt-000010.safetensors.tmp",
+                                                                              "metrics.jsonl.tmp",
+                                                                              "samples-000010.png.tmp"});
+  CHECK(entries(tmp.path) == 6);
+  for (const char* kept : {"ckpt-000010.safetensors", "metrics.jsonl", "notes.tmp", "ckpt-000010.tmp",
+                           "my-metrics.jsonl.tmp", "samples-000020.png.tmp"}) {
+    CHECK(fs::exists(tmp.file(kept)));
+  }
+  CHECK(remove_stale_tmp_files(tmp.path.string()).empty());
 }
