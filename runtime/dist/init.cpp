@@ -27,7 +27,7 @@ Initialised initialise(Backend backend) {
                "init_process_group(threads): thread groups are not launched from the environment; create "
                "them with make_thread_groups or run_ranks (runtime/dist/thread_process_group.h)");
   LaunchEnv env = init_from_env();
-  detail::ensure_mpi_initialized();
+  detail::ensure_mpi_initialized(env.launcher != "single" ? env.rank : -1);
   int rank = 0, size = 1;
   TANDEM_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   TANDEM_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));

@@ -3,12 +3,14 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "runtime/dist/mpi_check.h"
+#include "runtime/dist/phase_watchdog.h"
 #include "runtime/dist/process_group.h"
 
 namespace tandem::dist {
@@ -38,6 +40,9 @@ namespace {
 std::mutex g_mpi_mutex;
 std::atomic<bool> g_serialize_mpi{false};
 bool g_tandem_initialised_mpi = false;
+// The deadline start-up had, kept for shut-down: reading the environment again there could
+// throw, and shut-down runs in destructors.
+std::chrono::milliseconds g_lifetime_deadline{0};
 std::atomic<bool> g_in_finalize{false};
 
 const char* thread_level_name(int level) {
@@ -88,14 +93,20 @@ bool mpi_running() {
   return initialised && !finalised;
 }
 
-void ensure_mpi_initialized() {
+void ensure_mpi_initialized(int launch_rank) {
   int initialised = 0, finalised = 0;
   TANDEM_CHECK_MPI(MPI_Initialized(&initialised));
   TANDEM_CHECK_MPI(MPI_Finalized(&finalised));
   TANDEM_CHECK(!finalised, "MPI has already been finalised; it cannot be initialised again");
   if (!initialised) {
+    g_lifetime_deadline = default_timeout();
     int provided = MPI_THREAD_SINGLE;
-    TANDEM_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    {
+      // MPI_Init_thread waits for every rank of the job, and nothing can interrupt it.
+      PhaseWatchdog watchdog("start-up (MPI_Init_thread)", g_lifetime_deadline, launch_rank,
+                             "a rank is frozen or was never started");
+      TANDEM_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    }
     g_tandem_initialised_mpi = true;
   }
   check_thread_level();
@@ -152,6 +163,9 @@ void register_group(const std::shared_ptr<StoppableGroup>& group) {
 void shutdown_mpi() {
   stop_all_groups();
   if (g_tandem_initialised_mpi && mpi_running()) {
+    // MPI_Finalize waits for every rank to reach its own, and nothing can interrupt it.
+    PhaseWatchdog watchdog("shut-down (MPI_Finalize)", g_lifetime_deadline, process_rank(),
+                           "a rank is frozen or never reached its own shut-down");
     MpiLock lock;
     TANDEM_CHECK_MPI(MPI_Finalize());
   }

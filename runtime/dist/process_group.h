@@ -50,11 +50,13 @@ const char* backend_name(Backend backend);  // "mpi", "nccl", "threads"
 
 inline constexpr double kDefaultTimeoutS = 300.0;
 inline constexpr const char* kTimeoutEnvVar = "TANDEM_COLLECTIVE_TIMEOUT_S";
-// Exit code a job ends with through abort_on_timeout.
+// Exit code a job ends with through abort_on_timeout, or when MPI start-up or shut-down
+// outlives the deadline (init_process_group, shutdown_process_groups).
 inline constexpr int kTimeoutExitCode = 3;
 
-// TANDEM_COLLECTIVE_TIMEOUT_S (seconds, a positive number) when set, else 300 s. A value
-// that is not a positive number throws an Error naming the variable.
+// TANDEM_COLLECTIVE_TIMEOUT_S (seconds, a positive number) when set, else 300 s: the
+// deadline of every collective, and of MPI start-up and shut-down. A value that is not a
+// positive number throws an Error naming the variable.
 std::chrono::milliseconds default_timeout();
 
 class Work {
@@ -148,7 +150,11 @@ inline constexpr std::chrono::milliseconds kAbortGrace{2000};
 [[noreturn]] void abort_job(int exit_code, std::chrono::milliseconds grace = kAbortGrace);
 
 // Initialises MPI when nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE; at
-// least MPI_THREAD_SERIALIZED must be granted, else an Error says which level was), checks
+// least MPI_THREAD_SERIALIZED must be granted, else an Error says which level was; if
+// MPI_Init_thread has not returned within default_timeout(), because a rank is frozen or
+// was never started, the process ends with kTimeoutExitCode after one line
+// "tandem: ending the job: [rank r] start-up (MPI_Init_thread) did not finish within <s> s
+// (TANDEM_COLLECTIVE_TIMEOUT_S): ...", the rank taken from the launch environment), checks
 // the launch environment against MPI_COMM_WORLD (an Error names the variable that
 // disagrees), calls set_process_rank and returns a new group over the world. nccl: the
 // CUDA device is the local rank modulo the device count.
@@ -156,7 +162,9 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend = Backend::mpi)
 
 // Stops every live MPI group (waiting at most its timeout for queued operations; a stuck
 // one ends the job through abort_on_timeout) and calls MPI_Finalize if init_process_group
-// initialised MPI. Idempotent; groups used afterwards throw.
+// initialised MPI. MPI_Finalize is bounded like start-up: past the deadline the process
+// ends with kTimeoutExitCode after a line naming "shut-down (MPI_Finalize)". Idempotent;
+// groups used afterwards throw.
 void shutdown_process_groups();
 
 // RAII: init_from_env() + init_process_group() on construction, shutdown on destruction.
