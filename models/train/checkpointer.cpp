@@ -20,6 +20,13 @@ StateDict with_prefix(const StateDict& all, const std::string& prefix) {
   return out;
 }
 
+// "--batch 8 --lr 0.0002"
+std::string joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
 }  // namespace
 
 Checkpointer::Checkpointer(std::string dir, RunIdentity run, TrainState state)
@@ -36,9 +43,10 @@ std::optional<std::string> Checkpointer::newest() const {
 std::string Checkpointer::save(int64_t iteration) const {
   std::map<std::string, std::string> metadata = {{"model", state_.model.type_name()},
                                                  {"iteration", std::to_string(iteration)},
-                                                 {"world_size", std::to_string(run_.world_size)},
-                                                 {"batch", std::to_string(run_.batch)},
-                                                 {"seed", std::to_string(run_.seed)}};
+                                                 {"world_size", std::to_string(run_.world_size)}};
+  for (const RunSetting& setting : run_.settings) {
+    if (setting.kept_on_resume) metadata[setting.metadata_key()] = setting.value;
+  }
   StateDict tensors;
   for (size_t i = 0; i < state_.ema.size(); ++i) tensors["ema." + std::to_string(i)] = state_.ema[i];
   for (auto& [name, t] : state_.model.state_dict()) tensors["model." + name] = t;
@@ -85,9 +93,34 @@ int64_t Checkpointer::load(const std::string& path) const {
                path << ": written by a run of " << saved_world << " ranks; resuming on " << run_.world_size
                     << " ranks would change every rank's data stream. Resume with mpirun -np " << saved_world
                     << ", or start a new run in another --out");
-  const int64_t batch = meta_int("batch", 1);
-  TANDEM_CHECK(batch == run_.batch,
-               path << ": written with --batch " << batch << ", this run has --batch " << run_.batch);
+  // A resume continues the same run: a setting that shapes it is refused, never overridden.
+  std::vector<std::string> written_with, this_run;
+  for (const RunSetting& setting : run_.settings) {
+    auto it = file.metadata.find(setting.metadata_key());
+    if (!setting.kept_on_resume || it == file.metadata.end() || it->second == setting.value) continue;
+    RunSetting saved = setting;
+    saved.value = it->second;
+    written_with.push_back(saved.as_written());
+    this_run.push_back(setting.as_written());
+  }
+  TANDEM_CHECK(written_with.empty(), path << ": written with " << joined(written_with) << ", this run has "
+                                          << joined(this_run)
+                                          << ". A resume continues the same run: resume with "
+                                          << joined(written_with) << ", or start a new run in another --out");
+  // The optimizers restore their learning rate; it must be this run's --lr (checked here too
+  // for checkpoints that do not record lr in their metadata).
+  for (const auto& [part, optimizer] : {std::pair<const char*, optim::Optimizer*>{"generator", &state_.opt_g},
+                                        {"discriminator", &state_.opt_d}}) {
+    auto it = file.tensors.find(std::string("optim.") + part + ".lr");
+    if (it == file.tensors.end() || it->second.numel() != 1) continue;  // the optimizer names what is wrong
+    const double saved_lr = it->second.to_vector()[0];
+    if (!std::isfinite(saved_lr)) continue;
+    TANDEM_CHECK(saved_lr == optimizer->lr(),
+                 path << ": written with --lr " << canonical_number(saved_lr) << " (optim." << part
+                      << ".lr), this run has --lr " << canonical_number(optimizer->lr())
+                      << ". A resume continues the same run: resume with --lr " << canonical_number(saved_lr)
+                      << ", or start a new run in another --out");
+  }
   const int64_t iteration = meta_int("iteration", 0);
   try {
     model.load_state_dict(with_prefix(file.tensors, "model."));

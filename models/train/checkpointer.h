@@ -5,20 +5,26 @@
 // - save(i) writes path(i) = <dir>/ckpt-<i, zero-padded to 6 digits>.safetensors
 //   atomically (a .tmp renamed over it; see runtime/checkpoint.h), with the tensors
 //   "model.<name>", "optim.generator.<name>", "optim.discriminator.<name>" and "ema.<k>",
-//   and the metadata model (its type name), iteration, world_size, batch and seed; returns
-//   the path.
+//   and the metadata model (its type name), iteration, world_size, and each run setting
+//   marked kept_on_resume under its metadata_key() (data, batch, lr, seed, dynamic, loss,
+//   and pggan_stage_iters for pggan; run_settings.h); returns the path.
 // - newest() is the complete checkpoint with the highest iteration in `dir`: .tmp files and
 //   files whose header does not validate never win. nullopt when there is none.
-// - load(path) checks that the checkpoint belongs to this run (a tandem-train checkpoint of
-//   the same model, written at the same world size and --batch; each mismatch an Error
-//   starting with the path and naming both values), then restores the model, both
-//   optimizers and the average, and returns the checkpoint's iteration. Tensors that do not
-//   fit are an Error "<path>: does not fit this model: ..." naming the first mismatch; a
-//   checkpoint without the average (--ema-decay 0) cannot resume a run that keeps one.
-//   Before anything is restored: every floating-point tensor must be finite and the
-//   metadata integers (iteration, world_size, batch) plain decimal integers in range, each
-//   problem an Error naming the file and the tensor or key; the optimizers refuse missing,
-//   non-finite or impossible state (optim::Optimizer::load_state_dict).
+// - load(path) checks that the checkpoint belongs to this run, each mismatch an Error
+//   starting with the path: a tandem-train checkpoint of the same model, written at the
+//   same world size; every kept setting it records must equal this run's ("written with
+//   --lr 0.0002, this run has --lr 0.001", all differing ones named; a resume continues
+//   the same run, so such a flag is refused, never overridden); the optimizers' learning
+//   rate must be this run's --lr. Checkpoints written before a setting was recorded resume
+//   without comparing it (their --lr is still compared: the optimizer state holds it).
+//   Then it restores the model, both optimizers and the average, and returns the
+//   checkpoint's iteration. Tensors that do not fit are an Error "<path>: does not fit this
+//   model: ..." naming the first mismatch; a checkpoint without the average (--ema-decay 0)
+//   cannot resume a run that keeps one. Before anything is restored: every floating-point
+//   tensor must be finite and the metadata integers (iteration, world_size) plain decimal
+//   integers in range, each problem an Error naming the file and the tensor or key; the
+//   optimizers refuse missing, non-finite or impossible state
+//   (optim::Optimizer::load_state_dict).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +34,7 @@
 
 #include "autograd/optim.h"
 #include "models/gan.h"
+#include "models/train/run_settings.h"
 #include "runtime/tensor.h"
 
 namespace tandem::models {
@@ -36,9 +43,8 @@ constexpr const char* kCheckpointPrefix = "ckpt";
 
 // What a checkpoint records of its run besides the model.
 struct RunIdentity {
-  int world_size = 1;  // a resume must match it: it decides every rank's data stream
-  int64_t batch = 0;   // per rank; a resume must match it
-  uint64_t seed = 0;   // recorded only
+  int world_size = 1;                // a resume must match it: it decides every rank's data stream
+  std::vector<RunSetting> settings;  // those kept_on_resume are recorded and must match
 };
 
 // Handles on the state of the live run that a checkpoint holds.

@@ -50,4 +50,7 @@ struct TrainOptions {
 TrainOptions parse_train_options(const std::vector<std::string>& args);
 std::string usage();
 
+// pggan's iterations per stage: --pggan-stage-iters, or iters / 3 (at least 1) when 0.
+int64_t pggan_stage_iters(const TrainOptions& options);
+
 }  // namespace tandem::models

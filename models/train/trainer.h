@@ -2,8 +2,12 @@
 //
 // Contract: train(options, world, out) trains options.model data-parallel over `world`
 // from iteration 0, or with options.resume from the newest complete checkpoint in rank 0's
-// options.out (every rank loads rank 0's choice; a rank that cannot is an Error naming the
-// file), to options.iters. Rank 0 prints a progress line every log_every
+// options.out, to options.iters. Before the first collective that depends on a setting,
+// the ranks compare their settings (run_settings.h, settings_agreement.h): a difference is
+// an Error on every rank naming each differing flag, its values and ranks. Every rank
+// loads rank 0's choice of checkpoint: a rank that cannot is an Error naming the file, as
+// is a checkpoint written with another value of a setting it keeps, or one beyond
+// options.iters. Rank 0 prints a progress line every log_every
 // iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, bytes
 // synchronised per step, each rank's resident set size in MB: `rss_mb`) to `out`,
 // appends the same as one JSON object per line to <out>/metrics.jsonl, writes sample

@@ -1,6 +1,7 @@
 // The checkpointer: the newest complete checkpoint wins over newer torn or foreign files,
 // a checkpoint restores a run exactly (saved again, the bytes are the same), and one of
-// another run is refused with both values named.
+// another run, or of this run with a flag that shapes it changed, is refused with both
+// values named.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <memory>
@@ -20,11 +21,25 @@ using namespace tandem::testing;
 
 namespace {
 
-const RunIdentity kRun{.world_size = 2, .batch = 8, .seed = 7};
+// The flags of the run that writes the checkpoints in these tests.
+TrainOptions flags() {
+  TrainOptions o;
+  o.data = "ring8";
+  o.batch = 8;
+  o.seed = 7;
+  return o;
+}
 
-WrappedGanOptions alone() {
+RunIdentity identity(const TrainOptions& o, int world_size = 2) {
+  return {.world_size = world_size, .settings = run_settings(o, "mpi", "")};
+}
+
+const RunIdentity kRun = identity(flags());
+
+WrappedGanOptions alone(double lr = 2e-4) {
   WrappedGanOptions o;
   o.wrap = WrapMode::none;
+  o.lr = lr;
   return o;
 }
 
@@ -36,9 +51,9 @@ struct Run {
   Checkpointer checkpointer;
 
   Run(const std::string& dir, const std::string& name, uint64_t weight_seed, RunIdentity run = kRun,
-      double ema_decay = 0.9)
+      double ema_decay = 0.9, double lr = 2e-4)
       : model(make_gan(GanConfig{.model = name, .seed = weight_seed})),
-        wrapped(model, nullptr, alone()),
+        wrapped(model, nullptr, alone(lr)),
         ema(model->generator->parameters(), ema_decay),
         checkpointer(dir, run, {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors()}) {}
 
@@ -90,9 +105,15 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
 
   // The file as any safetensors reader sees it.
   SafetensorsFile file = load_safetensors(saved);
-  CHECK(file.metadata ==
-        std::map<std::string, std::string>{
-            {"model", "ring8-mlp"}, {"iteration", "3"}, {"world_size", "2"}, {"batch", "8"}, {"seed", "7"}});
+  CHECK(file.metadata == std::map<std::string, std::string>{{"model", "ring8-mlp"},
+                                                            {"iteration", "3"},
+                                                            {"world_size", "2"},
+                                                            {"data", "ring8"},
+                                                            {"batch", "8"},
+                                                            {"lr", "0.0002"},
+                                                            {"seed", "7"},
+                                                            {"dynamic", "off"},
+                                                            {"loss", "ns"}});
   std::set<std::string> groups;
   for (const auto& [name, t] : file.tensors)
     groups.insert(name.substr(0, name.find('.', name.find('.') + 1)));
@@ -126,13 +147,10 @@ TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkp
   CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, wider).checkpointer.load(path),
                     Catch::Contains(path + ": written by a run of 2 ranks; resuming on 3 ranks") &&
                         Catch::Contains("Resume with mpirun -np 2, or start a new run in another --out"));
-  RunIdentity smaller = kRun;
+  TrainOptions smaller = flags();
   smaller.batch = 4;
-  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, smaller).checkpointer.load(path),
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, identity(smaller)).checkpointer.load(path),
                     Catch::Contains(path + ": written with --batch 8, this run has --batch 4"));
-  RunIdentity reseeded = kRun;
-  reseeded.seed = 8;  // recorded, not checked
-  CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1, reseeded).checkpointer.load(path) == 4);
 
   Run without_average(elsewhere.path.string(), "ring8-mlp", 1, kRun, 0.0);
   const std::string no_ema = without_average.checkpointer.save(5);
@@ -184,4 +202,78 @@ TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkp
   CHECK_THROWS_WITH(
       writer.checkpointer.load(foreign),
       Catch::Contains(foreign + ": not a tandem-train checkpoint (no 'model' in its metadata)"));
+}
+
+TEST_CASE("a resume that changes a flag shaping the run is refused by name, the others are honoured",
+          "[checkpointer][errors]") {
+  TempDir tmp("checkpointer"), elsewhere("checkpointer");
+  Run writer(tmp.path.string(), "ring8-mlp", 1);
+  writer.train(2);
+  const std::string path = writer.checkpointer.save(4);
+  auto resume_with = [&](const TrainOptions& o, double lr = 2e-4) {
+    return Run(elsewhere.path.string(), "ring8-mlp", 1, identity(o), 0.9, lr).checkpointer.load(path);
+  };
+
+  // Each differing flag is named with both values, and how to resume.
+  TrainOptions changed = flags();
+  changed.lr = 1e-3;
+  changed.seed = 8;
+  changed.loss = "hinge";
+  CHECK_THROWS_WITH(
+      resume_with(changed, 1e-3),
+      Catch::Contains(path + ": written with --lr 0.0002 --seed 7 --loss ns, this run has --lr 0.001 "
+                             "--seed 8 --loss hinge. A resume continues the same run: resume with "
+                             "--lr 0.0002 --seed 7 --loss ns, or start a new run in another --out"));
+  TrainOptions dynamic = flags();
+  dynamic.dynamic = true;
+  CHECK_THROWS_WITH(resume_with(dynamic),
+                    Catch::Contains("written with no --dynamic, this run has --dynamic"));
+  TrainOptions other_data = flags();
+  CHECK_THROWS_WITH(
+      Run(elsewhere.path.string(), "ring8-mlp", 1, {2, run_settings(other_data, "mpi", "9 images [1, 2, 2]")})
+          .checkpointer.load(path),
+      Catch::Contains("written with --data ring8, this run has --data ring8 (9 images [1, 2, 2])"));
+  // pggan's stage length, resolved from --iters when not given, is kept: a longer --iters
+  // alone would change the stages. (The checkpointer records settings whatever the model.)
+  TrainOptions pggan = flags();
+  pggan.model = "pggan";
+  pggan.iters = 30;
+  const std::string staged = Run(tmp.path.string(), "ring8-mlp", 1, identity(pggan)).checkpointer.save(6);
+  pggan.iters = 60;
+  CHECK_THROWS_WITH(
+      Run(elsewhere.path.string(), "ring8-mlp", 1, identity(pggan)).checkpointer.load(staged),
+      Catch::Contains(staged + ": written with --pggan-stage-iters 10, this run has "
+                               "--pggan-stage-iters 20. A resume continues the same run: resume "
+                               "with --pggan-stage-iters 10"));
+  pggan.pggan_stage_iters = 10;
+  CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1, identity(pggan)).checkpointer.load(staged) == 6);
+
+  // Flags that only steer the run take effect.
+  TrainOptions steered = flags();
+  steered.iters = 5000;
+  steered.wrap = WrapMode::separate;
+  steered.bucket_cap_mb = 1;
+  steered.ema_decay = 0.5;
+  steered.ckpt_every = 7;
+  steered.log_every = 3;
+  steered.on_nonfinite = "skip";
+  steered.check_replicas_every = 10;
+  steered.device = "cuda";
+  CHECK(resume_with(steered) == 4);
+
+  // A checkpoint written before lr, data, dynamic and loss were recorded still resumes; its
+  // learning rate, held by the optimizer state, must still be this run's --lr.
+  SafetensorsFile old = load_safetensors(path);
+  for (const char* key : {"data", "lr", "dynamic", "loss"}) REQUIRE(old.metadata.erase(key) == 1);
+  const std::string old_path = tmp.file("old.safetensors");
+  save_safetensors(old_path, old.tensors, old.metadata);
+  Run old_flags(elsewhere.path.string(), "ring8-mlp", 1);
+  CHECK(old_flags.checkpointer.load(old_path) == 4);
+  CHECK(old_flags.wrapped.opt_g().lr() == 2e-4);
+  TrainOptions faster = flags();
+  faster.lr = 1e-3;
+  CHECK_THROWS_WITH(
+      Run(elsewhere.path.string(), "ring8-mlp", 1, identity(faster), 0.9, 1e-3).checkpointer.load(old_path),
+      Catch::Contains(old_path + ": written with --lr 0.0002 (optim.generator.lr), this run has --lr "
+                                 "0.001. A resume continues the same run: resume with --lr 0.0002"));
 }

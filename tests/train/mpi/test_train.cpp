@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "models/data/dataset.h"
@@ -63,13 +64,18 @@ std::string tiny_fashion_mnist(int64_t count) {
   return dir;
 }
 
-// Rank 0 rewrites one metadata entry of the checkpoint of `iteration` in `dir`.
+// Rank 0 rewrites one metadata entry of the checkpoint of `iteration` in `dir` (removes
+// it when `value` is nullopt).
 void relabel_checkpoint(const std::string& dir, int64_t iteration, const std::string& key,
-                        const std::string& value) {
+                        const std::optional<std::string>& value) {
   if (world()->rank() == 0) {
     std::string path = checkpoint_path(dir, "ckpt", iteration);
     SafetensorsFile file = load_safetensors(path);
-    file.metadata[key] = value;
+    if (value) {
+      file.metadata[key] = *value;
+    } else {
+      file.metadata.erase(key);
+    }
     save_safetensors(path, file.tensors, file.metadata);
   }
   world()->barrier("relabelled")->wait();
@@ -153,8 +159,10 @@ TEST_CASE("a checkpoint whose tensors do not fit the model names the first misma
   std::string dir = fresh_dir("relabelled");
   std::ostringstream log;
   models::train(short_run("ring8-mlp", dir, 2), world(), log);
-  // Relabel the ring8 checkpoint as an mlp one: the metadata check passes, the tensors do not fit.
+  // Relabel the ring8 checkpoint as an mlp one without a record of its data (as written
+  // before data was recorded): the metadata checks pass, the tensors do not fit.
   relabel_checkpoint(dir, 2, "model", "mlp");
+  relabel_checkpoint(dir, 2, "data", std::nullopt);
   auto o = short_run("mlp", dir, 4);
   o.resume = true;
   CHECK_THROWS_WITH(models::train(o, world(), log),
@@ -174,6 +182,18 @@ TEST_CASE("resume refuses a checkpoint written at another world size, naming bot
       models::train(o, world(), log),
       Catch::Contains("written by a run of " + saved + " ranks; resuming on " + ranks + " ranks") &&
           Catch::Contains("Resume with mpirun -np " + saved));
+}
+
+TEST_CASE("resume refuses a checkpoint beyond --iters", "[train][errors][resume]") {
+  std::string dir = fresh_dir("beyond");
+  std::ostringstream log;
+  models::train(short_run("ring8-mlp", dir, 4), world(), log);
+  auto o = short_run("ring8-mlp", dir, 2);
+  o.resume = true;
+  CHECK_THROWS_WITH(
+      models::train(o, world(), log),
+      Catch::Contains("--resume: " + checkpoint_path(dir, "ckpt", 4) +
+                      " is at iteration 4, beyond --iters 2; pass --iters 4 or more to continue that run"));
 }
 
 TEST_CASE("a batch larger than each rank's shard of the data stops every rank, naming both",
