@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "runtime/checkpoint.h"
@@ -29,6 +30,36 @@ std::string joined(const std::vector<std::string>& parts) {
 
 }  // namespace
 
+ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::string& dir,
+                           bool allow_fresh) {
+  auto readable = [](const CheckpointFile& f) { return f.problem.empty(); };
+  ResumeChoice choice;
+  auto chosen = std::find_if(files.begin(), files.end(), readable);
+  std::vector<std::string> problems;  // of the files newer than the chosen one
+  for (auto it = files.begin(); it != chosen; ++it) {
+    problems.push_back(it->problem);
+    choice.warnings.push_back("--resume skips " + it->problem);
+  }
+  if (chosen != files.end()) {
+    choice.path = chosen->path;
+    auto older = std::find_if(chosen + 1, files.end(), readable);
+    if (older != files.end()) choice.older = older->path;
+  }
+  if (!choice.path.empty() || files.empty()) return choice;
+  if (allow_fresh) {
+    choice.warnings.push_back(
+        "--resume-allow-fresh: no checkpoint in " + dir +
+        " can be read; starting from iteration 0 (later resumes skip those files again)");
+    return choice;
+  }
+  choice.warnings.clear();
+  std::string list;
+  for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
+  choice.refusal = "--resume: no checkpoint in " + dir + " can be read (" + list +
+                   "). Repair or move them away, or pass --resume-allow-fresh to start from iteration 0";
+  return choice;
+}
+
 Checkpointer::Checkpointer(std::string dir, RunIdentity run, TrainState state)
     : dir_(std::move(dir)), run_(run), state_(state) {}
 
@@ -36,8 +67,48 @@ std::string Checkpointer::path(int64_t iteration) const {
   return checkpoint_path(dir_, kCheckpointPrefix, iteration);
 }
 
+std::vector<CheckpointFile> Checkpointer::scan() const {
+  namespace fs = std::filesystem;
+  const std::string head = std::string(kCheckpointPrefix) + "-", tail = ".safetensors";
+  std::vector<CheckpointFile> files;
+  std::error_code ec;
+  fs::directory_iterator it(dir_, ec);
+  if (ec) return files;
+  for (const fs::directory_entry& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+        name.compare(name.size() - tail.size(), tail.size(), tail) != 0) {
+      continue;
+    }
+    const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+    int64_t iteration = 0;
+    auto [end, parse_ec] = std::from_chars(digits.data(), digits.data() + digits.size(), iteration);
+    if (parse_ec != std::errc() || end != digits.data() + digits.size() || digits[0] == '-') continue;
+    CheckpointFile file{.path = entry.path().string(), .iteration = iteration, .problem = ""};
+    std::error_code type_ec;
+    if (!entry.is_regular_file(type_ec)) {
+      file.problem = file.path + ": not a regular file";
+    } else {
+      try {
+        read_safetensors_header(file.path);
+      } catch (const Error& e) {
+        file.problem = e.message();
+      } catch (const std::exception& e) {
+        file.problem = file.path + ": " + e.what();
+      }
+    }
+    files.push_back(std::move(file));
+  }
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.iteration > b.iteration; });
+  return files;
+}
+
 std::optional<std::string> Checkpointer::newest() const {
-  return find_latest_checkpoint(dir_, kCheckpointPrefix);
+  for (const CheckpointFile& file : scan()) {
+    if (file.problem.empty()) return file.path;
+  }
+  return std::nullopt;
 }
 
 std::string Checkpointer::save(int64_t iteration) const {

@@ -60,6 +60,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       value("--seed", std::to_string(o.seed), true),
       integer("--ckpt-every", o.ckpt_every),
       on_off("--resume", o.resume),
+      on_off("--resume-allow-fresh", o.resume_allow_fresh),
       integer("--sample-every", o.sample_every),
       integer("--log-every", o.log_every),
       on_off("--dynamic", o.dynamic, true),

@@ -71,10 +71,13 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --seed N              seed of weights, data and noise                           (0)
   --out DIR             metrics.jsonl, samples and checkpoints go here (runs/default)
   --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
-  --resume              continue from the newest complete checkpoint in --out. It must
-                        have this run's --data, --batch, --lr, --seed, --dynamic, --loss
-                        (pggan: and --pggan-stage-iters); other flags may change (--iters
-                        extends)
+  --resume              continue from the newest checkpoint in --out. It must have this
+                        run's --data, --batch, --lr, --seed, --dynamic, --loss (pggan: and
+                        --pggan-stage-iters); other flags may change (--iters extends).
+                        A file that cannot be read is skipped with a warning; when every
+                        checkpoint is, --resume stops
+  --resume-allow-fresh  with --resume: start from iteration 0 when every checkpoint in
+                        --out is unreadable
   --sample-every N      write a sample picture every N iterations (0: at the end) (0)
   --log-every N         progress line every N iterations                       (100)
   --dynamic             mlp: an extra D layer on alternate blocks of 5 iterations
@@ -142,6 +145,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   };
   std::map<std::string, std::function<void()>> switches = {
       {"--resume", [&] { o.resume = true; }},
+      {"--resume-allow-fresh", [&] { o.resume_allow_fresh = true; }},
       {"--dynamic", [&] { o.dynamic = true; }},
       {"--prepare", [&] { o.explicit_prepare = true; }},
       {"--help", [&] { o.help = true; }},
@@ -175,6 +179,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   }
   if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
   if (o.explicit_prepare && o.wrap != WrapMode::whole) usage_error("--prepare goes with --wrap whole");
+  if (o.resume_allow_fresh && !o.resume) usage_error("--resume-allow-fresh goes with --resume");
   return o;
 }
 

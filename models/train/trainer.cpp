@@ -61,17 +61,34 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
 int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer, dist::ProcessGroup& world,
                          std::ostream& out) {
   const bool is_rank0 = world.rank() == 0;
-  const std::string chosen = dist::broadcast_string(world, is_rank0 ? checkpointer.newest().value_or("") : "",
-                                                    0, "resume checkpoint");
-  if (chosen.empty()) {
-    if (is_rank0) out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
+  ResumeChoice choice;
+  if (is_rank0) {
+    choice = choose_resume(checkpointer.scan(), o.out, o.resume_allow_fresh);
+    out.flush();
+    for (const std::string& warning : choice.warnings) write_stderr_line("tandem-train: warning: " + warning);
+  }
+  const std::string refusal = dist::broadcast_string(world, choice.refusal, 0, "resume refusal");
+  TANDEM_CHECK(refusal.empty(), (is_rank0 ? "" : "rank 0 cannot resume: ") << refusal);
+  const std::string chosen = dist::broadcast_string(world, choice.path, 0, "resume checkpoint");
+  if (chosen.empty()) {  // with unreadable files only under --resume-allow-fresh, which warned
+    if (is_rank0 && choice.warnings.empty())
+      out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
     return 0;
   }
   int64_t start = 0;
   try {
     start = checkpointer.load(chosen);
   } catch (const std::exception& e) {
-    TANDEM_FAIL("--resume: rank 0 resumes from " << chosen << ", which this rank cannot load: " << e.what());
+    const auto* error = dynamic_cast<const Error*>(&e);  // its message names the file: no second file:line
+    const std::string why = error ? error->message() : e.what();
+    TANDEM_CHECK(is_rank0,
+                 "--resume: rank 0 resumes from " << chosen << ", which this rank cannot load: " << why);
+    // No silent fall-back to an older checkpoint: the user decides, and is told how.
+    const std::string older = choice.older.empty()
+                                  ? ""
+                                  : ". If " + chosen + " is damaged, move it out of " + o.out +
+                                        " to resume from the checkpoint before it, " + choice.older;
+    TANDEM_FAIL("--resume: " << why << older);
   }
   TANDEM_CHECK(start <= o.iters, "--resume: " << chosen << " is at iteration " << start << ", beyond --iters "
                                               << o.iters << "; pass --iters " << start

@@ -1,4 +1,5 @@
 // The checkpointer: the newest complete checkpoint wins over newer torn or foreign files,
+// each of which --resume names with its problem (and refuses to start when none is left),
 // a checkpoint restores a run exactly (saved again, the bytes are the same), and one of
 // another run, or of this run with a flag that shapes it changed, is refused with both
 // values named.
@@ -95,6 +96,76 @@ TEST_CASE("newest() picks the highest complete checkpoint, never a torn or forei
   write_bytes(tmp.file("ckpt-000500.safetensors"), "not a checkpoint");
   std::filesystem::copy_file(best, tmp.file("other-000900.safetensors"));
   CHECK(run.checkpointer.newest() == best);
+}
+
+TEST_CASE("scan() names every file that looks like a checkpoint and why it cannot be read",
+          "[checkpointer]") {
+  TempDir tmp("checkpointer");
+  Run run(tmp.path.string(), "ring8-mlp", 1);
+  const std::string good = run.checkpointer.save(200), older = run.checkpointer.save(30);
+  write_bytes(tmp.file("ckpt-000300.safetensors.tmp"), prefix_of(good, 100));  // a save cut short: not listed
+  write_bytes(tmp.file("ckpt-000400.safetensors"), prefix_of(good, 100));
+  write_bytes(tmp.file("ckpt-000500.safetensors"), "not a checkpoint");
+  std::filesystem::create_directory(tmp.file("ckpt-000600.safetensors"));
+  std::filesystem::copy_file(good, tmp.file("other-000900.safetensors"));
+
+  const std::vector<CheckpointFile> files = run.checkpointer.scan();
+  REQUIRE(files.size() == 5);
+  CHECK(files[0].path == tmp.file("ckpt-000600.safetensors"));
+  CHECK(files[0].problem == tmp.file("ckpt-000600.safetensors") + ": not a regular file");
+  CHECK(files[1].iteration == 500);
+  CHECK_THAT(files[1].problem, Catch::StartsWith(tmp.file("ckpt-000500.safetensors") + ": "));
+  CHECK_THAT(files[2].problem, Catch::StartsWith(tmp.file("ckpt-000400.safetensors") + ": truncated"));
+  CHECK(files[3].path == good);
+  CHECK(files[3].problem.empty());
+  CHECK(files[4].path == older);
+  CHECK(files[4].problem.empty());
+}
+
+TEST_CASE("resume skips unreadable checkpoints by name, and refuses when none is left", "[checkpointer]") {
+  const std::vector<CheckpointFile> torn = {
+      {"d/ckpt-000500.safetensors", 500, "d/ckpt-000500.safetensors: truncated"},
+      {"d/ckpt-000400.safetensors", 400, "d/ckpt-000400.safetensors: corrupt"}};
+  std::vector<CheckpointFile> mixed = torn;
+  mixed.push_back({"d/ckpt-000200.safetensors", 200, ""});
+  mixed.push_back({"d/ckpt-000100.safetensors", 100, "d/ckpt-000100.safetensors: truncated"});
+  mixed.push_back({"d/ckpt-000030.safetensors", 30, ""});
+
+  // The newest readable one wins; each newer file is named with its problem.
+  for (bool allow_fresh : {false, true}) {
+    ResumeChoice choice = choose_resume(mixed, "d", allow_fresh);
+    CHECK(choice.path == "d/ckpt-000200.safetensors");
+    CHECK(choice.older == "d/ckpt-000030.safetensors");
+    CHECK(choice.refusal.empty());
+    CHECK(choice.warnings == std::vector<std::string>{"--resume skips d/ckpt-000500.safetensors: truncated",
+                                                      "--resume skips d/ckpt-000400.safetensors: corrupt"});
+  }
+
+  // Files, none readable: refused, naming each file and problem, and the way out.
+  ResumeChoice refused = choose_resume(torn, "d", false);
+  CHECK(refused.path.empty());
+  CHECK(
+      refused.refusal ==
+      "--resume: no checkpoint in d can be read (d/ckpt-000500.safetensors: truncated; "
+      "d/ckpt-000400.safetensors: corrupt). Repair or move them away, or pass --resume-allow-fresh to start "
+      "from iteration 0");
+  CHECK(refused.warnings.empty());  // the refusal names them
+
+  // ... unless the user says so: a fresh start, with each file named.
+  ResumeChoice fresh = choose_resume(torn, "d", true);
+  CHECK(fresh.path.empty());
+  CHECK(fresh.refusal.empty());
+  REQUIRE(fresh.warnings.size() == 3);
+  CHECK(fresh.warnings[0] == "--resume skips d/ckpt-000500.safetensors: truncated");
+  CHECK_THAT(fresh.warnings[2],
+             Catch::StartsWith("--resume-allow-fresh: no checkpoint in d can be read; starting "
+                               "from iteration 0"));
+
+  // No checkpoint at all: a fresh start, nothing to say.
+  ResumeChoice none = choose_resume({}, "d", false);
+  CHECK(none.path.empty());
+  CHECK(none.refusal.empty());
+  CHECK(none.warnings.empty());
 }
 
 TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical", "[checkpointer]") {
