@@ -1,5 +1,6 @@
 #include "models/train/batch_maker.h"
 
+#include "models/data/dataset_identity.h"
 #include "runtime/error.h"
 
 namespace tandem::models {
@@ -17,6 +18,7 @@ BatchMaker::BatchMaker(const BatchSpec& spec) : spec_(spec) {}
 BatchMaker::BatchMaker(const BatchSpec& spec, data::ImageDataset images)
     : spec_(spec),
       images_(std::move(images)),
+      data_identity_(data::dataset_identity(images_)),
       sampler_(std::make_unique<data::DistributedSampler>(images_.size(), spec.world_size, spec.rank,
                                                           spec.batch, spec.seed)) {}
 

@@ -11,6 +11,8 @@
 //   DistributedSampler (world_size, rank, batch, seed) gives this rank at step
 //   i % batches_per_epoch of epoch i / batches_per_epoch. make() keeps no state from call
 //   to call: any i can be drawn first.
+// - data_identity() is "" for ring8 (drawn from the seed) and data::dataset_identity of
+//   the images otherwise (their count, shape and a content hash), computed once.
 // - An image dataset too small for `batch` on every rank is an Error from the constructor
 //   (the sampler's); make_batch_maker, which loads --data from --data-dir, adds the data,
 //   the flags and what to do about it.
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "models/data/dataset.h"
 #include "models/data/sampler.h"
@@ -50,10 +53,12 @@ class BatchMaker {
   BatchMaker(const BatchSpec& spec, data::ImageDataset images);
 
   Batch make(int64_t iteration) const;
+  const std::string& data_identity() const { return data_identity_; }
 
  private:
   BatchSpec spec_;
   data::ImageDataset images_;
+  std::string data_identity_;
   std::unique_ptr<data::DistributedSampler> sampler_;
 };
 

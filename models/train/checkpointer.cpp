@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "runtime/checkpoint.h"
@@ -20,7 +21,44 @@ StateDict with_prefix(const StateDict& all, const std::string& prefix) {
   return out;
 }
 
+// "--batch 8 --lr 0.0002"
+std::string joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
 }  // namespace
+
+ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::string& dir,
+                           bool allow_fresh) {
+  auto readable = [](const CheckpointFile& f) { return f.problem.empty(); };
+  ResumeChoice choice;
+  auto chosen = std::find_if(files.begin(), files.end(), readable);
+  std::vector<std::string> problems;  // of the files newer than the chosen one
+  for (auto it = files.begin(); it != chosen; ++it) {
+    problems.push_back(it->problem);
+    choice.warnings.push_back("--resume skips " + it->problem);
+  }
+  if (chosen != files.end()) {
+    choice.path = chosen->path;
+    auto older = std::find_if(chosen + 1, files.end(), readable);
+    if (older != files.end()) choice.older = older->path;
+  }
+  if (!choice.path.empty() || files.empty()) return choice;
+  if (allow_fresh) {
+    choice.warnings.push_back(
+        "--resume-allow-fresh: no checkpoint in " + dir +
+        " can be read; starting from iteration 0 (later resumes skip those files again)");
+    return choice;
+  }
+  choice.warnings.clear();
+  std::string list;
+  for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
+  choice.refusal = "--resume: no checkpoint in " + dir + " can be read (" + list +
+                   "). Repair or move them away, or pass --resume-allow-fresh to start from iteration 0";
+  return choice;
+}
 
 Checkpointer::Checkpointer(std::string dir, RunIdentity run, TrainState state)
     : dir_(std::move(dir)), run_(run), state_(state) {}
@@ -29,16 +67,57 @@ std::string Checkpointer::path(int64_t iteration) const {
   return checkpoint_path(dir_, kCheckpointPrefix, iteration);
 }
 
+std::vector<CheckpointFile> Checkpointer::scan() const {
+  namespace fs = std::filesystem;
+  const std::string head = std::string(kCheckpointPrefix) + "-", tail = ".safetensors";
+  std::vector<CheckpointFile> files;
+  std::error_code ec;
+  fs::directory_iterator it(dir_, ec);
+  if (ec) return files;
+  for (const fs::directory_entry& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+        name.compare(name.size() - tail.size(), tail.size(), tail) != 0) {
+      continue;
+    }
+    const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+    int64_t iteration = 0;
+    auto [end, parse_ec] = std::from_chars(digits.data(), digits.data() + digits.size(), iteration);
+    if (parse_ec != std::errc() || end != digits.data() + digits.size() || digits[0] == '-') continue;
+    CheckpointFile file{.path = entry.path().string(), .iteration = iteration, .problem = ""};
+    std::error_code type_ec;
+    if (!entry.is_regular_file(type_ec)) {
+      file.problem = file.path + ": not a regular file";
+    } else {
+      try {
+        read_safetensors_header(file.path);
+      } catch (const Error& e) {
+        file.problem = e.message();
+      } catch (const std::exception& e) {
+        file.problem = file.path + ": " + e.what();
+      }
+    }
+    files.push_back(std::move(file));
+  }
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.iteration > b.iteration; });
+  return files;
+}
+
 std::optional<std::string> Checkpointer::newest() const {
-  return find_latest_checkpoint(dir_, kCheckpointPrefix);
+  for (const CheckpointFile& file : scan()) {
+    if (file.problem.empty()) return file.path;
+  }
+  return std::nullopt;
 }
 
 std::string Checkpointer::save(int64_t iteration) const {
   std::map<std::string, std::string> metadata = {{"model", state_.model.type_name()},
                                                  {"iteration", std::to_string(iteration)},
-                                                 {"world_size", std::to_string(run_.world_size)},
-                                                 {"batch", std::to_string(run_.batch)},
-                                                 {"seed", std::to_string(run_.seed)}};
+                                                 {"world_size", std::to_string(run_.world_size)}};
+  for (const RunSetting& setting : run_.settings) {
+    if (setting.kept_on_resume) metadata[setting.metadata_key()] = setting.value;
+  }
   StateDict tensors;
   for (size_t i = 0; i < state_.ema.size(); ++i) tensors["ema." + std::to_string(i)] = state_.ema[i];
   for (auto& [name, t] : state_.model.state_dict()) tensors["model." + name] = t;
@@ -85,9 +164,34 @@ int64_t Checkpointer::load(const std::string& path) const {
                path << ": written by a run of " << saved_world << " ranks; resuming on " << run_.world_size
                     << " ranks would change every rank's data stream. Resume with mpirun -np " << saved_world
                     << ", or start a new run in another --out");
-  const int64_t batch = meta_int("batch", 1);
-  TANDEM_CHECK(batch == run_.batch,
-               path << ": written with --batch " << batch << ", this run has --batch " << run_.batch);
+  // A resume continues the same run: a setting that shapes it is refused, never overridden.
+  std::vector<std::string> written_with, this_run;
+  for (const RunSetting& setting : run_.settings) {
+    auto it = file.metadata.find(setting.metadata_key());
+    if (!setting.kept_on_resume || it == file.metadata.end() || it->second == setting.value) continue;
+    RunSetting saved = setting;
+    saved.value = it->second;
+    written_with.push_back(saved.as_written());
+    this_run.push_back(setting.as_written());
+  }
+  TANDEM_CHECK(written_with.empty(), path << ": written with " << joined(written_with) << ", this run has "
+                                          << joined(this_run)
+                                          << ". A resume continues the same run: resume with "
+                                          << joined(written_with) << ", or start a new run in another --out");
+  // The optimizers restore their learning rate; it must be this run's --lr (checked here too
+  // for checkpoints that do not record lr in their metadata).
+  for (const auto& [part, optimizer] : {std::pair<const char*, optim::Optimizer*>{"generator", &state_.opt_g},
+                                        {"discriminator", &state_.opt_d}}) {
+    auto it = file.tensors.find(std::string("optim.") + part + ".lr");
+    if (it == file.tensors.end() || it->second.numel() != 1) continue;  // the optimizer names what is wrong
+    const double saved_lr = it->second.to_vector()[0];
+    if (!std::isfinite(saved_lr)) continue;
+    TANDEM_CHECK(saved_lr == optimizer->lr(),
+                 path << ": written with --lr " << canonical_number(saved_lr) << " (optim." << part
+                      << ".lr), this run has --lr " << canonical_number(optimizer->lr())
+                      << ". A resume continues the same run: resume with --lr " << canonical_number(saved_lr)
+                      << ", or start a new run in another --out");
+  }
   const int64_t iteration = meta_int("iteration", 0);
   try {
     model.load_state_dict(with_prefix(file.tensors, "model."));

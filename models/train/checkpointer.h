@@ -5,20 +5,36 @@
 // - save(i) writes path(i) = <dir>/ckpt-<i, zero-padded to 6 digits>.safetensors
 //   atomically (a .tmp renamed over it; see runtime/checkpoint.h), with the tensors
 //   "model.<name>", "optim.generator.<name>", "optim.discriminator.<name>" and "ema.<k>",
-//   and the metadata model (its type name), iteration, world_size, batch and seed; returns
-//   the path.
-// - newest() is the complete checkpoint with the highest iteration in `dir`: .tmp files and
-//   files whose header does not validate never win. nullopt when there is none.
-// - load(path) checks that the checkpoint belongs to this run (a tandem-train checkpoint of
-//   the same model, written at the same world size and --batch; each mismatch an Error
-//   starting with the path and naming both values), then restores the model, both
-//   optimizers and the average, and returns the checkpoint's iteration. Tensors that do not
-//   fit are an Error "<path>: does not fit this model: ..." naming the first mismatch; a
-//   checkpoint without the average (--ema-decay 0) cannot resume a run that keeps one.
-//   Before anything is restored: every floating-point tensor must be finite and the
-//   metadata integers (iteration, world_size, batch) plain decimal integers in range, each
-//   problem an Error naming the file and the tensor or key; the optimizers refuse missing,
-//   non-finite or impossible state (optim::Optimizer::load_state_dict).
+//   and the metadata model (its type name), iteration, world_size, and each run setting
+//   marked kept_on_resume under its metadata_key() (data, batch, lr, seed, dynamic, loss,
+//   and pggan_stage_iters for pggan; run_settings.h); returns the path.
+// - scan() lists the files in `dir` named like checkpoints (<prefix>-<digits>.safetensors;
+//   .tmp files are saves cut short and never count), newest first, each with `problem`:
+//   why it cannot be read (its header does not validate, or it is not a regular file),
+//   the message starting with the path; "" when its header validates. newest() is the
+//   first without a problem, nullopt when there is none.
+// - choose_resume(scan, dir, allow_fresh) is --resume's decision. The newest readable file
+//   wins; each newer one is passed over with a warning "--resume skips <problem>". When
+//   files exist but none is readable, `refusal` lists each with its problem and names
+//   --resume-allow-fresh, unless allow_fresh: then `path` is "" (start from iteration 0)
+//   and the warnings say so. Without any file: path "", no warning. `older` is the next
+//   older readable file after `path`, for the message when `path` fails to load.
+// - load(path) checks that the checkpoint belongs to this run, each mismatch an Error
+//   starting with the path: a tandem-train checkpoint of the same model, written at the
+//   same world size; every kept setting it records must equal this run's ("written with
+//   --lr 0.0002, this run has --lr 0.001", all differing ones named; a resume continues
+//   the same run, so such a flag is refused, never overridden); the optimizers' learning
+//   rate must be this run's --lr. Checkpoints written before a setting was recorded resume
+//   without comparing it (their --lr is still compared: the optimizer state holds it).
+//   Then it restores the model, both optimizers and the average, and returns the
+//   checkpoint's iteration. Tensors that do not fit are an Error "<path>: does not fit this
+//   model: ..." naming the first mismatch; a checkpoint without the average (--ema-decay 0)
+//   cannot resume a run that keeps one. Before anything is restored: every floating-point
+//   tensor must be finite and the metadata integers (iteration, world_size) plain decimal
+//   integers in range, each problem an Error naming the file and the tensor or key; the
+//   optimizers refuse missing, non-finite or impossible state
+//   (optim::Optimizer::load_state_dict). A file that fails load() is an Error: nothing
+//   falls back to an older checkpoint on its own.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +44,7 @@
 
 #include "autograd/optim.h"
 #include "models/gan.h"
+#include "models/train/run_settings.h"
 #include "runtime/tensor.h"
 
 namespace tandem::models {
@@ -36,10 +53,27 @@ constexpr const char* kCheckpointPrefix = "ckpt";
 
 // What a checkpoint records of its run besides the model.
 struct RunIdentity {
-  int world_size = 1;  // a resume must match it: it decides every rank's data stream
-  int64_t batch = 0;   // per rank; a resume must match it
-  uint64_t seed = 0;   // recorded only
+  int world_size = 1;                // a resume must match it: it decides every rank's data stream
+  std::vector<RunSetting> settings;  // those kept_on_resume are recorded and must match
 };
+
+// A file named like a checkpoint; `problem` says why it cannot be read ("" when it can).
+struct CheckpointFile {
+  std::string path;
+  int64_t iteration = 0;
+  std::string problem;
+};
+
+// What --resume does (see choose_resume).
+struct ResumeChoice {
+  std::string path;                   // the checkpoint to resume from; "": iteration 0
+  std::string older;                  // the next older readable checkpoint, if any
+  std::vector<std::string> warnings;  // for rank 0 to print
+  std::string refusal;                // when not empty, --resume must stop with it
+};
+
+ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::string& dir,
+                           bool allow_fresh);
 
 // Handles on the state of the live run that a checkpoint holds.
 struct TrainState {
@@ -54,6 +88,7 @@ class Checkpointer {
   Checkpointer(std::string dir, RunIdentity run, TrainState state);
 
   std::string path(int64_t iteration) const;
+  std::vector<CheckpointFile> scan() const;
   std::optional<std::string> newest() const;
   std::string save(int64_t iteration) const;
   int64_t load(const std::string& path) const;

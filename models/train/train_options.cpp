@@ -1,5 +1,6 @@
 #include "models/train/train_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -52,7 +53,8 @@ std::string usage() {
   return R"(usage: mpirun -np N tandem-train [flags]
 
 Trains a GAN data-parallel: each rank draws its own data and noise, every backward is
-synchronised over the parameters it reaches.
+synchronised over the parameters it reaches. Start every rank with the same flags: only
+--out and --data-dir may differ (node-local paths), and the data there must be the same.
 
   --model NAME          ring8-mlp | mlp | dcgan | pggan          (ring8-mlp)
   --data NAME           ring8 | fashion-mnist       (ring8 for ring8-mlp, else fashion-mnist)
@@ -70,7 +72,13 @@ synchronised over the parameters it reaches.
   --out DIR             metrics.jsonl, samples and checkpoints go here (runs/default);
                         one run at a time: a second is refused, naming the first
   --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
-  --resume              continue from the newest complete checkpoint in --out
+  --resume              continue from the newest checkpoint in --out. It must have this
+                        run's --data, --batch, --lr, --seed, --dynamic, --loss (pggan: and
+                        --pggan-stage-iters); other flags may change (--iters extends).
+                        A file that cannot be read is skipped with a warning; when every
+                        checkpoint is, --resume stops
+  --resume-allow-fresh  with --resume: start from iteration 0 when every checkpoint in
+                        --out is unreadable
   --sample-every N      write a sample picture every N iterations (0: at the end) (0)
   --log-every N         progress line every N iterations                       (100)
   --dynamic             mlp: an extra D layer on alternate blocks of 5 iterations
@@ -138,6 +146,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   };
   std::map<std::string, std::function<void()>> switches = {
       {"--resume", [&] { o.resume = true; }},
+      {"--resume-allow-fresh", [&] { o.resume_allow_fresh = true; }},
       {"--dynamic", [&] { o.dynamic = true; }},
       {"--prepare", [&] { o.explicit_prepare = true; }},
       {"--help", [&] { o.help = true; }},
@@ -171,7 +180,12 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   }
   if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
   if (o.explicit_prepare && o.wrap != WrapMode::whole) usage_error("--prepare goes with --wrap whole");
+  if (o.resume_allow_fresh && !o.resume) usage_error("--resume-allow-fresh goes with --resume");
   return o;
+}
+
+int64_t pggan_stage_iters(const TrainOptions& o) {
+  return o.pggan_stage_iters > 0 ? o.pggan_stage_iters : std::max<int64_t>(1, o.iters / 3);
 }
 
 }  // namespace tandem::models

@@ -2,8 +2,9 @@
 //
 // Contract: parse_train_options(args) returns the options or throws UsageError (exit
 // code 2) naming the offending flag and why: an unknown flag, a missing or malformed
-// value, a value out of range. Flags take "--flag value" or "--flag=value"; --help sets
-// `help`. usage() is the --help text.
+// value, a value out of range, a flag that needs another (--resume-allow-fresh without
+// --resume). Flags take "--flag value" or "--flag=value"; --help sets `help`. usage() is the
+// --help text.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,8 @@ struct TrainOptions {
   std::string out = "runs/default";
   int64_t ckpt_every = 0;  // 0: only at the end
   bool resume = false;
-  int64_t sample_every = 0;  // 0: only at the end
+  bool resume_allow_fresh = false;  // --resume starts from 0 when every checkpoint is unusable
+  int64_t sample_every = 0;         // 0: only at the end
   int64_t log_every = 100;
   bool dynamic = false;
   std::string loss = "ns";           // ns | hinge
@@ -49,5 +51,8 @@ struct TrainOptions {
 
 TrainOptions parse_train_options(const std::vector<std::string>& args);
 std::string usage();
+
+// pggan's iterations per stage: --pggan-stage-iters, or iters / 3 (at least 1) when 0.
+int64_t pggan_stage_iters(const TrainOptions& options);
 
 }  // namespace tandem::models

@@ -11,7 +11,9 @@
 #include "models/train/metrics_log.h"
 #include "models/train/out_dir.h"
 #include "models/train/rank_stats.h"
+#include "models/train/run_settings.h"
 #include "models/train/sample_writer.h"
+#include "models/train/settings_agreement.h"
 #include "models/train/step_timer.h"
 #include "models/wrapped_gan.h"
 
@@ -35,8 +37,7 @@ GanConfig gan_config(const TrainOptions& o) {
   config.model = o.model;
   config.dynamic = o.dynamic;
   config.loss = o.loss == "hinge" ? GanLoss::hinge : GanLoss::non_saturating;
-  config.pggan_stage_iters =
-      o.pggan_stage_iters > 0 ? o.pggan_stage_iters : std::max<int64_t>(1, o.iters / 3);
+  config.pggan_stage_iters = pggan_stage_iters(o);
   config.seed = o.seed;
   return config;
 }
@@ -52,6 +53,48 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
                                    : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
                                                               : NonFinitePolicy::off;
   return options;
+}
+
+// Rank 0 chooses the checkpoint; every rank resumes from that file, or fails naming it (a
+// rank whose disk does not hold it must not train from elsewhere, or from scratch). Returns
+// the iteration to start from.
+int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer, dist::ProcessGroup& world,
+                         std::ostream& out) {
+  const bool is_rank0 = world.rank() == 0;
+  ResumeChoice choice;
+  if (is_rank0) {
+    choice = choose_resume(checkpointer.scan(), o.out, o.resume_allow_fresh);
+    out.flush();
+    for (const std::string& warning : choice.warnings) write_stderr_line("tandem-train: warning: " + warning);
+  }
+  const std::string refusal = dist::broadcast_string(world, choice.refusal, 0, "resume refusal");
+  TANDEM_CHECK(refusal.empty(), (is_rank0 ? "" : "rank 0 cannot resume: ") << refusal);
+  const std::string chosen = dist::broadcast_string(world, choice.path, 0, "resume checkpoint");
+  if (chosen.empty()) {  // with unreadable files only under --resume-allow-fresh, which warned
+    if (is_rank0 && choice.warnings.empty())
+      out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
+    return 0;
+  }
+  int64_t start = 0;
+  try {
+    start = checkpointer.load(chosen);
+  } catch (const std::exception& e) {
+    const auto* error = dynamic_cast<const Error*>(&e);  // its message names the file: no second file:line
+    const std::string why = error ? error->message() : e.what();
+    TANDEM_CHECK(is_rank0,
+                 "--resume: rank 0 resumes from " << chosen << ", which this rank cannot load: " << why);
+    // No silent fall-back to an older checkpoint: the user decides, and is told how.
+    const std::string older = choice.older.empty()
+                                  ? ""
+                                  : ". If " + chosen + " is damaged, move it out of " + o.out +
+                                        " to resume from the checkpoint before it, " + choice.older;
+    TANDEM_FAIL("--resume: " << why << older);
+  }
+  TANDEM_CHECK(start <= o.iters, "--resume: " << chosen << " is at iteration " << start << ", beyond --iters "
+                                              << o.iters << "; pass --iters " << start
+                                              << " or more to continue that run");
+  if (is_rank0) out << "resuming from " << chosen << " at iteration " << start << "\n";
+  return start;
 }
 
 // True at multiples of `every` (0: never) and at the last iteration.
@@ -70,29 +113,16 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   std::shared_ptr<GanModel> model = make_gan(gan_config(o));
   model->to(device);  // before the wrapper and optimizers take their handles
   const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), device);
+  // Before the first collective whose order depends on a setting (the wrapper's checks).
+  const std::vector<RunSetting> settings =
+      run_settings(o, dist::backend_name(world->backend()), batches.data_identity());
+  check_settings_agree(*world, settings);
   WrappedGan wrapped(model, world, wrapped_gan_options(o));
   EmaWeights ema(model->generator->parameters(), o.ema_decay);
-  const Checkpointer checkpointer(o.out, {.world_size = size, .batch = o.batch, .seed = o.seed},
+  const Checkpointer checkpointer(o.out, {.world_size = size, .settings = settings},
                                   {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors()});
 
-  int64_t start = 0;
-  if (o.resume) {
-    // Rank 0 chooses; every rank resumes from that file, or fails naming it (a rank whose
-    // disk does not hold it must not train from elsewhere, or from scratch).
-    const std::string chosen = dist::broadcast_string(
-        *world, is_rank0 ? checkpointer.newest().value_or("") : "", 0, "resume checkpoint");
-    if (!chosen.empty()) {
-      try {
-        start = checkpointer.load(chosen);
-      } catch (const std::exception& e) {
-        TANDEM_FAIL("--resume: rank 0 resumes from " << chosen
-                                                     << ", which this rank cannot load: " << e.what());
-      }
-      if (is_rank0) out << "resuming from " << chosen << " at iteration " << start << "\n";
-    } else if (is_rank0) {
-      out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
-    }
-  }
+  const int64_t start = o.resume ? resume_iteration(o, checkpointer, *world, out) : 0;
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
   if (is_rank0) {

@@ -1,9 +1,17 @@
 // The training loop of tandem-train.
 //
 // Contract: train(options, world, out) trains options.model data-parallel over `world`
-// from iteration 0, or with options.resume from the newest complete checkpoint in rank 0's
-// options.out (every rank loads rank 0's choice; a rank that cannot is an Error naming the
-// file), to options.iters. Rank 0 prints a progress line every log_every
+// from iteration 0, or with options.resume from the newest readable checkpoint in rank 0's
+// options.out, to options.iters. Before the first collective that depends on a setting,
+// the ranks compare their settings (run_settings.h, settings_agreement.h): a difference is
+// an Error on every rank naming each differing flag, its values and ranks. Resuming, rank
+// 0 chooses (checkpointer.h, choose_resume) and prints to stderr a warning for each newer
+// file it passes over, naming it and why; when checkpoints exist but none can be read,
+// every rank stops with an Error listing them unless options.resume_allow_fresh. Every rank
+// loads rank 0's choice: a rank that cannot is an Error naming the file (rank 0's also
+// names the checkpoint before it, to move the file aside; nothing falls back on its own),
+// as is a checkpoint written with another value of a setting it keeps, or one beyond
+// options.iters. Rank 0 prints a progress line every log_every
 // iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, bytes
 // synchronised per step, each rank's resident set size in MB: `rss_mb`) to `out`,
 // appends the same as one JSON object per line to <out>/metrics.jsonl (each iteration

@@ -1,6 +1,8 @@
 // The checkpointer: the newest complete checkpoint wins over newer torn or foreign files,
+// each of which --resume names with its problem (and refuses to start when none is left),
 // a checkpoint restores a run exactly (saved again, the bytes are the same), and one of
-// another run is refused with both values named.
+// another run, or of this run with a flag that shapes it changed, is refused with both
+// values named.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <memory>
@@ -20,11 +22,25 @@ using namespace tandem::testing;
 
 namespace {
 
-const RunIdentity kRun{.world_size = 2, .batch = 8, .seed = 7};
+// The flags of the run that writes the checkpoints in these tests.
+TrainOptions flags() {
+  TrainOptions o;
+  o.data = "ring8";
+  o.batch = 8;
+  o.seed = 7;
+  return o;
+}
 
-WrappedGanOptions alone() {
+RunIdentity identity(const TrainOptions& o, int world_size = 2) {
+  return {.world_size = world_size, .settings = run_settings(o, "mpi", "")};
+}
+
+const RunIdentity kRun = identity(flags());
+
+WrappedGanOptions alone(double lr = 2e-4) {
   WrappedGanOptions o;
   o.wrap = WrapMode::none;
+  o.lr = lr;
   return o;
 }
 
@@ -36,9 +52,9 @@ struct Run {
   Checkpointer checkpointer;
 
   Run(const std::string& dir, const std::string& name, uint64_t weight_seed, RunIdentity run = kRun,
-      double ema_decay = 0.9)
+      double ema_decay = 0.9, double lr = 2e-4)
       : model(make_gan(GanConfig{.model = name, .seed = weight_seed})),
-        wrapped(model, nullptr, alone()),
+        wrapped(model, nullptr, alone(lr)),
         ema(model->generator->parameters(), ema_decay),
         checkpointer(dir, run, {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors()}) {}
 
@@ -82,6 +98,76 @@ TEST_CASE("newest() picks the highest complete checkpoint, never a torn or forei
   CHECK(run.checkpointer.newest() == best);
 }
 
+TEST_CASE("scan() names every file that looks like a checkpoint and why it cannot be read",
+          "[checkpointer]") {
+  TempDir tmp("checkpointer");
+  Run run(tmp.path.string(), "ring8-mlp", 1);
+  const std::string good = run.checkpointer.save(200), older = run.checkpointer.save(30);
+  write_bytes(tmp.file("ckpt-000300.safetensors.tmp"), prefix_of(good, 100));  // a save cut short: not listed
+  write_bytes(tmp.file("ckpt-000400.safetensors"), prefix_of(good, 100));
+  write_bytes(tmp.file("ckpt-000500.safetensors"), "not a checkpoint");
+  std::filesystem::create_directory(tmp.file("ckpt-000600.safetensors"));
+  std::filesystem::copy_file(good, tmp.file("other-000900.safetensors"));
+
+  const std::vector<CheckpointFile> files = run.checkpointer.scan();
+  REQUIRE(files.size() == 5);
+  CHECK(files[0].path == tmp.file("ckpt-000600.safetensors"));
+  CHECK(files[0].problem == tmp.file("ckpt-000600.safetensors") + ": not a regular file");
+  CHECK(files[1].iteration == 500);
+  CHECK_THAT(files[1].problem, Catch::StartsWith(tmp.file("ckpt-000500.safetensors") + ": "));
+  CHECK_THAT(files[2].problem, Catch::StartsWith(tmp.file("ckpt-000400.safetensors") + ": truncated"));
+  CHECK(files[3].path == good);
+  CHECK(files[3].problem.empty());
+  CHECK(files[4].path == older);
+  CHECK(files[4].problem.empty());
+}
+
+TEST_CASE("resume skips unreadable checkpoints by name, and refuses when none is left", "[checkpointer]") {
+  const std::vector<CheckpointFile> torn = {
+      {"d/ckpt-000500.safetensors", 500, "d/ckpt-000500.safetensors: truncated"},
+      {"d/ckpt-000400.safetensors", 400, "d/ckpt-000400.safetensors: corrupt"}};
+  std::vector<CheckpointFile> mixed = torn;
+  mixed.push_back({"d/ckpt-000200.safetensors", 200, ""});
+  mixed.push_back({"d/ckpt-000100.safetensors", 100, "d/ckpt-000100.safetensors: truncated"});
+  mixed.push_back({"d/ckpt-000030.safetensors", 30, ""});
+
+  // The newest readable one wins; each newer file is named with its problem.
+  for (bool allow_fresh : {false, true}) {
+    ResumeChoice choice = choose_resume(mixed, "d", allow_fresh);
+    CHECK(choice.path == "d/ckpt-000200.safetensors");
+    CHECK(choice.older == "d/ckpt-000030.safetensors");
+    CHECK(choice.refusal.empty());
+    CHECK(choice.warnings == std::vector<std::string>{"--resume skips d/ckpt-000500.safetensors: truncated",
+                                                      "--resume skips d/ckpt-000400.safetensors: corrupt"});
+  }
+
+  // Files, none readable: refused, naming each file and problem, and the way out.
+  ResumeChoice refused = choose_resume(torn, "d", false);
+  CHECK(refused.path.empty());
+  CHECK(
+      refused.refusal ==
+      "--resume: no checkpoint in d can be read (d/ckpt-000500.safetensors: truncated; "
+      "d/ckpt-000400.safetensors: corrupt). Repair or move them away, or pass --resume-allow-fresh to start "
+      "from iteration 0");
+  CHECK(refused.warnings.empty());  // the refusal names them
+
+  // ... unless the user says so: a fresh start, with each file named.
+  ResumeChoice fresh = choose_resume(torn, "d", true);
+  CHECK(fresh.path.empty());
+  CHECK(fresh.refusal.empty());
+  REQUIRE(fresh.warnings.size() == 3);
+  CHECK(fresh.warnings[0] == "--resume skips d/ckpt-000500.safetensors: truncated");
+  CHECK_THAT(fresh.warnings[2],
+             Catch::StartsWith("--resume-allow-fresh: no checkpoint in d can be read; starting "
+                               "from iteration 0"));
+
+  // No checkpoint at all: a fresh start, nothing to say.
+  ResumeChoice none = choose_resume({}, "d", false);
+  CHECK(none.path.empty());
+  CHECK(none.refusal.empty());
+  CHECK(none.warnings.empty());
+}
+
 TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical", "[checkpointer]") {
   TempDir first("checkpointer"), second("checkpointer");
   Run trained(first.path.string(), "ring8-mlp", 1);
@@ -90,9 +176,15 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
 
   // The file as any safetensors reader sees it.
   SafetensorsFile file = load_safetensors(saved);
-  CHECK(file.metadata ==
-        std::map<std::string, std::string>{
-            {"model", "ring8-mlp"}, {"iteration", "3"}, {"world_size", "2"}, {"batch", "8"}, {"seed", "7"}});
+  CHECK(file.metadata == std::map<std::string, std::string>{{"model", "ring8-mlp"},
+                                                            {"iteration", "3"},
+                                                            {"world_size", "2"},
+                                                            {"data", "ring8"},
+                                                            {"batch", "8"},
+                                                            {"lr", "0.0002"},
+                                                            {"seed", "7"},
+                                                            {"dynamic", "off"},
+                                                            {"loss", "ns"}});
   std::set<std::string> groups;
   for (const auto& [name, t] : file.tensors)
     groups.insert(name.substr(0, name.find('.', name.find('.') + 1)));
@@ -126,13 +218,10 @@ TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkp
   CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, wider).checkpointer.load(path),
                     Catch::Contains(path + ": written by a run of 2 ranks; resuming on 3 ranks") &&
                         Catch::Contains("Resume with mpirun -np 2, or start a new run in another --out"));
-  RunIdentity smaller = kRun;
+  TrainOptions smaller = flags();
   smaller.batch = 4;
-  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, smaller).checkpointer.load(path),
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, identity(smaller)).checkpointer.load(path),
                     Catch::Contains(path + ": written with --batch 8, this run has --batch 4"));
-  RunIdentity reseeded = kRun;
-  reseeded.seed = 8;  // recorded, not checked
-  CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1, reseeded).checkpointer.load(path) == 4);
 
   Run without_average(elsewhere.path.string(), "ring8-mlp", 1, kRun, 0.0);
   const std::string no_ema = without_average.checkpointer.save(5);
@@ -184,4 +273,78 @@ TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkp
   CHECK_THROWS_WITH(
       writer.checkpointer.load(foreign),
       Catch::Contains(foreign + ": not a tandem-train checkpoint (no 'model' in its metadata)"));
+}
+
+TEST_CASE("a resume that changes a flag shaping the run is refused by name, the others are honoured",
+          "[checkpointer][errors]") {
+  TempDir tmp("checkpointer"), elsewhere("checkpointer");
+  Run writer(tmp.path.string(), "ring8-mlp", 1);
+  writer.train(2);
+  const std::string path = writer.checkpointer.save(4);
+  auto resume_with = [&](const TrainOptions& o, double lr = 2e-4) {
+    return Run(elsewhere.path.string(), "ring8-mlp", 1, identity(o), 0.9, lr).checkpointer.load(path);
+  };
+
+  // Each differing flag is named with both values, and how to resume.
+  TrainOptions changed = flags();
+  changed.lr = 1e-3;
+  changed.seed = 8;
+  changed.loss = "hinge";
+  CHECK_THROWS_WITH(
+      resume_with(changed, 1e-3),
+      Catch::Contains(path + ": written with --lr 0.0002 --seed 7 --loss ns, this run has --lr 0.001 "
+                             "--seed 8 --loss hinge. A resume continues the same run: resume with "
+                             "--lr 0.0002 --seed 7 --loss ns, or start a new run in another --out"));
+  TrainOptions dynamic = flags();
+  dynamic.dynamic = true;
+  CHECK_THROWS_WITH(resume_with(dynamic),
+                    Catch::Contains("written with no --dynamic, this run has --dynamic"));
+  TrainOptions other_data = flags();
+  CHECK_THROWS_WITH(
+      Run(elsewhere.path.string(), "ring8-mlp", 1, {2, run_settings(other_data, "mpi", "9 images [1, 2, 2]")})
+          .checkpointer.load(path),
+      Catch::Contains("written with --data ring8, this run has --data ring8 (9 images [1, 2, 2])"));
+  // pggan's stage length, resolved from --iters when not given, is kept: a longer --iters
+  // alone would change the stages. (The checkpointer records settings whatever the model.)
+  TrainOptions pggan = flags();
+  pggan.model = "pggan";
+  pggan.iters = 30;
+  const std::string staged = Run(tmp.path.string(), "ring8-mlp", 1, identity(pggan)).checkpointer.save(6);
+  pggan.iters = 60;
+  CHECK_THROWS_WITH(
+      Run(elsewhere.path.string(), "ring8-mlp", 1, identity(pggan)).checkpointer.load(staged),
+      Catch::Contains(staged + ": written with --pggan-stage-iters 10, this run has "
+                               "--pggan-stage-iters 20. A resume continues the same run: resume "
+                               "with --pggan-stage-iters 10"));
+  pggan.pggan_stage_iters = 10;
+  CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1, identity(pggan)).checkpointer.load(staged) == 6);
+
+  // Flags that only steer the run take effect.
+  TrainOptions steered = flags();
+  steered.iters = 5000;
+  steered.wrap = WrapMode::separate;
+  steered.bucket_cap_mb = 1;
+  steered.ema_decay = 0.5;
+  steered.ckpt_every = 7;
+  steered.log_every = 3;
+  steered.on_nonfinite = "skip";
+  steered.check_replicas_every = 10;
+  steered.device = "cuda";
+  CHECK(resume_with(steered) == 4);
+
+  // A checkpoint written before lr, data, dynamic and loss were recorded still resumes; its
+  // learning rate, held by the optimizer state, must still be this run's --lr.
+  SafetensorsFile old = load_safetensors(path);
+  for (const char* key : {"data", "lr", "dynamic", "loss"}) REQUIRE(old.metadata.erase(key) == 1);
+  const std::string old_path = tmp.file("old.safetensors");
+  save_safetensors(old_path, old.tensors, old.metadata);
+  Run old_flags(elsewhere.path.string(), "ring8-mlp", 1);
+  CHECK(old_flags.checkpointer.load(old_path) == 4);
+  CHECK(old_flags.wrapped.opt_g().lr() == 2e-4);
+  TrainOptions faster = flags();
+  faster.lr = 1e-3;
+  CHECK_THROWS_WITH(
+      Run(elsewhere.path.string(), "ring8-mlp", 1, identity(faster), 0.9, 1e-3).checkpointer.load(old_path),
+      Catch::Contains(old_path + ": written with --lr 0.0002 (optim.generator.lr), this run has --lr "
+                                 "0.001. A resume continues the same run: resume with --lr 0.0002"));
 }

@@ -62,3 +62,10 @@ TEST_CASE("the program exits with code 2 on a usage error and 0 on --help", "[op
   REQUIRE(WIFEXITED(rc));
   CHECK(WEXITSTATUS(rc) == 0);
 }
+
+TEST_CASE("the switch --resume-allow-fresh goes with --resume", "[options]") {
+  CHECK(parse_train_options({"--resume", "--resume-allow-fresh"}).resume_allow_fresh);
+  CHECK_FALSE(parse_train_options({"--resume"}).resume_allow_fresh);
+  CHECK_THROWS_WITH(parse_train_options({"--resume-allow-fresh"}),
+                    Catch::Contains("--resume-allow-fresh goes with --resume"));
+}

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "models/data/dataset.h"
@@ -64,16 +65,27 @@ std::string tiny_fashion_mnist(int64_t count) {
   return dir;
 }
 
-// Rank 0 rewrites one metadata entry of the checkpoint of `iteration` in `dir`.
+// Rank 0 rewrites one metadata entry of the checkpoint of `iteration` in `dir` (removes
+// it when `value` is nullopt).
 void relabel_checkpoint(const std::string& dir, int64_t iteration, const std::string& key,
-                        const std::string& value) {
+                        const std::optional<std::string>& value) {
   if (world()->rank() == 0) {
     std::string path = checkpoint_path(dir, "ckpt", iteration);
     SafetensorsFile file = load_safetensors(path);
-    file.metadata[key] = value;
+    if (value) {
+      file.metadata[key] = *value;
+    } else {
+      file.metadata.erase(key);
+    }
     save_safetensors(path, file.tensors, file.metadata);
   }
   world()->barrier("relabelled")->wait();
+}
+
+// Rank 0 cuts the checkpoint of `iteration` in `dir` to its first 100 bytes.
+void truncate_checkpoint(const std::string& dir, int64_t iteration) {
+  if (world()->rank() == 0) fs::resize_file(checkpoint_path(dir, "ckpt", iteration), 100);
+  world()->barrier("truncated")->wait();
 }
 
 }  // namespace
@@ -183,8 +195,10 @@ TEST_CASE("a checkpoint whose tensors do not fit the model names the first misma
   std::string dir = fresh_dir("relabelled");
   std::ostringstream log;
   models::train(short_run("ring8-mlp", dir, 2), world(), log);
-  // Relabel the ring8 checkpoint as an mlp one: the metadata check passes, the tensors do not fit.
+  // Relabel the ring8 checkpoint as an mlp one without a record of its data (as written
+  // before data was recorded): the metadata checks pass, the tensors do not fit.
   relabel_checkpoint(dir, 2, "model", "mlp");
+  relabel_checkpoint(dir, 2, "data", std::nullopt);
   auto o = short_run("mlp", dir, 4);
   o.resume = true;
   CHECK_THROWS_WITH(models::train(o, world(), log),
@@ -204,6 +218,77 @@ TEST_CASE("resume refuses a checkpoint written at another world size, naming bot
       models::train(o, world(), log),
       Catch::Contains("written by a run of " + saved + " ranks; resuming on " + ranks + " ranks") &&
           Catch::Contains("Resume with mpirun -np " + saved));
+}
+
+TEST_CASE("resume refuses, on every rank, when no checkpoint can be read; --resume-allow-fresh starts anew",
+          "[train][errors][resume]") {
+  std::string dir = fresh_dir("unreadable");
+  std::ostringstream log;
+  models::train(short_run("ring8-mlp", dir, 2), world(), log);
+  truncate_checkpoint(dir, 2);
+  const std::string file = checkpoint_path(dir, "ckpt", 2);
+  auto o = short_run("ring8-mlp", dir, 4);
+  o.resume = true;
+  const std::string refusal = "--resume: no checkpoint in " + dir + " can be read (" + file + ": truncated";
+  CHECK_THROWS_WITH(models::train(o, world(), log),
+                    Catch::Contains((world()->rank() == 0 ? "" : "rank 0 cannot resume: ") + refusal) &&
+                        Catch::Contains("or pass --resume-allow-fresh to start from iteration 0"));
+  CHECK(fs::file_size(file) == 100);  // untouched
+
+  o.resume_allow_fresh = true;
+  auto fresh = models::train(o, world(), log);
+  CHECK(fresh.start_iteration == 0);
+  CHECK(fresh.iterations == 4);
+  CHECK(fs::file_size(file) == 100);  // still there, for whoever wants it
+}
+
+TEST_CASE("resume passes over a torn newest checkpoint to the one before", "[train][resume]") {
+  std::string dir = fresh_dir("torn-newest");
+  std::ostringstream log;
+  auto o = short_run("ring8-mlp", dir, 4);
+  o.ckpt_every = 2;
+  models::train(o, world(), log);
+  truncate_checkpoint(dir, 4);
+  o.iters = 6;
+  o.resume = true;
+  auto resumed = models::train(o, world(), log);  // rank 0's warning naming the file goes to stderr
+  CHECK(resumed.start_iteration == 2);
+  CHECK(resumed.iterations == 4);
+}
+
+TEST_CASE("a newest checkpoint that cannot be loaded is an error naming it and the one before",
+          "[train][errors][resume]") {
+  std::string dir = fresh_dir("unloadable");
+  std::ostringstream log;
+  auto o = short_run("ring8-mlp", dir, 4);
+  o.ckpt_every = 2;
+  models::train(o, world(), log);
+  relabel_checkpoint(dir, 4, "iteration", "four");  // the header is fine, the content is not
+  const std::string newest = checkpoint_path(dir, "ckpt", 4), older = checkpoint_path(dir, "ckpt", 2);
+  o.iters = 6;
+  o.resume = true;
+  if (world()->rank() == 0) {
+    CHECK_THROWS_WITH(models::train(o, world(), log),
+                      Catch::Contains("--resume: " + newest + ": metadata 'iteration' is 'four'") &&
+                          Catch::Contains(". If " + newest + " is damaged, move it out of " + dir +
+                                          " to resume from the checkpoint before it, " + older));
+  } else {
+    CHECK_THROWS_WITH(
+        models::train(o, world(), log),
+        Catch::Contains("--resume: rank 0 resumes from " + newest + ", which this rank cannot load"));
+  }
+}
+
+TEST_CASE("resume refuses a checkpoint beyond --iters", "[train][errors][resume]") {
+  std::string dir = fresh_dir("beyond");
+  std::ostringstream log;
+  models::train(short_run("ring8-mlp", dir, 4), world(), log);
+  auto o = short_run("ring8-mlp", dir, 2);
+  o.resume = true;
+  CHECK_THROWS_WITH(
+      models::train(o, world(), log),
+      Catch::Contains("--resume: " + checkpoint_path(dir, "ckpt", 4) +
+                      " is at iteration 4, beyond --iters 2; pass --iters 4 or more to continue that run"));
 }
 
 TEST_CASE("a batch larger than each rank's shard of the data stops every rank, naming both",

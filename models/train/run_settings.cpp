@@ -1,0 +1,74 @@
+#include "models/train/run_settings.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace tandem::models {
+
+std::string RunSetting::as_written() const {
+  if (!is_switch) return flag + " " + value;
+  return value == "on" ? flag : "no " + flag;
+}
+
+std::string RunSetting::metadata_key() const {
+  std::string key = flag.rfind("--", 0) == 0 ? flag.substr(2) : flag;
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+// %g (fixed notation down to 1e-4, as users write learning rates) at the fewest digits that
+// read back exactly.
+std::string canonical_number(double value) {
+  char text[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value) break;
+  }
+  return text;
+}
+
+std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& backend,
+                                     const std::string& data_identity) {
+  auto value = [](const std::string& flag, std::string text, bool kept = false) {
+    return RunSetting{.flag = flag, .value = std::move(text), .is_switch = false, .kept_on_resume = kept};
+  };
+  auto integer = [&](const std::string& flag, int64_t n, bool kept = false) {
+    return value(flag, std::to_string(n), kept);
+  };
+  auto number = [&](const std::string& flag, double x, bool kept = false) {
+    return value(flag, canonical_number(x), kept);
+  };
+  auto on_off = [](const std::string& flag, bool on, bool kept = false) {
+    return RunSetting{.flag = flag, .value = on ? "on" : "off", .is_switch = true, .kept_on_resume = kept};
+  };
+  const bool pggan = o.model == "pggan";
+  // pggan's stages follow the resolved length; the other models ignore the flag.
+  const int64_t stage_iters = pggan ? pggan_stage_iters(o) : o.pggan_stage_iters;
+  return {
+      value("--model", o.model),
+      value("--data", data_identity.empty() ? o.data : o.data + " (" + data_identity + ")", true),
+      integer("--iters", o.iters),
+      integer("--batch", o.batch, true),
+      number("--lr", o.lr, true),
+      number("--ema-decay", o.ema_decay),
+      value("--wrap", wrap_mode_name(o.wrap)),
+      on_off("--prepare", o.explicit_prepare),
+      number("--bucket-cap-mb", o.bucket_cap_mb),
+      value("--backend", backend),
+      value("--device", o.device),
+      value("--seed", std::to_string(o.seed), true),
+      integer("--ckpt-every", o.ckpt_every),
+      on_off("--resume", o.resume),
+      on_off("--resume-allow-fresh", o.resume_allow_fresh),
+      integer("--sample-every", o.sample_every),
+      integer("--log-every", o.log_every),
+      on_off("--dynamic", o.dynamic, true),
+      value("--loss", o.loss, true),
+      integer("--pggan-stage-iters", stage_iters, pggan),
+      value("--on-nonfinite", o.on_nonfinite),
+      integer("--check-replicas-every", o.check_replicas_every),
+  };
+}
+
+}  // namespace tandem::models

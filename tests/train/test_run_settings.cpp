@@ -1,0 +1,79 @@
+// The run's settings: every flag but the per-node paths, in canonical text, and which ones a
+// resume keeps.
+#include <catch2/catch.hpp>
+#include <set>
+#include <sstream>
+
+#include "models/train/run_settings.h"
+
+using namespace tandem::models;
+
+namespace {
+
+std::vector<RunSetting> settings_of(const std::vector<std::string>& args, const std::string& identity = "") {
+  return run_settings(parse_train_options(args), "mpi", identity);
+}
+
+const RunSetting& find(const std::vector<RunSetting>& settings, const std::string& flag) {
+  for (const RunSetting& s : settings) {
+    if (s.flag == flag) return s;
+  }
+  FAIL("no setting " << flag);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("the settings are every flag of --help but the per-node paths, once each", "[settings]") {
+  std::set<std::string> help_flags;
+  std::istringstream lines(usage());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  --", 0) == 0) help_flags.insert(line.substr(2, line.find(' ', 2) - 2));
+  }
+  REQUIRE(help_flags.count("--lr") == 1);
+  for (const char* per_node : {"--out", "--data-dir", "--help"}) REQUIRE(help_flags.erase(per_node) == 1);
+
+  std::set<std::string> listed;
+  for (const RunSetting& s : settings_of({})) CHECK(listed.insert(s.flag).second);
+  CHECK(listed == help_flags);
+}
+
+TEST_CASE("values are canonical: spellings of one value give one text", "[settings]") {
+  CHECK(find(settings_of({"--lr", "2e-4"}), "--lr").value == "0.0002");
+  CHECK(find(settings_of({"--lr", "0.00020"}), "--lr").value == "0.0002");
+  CHECK(find(settings_of({"--lr", "1e-5"}), "--lr").value == "1e-05");
+  CHECK(find(settings_of({"--lr", "0.1"}), "--lr").value == "0.1");  // not 0.10000000000000001
+  CHECK(find(settings_of({"--bucket-cap-mb", "25.0"}), "--bucket-cap-mb").value == "25");
+  CHECK(canonical_number(1.0 / 3.0) == "0.3333333333333333");
+  CHECK(std::stod(canonical_number(1.0 / 3.0)) == 1.0 / 3.0);
+
+  const std::vector<RunSetting> s =
+      settings_of({"--model", "mlp", "--dynamic", "--seed", "12"}, "60000 images");
+  CHECK(find(s, "--data").value == "fashion-mnist (60000 images)");
+  CHECK(find(s, "--dynamic").value == "on");
+  CHECK(find(s, "--dynamic").as_written() == "--dynamic");
+  CHECK(find(s, "--prepare").as_written() == "no --prepare");
+  CHECK(find(s, "--seed").as_written() == "--seed 12");
+  CHECK(find(s, "--backend").value == "mpi");  // as resolved, not "auto"
+  CHECK(find(s, "--data").value == "fashion-mnist (60000 images)");
+  CHECK(find(settings_of({}), "--data").value == "ring8");
+  CHECK(find(s, "--pggan-stage-iters").metadata_key() == "pggan_stage_iters");
+  CHECK(find(s, "--lr").metadata_key() == "lr");
+}
+
+TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage length resolved",
+          "[settings]") {
+  std::set<std::string> kept;
+  for (const RunSetting& s : settings_of({"--model", "mlp"})) {
+    if (s.kept_on_resume) kept.insert(s.flag);
+  }
+  CHECK(kept == std::set<std::string>{"--data", "--batch", "--lr", "--seed", "--dynamic", "--loss"});
+
+  const std::vector<RunSetting> pggan = settings_of({"--model", "pggan", "--iters", "90"});
+  CHECK(find(pggan, "--pggan-stage-iters").kept_on_resume);
+  CHECK(find(pggan, "--pggan-stage-iters").value == "30");
+  CHECK(find(settings_of({"--model", "pggan", "--iters", "90", "--pggan-stage-iters", "7"}),
+             "--pggan-stage-iters")
+            .value == "7");
+  CHECK(find(settings_of({"--model", "mlp", "--iters", "90"}), "--pggan-stage-iters").value == "0");
+}
