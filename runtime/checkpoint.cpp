@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <bit>
@@ -29,6 +30,7 @@ namespace fs = std::filesystem;
 // allocating anything a corrupt length prefix asks for.
 constexpr uint64_t kMaxHeaderBytes = 100u * 1000u * 1000u;
 constexpr const char* kMetadataKey = "__metadata__";
+constexpr const char* kChecksumKey = "tandem.crc32";
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -63,6 +65,74 @@ std::optional<DType> parse_safetensors_dtype(const std::string& name) {
   if (name == "I64") return DType::i64;
   if (name == "U8") return DType::u8;
   return std::nullopt;
+}
+
+// ---- The checksum.
+
+// CRC-32 (zlib's) over any number of bytes; zlib takes at most 4 GiB per call.
+uint32_t crc32_update(uint32_t crc, const void* data, size_t bytes) {
+  const auto* p = static_cast<const Bytef*>(data);
+  while (bytes > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(bytes, 1u << 30));
+    crc = static_cast<uint32_t>(::crc32(crc, p, chunk));
+    p += chunk;
+    bytes -= chunk;
+  }
+  return crc;
+}
+
+// What the checksum covers of the header: everything it says but the checksum itself
+// (`metadata` is without it), in one fixed form, so that no flipped byte of meaning goes
+// unnoticed (a digit of an iteration in the metadata, a letter of a tensor's name) while a
+// writer's spacing and key order do not matter. The form is compact JSON: "__metadata__"
+// first (left out when empty), its keys in byte order, then the tensors in name order, each
+// {"dtype":..,"shape":[..],"data_offsets":[b,e]}.
+std::string checksummed_header(const std::map<std::string, std::string>& metadata,
+                               const std::map<std::string, SafetensorsEntry>& entries) {
+  std::string out = "{";
+  if (!metadata.empty()) {
+    append_json_string(out, kMetadataKey);
+    out += ":{";
+    for (const auto& [key, value] : metadata) {
+      if (out.back() != '{') out += ',';
+      append_json_string(out, key);
+      out += ':';
+      append_json_string(out, value);
+    }
+    out += '}';
+  }
+  for (const auto& [name, e] : entries) {
+    if (out.size() > 1) out += ',';
+    append_json_string(out, name);
+    out += ":{\"dtype\":\"";
+    out += safetensors_dtype(e.dtype);
+    out += "\",\"shape\":[";
+    for (size_t i = 0; i < e.shape.size(); ++i) {
+      if (i > 0) out += ',';
+      out += std::to_string(e.shape[i]);
+    }
+    out += "],\"data_offsets\":[" + std::to_string(e.begin) + "," + std::to_string(e.end) + "]}";
+  }
+  out += '}';
+  return out;
+}
+
+std::string checksum_text(uint32_t crc) {
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", crc);
+  return hex;
+}
+
+// Exactly as checksum_text writes it: 8 lowercase hex digits.
+std::optional<uint32_t> parse_checksum(const std::string& text) {
+  if (text.size() != 8) return std::nullopt;
+  uint32_t v = 0;
+  for (char c : text) {
+    int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return std::nullopt;
+    v = (v << 4) | static_cast<uint32_t>(digit);
+  }
+  return v;
 }
 
 // ---- Files.
@@ -118,7 +188,7 @@ SafetensorsEntry parse_entry(const std::string& name, const Json& v, const std::
                path << ": corrupt header: " << where << ": \"dtype\" must be a string");
   std::optional<DType> dt = parse_safetensors_dtype(dtype->text);
   TANDEM_CHECK(dt.has_value(), path << ": " << where << ": unsupported dtype \"" << dtype->text
-                                    << "\" (tandem reads F32, F64, F16 and BF16)");
+                                    << "\" (tandem reads F32, F64, F16, BF16, I32, I64 and U8)");
   SafetensorsEntry e;
   e.dtype = *dt;
   TANDEM_CHECK(shape->kind == Json::Kind::array,
@@ -178,6 +248,13 @@ SafetensorsHeader read_header(std::FILE* fp, const std::string& path, uint64_t f
         TANDEM_CHECK(value.values[j].kind == Json::Kind::string,
                      path << ": corrupt header: metadata \"" << value.keys[j] << "\" must be a string, found "
                           << json_kind_name(value.values[j].kind));
+        if (value.keys[j] == kChecksumKey) {
+          h.checksum = parse_checksum(value.values[j].text);
+          TANDEM_CHECK(h.checksum.has_value(), path << ": corrupt header: metadata \"" << kChecksumKey
+                                                    << "\" is \"" << value.values[j].text
+                                                    << "\", not 8 lowercase hex digits");
+          continue;
+        }
         h.metadata[value.keys[j]] = value.values[j].text;
       }
       continue;
@@ -185,7 +262,8 @@ SafetensorsHeader read_header(std::FILE* fp, const std::string& path, uint64_t f
     h.entries[key] = parse_entry(key, value, path);
   }
 
-  // Offsets: inside the data section, no two tensors sharing a byte, and nothing after them.
+  // Offsets: inside the data section and packed as the format lays them out, one tensor
+  // after another from byte 0 to the end of the file: no byte shared, none unaccounted for.
   std::vector<std::pair<const std::string*, const SafetensorsEntry*>> order;
   uint64_t data_end = 0;
   const std::string* last = nullptr;
@@ -204,15 +282,19 @@ SafetensorsHeader read_header(std::FILE* fp, const std::string& path, uint64_t f
     return a.second->begin != b.second->begin ? a.second->begin < b.second->begin
                                               : a.second->end < b.second->end;
   });
+  uint64_t at = 0;  // where the next tensor must begin
   const std::pair<const std::string*, const SafetensorsEntry*>* prev = nullptr;
   for (const auto& item : order) {
-    if (item.second->begin == item.second->end) continue;  // empty tensors occupy no bytes
-    if (prev != nullptr) {
-      TANDEM_CHECK(item.second->begin >= prev->second->end,
-                   path << ": corrupt header: tensors \"" << *prev->first << "\" [" << prev->second->begin
-                        << ", " << prev->second->end << ") and \"" << *item.first << "\" ["
-                        << item.second->begin << ", " << item.second->end << ") overlap");
+    const SafetensorsEntry& e = *item.second;
+    if (e.begin < at) {
+      TANDEM_FAIL(path << ": corrupt header: tensors \"" << *prev->first << "\" [" << prev->second->begin
+                       << ", " << prev->second->end << ") and \"" << *item.first << "\" [" << e.begin << ", "
+                       << e.end << ") overlap");
     }
+    TANDEM_CHECK(e.begin == at, path << ": corrupt header: bytes [" << at << ", " << e.begin
+                                     << ") of the data belong to no tensor (tensor \"" << *item.first
+                                     << "\" begins at " << e.begin << ")");
+    at = e.end;
     prev = &item;
   }
   TANDEM_CHECK(data_end == data_bytes, path << ": corrupt file: " << (data_bytes - data_end)
@@ -253,26 +335,38 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return dtype_size(a.second.dtype()) > dtype_size(b.second.dtype());
   });
+  TANDEM_CHECK(metadata.count(kChecksumKey) == 0,
+               path << ": cannot save metadata \"" << kChecksumKey << "\" (reserved: the writer records it)");
 
-  std::string header = "{";
-  bool first = true;
-  if (!metadata.empty()) {
-    append_json_string(header, kMetadataKey);
-    header += ":{";
-    for (const auto& [key, value] : metadata) {
-      if (!first) header += ',';
-      first = false;
-      append_json_string(header, key);
-      header += ':';
-      append_json_string(header, value);
-    }
-    header += '}';
-    first = false;
-  }
+  // The checksum: the header's meaning, then the data in file order.
+  std::map<std::string, SafetensorsEntry> entries;
   uint64_t offset = 0;
   for (const auto& [name, t] : order) {
+    entries[name] = {.dtype = t.dtype(), .shape = t.shape(), .begin = offset, .end = offset + t.bytes()};
+    offset += t.bytes();
+  }
+  const std::string covered = checksummed_header(metadata, entries);
+  uint32_t crc = crc32_update(0, covered.data(), covered.size());
+  for (const auto& [name, t] : order) crc = crc32_update(crc, t.raw_data(), t.bytes());
+  std::map<std::string, std::string> recorded = metadata;
+  recorded[kChecksumKey] = checksum_text(crc);
+
+  // The metadata (never empty: it holds the checksum), then the tensors in file order.
+  std::string header = "{";
+  append_json_string(header, kMetadataKey);
+  header += ":{";
+  bool first = true;
+  for (const auto& [key, value] : recorded) {
     if (!first) header += ',';
     first = false;
+    append_json_string(header, key);
+    header += ':';
+    append_json_string(header, value);
+  }
+  header += '}';
+  for (const auto& [name, t] : order) {
+    const SafetensorsEntry& e = entries.at(name);
+    header += ',';
     append_json_string(header, name);
     header += ":{\"dtype\":\"";
     header += safetensors_dtype(t.dtype());
@@ -281,9 +375,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
       if (i > 0) header += ',';
       header += std::to_string(t.shape()[i]);
     }
-    header += "],\"data_offsets\":[" + std::to_string(offset) + ",";
-    offset += t.bytes();
-    header += std::to_string(offset) + "]}";
+    header += "],\"data_offsets\":[" + std::to_string(e.begin) + "," + std::to_string(e.end) + "]}";
   }
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');
@@ -334,7 +426,22 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
 SafetensorsFile load_safetensors(const std::string& path) {
   File f;
   open_for_reading(f, path);
-  SafetensorsHeader h = read_header(f.fp, path, file_size_of(f.fp, path));
+  const uint64_t file_bytes = file_size_of(f.fp, path);
+  SafetensorsHeader h = read_header(f.fp, path, file_bytes);
+  if (h.checksum) {
+    // One pass over the data section as it lies in the file, before any tensor is made.
+    const std::string covered = checksummed_header(h.metadata, h.entries);
+    uint32_t crc = crc32_update(0, covered.data(), covered.size());
+    std::vector<unsigned char> chunk(std::min<uint64_t>(file_bytes - h.data_offset, 1u << 20));
+    for (uint64_t at = h.data_offset; at < file_bytes; at += chunk.size()) {
+      const size_t bytes = static_cast<size_t>(std::min<uint64_t>(chunk.size(), file_bytes - at));
+      read_exact(f.fp, chunk.data(), bytes, at, path, "the data");
+      crc = crc32_update(crc, chunk.data(), bytes);
+    }
+    TANDEM_CHECK(crc == *h.checksum, path << ": checksum mismatch: recorded " << checksum_text(*h.checksum)
+                                          << ", computed " << checksum_text(crc)
+                                          << " over the header and data; the file is corrupt");
+  }
   SafetensorsFile out;
   out.metadata = std::move(h.metadata);
   for (const auto& [name, e] : h.entries) {

@@ -2,21 +2,32 @@
 //
 // Contract:
 // - Layout (exactly safetensors): an 8-byte little-endian header length N, N bytes of JSON
-//   {"__metadata__": {string: string}, "name": {"dtype": "F32"|"F64"|"F16"|"BF16",
-//   "shape": [...], "data_offsets": [begin, end]}, ...} padded with spaces to a multiple
-//   of 8, then the raw little-endian tensor data (offsets are relative to its start).
-//   Any safetensors reader can open what save_safetensors writes.
+//   {"__metadata__": {string: string}, "name": {"dtype": "F32"|"F64"|"F16"|"BF16"|"I32"|
+//   "I64"|"U8", "shape": [...], "data_offsets": [begin, end]}, ...} padded with spaces to a
+//   multiple of 8, then the raw little-endian tensor data (offsets are relative to its
+//   start). Any safetensors reader can open what save_safetensors writes.
+// - Checksum: save_safetensors records in the metadata "tandem.crc32": 8 lowercase hex
+//   digits of the CRC-32 (zlib's) of the header's meaning in a fixed form (compact JSON:
+//   the metadata but the checksum, keys in byte order, then the tensors in name order, each
+//   {"dtype":..,"shape":[..],"data_offsets":[b,e]}) followed by the data section. The key is
+//   reserved (saving it is an Error) and not returned in `metadata`: load_safetensors
+//   verifies it, and a mismatch is an Error "<path>: checksum mismatch: recorded X,
+//   computed Y ...; the file is corrupt". Files without the key (other writers, older
+//   checkpoints) load unchecked; a key that is not 8 lowercase hex digits is a corrupt header.
 // - save_safetensors writes `path + ".tmp"`, flushes and fsyncs it, renames it over `path`
 //   and fsyncs the directory: a crash never leaves a half-written file under `path`.
 //   Tensors may live on any device (they are copied to the host to be written).
 // - load_safetensors validates everything before trusting it (header length against the
-//   file size, JSON syntax, dtype, shape x dtype size == byte span, offsets in range and
-//   non-overlapping, the data ending exactly at the end of the file). Every problem is an
-//   Error whose message starts with the path and says what is wrong.
+//   file size, JSON syntax, dtype, shape x dtype size == byte span, offsets packed one
+//   tensor after another from byte 0 of the data section to the end of the file: no
+//   overlap, no gap, nothing after them), then the checksum. Every problem is an Error
+//   whose message starts with the path and says what is wrong.
+// - read_safetensors_header validates the header alone (the checksum needs the data).
 // - find_latest_checkpoint returns the complete checkpoint `<dir>/<prefix>-<iteration>
 //   .safetensors` with the highest iteration, skipping *.tmp files and files whose header
 //   does not validate (a torn or foreign file never wins); nullopt when there is none or
-//   `dir` does not exist.
+//   `dir` does not exist. It reads headers only: a file whose data is corrupt can win,
+//   and load_safetensors refuses it by name.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +40,8 @@
 namespace tandem {
 
 struct SafetensorsFile {
-  std::map<std::string, Tensor> tensors;  // CPU tensors
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, Tensor> tensors;        // CPU tensors
+  std::map<std::string, std::string> metadata;  // without "tandem.crc32"
 };
 
 // Per-tensor entry of a validated header (no data read).
@@ -43,8 +54,9 @@ struct SafetensorsEntry {
 
 struct SafetensorsHeader {
   std::map<std::string, SafetensorsEntry> entries;
-  std::map<std::string, std::string> metadata;
-  uint64_t data_offset = 0;  // byte offset of the data section in the file (8 + N)
+  std::map<std::string, std::string> metadata;  // without "tandem.crc32"
+  std::optional<uint32_t> checksum;             // "tandem.crc32", when the file records one
+  uint64_t data_offset = 0;                     // byte offset of the data section in the file (8 + N)
 };
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
@@ -52,7 +64,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 
 SafetensorsFile load_safetensors(const std::string& path);
 
-// Reads and validates the header only, including that the file is long enough for it.
+// Reads and validates the header only, including that the file is long enough for it and
+// for the data it describes; the checksum is not verified (see load_safetensors).
 SafetensorsHeader read_safetensors_header(const std::string& path);
 
 // "<dir>/<prefix>-000100.safetensors" (iteration zero-padded to at least 6 digits).

@@ -176,10 +176,18 @@ TEST_CASE("safetensors corrupt headers are errors naming the file and the proble
       {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
        12, ": corrupt header: tensors \"a\" [0, 8) and \"b\" [4, 12) overlap"},
+      {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+       R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+       12, ": corrupt header: bytes [4, 8) of the data belong to no tensor (tensor \"b\" begins at 8)"},
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8,
+       ": corrupt header: bytes [0, 4) of the data belong to no tensor"},
+      {R"({"e":{"dtype":"F32","shape":[0],"data_offsets":[2,2]},)"
+       R"("w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+       4, ": corrupt header: tensors \"w\" [0, 4) and \"e\" [2, 2) overlap"},
       {R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8,
        ": corrupt header: tensor \"w\": shape [3] of F32 needs 12 bytes but data_offsets [0, 8] span 8"},
       {R"({"w":{"dtype":"I16","shape":[1],"data_offsets":[0,8]}})", 8,
-       ": tensor \"w\": unsupported dtype \"I16\""},
+       ": tensor \"w\": unsupported dtype \"I16\" (tandem reads F32, F64, F16, BF16, I32, I64 and U8)"},
       {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", 8, "end before they begin"},
       {R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4,
        "shape entry must be a non-negative integer"},
@@ -272,7 +280,9 @@ TEST_CASE("find_latest_checkpoint picks the highest complete iteration", "[check
 }
 
 TEST_CASE("safetensors bytes match the reference implementation's own test vectors", "[checkpoint][format]") {
-  // huggingface/safetensors tensor.rs: test_serialization, test_serialization_forced_alignement, test_empty.
+  // huggingface/safetensors tensor.rs: test_serialization, test_serialization_forced_alignement, test_empty,
+  // each with one more metadata string, the checksum. Its values were computed apart from tandem
+  // (Python's zlib.crc32 of the fixed form of the header that checkpoint.h describes, then the data).
   TempDir dir;
   const std::string path = dir.file("ref.safetensors");
   auto le64 = [](uint64_t n) {
@@ -283,17 +293,21 @@ TEST_CASE("safetensors bytes match the reference implementation's own test vecto
   const std::string floats("\0\0\0\0\0\0\x80\x3f\0\0\0\x40\0\0\x40\x40\0\0\x80\x40\0\0\xa0\x40", 24);  // 0..5
 
   save_safetensors(path, {{"attn.0", Tensor::from_values({1, 2, 3}, {0, 1, 2, 3, 4, 5})}});
-  CHECK(read_bytes(path) ==
-        le64(64) + R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})" + floats);
+  CHECK(read_bytes(path) == le64(112) +
+                                R"({"__metadata__":{"tandem.crc32":"3f5a16a3"},)"
+                                R"("attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})" +
+                                "     " + floats);
 
   save_safetensors(path, {{"attn0", Tensor::from_values({1, 1, 2, 3}, {0, 1, 2, 3, 4, 5})}});
-  CHECK(read_bytes(path) == le64(72) +
-                                R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})" +
-                                "       " + floats);
+  CHECK(read_bytes(path) == le64(112) +
+                                R"({"__metadata__":{"tandem.crc32":"a1128726"},)"
+                                R"("attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})" +
+                                "    " + floats);
 
   save_safetensors(path, {});
-  CHECK(read_bytes(path) == le64(8) + "{}      ");
+  CHECK(read_bytes(path) == le64(48) + R"({"__metadata__":{"tandem.crc32":"a3a6bf43"}})" + "    ");
   save_safetensors(path, {}, {{"framework", "pt"}});
-  CHECK(read_bytes(path) == le64(40) + R"({"__metadata__":{"framework":"pt"}})" + "     ");
-  CHECK(load_safetensors(path).metadata.at("framework") == "pt");
+  CHECK(read_bytes(path) ==
+        le64(64) + R"({"__metadata__":{"framework":"pt","tandem.crc32":"c82dc889"}})" + "   ");
+  CHECK(load_safetensors(path).metadata == std::map<std::string, std::string>{{"framework", "pt"}});
 }
