@@ -155,6 +155,32 @@ int64_t Checkpointer::load(const std::string& path) const {
                                            << (bad - values.begin()) << "; a checkpoint must be finite");
   }
   GanModel& model = state_.model;
+  // save() writes every tensor in the dtype it restores into: another dtype is a file that
+  // was rewritten, and converting it would not continue the run bit for bit.
+  auto check_dtype = [&](const std::string& name, DType expected) {
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end()) return;  // a missing entry is named by the loaders below
+    TANDEM_CHECK(it->second.dtype() == expected, path << ": tensor '" << name << "' is "
+                                                      << dtype_name(it->second.dtype()) << ", not "
+                                                      << dtype_name(expected) << " as this run keeps it");
+  };
+  for (const auto& [name, live] : model.state_dict()) check_dtype("model." + name, live.dtype());
+  for (size_t i = 0; i < state_.ema.size(); ++i)
+    check_dtype("ema." + std::to_string(i), state_.ema[i].dtype());
+  for (const auto& [part, optimizer] : {std::pair<const char*, optim::Optimizer*>{"generator", &state_.opt_g},
+                                        {"discriminator", &state_.opt_d}}) {
+    const std::string prefix = std::string("optim.") + part + ".state.";
+    for (const auto& [name, t] : file.tensors) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string rest = name.substr(prefix.size());  // "<i>.<key>"
+      const size_t dot = rest.find('.');
+      size_t index = 0;
+      auto [end, ec] =
+          std::from_chars(rest.data(), rest.data() + (dot == std::string::npos ? 0 : dot), index);
+      if (ec != std::errc() || index >= optimizer->params().size()) continue;  // the optimizer names it
+      if (rest.substr(dot + 1) != "step") check_dtype(name, optimizer->params()[index].dtype());
+    }
+  }
   std::string model_name = meta("model");
   TANDEM_CHECK(model_name == model.type_name(), path << ": checkpoint of model '" << model_name
                                                      << "', but this run trains '" << model.type_name()

@@ -30,8 +30,10 @@
 //   checkpoint's iteration. Tensors that do not fit are an Error "<path>: does not fit this
 //   model: ..." naming the first mismatch; a checkpoint without the average (--ema-decay 0)
 //   cannot resume a run that keeps one. Before anything is restored: every floating-point
-//   tensor must be finite and the metadata integers (iteration, world_size) plain decimal
-//   integers in range, each problem an Error naming the file and the tensor or key; the
+//   tensor must be finite, every tensor in the dtype it restores into (a converted file
+//   would not continue the run bit for bit), and the metadata integers (iteration,
+//   world_size) plain decimal integers in range, each problem an Error naming the file and
+//   the tensor or key; the
 //   optimizers refuse missing, non-finite or impossible state
 //   (optim::Optimizer::load_state_dict). A file that fails load() is an Error: nothing
 //   falls back to an older checkpoint on its own.

@@ -268,6 +268,16 @@ TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkp
                     Catch::Contains(no_moment + ": does not fit this model") &&
                         Catch::Contains("no entry 'state.0.exp_avg_sq'"));
 
+  // A tensor rewritten in another dtype would be converted on load: refused instead, for
+  // the model, an optimizer moment and the average alike.
+  for (const char* name : {"model.generator.0.weight", "optim.generator.state.0.exp_avg", "ema.1"}) {
+    const std::string file =
+        mutant("dtype", [&](SafetensorsFile& m) { m.tensors[name] = m.tensors.at(name).to(DType::f16); });
+    CHECK_THROWS_WITH(
+        Run(elsewhere.path.string(), "ring8-mlp", 1).checkpointer.load(file),
+        Catch::Contains(file + ": tensor '" + name + "' is float16, not float32 as this run keeps it"));
+  }
+
   const std::string foreign = tmp.file("foreign.safetensors");
   save_safetensors(foreign, {{"x", Tensor::zeros({2})}});
   CHECK_THROWS_WITH(
