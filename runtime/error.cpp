@@ -5,16 +5,22 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <mutex>
 
 namespace tandem {
 
 namespace {
 std::atomic<int> g_rank{-1};
+std::mutex g_host_mutex;
+std::string g_host;
 
 std::string format(const char* file, int line, const std::string& message) {
   std::string out = std::string(file) + ":" + std::to_string(line) + ": ";
   int rank = g_rank.load();
-  if (rank >= 0) out += "[rank " + std::to_string(rank) + "] ";
+  if (rank >= 0) {
+    std::string host = process_host();
+    out += "[rank " + std::to_string(rank) + (host.empty() ? "" : " on host " + host) + "] ";
+  }
   return out + message;
 }
 }  // namespace
@@ -38,6 +44,16 @@ void write_stderr_line(const std::string& line) {
   }
 }
 int process_rank() { return g_rank.load(); }
+
+void set_process_host(const std::string& host) {
+  std::lock_guard<std::mutex> lock(g_host_mutex);
+  g_host = host;
+}
+
+std::string process_host() {
+  std::lock_guard<std::mutex> lock(g_host_mutex);
+  return g_host;
+}
 
 namespace detail {
 void throw_error(const char* file, int line, const std::string& message) { throw Error(file, line, message); }

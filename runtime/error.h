@@ -1,8 +1,9 @@
 // Errors and checked calls.
 //
 // Contract: every failure tandem reports is a tandem::Error whose what() starts with
-// "file:line" and, once the process knows its rank, "[rank r]". Check macros wrap external
-// calls (MPI, CUDA, cuBLAS, NCCL) so the message names the call, the site and the rank.
+// "file:line" and, once the process knows its rank, "[rank r]", or "[rank r on host H]" once
+// it also knows that the job spans several hosts. Check macros wrap external calls (MPI,
+// CUDA, cuBLAS, NCCL) so the message names the call, the site and the rank.
 #pragma once
 
 #include <sstream>
@@ -28,6 +29,11 @@ class Error : public std::runtime_error {
 // the launch code; read by every error message.
 void set_process_rank(int rank);
 int process_rank();
+
+// The host this process runs on, named in every error message next to the rank; empty (the
+// default) on a job that runs on one host. Set by the launch code (dist::init_from_env).
+void set_process_host(const std::string& host);
+std::string process_host();
 
 // Writes `line` and a newline to stderr in one write, so that lines of ranks sharing a
 // terminal or log file are never spliced into each other.

@@ -11,6 +11,7 @@ packages=(
   libpng-dev zlib1g-dev # sample pictures, gzip dataset files
   dataset-fashion-mnist # the image dataset
   clang-format          # scripts/format.sh --check (CI)
+  iproute2              # scripts/cluster.sh: network namespaces, veth links, tc
 )
 
 missing=()

@@ -1,8 +1,12 @@
 #include "runtime/dist/launch_env.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -187,12 +191,33 @@ std::string LaunchEnv::str() const {
          std::to_string(local_rank) + " of " + std::to_string(local_size) + ", " + launcher + ")";
 }
 
-LaunchEnv init_from_env() {
+namespace {
+
+LaunchEnv read_launcher_variables() {
   if (has("OMPI_COMM_WORLD_RANK") || has("OMPI_COMM_WORLD_SIZE")) return from_openmpi();
   if (has("SLURM_PROCID")) return from_slurm();
   if (has("PMI_RANK") || has("PMI_SIZE")) return from_pmi();
   if (has("RANK") || has("WORLD_SIZE")) return from_torchrun();
   return LaunchEnv{};
+}
+
+}  // namespace
+
+LaunchEnv init_from_env() {
+  LaunchEnv env = read_launcher_variables();
+  name_host_in_errors(env);
+  return env;
+}
+
+void name_host_in_errors(const LaunchEnv& env) {
+  if (env.local_size >= env.world_size) {
+    set_process_host("");
+    return;
+  }
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0)
+    std::snprintf(name, sizeof(name), "(unknown: %s)", std::strerror(errno));
+  set_process_host(name);
 }
 
 }  // namespace tandem::dist

@@ -19,6 +19,9 @@
 //   range (rank >= size, local rank >= local size, local size > size) throws a
 //   tandem::Error whose message names the variable and its value.
 // - The CUDA device of a process is its local rank modulo the device count.
+// - When the variables place ranks on several hosts (local size < world size),
+//   init_from_env also names this host in every later error (name_host_in_errors), so
+//   a failing rank's message reads "[rank r on host H]".
 #pragma once
 
 #include <string>
@@ -40,5 +43,9 @@ struct LaunchEnv {
 };
 
 LaunchEnv init_from_env();
+
+// set_process_host(gethostname()) when `env` spans several hosts (local size < world size),
+// else set_process_host(""): on one host the rank alone names the process.
+void name_host_in_errors(const LaunchEnv& env);
 
 }  // namespace tandem::dist

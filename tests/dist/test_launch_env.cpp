@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <map>
@@ -23,6 +25,7 @@ class EnvGuard {
     }
   }
   ~EnvGuard() {
+    set_process_host("");  // init_from_env may have named this host
     for (const char* name : kNames) {
       auto it = saved_.find(name);
       if (it != saved_.end()) {
@@ -241,6 +244,38 @@ TEST_CASE("launch env: the CUDA device is the local rank modulo the device count
   CHECK(env.cuda_device(2) == 1);
   CHECK(env.cuda_device(8) == 3);
   CHECK_THROWS_WITH(env.cuda_device(0), Catch::Contains("no CUDA device"));
+}
+
+TEST_CASE("launch env: errors name the host when the job spans several hosts", "[launch_env]") {
+  EnvGuard env;
+  char host[256] = {};
+  REQUIRE(gethostname(host, sizeof(host) - 1) == 0);
+  env.set("OMPI_COMM_WORLD_RANK", "3");
+  env.set("OMPI_COMM_WORLD_SIZE", "4");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  set_process_rank(3);
+  auto message = [] {
+    try {
+      TANDEM_FAIL("the disk is full");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  SECTION("two hosts of two ranks") {
+    env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+    init_from_env();
+    CHECK(process_host() == host);
+    CHECK_THAT(message(), Catch::EndsWith(": [rank 3 on host " + std::string(host) + "] the disk is full"));
+  }
+  SECTION("one host of four ranks: the rank alone") {
+    set_process_host("elsewhere");
+    env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
+    init_from_env();
+    CHECK(process_host().empty());
+    CHECK_THAT(message(), Catch::EndsWith(": [rank 3] the disk is full"));
+  }
+  set_process_rank(-1);
 }
 
 TEST_CASE("process group: the default timeout comes from TANDEM_COLLECTIVE_TIMEOUT_S",

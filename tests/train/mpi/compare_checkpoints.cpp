@@ -1,0 +1,135 @@
+// compare_checkpoints: whether two tandem-train checkpoints hold the same parameters.
+//
+//   compare_checkpoints <a.safetensors> <b.safetensors> [--prefix P] [--rtol X]
+//
+// Compares every tensor whose name starts with P (default "model.", the parameters) by
+// value: element by element, |a - b| <= X * max(|a|, |b|) (default X 1e-6). Both files must
+// hold the same such names, shapes and dtypes. Prints one line: the tensor and element count,
+// the largest relative difference and where, and whether the values are bitwise equal.
+// Exit status: 0 within tolerance, 1 beyond it or on a mismatch of names or shapes, 2 on a
+// usage error or a file that cannot be read.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "runtime/checkpoint.h"
+
+namespace {
+
+using namespace tandem;
+
+struct Options {
+  std::string a, b;
+  std::string prefix = "model.";
+  double rtol = 1e-6;
+};
+
+Options parse(int argc, char** argv) {
+  Options options;
+  int positional = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if ((arg == "--prefix" || arg == "--rtol") && i + 1 < argc) {
+      std::string value = argv[++i];
+      if (arg == "--prefix") {
+        options.prefix = value;
+      } else {
+        char* end = nullptr;
+        options.rtol = std::strtod(value.c_str(), &end);
+        TANDEM_CHECK(end != nullptr && *end == '\0' && options.rtol >= 0,
+                     "--rtol '" << value << "' is not a non-negative number");
+      }
+    } else if (positional == 0) {
+      options.a = arg, ++positional;
+    } else if (positional == 1) {
+      options.b = arg, ++positional;
+    } else {
+      TANDEM_FAIL("unexpected argument '" << arg << "'");
+    }
+  }
+  TANDEM_CHECK(positional == 2,
+               "usage: compare_checkpoints <a.safetensors> <b.safetensors> [--prefix P] [--rtol X]");
+  return options;
+}
+
+bool has_prefix(const std::string& name, const std::string& prefix) { return name.rfind(prefix, 0) == 0; }
+
+// Compares a and b; returns whether they agree within the tolerance.
+bool compare(const Options& options) {
+  SafetensorsFile a = load_safetensors(options.a);
+  SafetensorsFile b = load_safetensors(options.b);
+  bool same_names = true;
+  for (const auto& [name, _] : a.tensors)
+    if (has_prefix(name, options.prefix) && !b.tensors.count(name)) {
+      std::cout << "compare_checkpoints: " << name << " is in " << options.a << " but not in " << options.b
+                << "\n";
+      same_names = false;
+    }
+  for (const auto& [name, _] : b.tensors)
+    if (has_prefix(name, options.prefix) && !a.tensors.count(name)) {
+      std::cout << "compare_checkpoints: " << name << " is in " << options.b << " but not in " << options.a
+                << "\n";
+      same_names = false;
+    }
+  if (!same_names) return false;
+
+  int64_t tensors = 0, elements = 0;
+  bool bitwise = true;
+  double worst = 0;
+  std::string worst_at = "-";
+  for (const auto& [name, ta] : a.tensors) {
+    if (!has_prefix(name, options.prefix)) continue;
+    const Tensor& tb = b.tensors.at(name);
+    if (ta.shape() != tb.shape() || ta.dtype() != tb.dtype()) {
+      std::cout << "compare_checkpoints: " << name << " is " << ta.str() << " in " << options.a << " but "
+                << tb.str() << " in " << options.b << "\n";
+      return false;
+    }
+    ++tensors;
+    elements += ta.numel();
+    if (std::memcmp(ta.raw_data(), tb.raw_data(), ta.bytes()) != 0) bitwise = false;
+    std::vector<double> va = ta.to_vector(), vb = tb.to_vector();
+    for (size_t i = 0; i < va.size(); ++i) {
+      double relative = 0;
+      if (std::isnan(va[i]) || std::isnan(vb[i])) {
+        relative = std::isnan(va[i]) && std::isnan(vb[i]) ? 0 : INFINITY;
+      } else if (va[i] != vb[i]) {  // so the scale is positive
+        double diff = std::fabs(va[i] - vb[i]);
+        relative = std::isfinite(diff) ? diff / std::max(std::fabs(va[i]), std::fabs(vb[i])) : INFINITY;
+      }
+      if (relative > worst) {
+        worst = relative;
+        worst_at = name + "[" + std::to_string(i) + "] (" + std::to_string(va[i]) + " vs " +
+                   std::to_string(vb[i]) + ")";
+      }
+    }
+  }
+  TANDEM_CHECK(tensors > 0, "no tensor named " << options.prefix << "* in " << options.a);
+  bool within = worst <= options.rtol;
+  std::cout << "compare_checkpoints: " << options.prefix << "*: " << tensors << " tensors, " << elements
+            << " elements; largest relative difference " << worst << " at " << worst_at << " ("
+            << (within ? "within" : "BEYOND") << " rtol " << options.rtol << "); "
+            << (bitwise ? "bitwise equal" : "not bitwise equal") << "\n";
+  return within;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  try {
+    options = parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "compare_checkpoints: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    return compare(options) ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "compare_checkpoints: " << e.what() << "\n";
+    return 2;
+  }
+}
