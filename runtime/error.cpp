@@ -15,15 +15,16 @@ std::mutex g_host_mutex;
 std::string g_host;
 
 std::string format(const char* file, int line, const std::string& message) {
-  std::string out = std::string(file) + ":" + std::to_string(line) + ": ";
-  int rank = g_rank.load();
-  if (rank >= 0) {
-    std::string host = process_host();
-    out += "[rank " + std::to_string(rank) + (host.empty() ? "" : " on host " + host) + "] ";
-  }
-  return out + message;
+  return std::string(file) + ":" + std::to_string(line) + ": " + process_label() + message;
 }
 }  // namespace
+
+std::string process_label() {
+  const int rank = g_rank.load();
+  if (rank < 0) return "";
+  const std::string host = process_host();
+  return "[rank " + std::to_string(rank) + (host.empty() ? "" : " on host " + host) + "] ";
+}
 
 Error::Error(const char* file, int line, const std::string& message)
     : std::runtime_error(format(file, line, message)), file_(file), line_(line), message_(message) {}

@@ -35,6 +35,9 @@ int process_rank();
 void set_process_host(const std::string& host);
 std::string process_host();
 
+// "[rank r] " or "[rank r on host H] " as error messages start; "" before a rank is known.
+std::string process_label();
+
 // Writes `line` and a newline to stderr in one write, so that lines of ranks sharing a
 // terminal or log file are never spliced into each other.
 void write_stderr_line(const std::string& line);

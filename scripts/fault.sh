@@ -20,7 +20,11 @@
 #          (named)" when the job ends within the deadline plus grace with tandem's message
 #          naming the stalled collective, and the resumed run ends byte-identical ("missed"
 #          when the run was over before the signal). Last, one rank stopped as the job shuts
-#          down (after the last collective, in MPI_Finalize).
+#          down, when the final checkpoint appears: "timed out (named)" when it was stopped
+#          at the end barrier or in MPI_Finalize before the last exchange (the others end the
+#          job at the deadline, naming the phase); "after MPI" when it was stopped past its
+#          last exchange, all others having exited 0 with the run complete: no process can
+#          act then, and only the launcher's limit (mpirun --timeout) ends the job.
 #
 # Exits 1 when any case is HANG or WRONG. Every run is under a hard timeout; the whole
 # script takes about 5 minutes on 2 cores. Its files go to a temporary directory, removed
@@ -244,6 +248,15 @@ freeze() {  # name dir wait-for delay rank
   wait_job "$dir" $(( freeze_deadline + freeze_grace ))
   ended="$(secs_since "$signalled_ms")"
   end_job "$dir"  # the stopped rank, if the job's end left it behind
+  if [ "$job_rc" = HANG ] && grep -q "^metrics: " "$dir.log" && ! grep -q "ending the job" "$dir.log"; then
+    # Every other rank finished MPI_Finalize and exited 0: the stopped rank was past its
+    # last exchange with them (the tail of MPI_Finalize, or exit), where no peer is left to
+    # notice and a stopped process runs no watchdog of its own. Only the launcher's limit
+    # (mpirun --timeout, srun --time) ends such a job; the run itself is complete.
+    row "$name" "after MPI" "$(secs_since "$started")" \
+      "stopped past its last exchange; the others exited 0, final checkpoint $(basename "$(newest_checkpoint "$dir")"); the launcher's limit ends it"
+    return
+  fi
   if [ "$job_rc" = HANG ]; then
     row "$name" HANG "$(secs_since "$started")" \
       "the job did not end within $(( freeze_deadline + freeze_grace )) s of SIGSTOP ($(tail -n 1 "$dir.log"))"
@@ -253,9 +266,9 @@ freeze() {  # name dir wait-for delay rank
     row "$name" missed "$(secs_since "$started")" "the run was over before the signal (exit $job_rc)"
     return
   fi
-  stalled="$(grep -m 1 "timed out after ${freeze_deadline} s" "$dir.log")"
+  stalled="$(grep -m 1 -e "timed out after ${freeze_deadline} s" -e "did not finish within ${freeze_deadline} s" "$dir.log")"
   if [ -z "$stalled" ] || [ "$job_rc" -eq 0 ]; then
-    row "$name" WRONG "$(secs_since "$started")" "exit $job_rc ${ended} s after SIGSTOP, no 'timed out after ${freeze_deadline} s'"
+    row "$name" WRONG "$(secs_since "$started")" "exit $job_rc ${ended} s after SIGSTOP, no 'timed out after ${freeze_deadline} s' or 'did not finish within ${freeze_deadline} s'"
     return
   fi
   newest="$(newest_checkpoint "$dir")"
@@ -270,15 +283,19 @@ if wants freezes; then
     rank=$(( RANDOM % 2 )) at=$(( (RANDOM % 5 + 1) * 200 )) delay=$(( RANDOM % 300 ))
     freeze "freeze-$i SIGSTOP rank $rank" "$work/freeze/$i" "$work/freeze/$i/$(ckpt_name $at)" "$delay" "$rank"
   done
-  # Rank 1 stopped once rank 0 reports the run's end: past the last collective, in shutdown.
-  freeze "freeze-at-exit rank 1" "$work/freeze/exit" "log:^metrics: " 0 1
+  # Rank 1 stopped as the final checkpoint appears: at the end-of-training barrier or in
+  # MPI_Finalize (it cannot pass finalize before rank 0 has reached it). A stop after
+  # MPI_Finalize returned, in the exit handlers, is out of any process's reach: no peer is
+  # left, and a stopped process runs no watchdog; only the launcher's limit (mpirun --timeout,
+  # srun --time) ends that job. dist/shutdown_freeze covers a freeze in finalize exactly.
+  freeze "freeze-at-exit rank 1" "$work/freeze/exit" "$work/freeze/exit/$(ckpt_name $long_iters)" 0 1
 fi
 
 # ---- Summary.
 echo
 summary=""
-for k in refused bit-exact "timed out (named)" missed WRONG HANG; do summary+="${counts[$k]:-0} $k, "; done
-echo "fault.sh: $rows cases: ${summary%, }; ${counts[HANG]:-0} runs hung (seed $seed)"
+for k in refused bit-exact "timed out (named)" "after MPI" missed WRONG HANG; do summary+="${counts[$k]:-0} $k, "; done
+echo "fault.sh: $rows cases: ${summary%, }; ${counts[HANG]:-0} runs hung with a live rank able to end them, ${counts["after MPI"]:-0} waited for the launcher's limit on a rank stopped after MPI (seed $seed)"
 if [ "${counts[HANG]:-0}" -gt 0 ] || [ "${counts[WRONG]:-0}" -gt 0 ]; then
   echo "fault.sh: FAIL (FAULT_KEEP=1 keeps the run dirs and logs of the HANG and WRONG cases)"
   exit 1

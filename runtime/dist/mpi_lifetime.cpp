@@ -24,10 +24,8 @@ void abort_on_timeout(const Error& error) {
 
 void abort_job(int exit_code, std::chrono::milliseconds grace) {
   std::fflush(stdout);
-  const int rank = process_rank();
-  write_stderr_line(
-      "tandem: ending the job: " + (rank >= 0 ? "[rank " + std::to_string(rank) + "] " : std::string()) +
-      "after the error above (exit code " + std::to_string(exit_code) + ")");
+  write_stderr_line("tandem: ending the job: " + process_label() + "after the error above (exit code " +
+                    std::to_string(exit_code) + ")");
   std::this_thread::sleep_for(grace);
   if (detail::mpi_abort_possible()) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);
