@@ -9,6 +9,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "reducer/replica_sync.h"
+#include "runtime/cpu_memory.h"
 
 namespace tandem {
 
@@ -215,6 +216,7 @@ void Reducer::make_room(size_t incoming) {
       if (it->second.last_used < oldest->second.last_used) oldest = it;
     }
     for (const Bucket& b : oldest->second.buckets) held -= b.held_bytes();
+    CpuCacheBypass to_malloc;  // its sizes may never come again: let malloc reuse them for any size
     phases_.erase(oldest);
     ++evicted_phases_;
   }
@@ -237,7 +239,10 @@ void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
       std::min(caps.bucket_bytes, static_cast<size_t>(options_.first_bucket_cap_mb * 1024 * 1024));
   std::vector<std::vector<size_t>> assignment = assign_buckets(infos, order, caps);
 
-  phase.buckets.clear();
+  {
+    CpuCacheBypass to_malloc;  // a rebuild splits the same bytes otherwise: the old sizes rarely come back
+    phase.buckets.clear();
+  }
   phase.bucket_of.assign(params_.size(), -1);
   phase.slot_offset.assign(params_.size(), 0);
   for (size_t b = 0; b < assignment.size(); ++b) {

@@ -26,8 +26,9 @@
 //   (its earlier stages' phases go). A model that switches among more phases than fit
 //   (the dynamic mlp GAN's four, 2.9x its parameters) rebuilds some at each switch, and
 //   one that draws a new subset of its layers at every step (LayerDrop) holds at most the
-//   cap. With gradient_as_bucket_view, a gradient that is a view keeps its bucket alive
-//   until the gradient is replaced.
+//   cap. Evicted and replaced buckets are freed past the host tensor cache (malloc reuses
+//   them for any size; cpu_memory.h); with gradient_as_bucket_view, a gradient that is a
+//   view keeps its bucket alive until the gradient is replaced.
 // - A bucket's reduction is launched as soon as its last gradient is ready, strictly in
 //   bucket order, while the backward goes on. At the end of the backward the Reducer
 //   waits, and writes the averages into the gradients (or makes the gradients views into
