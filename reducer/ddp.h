@@ -56,9 +56,9 @@ class DataParallelModel : public nn::Module {
 std::pair<Variable, LogVars> parse_losses(const Losses& losses);
 
 struct DdpOptions {
-  // Bucket sizes, gradient_as_bucket_view, find_unused_parameters, static_graph and the
-  // non-finite policy of every Reducer the wrapper makes; `reducer.name` is set by the
-  // wrapper (the model's type name, or the child's name).
+  // Bucket sizes, the phase cache's cap, gradient_as_bucket_view, find_unused_parameters,
+  // static_graph and the non-finite policy of every Reducer the wrapper makes;
+  // `reducer.name` is set by the wrapper (the model's type name, or the child's name).
   ReducerOptions reducer;
   bool broadcast_buffers = true;
   // Every this many train_steps, compare a hash of every parameter across ranks and

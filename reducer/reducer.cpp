@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "autograd/optim.h"
@@ -9,6 +10,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "reducer/replica_sync.h"
+#include "runtime/cpu_memory.h"
 
 namespace tandem {
 
@@ -49,6 +51,10 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
   TANDEM_CHECK(
       options_.bucket_cap_mb > 0 && options_.first_bucket_cap_mb > 0,
       "Reducer for " << options_.name << ": bucket_cap_mb must be positive, got " << options_.bucket_cap_mb);
+  TANDEM_CHECK(options_.phase_cache_mb >= 0,  // false for NaN too
+               "Reducer for " << options_.name
+                              << ": phase_cache_mb must be 0 (twice the parameters' bytes) or positive, got "
+                              << options_.phase_cache_mb);
   std::vector<TensorDescription> descriptions;
   std::vector<Tensor*> data;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -63,6 +69,13 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
     auto it = std::find(parts_.begin(), parts_.end(), part);
     part_index_.push_back(static_cast<size_t>(it - parts_.begin()));
     if (it == parts_.end()) parts_.push_back(part);
+  }
+  if (options_.phase_cache_mb == 0) {
+    for (const Variable& p : params_) phase_cache_bytes_ += 2 * p.data().bytes();
+  } else {
+    const double bytes = options_.phase_cache_mb * 1024 * 1024;
+    constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
+    phase_cache_bytes_ = bytes >= static_cast<double>(kUnbounded) ? kUnbounded : static_cast<size_t>(bytes);
   }
   verify_replicas(*group_, descriptions, "parameter");
   broadcast_from_rank0(*group_, data, "initial parameters of " + options_.name);
@@ -233,15 +246,49 @@ void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<
 
 Reducer::Phase& Reducer::phase_for(const std::vector<bool>& global) {
   auto it = phases_.find(global);
-  if (it != phases_.end()) return it->second;
+  if (it != phases_.end()) {
+    it->second.last_used = ++use_clock_;
+    return it->second;
+  }
+  size_t incoming = 0;  // what the new phase's buckets will hold
+  for (size_t i = 0; i < global.size(); ++i) {
+    if (global[i]) incoming += params_[i].data().bytes();
+  }
+  make_room(incoming);
   Phase& phase = phases_[global];
-  phase.id = static_cast<int>(phases_.size());
+  phase.id = next_phase_id_++;
+  phase.last_used = ++use_clock_;
   for (size_t i = 0; i < global.size(); ++i) {
     if (global[i]) phase.used.push_back(i);
   }
   std::vector<size_t> order(phase.used.rbegin(), phase.used.rend());  // gradients arrive roughly in reverse
   build_layout(phase, order);
   return phase;
+}
+
+void Reducer::make_room(size_t incoming) {
+  // Called between backwards only (begin_sync checks), so no phase is in flight and any
+  // may go. The order of agreed sets is the same on every rank, hence so are evictions.
+  TANDEM_CHECK(active_ == nullptr, "internal: phase eviction during a backward of " << options_.name);
+  size_t held = cached_bucket_bytes();
+  while (!phases_.empty() && held + incoming > phase_cache_bytes_) {
+    auto oldest = phases_.begin();
+    for (auto it = phases_.begin(); it != phases_.end(); ++it) {
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    }
+    for (const Bucket& b : oldest->second.buckets) held -= b.held_bytes();
+    CpuCacheBypass to_malloc;  // its sizes may never come again: let malloc reuse them for any size
+    phases_.erase(oldest);
+    ++evicted_phases_;
+  }
+}
+
+size_t Reducer::cached_bucket_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [key, phase] : phases_) {
+    for (const Bucket& b : phase.buckets) bytes += b.held_bytes();
+  }
+  return bytes;
 }
 
 void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
@@ -253,7 +300,10 @@ void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
       std::min(caps.bucket_bytes, static_cast<size_t>(options_.first_bucket_cap_mb * 1024 * 1024));
   std::vector<std::vector<size_t>> assignment = assign_buckets(infos, order, caps);
 
-  phase.buckets.clear();
+  {
+    CpuCacheBypass to_malloc;  // a rebuild splits the same bytes otherwise: the old sizes rarely come back
+    phase.buckets.clear();
+  }
   phase.bucket_of.assign(params_.size(), -1);
   phase.slot_offset.assign(params_.size(), 0);
   for (size_t b = 0; b < assignment.size(); ++b) {

@@ -14,6 +14,21 @@
 // - Each used set is a phase with a cached bucket layout: registration order reversed for
 //   its first backward, rebuilt once at its second backward from the gradient-ready order
 //   rank 0 observed (broadcast, so all ranks agree).
+// - The phase cache is bounded in bytes (ReducerOptions::phase_cache_mb; by default twice
+//   the bytes of the Reducer's parameters). Before a new phase's buckets are made, the
+//   least recently used phases are evicted until the buckets held (buffers and hooks'
+//   scratch) plus the new phase's fit the cap; the new phase is always made, so a phase
+//   larger than the cap still works, alone. Every rank sees the same sequence of agreed
+//   sets, so every rank evicts the same phases. A used set that comes back after eviction
+//   is a new phase (new id, built and rebuilt as above): only the summation order of its
+//   first backward can differ. A GAN's D-step and G-step phases hold G + 2D bytes, within
+//   the default cap, so they are never evicted; nor is a progressive GAN's current stage
+//   (its earlier stages' phases go). A model that switches among more phases than fit
+//   (the dynamic mlp GAN's four, 2.9x its parameters) rebuilds some at each switch, and
+//   one that draws a new subset of its layers at every step (LayerDrop) holds at most the
+//   cap. Evicted and replaced buckets are freed past the host tensor cache (malloc reuses
+//   them for any size; cpu_memory.h); with gradient_as_bucket_view, a gradient that is a
+//   view keeps its bucket alive until the gradient is replaced.
 // - A bucket's reduction is launched as soon as its last gradient is ready, strictly in
 //   bucket order, while the backward goes on. At the end of the backward the Reducer
 //   waits, and writes the averages into the gradients (or makes the gradients views into
@@ -76,6 +91,9 @@ struct ReducerOptions {
   bool static_graph = false;
   std::string name = "model";  // in messages and tags
   NonFinitePolicy non_finite = NonFinitePolicy::off;
+  // The most bytes the cached phases' buckets may hold, in MB; 0: twice the bytes of the
+  // Reducer's parameters (a GAN's D and G phases fit). Infinity: never evict.
+  double phase_cache_mb = 0.0;
 };
 
 struct PhaseStats {
@@ -113,7 +131,13 @@ class Reducer : public BackwardObserver {
 
   void register_comm_hook(std::shared_ptr<CommHook> hook);
 
+  // The cached phases, by id (evicted phases are gone).
   std::vector<PhaseStats> stats() const;
+  // Bytes held by the cached phases' buckets (buffers and hooks' scratch), and the cap.
+  size_t cached_bucket_bytes() const;
+  size_t phase_cache_bytes() const { return phase_cache_bytes_; }
+  // Phases evicted from the cache so far, to make room for new ones.
+  int64_t evicted_phases() const { return evicted_phases_; }
   size_t last_backward_bytes() const { return last_backward_bytes_; }
   uint64_t total_bytes() const { return total_bytes_; }  // over every synced backward so far
   int64_t synced_backwards() const { return synced_backwards_; }
@@ -135,6 +159,9 @@ class Reducer : public BackwardObserver {
     GradBucket grad_bucket;
     size_t pending = 0;
     std::shared_ptr<dist::Work> work;
+    size_t held_bytes() const {  // buffer and scratch
+      return grad_bucket.buffer.bytes() + (grad_bucket.scratch.defined() ? grad_bucket.scratch.bytes() : 0);
+    }
   };
   struct Phase {
     int id = 0;
@@ -146,6 +173,7 @@ class Reducer : public BackwardObserver {
     int rebuilds = 0;
     int64_t backwards = 0;
     size_t bytes = 0;
+    uint64_t last_used = 0;  // use_clock_ at its latest activation
   };
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
@@ -161,6 +189,8 @@ class Reducer : public BackwardObserver {
   // that this backward does not reach contribute their current gradient at once.
   void activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable);
   Phase& phase_for(const std::vector<bool>& global);
+  // Evicts least recently used phases until `incoming` more bytes fit the cap.
+  void make_room(size_t incoming);
   void build_layout(Phase& phase, const std::vector<size_t>& order);
   void maybe_rebuild(Phase& phase);
   void mark_ready(size_t index, const Tensor* grad);
@@ -182,6 +212,10 @@ class Reducer : public BackwardObserver {
 
   std::map<std::vector<bool>, Phase> phases_;
   Phase* active_ = nullptr;  // the phase of the backward in flight
+  size_t phase_cache_bytes_ = 0;
+  int next_phase_id_ = 1;
+  uint64_t use_clock_ = 0;
+  int64_t evicted_phases_ = 0;
   std::vector<bool> slot_ready_;
   size_t next_launch_ = 0;
   double prescale_ = 1.0;  // applied while copying into buckets (CommHook::prescaled)

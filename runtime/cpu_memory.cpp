@@ -28,6 +28,8 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
+thread_local bool t_bypass = false;  // a CpuCacheBypass is alive on this thread
+
 size_t round_request(size_t bytes) {
   size_t unit = bytes < kCpuCacheMinBytes ? kAlign : kLargeRound;
   return std::max(unit, (bytes + unit - 1) / unit * unit);
@@ -97,7 +99,7 @@ class CpuCachingAllocator final : public Allocator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.bytes_in_use -= size;
-      if (size >= kCpuCacheMinBytes && size <= stats_.capacity) {
+      if (!t_bypass && size >= kCpuCacheMinBytes && size <= stats_.capacity) {
         if (stats_.bytes_cached + size > stats_.capacity) take_all(release);
         cached_[size].push_back(ptr);
         stats_.bytes_cached += size;
@@ -156,5 +158,8 @@ Allocator& cpu_caching_allocator() { return instance(); }
 CpuMemoryStats cpu_memory_stats() { return instance().stats(); }
 void empty_cpu_cache() { instance().empty_cache(); }
 void set_cpu_cache_capacity(size_t bytes) { instance().set_capacity(bytes); }
+
+CpuCacheBypass::CpuCacheBypass() : previous_(t_bypass) { t_bypass = true; }
+CpuCacheBypass::~CpuCacheBypass() { t_bypass = previous_; }
 
 }  // namespace tandem

@@ -16,6 +16,10 @@
 //   up to the capacity of freed heap memory (mallopt), so the temporary buffers of other
 //   libraries (MPI's, as large as a bucket, every allreduce) stop costing page faults too.
 // - A block handed out again keeps its old contents (like malloc).
+// - While a CpuCacheBypass lives on a thread, blocks freed on that thread go back to malloc
+//   instead of the cache: for memory whose size will likely not be asked for again (the
+//   Reducer's evicted buckets), which malloc can then reuse for requests of any size,
+//   where the cache would keep it for its own size only.
 // - Builds with AddressSanitizer cache nothing, so every use after free is still caught.
 // - Thread safe: tensors may be freed on the communication thread.
 #pragma once
@@ -46,5 +50,16 @@ CpuMemoryStats cpu_memory_stats();
 void empty_cpu_cache();
 // Sets the capacity (and empties the cache when it shrinks below what is held).
 void set_cpu_cache_capacity(size_t bytes);
+
+class CpuCacheBypass {
+ public:
+  CpuCacheBypass();
+  ~CpuCacheBypass();
+  CpuCacheBypass(const CpuCacheBypass&) = delete;
+  CpuCacheBypass& operator=(const CpuCacheBypass&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace tandem

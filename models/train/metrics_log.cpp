@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iomanip>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -63,6 +64,16 @@ std::string sync_phase_line(const PhaseStats& phase) {
      << format_bytes(static_cast<double>(largest)) << ", "
      << format_bytes(static_cast<double>(phase.bytes_per_backward)) << " per backward, " << phase.backwards
      << " backward(s), rebuilt " << phase.rebuilds << "x";
+  return os.str();
+}
+
+std::string sync_cache_line(size_t phases, size_t held_bytes, size_t cap_bytes, int64_t evicted) {
+  std::ostringstream os;
+  os << "sync cache: " << phases << " phase(s), " << format_bytes(static_cast<double>(held_bytes))
+     << " of buckets (cap "
+     << (cap_bytes == std::numeric_limits<size_t>::max() ? "none"
+                                                         : format_bytes(static_cast<double>(cap_bytes)))
+     << "), " << evicted << " evicted";
   return os.str();
 }
 

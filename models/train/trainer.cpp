@@ -200,7 +200,11 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   if (metrics) {
     if (ring8) metrics->log_ring8(o.iters, *ring8, out);
     for (const Reducer* reducer : wrapped.reducers()) {
-      for (const PhaseStats& phase : reducer->stats()) out << sync_phase_line(phase) << "\n";
+      const std::vector<PhaseStats> phases = reducer->stats();
+      for (const PhaseStats& phase : phases) out << sync_phase_line(phase) << "\n";
+      out << sync_cache_line(phases.size(), reducer->cached_bucket_bytes(), reducer->phase_cache_bytes(),
+                             reducer->evicted_phases())
+          << "\n";
     }
     out << "metrics: " << metrics->path() << "\n";
   }

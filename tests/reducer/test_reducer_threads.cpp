@@ -1,18 +1,24 @@
 // The Reducer's logic at 1-4 thread ranks (dist::run_ranks), without mpirun: the
 // single-process oracle in every MMGeneration style, the D step sending nothing for G,
-// ranks whose backwards diverge, and no_sync accumulation. The multi-rank MPI suite
+// ranks whose backwards diverge, no_sync accumulation, and the bounded phase cache under a
+// LayerDrop model (a new used set nearly every backward). The multi-rank MPI suite
 // (mpi/test_reducer.cpp) runs the same models over real processes.
 // Catch2 assertions are not thread-safe: ranks record what they saw, the main thread checks.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "autograd/observer_scope.h"
+#include "kernels/elementwise.h"
 #include "reducer/ddp.h"
 #include "runtime/dist/thread_process_group.h"
 #include "tests/reducer/gan_fixture.h"
+#include "tests/reducer/layer_drop_fixture.h"
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -67,6 +73,7 @@ TEST_CASE("threads: a D-step backward sends nothing for G and leaves G's gradien
     std::vector<size_t> d_step_bytes, g_step_bytes;
     bool g_grads_untouched = true;
     std::vector<PhaseStats> stats;
+    int64_t evicted = -1;
   };
   for (int n = 2; n <= kMaxRanks; ++n) {
     INFO(n << " thread ranks");
@@ -97,6 +104,7 @@ TEST_CASE("threads: a D-step backward sends nothing for G and leaves G's gradien
         s.g_step_bytes.push_back(ddp.reducer().last_backward_bytes());
       }
       s.stats = ddp.reducer().stats();
+      s.evicted = ddp.reducer().evicted_phases();
     });
     for (int r = 0; r < n; ++r) {
       INFO("rank " << r);
@@ -111,6 +119,7 @@ TEST_CASE("threads: a D-step backward sends nothing for G and leaves G's gradien
       CHECK(s.stats[0].backwards == 3);
       CHECK(s.stats[0].rebuilds == 1);
       CHECK(s.stats[1].rebuilds == 1);
+      CHECK(s.evicted == 0);  // D and G phases fit the default phase cache
     }
   }
 }
@@ -316,5 +325,176 @@ TEST_CASE("threads: no_sync micro-batches then a synced one average the accumula
       require_close(grads[static_cast<size_t>(r)], expected, 1e-6);
       require_bitwise_equal(grads[static_cast<size_t>(r)], grads[0]);
     }
+  }
+}
+
+namespace {
+
+// One LayerDrop run: per iteration, every parameter's gradient after the backward
+// (undefined when the iteration's subset does not use it).
+struct LayerDropRun {
+  std::vector<std::vector<Tensor>> grads;  // [iteration][parameter]
+  size_t parameter_bytes = 0;
+  size_t cap_bytes = 0;
+  size_t most_cached_bytes = 0;  // the largest cached_bucket_bytes() seen after a backward
+  int64_t evicted = 0;
+  size_t phases_left = 0;
+  bool all_rebuilt_once = true;  // every cached phase (each has had two backwards or more)
+};
+
+// require_close's test (within rel of `want`, or 1e-6) as one verdict per tensor: this
+// suite compares thousands of gradients.
+bool all_close(const Tensor& got, const Tensor& want, double rel) {
+  const std::vector<double> g = got.to_vector(), w = want.to_vector();
+  if (g.size() != w.size()) return false;
+  for (size_t k = 0; k < g.size(); ++k) {
+    const double diff = std::abs(g[k] - w[k]);
+    if (!(diff <= 1e-6 || diff <= rel * std::abs(w[k]))) return false;
+  }
+  return true;
+}
+
+constexpr int64_t kLayerDropWidth = 16;
+constexpr int kLayerDropSubsets = 12;
+constexpr int kLayerDropIterations = 3 * 2 * kLayerDropSubsets;
+
+Tensor layer_drop_input(int iteration) {
+  return random_tensor({kGlobalBatch, kLayerDropWidth}, 700 + iteration);
+}
+
+// Each random subset is used for two iterations in a row (its phase is rebuilt from the
+// observed order at its second backward), and the 12 subsets come round three times (a
+// phase evicted meanwhile is built again).
+std::vector<bool> layer_drop_pattern(int iteration) {
+  return layer_drop_subset((iteration / 2) % kLayerDropSubsets);
+}
+
+LayerDropRun train_layer_drop(const std::shared_ptr<dist::ProcessGroup>& g, double phase_cache_mb) {
+  auto model = std::make_shared<LayerDropModel>(kLayerDropWidth, /*seed=*/21);
+  DdpOptions options;
+  options.reducer.phase_cache_mb = phase_cache_mb;
+  DistributedDataParallel ddp(model, g, options);
+  LayerDropRun run;
+  run.parameter_bytes = bytes_of(model->parameters());
+  run.cap_bytes = ddp.reducer().phase_cache_bytes();
+  for (int it = 0; it < kLayerDropIterations; ++it) {
+    model->zero_grad();
+    Tensor x = slice_rows(layer_drop_input(it), g->rank(), g->size());
+    model->loss(Variable(x), layer_drop_pattern(it)).backward();
+    run.most_cached_bytes = std::max(run.most_cached_bytes, ddp.reducer().cached_bucket_bytes());
+    std::vector<Tensor>& grads = run.grads.emplace_back();
+    for (const Variable& p : model->parameters())
+      grads.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
+  }
+  run.evicted = ddp.reducer().evicted_phases();
+  for (const PhaseStats& phase : ddp.reducer().stats()) {
+    ++run.phases_left;
+    run.all_rebuilt_once = run.all_rebuilt_once && phase.rebuilds == 1;
+  }
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "threads: a LayerDrop model's phase cache stays within twice its parameters, gradients as the oracle's",
+    "[reducer][threads][phase_cache]") {
+  // The oracle: per iteration, the average over ranks of each rank's gradients, computed
+  // without a Reducer.
+  constexpr int kRanks = 3;  // not a power of two: the prescale rounds
+  auto oracle_model = std::make_shared<LayerDropModel>(kLayerDropWidth, /*seed=*/21);
+  std::vector<std::vector<Tensor>> expected;
+  for (int it = 0; it < kLayerDropIterations; ++it) {
+    std::vector<Tensor> sum;
+    for (int r = 0; r < kRanks; ++r) {
+      oracle_model->zero_grad();
+      Tensor x = slice_rows(layer_drop_input(it), r, kRanks);
+      oracle_model->loss(Variable(x), layer_drop_pattern(it)).backward();
+      std::vector<Variable> params = oracle_model->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        Tensor g = params[i].grad().defined() ? params[i].grad().clone() : Tensor();
+        if (r == 0) {
+          sum.push_back(g);
+        } else if (g.defined()) {
+          sum[i] = kernels::add(sum[i], g);
+        }
+      }
+    }
+    for (Tensor& t : sum) {
+      if (t.defined()) t = kernels::scale(t, 1.0 / kRanks);
+    }
+    expected.push_back(std::move(sum));
+  }
+
+  // Rank 0's gradients with the default cap: every other run must match them bit for bit
+  // (the threads backend sums each element in rank order whatever the buckets, so evicting
+  // and rebuilding phases changes nothing).
+  std::vector<std::vector<Tensor>> default_cap_grads;
+  enum class Cap { default_cap, one_phase, none };
+  for (Cap cap : {Cap::default_cap, Cap::one_phase, Cap::none}) {
+    const double cap_mb = cap == Cap::default_cap ? 0.0
+                          : cap == Cap::one_phase ? 1e-9  // below any phase: only the newest stays
+                                                  : std::numeric_limits<double>::infinity();
+    INFO("phase_cache_mb " << cap_mb);
+    std::vector<LayerDropRun> runs(kRanks);
+    run_reducer_ranks(kRanks, [&](std::shared_ptr<dist::ProcessGroup> g) {
+      runs[static_cast<size_t>(g->rank())] = train_layer_drop(g, cap_mb);
+    });
+    if (cap == Cap::default_cap) default_cap_grads = runs[0].grads;
+    for (int r = 0; r < kRanks; ++r) {
+      INFO("rank " << r);
+      const LayerDropRun& run = runs[static_cast<size_t>(r)];
+      REQUIRE(run.grads.size() == expected.size());
+      for (size_t it = 0; it < expected.size(); ++it) {
+        INFO("iteration " << it);
+        for (size_t i = 0; i < expected[it].size(); ++i) {
+          INFO("parameter " << i);
+          REQUIRE(run.grads[it][i].defined() == expected[it][i].defined());
+          if (!expected[it][i].defined()) continue;
+          REQUIRE(all_close(run.grads[it][i], expected[it][i], 1e-6));
+          require_bitwise_equal({run.grads[it][i]}, {default_cap_grads[it][i]});
+        }
+      }
+      CHECK(run.all_rebuilt_once);
+      switch (cap) {
+        case Cap::default_cap:
+          CHECK(run.cap_bytes == 2 * run.parameter_bytes);
+          CHECK(run.most_cached_bytes <= 2 * run.parameter_bytes);
+          // Every phase built is evicted or still cached: more than one per subset means
+          // evicted subsets came back and were built again.
+          CHECK(static_cast<size_t>(run.evicted) + run.phases_left > static_cast<size_t>(kLayerDropSubsets));
+          break;
+        case Cap::one_phase:
+          CHECK(run.phases_left == 1);
+          CHECK(run.most_cached_bytes <= run.parameter_bytes);
+          break;
+        case Cap::none:
+          // Without the cap every subset's phase stays: far more than the default bound,
+          // which is therefore no accident.
+          CHECK(run.most_cached_bytes > 4 * run.parameter_bytes);
+          CHECK(run.evicted == 0);
+          CHECK(run.phases_left == static_cast<size_t>(kLayerDropSubsets));
+          break;
+      }
+    }
+  }
+}
+
+TEST_CASE("threads: a phase_cache_mb that is negative or NaN is refused by name",
+          "[reducer][threads][errors]") {
+  for (double bad : {-1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    INFO("phase_cache_mb " << bad);
+    std::string error;
+    run_reducer_ranks(1, [&](std::shared_ptr<dist::ProcessGroup> g) {
+      DdpOptions options;
+      options.reducer.phase_cache_mb = bad;
+      try {
+        DistributedDataParallel ddp(make_side_model(), g, options);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    CHECK(error.find("phase_cache_mb must be 0 (twice the parameters' bytes) or positive, got") !=
+          std::string::npos);
   }
 }

@@ -95,3 +95,20 @@ TEST_CASE("empty_cpu_cache returns everything and in-use bytes are tracked", "[c
   empty_cpu_cache();
   CHECK(cpu_memory_stats().bytes_cached == 0);
 }
+
+TEST_CASE("blocks freed while a CpuCacheBypass lives on the thread go back to malloc", "[cpu_memory]") {
+  CapacityGuard guard;
+  set_cpu_cache_capacity(size_t{64} << 20);
+  empty_cpu_cache();
+  constexpr size_t kBlock = 256 * 256 * 4;  // 256 kB
+  Tensor a = Tensor::zeros({256, 256}), b = Tensor::zeros({256, 256}), c = Tensor::zeros({256, 256});
+  {
+    CpuCacheBypass bypass;
+    a = Tensor();
+    { CpuCacheBypass nested; }  // a nested one ending leaves the outer one in force
+    b = Tensor();
+    CHECK(cpu_memory_stats().bytes_cached == 0);
+  }
+  c = Tensor();  // the bypass is over: cached again
+  CHECK(cpu_memory_stats().bytes_cached == kBlock);
+}

@@ -187,6 +187,7 @@ TEST_CASE("the D step synchronises D only; G's parameters cost no bytes", "[redu
   CHECK(stats[0].backwards == 3);
   CHECK(stats[0].rebuilds == 1);  // rebuilt once from the observed order, at its second backward
   CHECK(stats[1].rebuilds == 1);
+  CHECK(ddp.reducer().evicted_phases() == 0);  // D and G phases fit the default phase cache
 }
 
 TEST_CASE("rank-dependent control flow: averaged gradients, untouched unused parameter", "[reducer]") {

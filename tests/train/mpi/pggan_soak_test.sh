@@ -6,7 +6,8 @@
 # stage 1's fade-in, then --resume to the end) each pass stage 0, stage 1 fading in and
 # stable, stage 2 fading in and stable; the resumed run's final checkpoint is
 # byte-identical to the uninterrupted run's; on every rank of both runs the resident set
-# size at the end is within 10% of the one right after warm-up.
+# size at the end is within 10% of the one right after warm-up; the last stage's D and G
+# phases stay in the Reducer's phase cache from warm-up to the end.
 # Exits 77 (skipped) without Fashion-MNIST.
 set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
@@ -93,6 +94,15 @@ for which in straight resumed; do
 done
 [ -z "$rss_failed" ] || fail "resident size changed by more than ${tolerance_pct}% after warm-up on:$rss_failed"
 
+# 6. The Reducer's phase cache evicts the earlier stages' phases, never the last stage's
+# D and G phases: each has had every backward from warm-up to the end (an evicted phase
+# would start counting afresh).
+steady=$(( iters - warm_from ))
+for log in "$work/straight.log" "$work/resumed.log"; do
+  kept=$(sed -n 's/^sync phase [0-9]*: .*, \([0-9]*\) backward(s), rebuilt .*/\1/p' "$log" | awk -v m=$steady '$1 >= m' | wc -l)
+  [ "$kept" -ge 2 ] || { grep '^sync' "$log"; fail "$log: the last stage's D and G phases did not both last from warm-up to the end ($steady backwards)"; }
+done
+
 seconds=$(( ($(date +%s%N) - started) / 1000000000 ))
-echo "$test_name: ok (all stages, resumed at iteration $stop_at, final checkpoint byte-identical, rss steady; ${seconds} s)"
+echo "$test_name: ok (all stages, resumed at iteration $stop_at, final checkpoint byte-identical, rss steady, last phases kept; ${seconds} s)"
 rm -rf "$work"
