@@ -11,6 +11,10 @@
 //   is the reverse of the forward order.
 // - release() frees what the node saved for backward; applying a released node throws an
 //   error telling the user to pass retain_graph.
+// - apply_with_graph(grad_output) is the same backward built from differentiable Variable
+//   ops, so the gradients it returns carry history (used only by grad() with
+//   create_graph). A node without such a rule throws an Error naming its op ("<op> has no
+//   second-order rule yet"); the plain Tensor path above is never affected.
 #pragma once
 
 #include <atomic>
@@ -29,6 +33,7 @@ class Node {
   virtual ~Node() = default;
 
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  virtual std::vector<Variable> apply_with_graph(const Variable& grad_output);
   virtual std::string name() const = 0;
   virtual void release() {}
   virtual bool released() const { return false; }
@@ -50,17 +55,26 @@ class FunctionNode final : public Node {
   // backward(grad_output, node) -> one gradient per input; it may consult
   // node.needs_input_grad(i) to skip work.
   using Backward = std::function<std::vector<Tensor>(const Tensor&, const FunctionNode&)>;
+  // The same rule on Variables (differentiable); optional.
+  using GraphBackward = std::function<std::vector<Variable>(const Variable&, const FunctionNode&)>;
 
-  FunctionNode(std::string name, Backward backward)
-      : name_(std::move(name)), backward_(std::move(backward)) {}
+  FunctionNode(std::string name, Backward backward, GraphBackward graph_backward = nullptr)
+      : name_(std::move(name)), backward_(std::move(backward)), graph_backward_(std::move(graph_backward)) {}
   std::vector<Tensor> apply(const Tensor& grad_output) override;
+  std::vector<Variable> apply_with_graph(const Variable& grad_output) override;
   std::string name() const override { return name_; }
-  void release() override { backward_ = nullptr; }
+  void release() override {
+    backward_ = nullptr;
+    graph_backward_ = nullptr;
+  }
   bool released() const override { return !backward_; }
 
  private:
+  void check_not_released() const;
+
   std::string name_;
   Backward backward_;
+  GraphBackward graph_backward_;
 };
 
 // The sink of a leaf: adds the incoming gradient into the leaf's grad, then fires the
