@@ -116,7 +116,11 @@ Variable positive(Variable v) {
 
 struct CountingObserver : BackwardObserver {
   int begins = 0, ends = 0;
-  void on_backward_begin(const BackwardPass&) override { ++begins; }
+  size_t leaves = 0;  // reachable leaves of the last backward
+  void on_backward_begin(const BackwardPass& pass) override {
+    ++begins;
+    leaves = pass.reachable_leaves().size();
+  }
   void on_backward_end(const BackwardPass&) override { ++ends; }
 };
 
@@ -324,7 +328,8 @@ TEST_CASE("grad() touches no .grad, fires no grad-ready hook and is not a backwa
   Engine::remove_observer(&obs);
   CHECK(obs.begins == 1);
   CHECK(obs.ends == 1);
-  CHECK(hooks == 4);  // x, W1, b1, W2 (b2 does not reach the penalty)
+  CHECK(hooks == 4);       // x, W1, b1, W2 (b2 does not reach the penalty)
+  CHECK(obs.leaves == 4);  // found through the second-order graph
 }
 
 TEST_CASE("grad errors name the output or input", "[second_order][grad][errors]") {
