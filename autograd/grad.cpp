@@ -27,6 +27,20 @@ class GradModeScope {
   bool previous_;
 };
 
+// Narrows a node's needs_input_grad to the edges grad() will use, for one apply.
+class WantedEdges {
+ public:
+  WantedEdges(Node& node, const std::unordered_set<Node*>& wanted) : node_(node) {
+    node_.set_wanted_edges(&wanted);
+  }
+  ~WantedEdges() { node_.set_wanted_edges(nullptr); }
+  WantedEdges(const WantedEdges&) = delete;
+  WantedEdges& operator=(const WantedEdges&) = delete;
+
+ private:
+  Node& node_;
+};
+
 std::string describe(const Variable& v) {
   std::string s = v.name().empty() ? "" : "'" + v.name() + "' ";
   return s + shape_str(v.shape());
@@ -148,6 +162,7 @@ std::vector<Variable> grad(const std::vector<Variable>& outputs, const std::vect
     if (!propagates(node.get())) continue;
     std::vector<Variable> results;
     if (g.defined()) {
+      WantedEdges only_needed(*node, needed);
       if (create_graph) {
         results = node->apply_with_graph(g);
       } else {

@@ -6,7 +6,9 @@
 //   edge per input: the input's grad_fn, its leaf accumulator, or null when that input
 //   needs no gradient.
 // - apply(grad_output) returns one gradient per edge (undefined where the edge is null or
-//   needs_input_grad is false).
+//   needs_input_grad is false). grad() narrows needs_input_grad to the edges that lead to
+//   its inputs for the duration of one apply (set_wanted_edges), so e.g. a gradient with
+//   respect to x skips the weight gradients.
 // - sequence_nr increases with creation; the engine runs ready nodes newest first, which
 //   is the reverse of the forward order.
 // - release() frees what the node saved for backward; applying a released node throws an
@@ -21,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -41,11 +44,18 @@ class Node {
   const std::vector<std::shared_ptr<Node>>& next_edges() const { return next_edges_; }
   std::vector<std::shared_ptr<Node>>& next_edges() { return next_edges_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
-  bool needs_input_grad(size_t i) const { return i < next_edges_.size() && next_edges_[i] != nullptr; }
+  bool needs_input_grad(size_t i) const {
+    return i < next_edges_.size() && next_edges_[i] != nullptr &&
+           (wanted_ == nullptr || wanted_->count(next_edges_[i].get()) != 0);
+  }
+  // While set (by grad(), for one apply), only edges into `wanted` need a gradient; the
+  // set must outlive the call. Null restores the default (every non-null edge).
+  void set_wanted_edges(const std::unordered_set<Node*>* wanted) { wanted_ = wanted; }
 
  private:
   std::vector<std::shared_ptr<Node>> next_edges_;
   uint64_t sequence_nr_;
+  const std::unordered_set<Node*>* wanted_ = nullptr;
 };
 
 // The node of an op, with its backward as a closure. What the closure captures is what

@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "autograd/grad.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "kernels/elementwise.h"
 #include "runtime/rng.h"
 
 using namespace tandem;
@@ -374,4 +376,23 @@ TEST_CASE("ops without a second-order rule raise a named error under create_grap
   Variable y = conv2d(x, w, Variable(), {.stride = 1, .padding = 1});
   CHECK_THROWS_WITH(grad({sum(square(y))}, {x}, {}, {.create_graph = true}),
                     Catch::Contains("conv2d has no second-order rule yet"));
+}
+
+TEST_CASE("grad() asks a node only for the gradients that lead to its inputs", "[second_order][grad]") {
+  // An op whose backward records which inputs it was asked for.
+  std::vector<bool> asked;
+  Variable a = random_input({2}, 700), b = random_input({2}, 701);
+  auto probe_op = [&asked](const Variable& x, const Variable& y) {
+    return make_result(kernels::mul(x.data(), y.data()), "probe", {x, y},
+                       [&asked, X = x.data(), Y = y.data()](const Tensor& g, const FunctionNode& n) {
+                         asked = {n.needs_input_grad(0), n.needs_input_grad(1)};
+                         return std::vector<Tensor>{kernels::mul(g, Y), kernels::mul(g, X)};
+                       });
+  };
+  grad({sum(probe_op(a, b))}, {a});
+  CHECK(asked == std::vector<bool>{true, false});
+  grad({sum(probe_op(a, b))}, {b});
+  CHECK(asked == std::vector<bool>{false, true});
+  sum(probe_op(a, b)).backward();  // a backward wants both
+  CHECK(asked == std::vector<bool>{true, true});
 }
