@@ -343,6 +343,11 @@ TEST_CASE("grad errors name the output or input", "[second_order][grad][errors]"
   CHECK_THROWS_WITH(grad({sum(y)}, {x, fixed}), Catch::Contains("grad: input 1") &&
                                                     Catch::Contains("does not require grad") &&
                                                     Catch::Contains("allow_unused"));
+  CHECK_THROWS_WITH(grad({sum(fixed)}, {x}),
+                    Catch::Contains("grad: output 0") && Catch::Contains("does not require grad"));
+  CHECK_THROWS_WITH(
+      grad({y}, {x}, {Variable(Tensor::ones({3, 2}, DType::f64))}),
+      Catch::Contains("grad_outputs[0]") && Catch::Contains("[3, 2]") && Catch::Contains("[2, 3]"));
   std::vector<Variable> g = grad({sum(y)}, {x, fixed}, {}, {.allow_unused = true});
   CHECK(g[0].defined());
   CHECK_FALSE(g[1].defined());
