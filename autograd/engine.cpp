@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/graph_walk.h"
 #include "autograd/node.h"
 #include "autograd/observer_scope.h"
 #include "kernels/elementwise.h"
@@ -23,6 +24,10 @@ struct ObserverList {
 
 }  // namespace detail
 
+using detail::discover;
+using detail::Graph;
+using detail::NewestFirst;
+
 namespace {
 
 thread_local detail::ObserverList* t_scoped_observers = nullptr;  // a ThreadObserverScope's
@@ -32,47 +37,6 @@ detail::ObserverList& observers() {
   return t_scoped_observers != nullptr ? *t_scoped_observers : process_wide;
 }
 
-struct Graph {
-  std::vector<std::shared_ptr<Node>> nodes;  // every reachable node, discovery order
-  std::unordered_map<Node*, int> dependencies;
-  std::vector<std::shared_ptr<VariableImpl>> leaves;
-};
-
-void add_leaf_if_accumulator(const std::shared_ptr<Node>& node, Graph& g) {
-  if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) {
-    if (auto leaf = acc->leaf(); leaf && leaf->requires_grad) g.leaves.push_back(std::move(leaf));
-  }
-}
-
-// One walk over the graph reachable from `starts`: the nodes, their in-degree within it,
-// and the leaves.
-Graph discover(const std::vector<std::shared_ptr<Node>>& starts) {
-  Graph g;
-  std::unordered_set<Node*> seen;
-  std::vector<std::shared_ptr<Node>> stack;
-  for (const auto& s : starts) {
-    if (seen.insert(s.get()).second) {
-      stack.push_back(s);
-      g.nodes.push_back(s);
-      add_leaf_if_accumulator(s, g);
-    }
-  }
-  while (!stack.empty()) {
-    std::shared_ptr<Node> node = std::move(stack.back());
-    stack.pop_back();
-    for (const auto& next : node->next_edges()) {
-      if (!next) continue;
-      ++g.dependencies[next.get()];
-      if (seen.insert(next.get()).second) {
-        stack.push_back(next);
-        g.nodes.push_back(next);
-        add_leaf_if_accumulator(next, g);
-      }
-    }
-  }
-  return g;
-}
-
 std::shared_ptr<Node> root_node(const Variable& root, size_t index) {
   TANDEM_CHECK(root.defined(), "backward: root " << index << " is an undefined Variable");
   std::shared_ptr<Node> node = root.gradient_edge();
@@ -80,12 +44,6 @@ std::shared_ptr<Node> root_node(const Variable& root, size_t index) {
                                                   << ") does not require grad and has no grad_fn");
   return node;
 }
-
-struct NewestFirst {
-  bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
-    return a->sequence_nr() < b->sequence_nr();
-  }
-};
 
 void accumulate(std::unordered_map<Node*, Tensor>& buffers, Node* node, Tensor grad) {
   Tensor& slot = buffers[node];
@@ -99,6 +57,38 @@ void accumulate(std::unordered_map<Node*, Tensor>& buffers, Node* node, Tensor g
 }
 
 }  // namespace
+
+detail::Graph detail::discover(const std::vector<std::shared_ptr<Node>>& starts) {
+  Graph g;
+  std::unordered_set<Node*> seen;
+  std::vector<std::shared_ptr<Node>> stack;
+  auto add_leaf_if_accumulator = [&g](const std::shared_ptr<Node>& node) {
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) {
+      if (auto leaf = acc->leaf(); leaf && leaf->requires_grad) g.leaves.push_back(std::move(leaf));
+    }
+  };
+  for (const auto& s : starts) {
+    if (seen.insert(s.get()).second) {
+      stack.push_back(s);
+      g.nodes.push_back(s);
+      add_leaf_if_accumulator(s);
+    }
+  }
+  while (!stack.empty()) {
+    std::shared_ptr<Node> node = std::move(stack.back());
+    stack.pop_back();
+    for (const auto& next : node->next_edges()) {
+      if (!next) continue;
+      ++g.dependencies[next.get()];
+      if (seen.insert(next.get()).second) {
+        stack.push_back(next);
+        g.nodes.push_back(next);
+        add_leaf_if_accumulator(next);
+      }
+    }
+  }
+  return g;
+}
 
 ThreadObserverScope::ThreadObserverScope() : list_(std::make_unique<detail::ObserverList>()) {
   TANDEM_CHECK(t_scoped_observers == nullptr, "ThreadObserverScope: this thread is already inside one");

@@ -16,6 +16,10 @@
 //   process (the in-process process group) then see only their own backwards.
 // - reachable_leaves(roots) answers the same question without running a backward (for
 //   an explicit prepare_for_backward).
+// - grad() (autograd/grad.h) is not a backward in this sense: it calls no observer, runs
+//   no accumulator and fires no grad-ready hook. A loss built from its create_graph
+//   gradients (a gradient penalty) is then backpropagated here like any other, and its
+//   reachable leaves include those the penalty reaches through the second-order graph.
 #pragma once
 
 #include <memory>

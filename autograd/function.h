@@ -5,6 +5,12 @@
 // point at the inputs' gradient edges and whose backward is `backward`; otherwise the
 // result is a plain Variable. `backward` must capture Tensors (never Variables of the
 // result) and return one gradient per input, in order.
+//
+// The optional `graph_backward` is the same rule written with differentiable Variable ops
+// (ops.h), used only by grad() with create_graph (second-order gradients). It may capture
+// the op's input Variables -- never the result, which would make a cycle; an op that needs
+// its output recomputes it from the inputs there. Ops given none raise a named error when
+// differentiated twice.
 #pragma once
 
 #include <initializer_list>
@@ -17,6 +23,6 @@
 namespace tandem {
 
 Variable make_result(Tensor data, const char* name, const std::vector<Variable>& inputs,
-                     FunctionNode::Backward backward);
+                     FunctionNode::Backward backward, FunctionNode::GraphBackward graph_backward = nullptr);
 
 }  // namespace tandem

@@ -5,15 +5,47 @@
 namespace tandem {
 
 namespace {
+
 std::atomic<uint64_t> g_next_sequence_nr{0};
+
+// Ops whose missing second-order rule has a known reason users should hear about.
+std::string second_order_note(const std::string& op) {
+  if (op.rfind("batch_norm", 0) == 0)
+    return " WGAN-GP and R1 penalties are per sample, so a critic must not use batch norm: "
+           "build it without (or with layer norm).";
+  return "";
 }
+
+}  // namespace
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
 
+std::vector<Variable> Node::apply_with_graph(const Variable&) {
+  TANDEM_FAIL(name() << " has no second-order rule yet; a graph through it cannot be differentiated "
+                        "twice (grad with create_graph)."
+                     << second_order_note(name()));
+}
+
+void FunctionNode::check_not_released() const {
+  TANDEM_CHECK(
+      backward_ != nullptr, "backward through '"
+                                << name_ << "' a second time: its saved tensors were freed by the "
+                                << "previous backward or grad(); pass retain_graph=true to the first one");
+}
+
+std::vector<Variable> FunctionNode::apply_with_graph(const Variable& grad_output) {
+  check_not_released();
+  if (!graph_backward_) return Node::apply_with_graph(grad_output);
+  std::vector<Variable> grads = graph_backward_(grad_output, *this);
+  TANDEM_CHECK(grads.size() == next_edges().size(), "internal: second-order backward of '"
+                                                        << name_ << "' returned " << grads.size()
+                                                        << " gradients for " << next_edges().size()
+                                                        << " inputs");
+  return grads;
+}
+
 std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
-  TANDEM_CHECK(backward_ != nullptr,
-               "backward through '" << name_ << "' a second time: its saved tensors were freed by the "
-                                    << "previous backward; pass retain_graph=true to the first backward");
+  check_not_released();
   std::vector<Tensor> grads = backward_(grad_output, *this);
   TANDEM_CHECK(grads.size() == next_edges().size(),
                "internal: backward of '" << name_ << "' returned " << grads.size() << " gradients for "

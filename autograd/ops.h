@@ -3,6 +3,14 @@
 //
 // Contract: shapes follow the kernels' contracts; shape, dtype or device mismatches throw
 // an Error naming the op and both shapes. Reductions return 0-d Variables.
+//
+// Second order (grad() with create_graph, engine.h): these ops have differentiable
+// backward rules -- add, sub, mul, neg, scale, add_scalar, square, sqrt, add_bias, sum and
+// mean (all and per axis), reshape, flatten, matmul, linear, relu, leaky_relu, tanh,
+// sigmoid, softplus. relu and leaky_relu use their local slope as a constant (zero second
+// derivative away from the kink). Every other op (concat, slice, the losses, conv,
+// conv-transpose, batch norm, pooling, upsampling) throws an Error naming the op when its
+// backward is needed under create_graph.
 #pragma once
 
 #include <vector>
@@ -33,6 +41,10 @@ Variable neg(const Variable& a);
 Variable scale(const Variable& a, double s);
 Variable add_scalar(const Variable& a, double s);
 Variable square(const Variable& a);
+// sqrt(x) for x >= 0. Its gradient is 1 / (2 sqrt(x)) for x > 0 and defined as 0 at x == 0
+// (no epsilon), so a norm sqrt(sum(v^2)) has the subgradient 0 at v = 0 instead of NaN;
+// its second-order rule keeps that convention (all derivatives are 0 where x == 0).
+Variable sqrt(const Variable& x);
 Variable add_bias(const Variable& x, const Variable& bias);  // bias [C] over axis 1
 
 // Reductions.

@@ -7,18 +7,25 @@ namespace tandem {
 
 Variable matmul(const Variable& a, const Variable& b, bool ta, bool tb) {
   Tensor out = kernels::matmul(a.data(), b.data(), ta, tb);
-  return make_result(out, "matmul", {a, b},
-                     [A = a.data(), B = b.data(), ta, tb](const Tensor& g, const FunctionNode& node) {
-                       // C = op(A) op(B): dA = g op(B)^T (transposed back if A was), dB likewise.
-                       Tensor ga, gb;
-                       if (node.needs_input_grad(0)) {
-                         ga = ta ? kernels::matmul(B, g, tb, true) : kernels::matmul(g, B, false, !tb);
-                       }
-                       if (node.needs_input_grad(1)) {
-                         gb = tb ? kernels::matmul(g, A, true, ta) : kernels::matmul(A, g, !ta, false);
-                       }
-                       return std::vector<Tensor>{ga, gb};
-                     });
+  return make_result(
+      out, "matmul", {a, b},
+      [A = a.data(), B = b.data(), ta, tb](const Tensor& g, const FunctionNode& node) {
+        // C = op(A) op(B): dA = g op(B)^T (transposed back if A was), dB likewise.
+        Tensor ga, gb;
+        if (node.needs_input_grad(0)) {
+          ga = ta ? kernels::matmul(B, g, tb, true) : kernels::matmul(g, B, false, !tb);
+        }
+        if (node.needs_input_grad(1)) {
+          gb = tb ? kernels::matmul(g, A, true, ta) : kernels::matmul(A, g, !ta, false);
+        }
+        return std::vector<Tensor>{ga, gb};
+      },
+      [a, b, ta, tb](const Variable& g, const FunctionNode& node) {
+        Variable ga, gb;  // the same formulas on Variables
+        if (node.needs_input_grad(0)) ga = ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb);
+        if (node.needs_input_grad(1)) gb = tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false);
+        return std::vector<Variable>{ga, gb};
+      });
 }
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {

@@ -10,7 +10,10 @@ Variable reshape(const Variable& x, const Shape& shape) {
                                           << x.numel() << " vs " << shape_numel(shape) << " elements)");
   return make_result(
       x.data().view(shape), "reshape", {x},
-      [in = x.shape()](const Tensor& g, const FunctionNode&) { return std::vector<Tensor>{g.view(in)}; });
+      [in = x.shape()](const Tensor& g, const FunctionNode&) { return std::vector<Tensor>{g.view(in)}; },
+      [in = x.shape()](const Variable& g, const FunctionNode&) {
+        return std::vector<Variable>{reshape(g, in)};
+      });
 }
 
 Variable flatten(const Variable& x) {

@@ -8,7 +8,8 @@
 //   that require grad are accumulated into `grad` by backward (summed in place when a grad
 //   already exists, so a grad that is a view into a bucket stays a view).
 // - Grad-ready hooks run on a leaf once per backward, right after its gradient for that
-//   backward is complete (all contributions summed and accumulated).
+//   backward is complete (all contributions summed and accumulated). grad() (grad.h)
+//   returns gradients instead: it neither writes `grad` nor runs these hooks.
 // - detach() shares data but has no history and does not require grad.
 #pragma once
 
