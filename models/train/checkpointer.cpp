@@ -1,6 +1,7 @@
 #include "models/train/checkpointer.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -19,6 +20,11 @@ StateDict with_prefix(const StateDict& all, const std::string& prefix) {
     if (name.rfind(prefix, 0) == 0) out[name.substr(prefix.size())] = t;
   }
   return out;
+}
+
+// The optimizers a checkpoint holds, with the prefix of their entries.
+std::array<std::pair<std::string, optim::Optimizer*>, 2> optimizers_of(const TrainState& state) {
+  return {{{"optim.generator.", &state.opt_g}, {"optim.discriminator.", &state.opt_d}}};
 }
 
 // "--batch 8 --lr 0.0002"
@@ -121,8 +127,9 @@ std::string Checkpointer::save(int64_t iteration) const {
   StateDict tensors;
   for (size_t i = 0; i < state_.ema.size(); ++i) tensors["ema." + std::to_string(i)] = state_.ema[i];
   for (auto& [name, t] : state_.model.state_dict()) tensors["model." + name] = t;
-  for (auto& [name, t] : state_.opt_g.state_dict()) tensors["optim.generator." + name] = t;
-  for (auto& [name, t] : state_.opt_d.state_dict()) tensors["optim.discriminator." + name] = t;
+  for (const auto& [prefix, optimizer] : optimizers_of(state_)) {
+    for (auto& [name, t] : optimizer->state_dict()) tensors[prefix + name] = t;
+  }
   std::string file = path(iteration);
   save_safetensors(file, tensors, metadata);
   return file;
@@ -167,12 +174,11 @@ int64_t Checkpointer::load(const std::string& path) const {
   for (const auto& [name, live] : model.state_dict()) check_dtype("model." + name, live.dtype());
   for (size_t i = 0; i < state_.ema.size(); ++i)
     check_dtype("ema." + std::to_string(i), state_.ema[i].dtype());
-  for (const auto& [part, optimizer] : {std::pair<const char*, optim::Optimizer*>{"generator", &state_.opt_g},
-                                        {"discriminator", &state_.opt_d}}) {
-    const std::string prefix = std::string("optim.") + part + ".state.";
+  for (const auto& [prefix, optimizer] : optimizers_of(state_)) {
+    const std::string state_prefix = prefix + "state.";
     for (const auto& [name, t] : file.tensors) {
-      if (name.rfind(prefix, 0) != 0) continue;
-      const std::string rest = name.substr(prefix.size());  // "<i>.<key>"
+      if (name.rfind(state_prefix, 0) != 0) continue;
+      const std::string rest = name.substr(state_prefix.size());  // "<i>.<key>"
       const size_t dot = rest.find('.');
       size_t index = 0;
       auto [end, ec] =
@@ -206,23 +212,23 @@ int64_t Checkpointer::load(const std::string& path) const {
                                           << joined(written_with) << ", or start a new run in another --out");
   // The optimizers restore their learning rate; it must be this run's --lr (checked here too
   // for checkpoints that do not record lr in their metadata).
-  for (const auto& [part, optimizer] : {std::pair<const char*, optim::Optimizer*>{"generator", &state_.opt_g},
-                                        {"discriminator", &state_.opt_d}}) {
-    auto it = file.tensors.find(std::string("optim.") + part + ".lr");
+  for (const auto& [prefix, optimizer] : optimizers_of(state_)) {
+    auto it = file.tensors.find(prefix + "lr");
     if (it == file.tensors.end() || it->second.numel() != 1) continue;  // the optimizer names what is wrong
     const double saved_lr = it->second.to_vector()[0];
     if (!std::isfinite(saved_lr)) continue;
     TANDEM_CHECK(saved_lr == optimizer->lr(),
-                 path << ": written with --lr " << canonical_number(saved_lr) << " (optim." << part
-                      << ".lr), this run has --lr " << canonical_number(optimizer->lr())
+                 path << ": written with --lr " << canonical_number(saved_lr) << " (" << prefix
+                      << "lr), this run has --lr " << canonical_number(optimizer->lr())
                       << ". A resume continues the same run: resume with --lr " << canonical_number(saved_lr)
                       << ", or start a new run in another --out");
   }
   const int64_t iteration = meta_int("iteration", 0);
   try {
     model.load_state_dict(with_prefix(file.tensors, "model."));
-    state_.opt_g.load_state_dict(with_prefix(file.tensors, "optim.generator."));
-    state_.opt_d.load_state_dict(with_prefix(file.tensors, "optim.discriminator."));
+    for (const auto& [prefix, optimizer] : optimizers_of(state_)) {
+      optimizer->load_state_dict(with_prefix(file.tensors, prefix));
+    }
     StateDict saved_ema = with_prefix(file.tensors, "ema.");
     std::vector<Tensor>& ema = state_.ema;
     for (size_t i = 0; i < ema.size(); ++i) {
