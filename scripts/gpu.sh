@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
 # The GPU checks, for a machine with a GPU (CI has none; there the GPU tests skip):
-# the CUDA kernel/runtime suite, the NCCL process-group and GPU-training suites at world
-# size 1, the kernel bandwidth table, and a short dcgan run of tandem-train on the GPU.
+# the CUDA kernel/runtime suite; at 1, 2 and 3 ranks on the machine's GPUs (ranks share a
+# GPU when there are fewer GPUs than ranks, each then its own NCCL host over sockets on
+# loopback: runtime/dist/nccl_shared_device.h) the NCCL process-group suite, the Reducer's
+# GPU suite (single-process oracle in every wrap style, static and dynamic GANs; overlap)
+# and GPU-vs-CPU training; the kernel bandwidth table; a short dcgan run on the GPU.
 #   scripts/gpu.sh                  build in build-gpu/ (TANDEM_CUDA=ON), then run
 #   scripts/gpu.sh --prebuilt DIR   run binaries built elsewhere (DIR/bin), no build
+#   scripts/gpu.sh --no-setup       build without scripts/setup.sh (a machine with the
+#                                   dependencies but no package registry); extra CMake
+#                                   arguments in $GPU_CMAKE_ARGS (e.g. -DCatch2_DIR=...)
 #   scripts/gpu.sh ... --only NAME  one step: tests | bench | train
-# Logs go to $GPU_LOG_DIR (default build-gpu/logs). Exit status: non-zero if a step failed.
+# Environment: GPU_RANKS (default "1 2 3"). Logs go to $GPU_LOG_DIR (default
+# build-gpu/logs). Exit status: non-zero if a step failed.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 build="$TANDEM_ROOT/build-gpu"
 prebuilt=""
 only=""
+setup=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt="$2"; build="$2"; shift ;;
     --only) only="$2"; shift ;;
-    *) echo "gpu.sh: unknown argument '$1' (use --prebuilt DIR, --only tests|bench|train)" >&2; exit 2 ;;
+    --no-setup) setup=0 ;;
+    *) echo "gpu.sh: unknown argument '$1' (use --prebuilt DIR, --no-setup, --only tests|bench|train)" >&2; exit 2 ;;
   esac
   shift
 done
 logs="${GPU_LOG_DIR:-$build/logs}"
 mkdir -p "$logs"
 if [ -z "$prebuilt" ]; then
-  bash "$TANDEM_ROOT/scripts/setup.sh"
-  TANDEM_BUILD="$build" tandem_configure_and_build -DTANDEM_CUDA=ON || exit 1
+  [ "$setup" = 1 ] && bash "$TANDEM_ROOT/scripts/setup.sh"
+  # shellcheck disable=SC2086  # GPU_CMAKE_ARGS is a list of arguments
+  TANDEM_BUILD="$build" tandem_configure_and_build -DTANDEM_CUDA=ON ${GPU_CMAKE_ARGS:-} || exit 1
 fi
 bin="$build/bin"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
@@ -44,9 +54,15 @@ step() {  # name command...
 }
 
 if [ -z "$only" ] || [ "$only" = tests ]; then
+  export NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" TANDEM_COLLECTIVE_TIMEOUT_S="${TANDEM_COLLECTIVE_TIMEOUT_S:-120}"
   step cuda_suite "$bin/test_cuda"
-  step nccl_group mpirun -np 1 "$bin/runtime_test_nccl_process_group"
-  step cuda_train mpirun -np 1 "$bin/train_test_cuda_train"
+  for np in ${GPU_RANKS:-1 2 3}; do
+    mpi=(timeout 600 mpirun -np "$np" --oversubscribe)
+    step "nccl_group_np$np" "${mpi[@]}" "$bin/dist_test_nccl_process_group"
+    step "reducer_cuda_np$np" "${mpi[@]}" "$bin/reducer_test_reducer_cuda" -s "[overlap]"
+    step "reducer_cuda_oracle_np$np" "${mpi[@]}" "$bin/reducer_test_reducer_cuda" "[oracle]"
+    step "cuda_train_np$np" "${mpi[@]}" "$bin/train_test_cuda_train"
+  done
 fi
 if [ -z "$only" ] || [ "$only" = bench ]; then
   step kernels_bench "$bin/kernels_bench"

@@ -1,6 +1,7 @@
-// Multi-rank GPU suites: skip on every rank, with a message, unless every rank has a GPU
-// of its own (no driver on CI: cudaGetDeviceCount fails with error 35). All ranks agree,
-// or the ones that run would wait for the ones that skip.
+// Multi-rank GPU suites: skip on every rank, with a message, unless every rank sees a GPU
+// (no driver on CI: cudaGetDeviceCount fails with error 35). Ranks may share one GPU: the
+// NCCL world group then runs each as a host of its own (runtime/dist/nccl_shared_device.h).
+// All ranks agree, or the ones that run would wait for the ones that skip.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,10 +23,7 @@ inline std::string gpu_skip_reason() {
     int size = 1;
     TANDEM_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
     std::string mine;
-    int count = 0;
-    if (cuda::device_available(&mine) && cudaGetDeviceCount(&count) == cudaSuccess && count < size) {
-      mine = std::to_string(count) + " CUDA device(s) for " + std::to_string(size) + " ranks";
-    }
+    cuda::device_available(&mine);
     int skip = mine.empty() ? 0 : 1, any = 0;
     TANDEM_CHECK_MPI(MPI_Allreduce(&skip, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any && mine.empty()) mine = "another rank has no usable GPU";

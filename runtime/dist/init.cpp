@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "runtime/dist/nccl_process_group.h"
+#include "runtime/dist/nccl_shared_device.h"
 #endif
 
 namespace tandem::dist {
@@ -58,6 +59,7 @@ Initialised initialise(Backend backend) {
                "init_process_group(nccl): no usable CUDA device ("
                    << (rc == cudaSuccess ? std::string("0 devices") : std::string(cudaGetErrorString(rc)))
                    << ")");
+  share_device_between_ranks(env, count);
   return {env, std::make_shared<NcclProcessGroup>(MPI_COMM_WORLD, env.cuda_device(count), "world")};
 #else
   TANDEM_FAIL("init_process_group(nccl): this build has no CUDA/NCCL support (TANDEM_HAVE_CUDA is off)");

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 
@@ -137,4 +138,30 @@ TEST_CASE("the observer sees the end even when the backward throws", "[engine]")
   Engine::remove_observer(&obs);
   CHECK(obs.begins.size() == 1);
   CHECK(obs.ends == 1);
+}
+
+TEST_CASE("a parameter's hook fires as soon as its gradient is complete, before earlier layers' backward",
+          "[engine][hooks]") {
+  // x -> A(w1 * x) -> w2 * . -> sum. w2's gradient is complete once the last op's backward
+  // ran; A's backward (the earlier layer) is still to come. The hook must not wait for it.
+  // The second iteration is the one that matters: by then each leaf's accumulator is older
+  // than every op node of the new forward.
+  Variable x = tensor({3}, {0.5, -1.0, 2.0});
+  Variable w1 = tensor({3}, {1.0, 2.0, 3.0}, true), w2 = tensor({3}, {-1.0, 0.5, 0.25}, true);
+  std::vector<std::string> log;
+  w1.add_grad_ready_hook([&](Variable&) { log.push_back("w1 ready"); });
+  w2.add_grad_ready_hook([&](Variable&) { log.push_back("w2 ready"); });
+  for (int iteration = 0; iteration < 2; ++iteration) {
+    log.clear();
+    Variable h = w1 * x;
+    Variable tagged = make_result(h.data().clone(), "tagged", {h}, [&](const Tensor& g, const FunctionNode&) {
+      log.push_back("earlier layer's backward");
+      return std::vector<Tensor>{g};
+    });
+    Variable loss = sum(w2 * tagged);
+    loss.backward();
+    INFO("iteration " << iteration);
+    CHECK(log == std::vector<std::string>{"w2 ready", "earlier layer's backward", "w1 ready"});
+  }
+  CHECK(w1.grad().to_vector() == std::vector<double>{2 * -1.0 * 0.5, 2 * 0.5 * -1.0, 2 * 0.25 * 2.0});
 }

@@ -135,10 +135,13 @@ inline std::vector<Tensor> parameter_values(const nn::Module& model) {
 }
 
 // Trains `iterations` GAN steps in the given style on this rank's slices of `group` (or,
-// for Style::none, on the whole global batch) and returns the final parameters.
+// for Style::none, on the whole global batch) on `device`, and returns the final parameters
+// (on the CPU).
 inline std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations,
-                                     const std::shared_ptr<dist::ProcessGroup>& group) {
+                                     const std::shared_ptr<dist::ProcessGroup>& group,
+                                     Device device = Device::cpu()) {
   auto gan = std::make_shared<TinyGan>(/*seed=*/7, dynamic);
+  gan->to(device);
   OptimWrapperDict wrappers = make_wrappers(*gan);
   DdpOptions options;
   options.reducer.find_unused_parameters =
@@ -158,9 +161,11 @@ inline std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations,
       real = slice_rows(real, group->rank(), group->size());
       z = slice_rows(z, group->rank(), group->size());
     }
-    gan_step(*gan, real, z, it, wrappers, prepare);
+    gan_step(*gan, real.to(device), z.to(device), it, wrappers, prepare);
   }
-  return parameter_values(*gan);
+  std::vector<Tensor> values;
+  for (const Tensor& p : parameter_values(*gan)) values.push_back(p.to(Device::cpu()));
+  return values;
 }
 
 // A model of two linear layers; micro_batch_loss uses "side" in micro-batch 0 only.

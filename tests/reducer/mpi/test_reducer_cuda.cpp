@@ -1,0 +1,139 @@
+// The Reducer on the GPU over NCCL, at 1-3 ranks (ranks share the GPU when there are
+// fewer GPUs than ranks: runtime/dist/nccl_shared_device.h):
+// - the single-process oracle for every MMGeneration style, static and dynamic GANs: N
+//   GPU ranks on slices of the global batch end with the parameters of one GPU process
+//   on the whole batch (and close to one CPU process), replicas bitwise identical;
+// - overlap, in order: the first bucket's allreduce is enqueued while the backward is
+//   still running, and completes on the GPU before the backward's last gradients exist
+//   (CUDA events on the compute stream and on the NCCL group's stream).
+// Skips with a message without a GPU (as on CI).
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <memory>
+
+#include "autograd/nn.h"
+#include "autograd/ops.h"
+#include "reducer/ddp.h"
+#include "runtime/cuda/stream.h"
+#include "runtime/cuda_check.h"
+#include "runtime/dist/nccl_process_group.h"
+#include "runtime/dist/process_group.h"
+#include "tests/mpi_gpu_skip.h"
+#include "tests/reducer/gan_fixture.h"
+
+using namespace tandem;
+using namespace tandem::testing;
+
+namespace {
+
+std::shared_ptr<dist::ProcessGroup> cpu_world() {
+  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group(dist::Backend::mpi);
+  return group;
+}
+
+std::shared_ptr<dist::NcclProcessGroup> gpu_world() {
+  static std::shared_ptr<dist::NcclProcessGroup> group =
+      std::dynamic_pointer_cast<dist::NcclProcessGroup>(dist::init_process_group(dist::Backend::nccl));
+  return group;
+}
+
+// Every rank's tensors (on the CPU) equal rank 0's, bit for bit.
+void require_replicas_identical(const std::vector<Tensor>& params) {
+  for (const Tensor& p : params) {
+    Tensor rank0 = p.clone();
+    cpu_world()->broadcast(rank0, 0, "replica check")->wait();
+    REQUIRE(std::memcmp(p.raw_data(), rank0.raw_data(), p.bytes()) == 0);
+  }
+}
+
+// The default allreduce, with CUDA events: where the compute stream was when each bucket
+// was launched, and when the bucket's allreduce finished on the group's stream.
+class TimedAllreduceHook final : public CommHook {
+ public:
+  explicit TimedAllreduceHook(cudaStream_t comm_stream) : comm_stream_(comm_stream) {}
+  std::string name() const override { return "timed allreduce"; }
+  bool prescaled() const override { return true; }
+  std::shared_ptr<dist::Work> launch(GradBucket& b) override {
+    launched.push_back(std::make_unique<cuda::CudaEvent>(/*timing=*/true));
+    launched.back()->record(cuda::compute_stream());
+    b.bytes_sent = b.buffer.bytes();
+    auto work = b.group->allreduce(b.buffer, dist::ReduceOp::sum, b.tag);
+    reduced.push_back(std::make_unique<cuda::CudaEvent>(/*timing=*/true));
+    reduced.back()->record(comm_stream_);
+    return work;
+  }
+  void finish(GradBucket&) override {}
+  void clear() {
+    launched.clear();
+    reduced.clear();
+  }
+
+  std::vector<std::unique_ptr<cuda::CudaEvent>> launched, reduced;
+
+ private:
+  cudaStream_t comm_stream_;
+};
+
+}  // namespace
+
+TEST_CASE("GPU: GAN training in every MMGeneration style matches the single-process oracle",
+          "[cuda][reducer][oracle]") {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda(gpu_world()->device());
+  for (bool dynamic : {false, true}) {
+    std::vector<Tensor> on_cpu = train_gan(Style::none, dynamic, 6, nullptr);
+    std::vector<Tensor> one_gpu = train_gan(Style::none, dynamic, 6, nullptr, gpu);
+    require_close(one_gpu, on_cpu, 1e-4);
+    for (Style style : kDistributedStyles) {
+      INFO((dynamic ? "dynamic" : "static")
+           << " GAN, " << style_name(style) << ", " << gpu_world()->size() << " GPU ranks");
+      std::vector<Tensor> got = train_gan(style, dynamic, 6, gpu_world(), gpu);
+      require_close(got, one_gpu, 1e-5);
+      require_replicas_identical(got);
+    }
+  }
+}
+
+TEST_CASE("GPU: the first bucket's allreduce runs while the backward is still computing",
+          "[cuda][reducer][overlap]") {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda(gpu_world()->device());
+  constexpr int64_t kWidth = 2048, kBatch = 2048, kLayers = 4;
+  auto model = std::make_shared<DataParallelModel>();
+  Generator gen(5);
+  auto net = std::make_shared<nn::Sequential>();
+  for (int64_t l = 0; l < kLayers; ++l) {
+    net->push_back(std::make_shared<nn::Linear>(kWidth, kWidth, true, gen));
+    net->push_back(std::make_shared<nn::Tanh>());
+  }
+  net->push_back(std::make_shared<nn::Linear>(kWidth, 1, true, gen));
+  model->register_module("net", net);
+  model->to(gpu);
+  DdpOptions options;
+  // A bucket closes once it reaches its cap: the last layer (8 KB) alone, then one
+  // 2048 x 2048 layer (16 MB and its bias) per bucket.
+  options.reducer.first_bucket_cap_mb = 0.004;
+  options.reducer.bucket_cap_mb = 16.0;
+  DistributedDataParallel ddp(model, gpu_world(), options);
+  auto hook = std::make_shared<TimedAllreduceHook>(gpu_world()->comm_stream());
+  ddp.reducer().register_comm_hook(hook);
+
+  Tensor x = random_tensor({kBatch, kWidth}, 100 + gpu_world()->rank()).to(gpu);
+  for (int step = 0; step < 3; ++step) {  // the layout settles after the first backward
+    hook->clear();
+    model->zero_grad();
+    Variable loss = mean(square(net->forward(Variable(x))));
+    loss.backward();
+  }
+  TANDEM_CHECK_CUDA(cudaDeviceSynchronize());
+  REQUIRE(hook->launched.size() == static_cast<size_t>(kLayers + 1));
+  // Bucket 0 holds the last layer, whose gradients exist first; the last bucket holds the
+  // first layer, whose gradients are the backward's last.
+  float first_done_before_last_ready = hook->launched.back()->milliseconds_since(*hook->reduced.front());
+  float backward_after_first_launch = hook->launched.back()->milliseconds_since(*hook->launched.front());
+  INFO("bucket 0 launched " << backward_after_first_launch
+                            << " ms before the last gradients were ready; its allreduce finished "
+                            << first_done_before_last_ready << " ms before them");
+  CHECK(backward_after_first_launch > 0);
+  CHECK(first_done_before_last_ready > 0);
+}
