@@ -1,5 +1,7 @@
 #include "autograd/node.h"
 
+#include <limits>
+
 #include "kernels/elementwise.h"
 
 namespace tandem {
@@ -19,6 +21,8 @@ std::string second_order_note(const std::string& op) {
 }  // namespace
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
+
+Node::Node(RunWhenReady) : sequence_nr_(std::numeric_limits<uint64_t>::max()) {}
 
 std::vector<Variable> Node::apply_with_graph(const Variable&) {
   TANDEM_FAIL(name() << " has no second-order rule yet; a graph through it cannot be differentiated "

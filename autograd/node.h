@@ -10,7 +10,13 @@
 //   its inputs for the duration of one apply (set_wanted_edges), so e.g. a gradient with
 //   respect to x skips the weight gradients.
 // - sequence_nr increases with creation; the engine runs ready nodes newest first, which
-//   is the reverse of the forward order.
+//   is the reverse of the forward order. Leaf accumulators are the exception: their
+//   sequence_nr is the largest value, so each runs the moment its gradient is complete
+//   (they are made once per leaf, long before the ops that use them, and newest-first
+//   alone would hold every one back to the end of the backward). A leaf's grad-ready hook,
+//   and a Reducer's bucket launch, thus happen while the rest of the backward is still to
+//   run, which is what lets communication overlap it. Accumulators have no edges, so the
+//   order of the other nodes, and every value, is the same either way.
 // - release() frees what the node saved for backward; applying a released node throws an
 //   error telling the user to pass retain_graph.
 // - apply_with_graph(grad_output) is the same backward built from differentiable Variable
@@ -52,6 +58,10 @@ class Node {
   // set must outlive the call. Null restores the default (every non-null edge).
   void set_wanted_edges(const std::unordered_set<Node*>* wanted) { wanted_ = wanted; }
 
+ protected:
+  struct RunWhenReady {};
+  explicit Node(RunWhenReady);  // sequence_nr is the largest value: runs as soon as ready
+
  private:
   std::vector<std::shared_ptr<Node>> next_edges_;
   uint64_t sequence_nr_;
@@ -91,7 +101,7 @@ class FunctionNode final : public Node {
 // leaf's grad-ready hooks.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(std::weak_ptr<VariableImpl> leaf) : leaf_(std::move(leaf)) {}
+  explicit AccumulateGrad(std::weak_ptr<VariableImpl> leaf) : Node(RunWhenReady{}), leaf_(std::move(leaf)) {}
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   std::string name() const override { return "AccumulateGrad"; }
   // The leaf, or null if it no longer exists.
