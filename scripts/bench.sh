@@ -9,7 +9,9 @@
 #   scripts/bench.sh [--quick]      (--quick: fewer iterations, for a smoke test)
 # Environment: TANDEM_BUILD (build folder, default build-bench), RANKS (default 2),
 # TORCH_ANCHOR (path of torch_gan_ddp.py), TORCH_PYTHON (a python3 that imports torch),
-# STEP_MODELS (default mlp,mlp-dynamic).
+# STEP_MODELS (default mlp,mlp-dynamic), MPIRUN_ARGS (extra mpirun arguments, e.g. the binding
+# "--map-by slot:PE=2 --bind-to core": each rank on two cores of its own, one for compute
+# and one free for its communication thread).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export TANDEM_BUILD="${TANDEM_BUILD:-$ROOT/build-bench}"
@@ -36,7 +38,9 @@ results="$ROOT/bench/results"
 mkdir -p "$results"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-MPIRUN=(mpirun -np "$RANKS" --oversubscribe)
+# shellcheck disable=SC2206  # MPIRUN_ARGS is a list of arguments
+MPIRUN=(mpirun -np "$RANKS" --oversubscribe ${MPIRUN_ARGS:-})
+echo "== $(nproc) cores; ${MPIRUN[*]}"
 
 echo "== reducer_bench ($RANKS ranks) =="
 "${MPIRUN[@]}" "$TANDEM_BUILD/bin/reducer_bench" "${REDUCER_ARGS[@]}" --json "$work/reducer.json"
@@ -82,7 +86,7 @@ fi
 
 out="$results/$stamp.json"
 python3 - "$work/reducer.json" "$work/step.json" "$work/torch.json" "$out" "$RANKS" <<'EOF'
-import json, sys
+import json, os, sys
 reducer, step, torch = (json.load(open(p)) for p in sys.argv[1:4])
 out, ranks = sys.argv[4], int(sys.argv[5])
 steps = {(r["model"], r["mode"]): r["step_ms"] for r in step["results"]}
@@ -127,7 +131,7 @@ for model, tmode in (("mlp", "whole_prepare"), ("mlp-dynamic", "whole_prepare_dy
 if "single" in torch_ms and ("mlp", "single") in steps:
     add("tandem mlp single %.2f ms / PyTorch single %.2f ms" % (steps[("mlp", "single")], torch_ms["single"]),
         round(steps[("mlp", "single")] / torch_ms["single"], 3), "-", None)
-print("== summary (%d ranks; 2 shared cores: expect noise of about +-20%%) ==" % ranks)
+print("== summary (%d ranks on %d cores; on 2 shared cores expect noise of about +-20%%) ==" % (ranks, os.cpu_count()))
 print("  %-88s %8s %8s %5s" % ("measure", "value", "target", "met"))
 for s in summary:
     value = "n/a" if s["value"] is None else "%.3f" % s["value"]
