@@ -6,11 +6,14 @@
 //
 // Second order (grad() with create_graph, engine.h): these ops have differentiable
 // backward rules -- add, sub, mul, neg, scale, add_scalar, square, sqrt, add_bias, sum and
-// mean (all and per axis), reshape, flatten, matmul, linear, relu, leaky_relu, tanh,
-// sigmoid, softplus. relu and leaky_relu use their local slope as a constant (zero second
-// derivative away from the kink). Every other op (concat, slice, the losses, conv,
-// conv-transpose, batch norm, pooling, upsampling) throws an Error naming the op when its
-// backward is needed under create_graph.
+// mean (all and per axis), reshape, flatten, concat, slice, matmul, linear, relu,
+// leaky_relu, tanh, sigmoid, softplus, bce_with_logits, conv2d, conv_transpose2d,
+// conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x and avg_pool2x. relu and
+// leaky_relu use their local slope as a constant (zero second derivative away from the
+// kink). The rules are built from ops that have rules themselves, so every order is exact
+// (conv2d, conv2d_input_grad and conv2d_weight_grad differentiate into each other, as do
+// slice and its padding, upsample and pool). batch_norm (training and eval) has none and
+// throws an Error naming the op when its backward is needed under create_graph.
 #pragma once
 
 #include <vector>
@@ -74,6 +77,13 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
                 const kernels::Conv2dParams& p);
 Variable conv_transpose2d(const Variable& x, const Variable& weight, const Variable& bias,
                           const kernels::Conv2dParams& p);
+// The gradients of conv2d(x, weight, p) [no bias] for x and for weight, given the output
+// gradient `grad`, as ops of their own (the second-order rules of the convolutions use them).
+// x_shape and weight_shape fix the shape of the result; p.output_padding must be 0.
+Variable conv2d_input_grad(const Variable& grad, const Variable& weight, const Shape& x_shape,
+                           const kernels::Conv2dParams& p);
+Variable conv2d_weight_grad(const Variable& grad, const Variable& x, const Shape& weight_shape,
+                            const kernels::Conv2dParams& p);
 // Training mode updates running_mean/running_var (buffers) in place; eval mode uses them.
 Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta, Tensor& running_mean,
                     Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);

@@ -36,22 +36,58 @@ Variable concat(const std::vector<Variable>& parts, int64_t axis) {
   std::vector<int64_t> sizes;
   sizes.reserve(parts.size());
   for (const Variable& p : parts) sizes.push_back(p.size(a));
-  return make_result(out, "concat", parts, [a, sizes](const Tensor& g, const FunctionNode& n) {
-    std::vector<Tensor> grads(sizes.size());
-    int64_t start = 0;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      if (n.needs_input_grad(i)) grads[i] = kernels::slice(g, a, start, sizes[i]);
-      start += sizes[i];
-    }
-    return grads;
-  });
+  return make_result(
+      out, "concat", parts,
+      [a, sizes](const Tensor& g, const FunctionNode& n) {
+        std::vector<Tensor> grads(sizes.size());
+        int64_t start = 0;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          if (n.needs_input_grad(i)) grads[i] = kernels::slice(g, a, start, sizes[i]);
+          start += sizes[i];
+        }
+        return grads;
+      },
+      [a, sizes](const Variable& g, const FunctionNode& n) {
+        std::vector<Variable> grads(sizes.size());
+        int64_t start = 0;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          if (n.needs_input_grad(i)) grads[i] = slice(g, a, start, sizes[i]);
+          start += sizes[i];
+        }
+        return grads;
+      });
 }
 
+namespace {
+
+// slice's backward as a differentiable op: g placed at `start` of `axis` in zeros of
+// `input_shape`. Its own backward is the slice it undoes, so slice and this op close over
+// each other and every order is exact.
+Variable slice_backward(const Variable& g, const Shape& input_shape, int64_t axis, int64_t start) {
+  Tensor out = kernels::slice_backward(g.data(), input_shape, axis, start);  // checks axis and shapes
+  int64_t a = axis < 0 ? axis + out.dim() : axis;
+  int64_t length = g.size(a);
+  return make_result(
+      out, "slice_backward", {g},
+      [a, start, length](const Tensor& gg, const FunctionNode&) {
+        return std::vector<Tensor>{kernels::slice(gg, a, start, length)};
+      },
+      [a, start, length](const Variable& gg, const FunctionNode&) {
+        return std::vector<Variable>{slice(gg, a, start, length)};
+      });
+}
+
+}  // namespace
+
 Variable slice(const Variable& x, int64_t axis, int64_t start, int64_t length) {
-  return make_result(kernels::slice(x.data(), axis, start, length), "slice", {x},
-                     [shape = x.shape(), axis, start](const Tensor& g, const FunctionNode&) {
-                       return std::vector<Tensor>{kernels::slice_backward(g, shape, axis, start)};
-                     });
+  return make_result(
+      kernels::slice(x.data(), axis, start, length), "slice", {x},
+      [shape = x.shape(), axis, start](const Tensor& g, const FunctionNode&) {
+        return std::vector<Tensor>{kernels::slice_backward(g, shape, axis, start)};
+      },
+      [shape = x.shape(), axis, start](const Variable& g, const FunctionNode&) {
+        return std::vector<Variable>{slice_backward(g, shape, axis, start)};
+      });
 }
 
 }  // namespace tandem

@@ -1,6 +1,6 @@
 // Second-order gradients: grad() with create_graph against finite differences of the
-// first-order gradient (float64), a WGAN-GP penalty on a tiny critic, grad()'s seams (no
-// .grad, no hooks, no observer) and its named errors.
+// first-order gradient (float64), WGAN-GP penalties on a tiny MLP critic and a tiny conv
+// critic, grad()'s seams (no .grad, no hooks, no observer) and its named errors.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -99,6 +99,16 @@ void expect_second_order_matches(const std::string& what, const Fn& fn, const st
   Fn squared = [fn](const std::vector<Variable>& v) { return square(fn(v)); };
   INFO("square(" << what << ")");
   CHECK(second_order_error("square(" + what + ")", squared, inputs) < kTolerance);
+}
+
+// The probe S of fn built with create_graph (a scalar with history): checking its second
+// order checks fn's third, i.e. the second-order rules of the ops that fn's rules produce.
+Fn first_order_probe(const Fn& fn) {
+  return [fn](const std::vector<Variable>& inputs) {
+    Probe probe{fn, random_weights(fn(inputs).shape(), 8), {}};
+    for (size_t k = 0; k < inputs.size(); ++k) probe.v.push_back(random_weights(inputs[k].shape(), 200 + k));
+    return probe(inputs, true);
+  };
 }
 
 // Moves values with |x| < 0.05 to ±(|x| + 0.1): a difference never straddles a kink at 0.
@@ -248,6 +258,130 @@ TEST_CASE("second order: activations, relu and leaky_relu on both sides of the s
                               {random_input({4, 5}, 65, 3.0)});
 }
 
+TEST_CASE("second order: concat and slice", "[second_order][shape]") {
+  Fn cat1 = [](const std::vector<Variable>& v) { return concat({v[0], v[1], v[2]}, 1); };
+  expect_second_order_matches(
+      "concat axis=1", cat1,
+      {random_input({2, 1, 3}, 90), random_input({2, 2, 3}, 91), random_input({2, 3, 3}, 92)});
+  Fn cat_last = [](const std::vector<Variable>& v) { return mul(concat({v[0], v[1]}, -1), v[2]); };
+  expect_second_order_matches("concat axis=-1 then mul", cat_last,
+                              {random_input({3, 2}, 93), random_input({3, 1}, 94), random_input({3, 3}, 95)});
+  for (int64_t axis : {0, 1, -1}) {
+    expect_second_order_matches("slice axis=" + std::to_string(axis),
+                                [axis](const std::vector<Variable>& v) { return slice(v[0], axis, 1, 2); },
+                                {random_input({3, 4, 5}, 96)});
+  }
+  // A slice of a product: the slice's incoming gradient and its input both carry history.
+  expect_second_order_matches("slice(x * y)",
+                              [](const std::vector<Variable>& v) { return slice(mul(v[0], v[1]), 1, 2, 2); },
+                              {random_input({2, 5}, 97), random_input({2, 5}, 98)});
+}
+
+TEST_CASE("second order: avg_pool2x and upsample_nearest2x", "[second_order][pool]") {
+  expect_second_order_matches("avg_pool2x", [](const std::vector<Variable>& v) { return avg_pool2x(v[0]); },
+                              {random_input({2, 2, 4, 6}, 110)});
+  expect_second_order_matches("upsample_nearest2x",
+                              [](const std::vector<Variable>& v) { return upsample_nearest2x(v[0]); },
+                              {random_input({2, 2, 2, 3}, 111)});
+  expect_second_order_matches("avg_pool2x(x * y)",
+                              [](const std::vector<Variable>& v) { return avg_pool2x(mul(v[0], v[1])); },
+                              {random_input({1, 2, 4, 4}, 112), random_input({1, 2, 4, 4}, 113)});
+}
+
+TEST_CASE("second order: bce_with_logits for logits and targets", "[second_order][loss]") {
+  expect_second_order_matches("bce_with_logits",
+                              [](const std::vector<Variable>& v) { return bce_with_logits(v[0], v[1]); },
+                              {random_input({3, 4}, 120, 2.0), random_input({3, 4}, 121, 0.5)});
+  Variable targets(Tensor::full({3, 4}, 1.0, DType::f64), false);
+  expect_second_order_matches(
+      "bce_with_logits, fixed targets",
+      [targets](const std::vector<Variable>& v) { return bce_with_logits(v[0], targets); },
+      {random_input({3, 4}, 122, 2.0)});
+}
+
+TEST_CASE("third order through the ops that concat, slice, pooling and bce_with_logits's rules produce",
+          "[second_order][shape][pool][loss]") {
+  // Squared first, so each op's incoming gradient carries history and its rule records.
+  auto third = [](const std::string& what, const Fn& fn, const std::vector<Variable>& inputs) {
+    Fn squared = [fn](const std::vector<Variable>& v) { return square(fn(v)); };
+    expect_second_order_matches("d(" + what + ")", first_order_probe(squared), inputs);
+  };
+  third("slice", [](const std::vector<Variable>& v) { return slice(v[0], 1, 1, 2); },
+        {random_input({2, 4}, 160)});
+  third("concat",
+        [](const std::vector<Variable>& v) {
+          return concat({v[0], v[1]}, 0);
+        },
+        {random_input({1, 3}, 161), random_input({2, 3}, 162)});
+  third("avg_pool2x", [](const std::vector<Variable>& v) { return avg_pool2x(v[0]); },
+        {random_input({1, 2, 4, 4}, 163)});
+  third("upsample_nearest2x", [](const std::vector<Variable>& v) { return upsample_nearest2x(v[0]); },
+        {random_input({1, 2, 2, 2}, 164)});
+  third("bce_with_logits", [](const std::vector<Variable>& v) { return bce_with_logits(v[0], v[1]); },
+        {random_input({2, 3}, 165), random_input({2, 3}, 166, 0.5)});
+}
+
+TEST_CASE("second order: conv2d with bias, the models' strides and paddings", "[second_order][conv]") {
+  struct Case {
+    const char* what;
+    Shape x, w;
+    kernels::Conv2dParams p;
+  };
+  // DCGAN's critic (k4 s2 p1), PGGAN's blocks (k3 s1 p1) and to/from-rgb (k1 s1 p0), and a
+  // stride that leaves a row and column of the input unused (k3 s2 p0 on 6x6).
+  for (const Case& c : {Case{"k4 s2 p1", {2, 2, 6, 6}, {3, 2, 4, 4}, {.stride = 2, .padding = 1}},
+                        Case{"k3 s1 p1", {2, 2, 4, 4}, {3, 2, 3, 3}, {.stride = 1, .padding = 1}},
+                        Case{"k1 s1 p0", {2, 3, 3, 3}, {2, 3, 1, 1}, {.stride = 1, .padding = 0}},
+                        Case{"k3 s2 p0 on 6x6", {1, 2, 6, 6}, {2, 2, 3, 3}, {.stride = 2, .padding = 0}}}) {
+    kernels::Conv2dParams p = c.p;
+    expect_second_order_matches(
+        std::string("conv2d ") + c.what,
+        [p](const std::vector<Variable>& v) { return conv2d(v[0], v[1], v[2], p); },
+        {random_input(c.x, 130), random_input(c.w, 131), random_input({c.w[0]}, 132)});
+  }
+}
+
+TEST_CASE("second order: conv_transpose2d with bias, the models' strides and paddings",
+          "[second_order][conv]") {
+  struct Case {
+    const char* what;
+    Shape x, w;
+    kernels::Conv2dParams p;
+  };
+  // DCGAN's generator (k4 s2 p1), a stride-1 case and one with output padding.
+  for (const Case& c : {Case{"k4 s2 p1", {2, 3, 3, 3}, {3, 2, 4, 4}, {.stride = 2, .padding = 1}},
+                        Case{"k3 s1 p1", {2, 2, 3, 3}, {2, 3, 3, 3}, {.stride = 1, .padding = 1}},
+                        Case{"k3 s2 p1 output_padding 1",
+                             {1, 2, 3, 3},
+                             {2, 2, 3, 3},
+                             {.stride = 2, .padding = 1, .output_padding = 1}}}) {
+    kernels::Conv2dParams p = c.p;
+    expect_second_order_matches(
+        std::string("conv_transpose2d ") + c.what,
+        [p](const std::vector<Variable>& v) { return conv_transpose2d(v[0], v[1], v[2], p); },
+        {random_input(c.x, 140), random_input(c.w, 141), random_input({c.w[1]}, 142)});
+  }
+}
+
+TEST_CASE("second order of conv2d's gradient ops (third order of conv2d)", "[second_order][conv]") {
+  // The rules of conv2d and conv_transpose2d produce these two ops; their own rules make
+  // the third and higher orders.
+  for (int64_t stride : {1, 2}) {
+    kernels::Conv2dParams p{.stride = stride, .padding = 1};
+    Shape x = {2, 2, 5, 5}, w = {3, 2, 3, 3};
+    Shape y = {2, 3, stride == 1 ? 5 : 3, stride == 1 ? 5 : 3};
+    std::string tag = " stride " + std::to_string(stride);
+    expect_second_order_matches(
+        "conv2d_input_grad" + tag,
+        [p, x](const std::vector<Variable>& v) { return conv2d_input_grad(v[0], v[1], x, p); },
+        {random_input(y, 150), random_input(w, 151)});
+    expect_second_order_matches(
+        "conv2d_weight_grad" + tag,
+        [p, w](const std::vector<Variable>& v) { return conv2d_weight_grad(v[0], v[1], w, p); },
+        {random_input(y, 152), random_input(x, 153)});
+  }
+}
+
 TEST_CASE("grad without create_graph equals backward's .grad and has no history", "[second_order][grad]") {
   Variable x = random_input({4, 3}, 200), w = random_input({2, 3}, 201);
   Variable loss = mean(tanh(linear(x, w, Variable())));
@@ -303,6 +437,59 @@ TEST_CASE("a WGAN-GP penalty on a tiny critic backpropagates into the parameters
   }
   // The output bias does not change grad_x D: the penalty does not reach it.
   CHECK_FALSE(p[3].grad().defined());
+}
+
+namespace {
+
+// A tiny conv critic in the models' style: conv k4 s2 p1, conv k3 s1 p1, avg_pool2x,
+// linear (leaky_relu 0.2 between), and its WGAN-GP penalty on x [N, 1, 8, 8]. Without
+// create_graph, grad_x D comes from the plain first-order backward: the finite differences
+// use that, so they check the values of the second-order rules as well as their backward.
+Variable conv_critic(const Variable& x, const std::vector<Variable>& p) {
+  Variable h = leaky_relu(conv2d(x, p[0], p[1], {.stride = 2, .padding = 1}), 0.2);
+  h = avg_pool2x(leaky_relu(conv2d(h, p[2], p[3], {.stride = 1, .padding = 1}), 0.2));
+  return linear(flatten(h), p[4], p[5]);
+}
+
+Variable conv_gradient_penalty(const Variable& x, const std::vector<Variable>& p, bool create_graph) {
+  Variable d = conv_critic(x, p);
+  Variable gx = grad({sum(d)}, {x}, {}, {.create_graph = create_graph})[0];
+  Variable norm = sqrt(sum(square(flatten(gx)), 1));
+  return mean(square(add_scalar(norm, -1.0)));
+}
+
+}  // namespace
+
+TEST_CASE("a WGAN-GP penalty on a tiny conv critic backpropagates into the parameters correctly",
+          "[second_order][wgan_gp][conv]") {
+  Variable x = random_input({2, 1, 8, 8}, 310);
+  std::vector<Variable> p = {random_input({3, 1, 4, 4}, 311, 0.5), random_input({3}, 312),
+                             random_input({4, 3, 3, 3}, 313, 0.5), random_input({4}, 314),
+                             random_input({1, 16}, 315, 0.5),      random_input({1}, 316)};
+  Variable penalty = conv_gradient_penalty(x, p, true);
+  CHECK(penalty.item() == Approx(conv_gradient_penalty(x, p, false).item()).epsilon(1e-12));
+  penalty.backward();
+  for (size_t k = 0; k < p.size(); ++k) {
+    double* d = p[k].data().data<double>();
+    std::vector<double> analytic =
+        p[k].grad().defined() ? p[k].grad().to_vector() : std::vector<double>(p[k].numel());
+    double worst = 0.0, scale = 1.0;
+    for (int64_t i = 0; i < p[k].numel(); ++i) {
+      double saved = d[i];
+      d[i] = saved + kEps;
+      double plus = conv_gradient_penalty(x, p, false).item();
+      d[i] = saved - kEps;
+      double minus = conv_gradient_penalty(x, p, false).item();
+      d[i] = saved;
+      double numeric = (plus - minus) / (2 * kEps);
+      scale = std::max(scale, std::abs(numeric));
+      worst = std::max(worst, std::abs(numeric - analytic[size_t(i)]));
+    }
+    INFO("parameter " << k << " " << shape_str(p[k].shape()));
+    CHECK(worst / scale < kTolerance);
+  }
+  // The output bias does not change grad_x D: the penalty does not reach it.
+  CHECK_FALSE(p[5].grad().defined());
 }
 
 TEST_CASE("grad() touches no .grad, fires no grad-ready hook and is not a backward for observers",
@@ -377,10 +564,12 @@ TEST_CASE("ops without a second-order rule raise a named error under create_grap
   // First order through it still works.
   CHECK(grad({sum(square(bn))}, {x})[0].defined());
 
-  Variable w = random_input({2, 3, 3, 3}, 603);
-  Variable y = conv2d(x, w, Variable(), {.stride = 1, .padding = 1});
-  CHECK_THROWS_WITH(grad({sum(square(y))}, {x}, {}, {.create_graph = true}),
-                    Catch::Contains("conv2d has no second-order rule yet"));
+  // Eval mode has none either.
+  Variable bn_eval =
+      batch_norm(x, random_input({3}, 603), random_input({3}, 604), mean_stat, var_stat, false);
+  CHECK_THROWS_WITH(
+      grad({sum(square(bn_eval))}, {x}, {}, {.create_graph = true}),
+      Catch::Contains("batch_norm_eval has no second-order rule yet") && Catch::Contains("WGAN-GP"));
 }
 
 TEST_CASE("grad() asks a node only for the gradients that lead to its inputs", "[second_order][grad]") {
