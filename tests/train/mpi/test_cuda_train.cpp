@@ -70,10 +70,12 @@ void compare_gpu_with_cpu(models::TrainOptions cpu, models::TrainOptions gpu) {
   // tensor that was not trained at all or trained wrongly.
   double worst = 0, diff = 0, norm = 0;
   std::string worst_name;
+  std::ostringstream per_tensor;
   for (size_t i = 0; i < want.parameters.size(); ++i) {
     REQUIRE(got.parameters[i].device().is_cpu());
     REQUIRE(got.parameters[i].shape() == want.parameters[i].shape());
     const double err = testing::relative_error(got.parameters[i], want.parameters[i]);
+    per_tensor << " " << i << ":" << err;
     if (err > worst) {
       worst = err;
       worst_name = "parameter " + std::to_string(i) + " " + want.parameters[i].str();
@@ -86,7 +88,7 @@ void compare_gpu_with_cpu(models::TrainOptions cpu, models::TrainOptions gpu) {
   }
   const double whole = std::sqrt(diff) / std::sqrt(norm);
   INFO("relative parameter error GPU vs CPU: " << whole << " over the model, worst tensor " << worst << " ("
-                                               << worst_name << ")");
+                                               << worst_name << "); per tensor:" << per_tensor.str());
   CHECK(whole < 1e-4);
   CHECK(worst < 5e-2);
 }
