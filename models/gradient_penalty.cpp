@@ -53,7 +53,7 @@ void check_critic_for_penalty(nn::Module& critic, const std::string& model, cons
                  what << ": the critic (discriminator) of '" << model << "' has batch norm ("
                       << (name.empty() ? "the critic itself" : name)
                       << "); a gradient penalty takes each sample's own gradient, which batch norm mixes "
-                         "across the batch: WGAN-GP forbids batch norm in the critic");
+                         "across the batch (which is why WGAN-GP forbids batch norm in the critic)");
   }
 }
 
