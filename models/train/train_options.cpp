@@ -75,10 +75,10 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --data NAME           ring8 | fashion-mnist       (ring8 for ring8-mlp, else fashion-mnist)
   --data-dir DIR        Fashion-MNIST IDX files        (/usr/share/datasets/fashion-mnist)
   --iters N             training iterations: one D update each, and a G update
-                        every --n-critic                                      (2000)
+                        every --n-critic-th                                   (2000)
   --batch N             batch per rank                                          (64)
-  --lr X                Adam learning rate, betas (0.5, 0.999); with wgan-gp (0, 0.9)
-                                                          (2e-4; wgan-gp 1e-4)
+  --lr X                Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9)
+                                                              (2e-4; wgan-gp 1e-4)
   --ema-decay X         samples from a moving average of G's weights (0: off) (0.999)
   --wrap whole|separate one Reducer for the model, or one per part          (whole)
   --prepare             call prepare_for_backward before each backward (MMGeneration style)
@@ -101,12 +101,13 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --log-every N         progress line every N iterations                       (100)
   --dynamic             mlp: an extra D layer on alternate blocks of 5 iterations
   --loss L              ns (non-saturating, softplus) | hinge | wgan-gp (Wasserstein
-                        with gradient penalty: --n-critic 5, --lr 1e-4 unless given) (ns)
+                        with gradient penalty; --n-critic 5, --lr 1e-4 unless given)
+                                                                                 (ns)
   --gp-lambda X         wgan-gp: the gradient penalty's weight                   (10)
-  --n-critic N          D steps per G step                          (1; wgan-gp: 5)
-  --r1-gamma G          R1 penalty on reals, G/2 mean ||grad D(real)||^2 (0: off)  (0)
+  --n-critic N          D steps per G step                           (1; wgan-gp 5)
+  --r1-gamma G          R1 penalty on reals, G/2 mean ||grad D(real)||^2 (0: off) (0)
   --r1-every K          with --r1-gamma: lazy R1, a D update of the penalty alone,
-                        scaled by K, every K-th D step (1: in every D loss)        (1)
+                        scaled by K, every K-th D step (1: in every D loss)       (1)
   --pggan-stage-iters N pggan: iterations per stage (0: iters / 3)                (0)
   --on-nonfinite P      NaN/Inf in an averaged gradient: off | skip (the step, on
                         every rank) | stop (with the parameter names)            (off)

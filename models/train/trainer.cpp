@@ -156,7 +156,11 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     const int64_t done = it + 1;
     const bool last = done == o.iters;
     if (done % o.log_every == 0 || last) {
-      const RankStats stats = gather_rank_stats(*world, log["loss_d"], log["loss_g"]);
+      std::vector<std::pair<std::string, double>> terms;  // the objective's: the same on every rank
+      for (const char* name : {"gp", "wdist", "r1"}) {
+        if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
+      }
+      const RankStats stats = gather_rank_stats(*world, log["loss_d"], log["loss_g"], terms);
       const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
       if (metrics) {
         metrics->log({.iteration = done,
@@ -164,6 +168,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                       .ms_per_step = interval.ms_per_step,
                       .loss_d = stats.loss_d,
                       .loss_g = stats.loss_g,
+                      .terms = stats.terms,
                       .bytes_per_step = interval.bytes_per_step,
                       .structure = model->structure(),
                       .skipped_steps = wrapped.skipped_steps(),

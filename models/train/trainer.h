@@ -12,7 +12,8 @@
 // names the checkpoint before it, to move the file aside; nothing falls back on its own),
 // as is a checkpoint written with another value of a setting it keeps, or one beyond
 // options.iters. Rank 0 prints a progress line every log_every
-// iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, bytes
+// iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, and so the
+// penalties' values and wgan-gp's Wasserstein estimate when they apply; bytes
 // synchronised per step, each rank's resident set size in MB: `rss_mb`) to `out`,
 // appends the same as one JSON object per line to <out>/metrics.jsonl (each iteration
 // once: a resumed run first drops the lines after its checkpoint), writes sample

@@ -220,9 +220,16 @@ TEST_CASE("one collective gathers the losses averaged over the ranks and every r
           "[train][stats]") {
   const int rank = world()->rank(), size = world()->size();
   // Rank r reports losses r + 1 and 2 (r + 1): the averages are (n + 1) / 2 and n + 1.
-  models::RankStats stats = models::gather_rank_stats(*world(), rank + 1.0, 2.0 * (rank + 1));
+  // And named terms 3 (r + 1) and -(r + 1): averages 3 (n + 1) / 2 and -(n + 1) / 2.
+  models::RankStats stats = models::gather_rank_stats(*world(), rank + 1.0, 2.0 * (rank + 1),
+                                                      {{"gp", 3.0 * (rank + 1)}, {"wdist", -(rank + 1.0)}});
   CHECK(stats.loss_d == Approx((size + 1) / 2.0));
   CHECK(stats.loss_g == Approx(size + 1.0));
+  REQUIRE(stats.terms.size() == 2);
+  CHECK(stats.terms[0].first == "gp");
+  CHECK(stats.terms[0].second == Approx(3.0 * (size + 1) / 2.0));
+  CHECK(stats.terms[1].first == "wdist");
+  CHECK(stats.terms[1].second == Approx(-(size + 1) / 2.0));
   REQUIRE(stats.rss_mb.size() == static_cast<size_t>(size));
   CHECK(stats.rss_mb[static_cast<size_t>(rank)] == Approx(models::resident_mb()).margin(2.0));
   for (double mb : stats.rss_mb) CHECK(mb > 1.0);  // every slot filled by its rank
