@@ -193,9 +193,12 @@ TEST_CASE("penalised GANs in every wrap style match the single-process oracle",
   for (Penalty p : {Penalty::wgan_gp, Penalty::r1, Penalty::lazy_r1}) {
     const double strength = p == Penalty::wgan_gp ? kGpLambda : kR1Gamma;
     Run reference = train_penalised(Style::none, p, strength, ranks);
-    // The penalty must matter, or the oracle would not see it go missing.
-    Run unpenalised = train_penalised(Style::none, p, 0.0, ranks);
-    CHECK(max_relative_difference(reference.parameters, unpenalised.parameters) > 1e-2);
+    // The penalty must matter, or the oracle would not see it go missing (checked once: the
+    // rank count changes only how the global batch is drawn).
+    if (ranks == 1) {
+      Run unpenalised = train_penalised(Style::none, p, 0.0, ranks);
+      CHECK(max_relative_difference(reference.parameters, unpenalised.parameters) > 1e-2);
+    }
 
     const int iterations = iterations_of(p);
     const int64_t d_steps = iterations + (p == Penalty::lazy_r1 ? (iterations + kR1Every - 1) / kR1Every : 0);
