@@ -1,39 +1,78 @@
 #include "models/gan.h"
 
 #include "autograd/ops.h"
+#include "models/gradient_penalty.h"
 
 namespace tandem::models {
 
-std::pair<Variable, Variable> GanModel::losses_d(const Variable& real, const Variable& fake_detached) {
-  Variable d_fake = discriminate(fake_detached);
-  Variable d_real = discriminate(real);
-  if (loss == GanLoss::hinge) return {mean(relu(d_fake + 1.0)), mean(relu(-d_real + 1.0))};
+std::pair<Variable, Variable> GanModel::losses_d(const Variable& d_real, const Variable& d_fake) const {
+  switch (objective.loss) {
+    case GanLoss::hinge:
+      return {mean(relu(d_fake + 1.0)), mean(relu(-d_real + 1.0))};
+    case GanLoss::wgan_gp:
+      return {mean(d_fake), -mean(d_real)};
+    case GanLoss::non_saturating:
+      break;
+  }
   return {mean(softplus(d_fake)), mean(softplus(-d_real))};
 }
 
 Variable GanModel::loss_g(const Variable& fake) {
   Variable d_fake = discriminate(fake);
-  return loss == GanLoss::hinge ? -mean(d_fake) : mean(softplus(-d_fake));
+  return objective.loss == GanLoss::non_saturating ? mean(softplus(-d_fake)) : -mean(d_fake);
+}
+
+void GanModel::update(OptimWrapperDict& optim_wrappers, const char* part, const Variable& loss) {
+  OptimWrapper& wrapper = optim_wrappers[part];
+  wrapper.zero_grad();
+  if (before_backward) before_backward(loss);
+  wrapper.update_params(loss);
 }
 
 LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) {
-  Variable real(prepare_real(batch.inputs));
+  const GanObjective& o = objective;
+  const bool r1_every_step = o.r1_gamma > 0 && o.r1_every == 1;
+  // R1 differentiates D(real) with respect to the reals.
+  Variable real(prepare_real(batch.inputs), /*requires_grad=*/r1_every_step);
   Variable z(batch.targets);
   Variable fake = generate(z);
 
-  auto [fake_term, real_term] = losses_d(real, fake.detach());
+  LogVars log;
+  Variable d_real = discriminate(real);
+  auto [fake_term, real_term] = losses_d(d_real, discriminate(fake.detach()));
   Variable loss_d = add(fake_term, real_term);
-  OptimWrapper& opt_d = optim_wrappers["discriminator"];
-  opt_d.zero_grad();
-  if (before_backward) before_backward(loss_d);
-  opt_d.update_params(loss_d);
+  log["loss_d"] = loss_d.item();
+  Variable total_d = loss_d;
+  if (o.loss == GanLoss::wgan_gp) {
+    TANDEM_CHECK(batch.aux.defined(),
+                 "wgan-gp: the batch carries no interpolation coefficients (Batch::aux)");
+    Variable x_hat = interpolate(real.data(), fake.data(), batch.aux);
+    Variable gp = wgan_gp_penalty(discriminate(x_hat), x_hat);
+    total_d = total_d + o.gp_lambda * gp;
+    log["gp"] = gp.item();
+    log["wdist"] = -loss_d.item();
+  }
+  if (r1_every_step) {
+    Variable r1 = r1_penalty(d_real, real);
+    total_d = total_d + o.r1_gamma / 2 * r1;
+    last_r1_ = r1.item();
+  }
+  update(optim_wrappers, "discriminator", total_d);
+  if (o.r1_gamma > 0 && o.r1_every > 1 && iteration_ % o.r1_every == 0) {
+    Variable x(real.data(), /*requires_grad=*/true);
+    Variable r1 = r1_penalty(discriminate(x), x);
+    update(optim_wrappers, "discriminator", static_cast<double>(o.r1_every) * o.r1_gamma / 2 * r1);
+    last_r1_ = r1.item();
+  }
+  if (o.r1_gamma > 0) log["r1"] = last_r1_;
 
-  Variable g = loss_g(fake);
-  OptimWrapper& opt_g = optim_wrappers["generator"];
-  opt_g.zero_grad();
-  if (before_backward) before_backward(g);
-  opt_g.update_params(g);
-  return {{"loss_d", loss_d.item()}, {"loss_g", g.item()}};
+  if ((iteration_ + 1) % o.n_critic == 0) {
+    Variable g = loss_g(fake);
+    update(optim_wrappers, "generator", g);
+    last_loss_g_ = g.item();
+  }
+  log["loss_g"] = last_loss_g_;
+  return log;
 }
 
 }  // namespace tandem::models

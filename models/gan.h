@@ -3,15 +3,28 @@
 // Contract:
 // - A GanModel is a DataParallelModel with two children, `generator` and
 //   `discriminator`, so whole-model and per-part wrapping both apply.
-// - train_step(batch, wrappers) performs one D update then one G update, MMGeneration
-//   style: batch.inputs is this rank's real data, batch.targets its noise; wrappers
-//   "discriminator" and "generator" step their part. The D step's G forward runs inside it
-//   with its output detached; the G step's backward reaches D too (D is not frozen, as in
-//   the reference PyTorch loop) and D's gradients are cleared before the next D step.
+// - train_step(batch, wrappers) performs one D update, then one G update when the iteration
+//   (set_iteration) ends a group of n_critic D steps ((i + 1) % n_critic == 0; every
+//   iteration with the default 1), MMGeneration style: batch.inputs is this rank's real
+//   data, batch.targets its noise, batch.aux (wgan-gp only) its interpolation coefficients,
+//   one per sample in [0, 1]; wrappers "discriminator" and "generator" step their part. The
+//   D step's G forward runs inside it with its output detached; the G step's backward
+//   reaches D too (D is not frozen, as in the reference PyTorch loop) and D's gradients are
+//   cleared before the next D step.
+// - Penalties (gradient_penalty.h): wgan-gp adds gp_lambda times the gradient penalty on
+//   interpolates of real and detached fake samples to the D loss. With r1_gamma > 0, R1
+//   (r1_gamma / 2 times the mean squared gradient norm on the reals) joins the D loss of
+//   every D step when r1_every is 1; otherwise every r1_every-th D step (iteration %
+//   r1_every == 0) is followed by a D update of the penalty alone, scaled by r1_every (lazy
+//   regularisation: its backward is a phase of its own for the Reducer).
+// - The log values: loss_d (without the penalties), loss_g (of the latest G step; 0 before
+//   the first), and when they apply gp, wdist (mean D(real) - mean D(fake), the critic's
+//   Wasserstein estimate) and r1 (the latest R1 value).
 // - set_iteration(i) lets dynamic models change structure (the `mlp` model's extra D layer
 //   on alternate blocks of 5 iterations; the progressive GAN's stages and fade-in). Every
 //   rank calls it with the same i, so every rank uses the same parameters.
-// - Losses: non-saturating (softplus) by default, hinge as an option.
+// - Losses: non-saturating (softplus) by default, hinge and wgan-gp (critic: mean D(fake) -
+//   mean D(real); generator: -mean D(fake)) as options.
 #pragma once
 
 #include <functional>
@@ -23,12 +36,21 @@
 
 namespace tandem::models {
 
-enum class GanLoss { non_saturating, hinge };
+enum class GanLoss { non_saturating, hinge, wgan_gp };
+
+// How a GAN's two parts are trained: the loss, the penalties and the D steps per G step.
+struct GanObjective {
+  GanLoss loss = GanLoss::non_saturating;
+  double gp_lambda = 10.0;  // wgan-gp: the gradient penalty's weight
+  int64_t n_critic = 1;     // D steps per G step
+  double r1_gamma = 0.0;    // R1 on the reals; 0: off
+  int64_t r1_every = 1;     // R1 every this many D steps, scaled by it
+};
 
 struct GanConfig {
   std::string model = "ring8-mlp";  // ring8-mlp | mlp | dcgan | pggan
   bool dynamic = false;             // mlp only: the extra D layer on alternate blocks of 5
-  GanLoss loss = GanLoss::non_saturating;
+  GanObjective objective = {};
   int64_t pggan_stage_iters = 200;  // pggan: iterations per stage (first half fades in)
   uint64_t seed = 0;                // initial weights
 };
@@ -49,10 +71,11 @@ class GanModel : public DataParallelModel {
   virtual std::string structure() const { return ""; }
 
   LogVars train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) override;
-  std::pair<Variable, Variable> losses_d(const Variable& real, const Variable& fake_detached);
+  // The D loss's fake and real terms from the critic's outputs, and the G loss.
+  std::pair<Variable, Variable> losses_d(const Variable& d_real, const Variable& d_fake) const;
   Variable loss_g(const Variable& fake);
 
-  GanLoss loss = GanLoss::non_saturating;
+  GanObjective objective = {};
   // Called with each loss right before its backward when set: the MMGeneration-style
   // explicit reducer.prepare_for_backward(loss).
   std::function<void(const Variable&)> before_backward;
@@ -61,9 +84,16 @@ class GanModel : public DataParallelModel {
 
  protected:
   int64_t iteration_ = 0;
+
+ private:
+  // An update of one part: zero_grad, before_backward, backward and step.
+  void update(OptimWrapperDict& optim_wrappers, const char* part, const Variable& loss);
+
+  double last_loss_g_ = 0.0, last_r1_ = 0.0;
 };
 
-// Builds a model by name; an Error lists the known names.
+// Builds a model by name; an Error lists the known names. An objective out of range, or a
+// penalty on a critic with batch norm, is an Error naming the setting (and the model).
 std::shared_ptr<GanModel> make_gan(const GanConfig& config);
 const std::vector<std::string>& gan_model_names();
 

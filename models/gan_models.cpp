@@ -1,11 +1,13 @@
 // The GAN models: ring8-mlp, mlp (optionally dynamic), dcgan and pggan.
 #include <algorithm>
+#include <cmath>
 
 #include "autograd/grad_mode.h"
 #include "autograd/init.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
 #include "models/gan.h"
+#include "models/gradient_penalty.h"
 
 namespace tandem::models {
 
@@ -271,7 +273,17 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
   }
   TANDEM_CHECK(!config.dynamic || config.model == "mlp",
                "--dynamic applies to the mlp model only, not '" << config.model << "'");
-  model->loss = config.loss;
+  const GanObjective& o = config.objective;
+  TANDEM_CHECK(o.n_critic >= 1, "n_critic (D steps per G step) must be at least 1, got " << o.n_critic);
+  TANDEM_CHECK(o.r1_every >= 1, "r1_every (D steps per R1 step) must be at least 1, got " << o.r1_every);
+  TANDEM_CHECK(o.r1_gamma >= 0 && std::isfinite(o.r1_gamma),
+               "r1_gamma must be a finite number >= 0 (0: off), got " << o.r1_gamma);
+  TANDEM_CHECK(o.gp_lambda > 0 && std::isfinite(o.gp_lambda),
+               "gp_lambda must be a positive finite number, got " << o.gp_lambda);
+  if (o.loss == GanLoss::wgan_gp)
+    check_critic_for_penalty(*model->discriminator, config.model, "--loss wgan-gp");
+  if (o.r1_gamma > 0) check_critic_for_penalty(*model->discriminator, config.model, "--r1-gamma");
+  model->objective = o;
   return model;
 }
 

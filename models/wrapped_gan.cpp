@@ -9,9 +9,9 @@ WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::Pr
                "explicit prepare_for_backward goes with the whole-model wrap, not '"
                    << wrap_mode_name(options.wrap) << "'");
   opt_g_ = std::make_shared<optim::Adam>(model_->generator->parameters(),
-                                         optim::AdamOptions{.lr = options.lr, .betas = {0.5, 0.999}});
+                                         optim::AdamOptions{.lr = options.lr, .betas = options.betas});
   opt_d_ = std::make_shared<optim::Adam>(model_->discriminator->parameters(),
-                                         optim::AdamOptions{.lr = options.lr, .betas = {0.5, 0.999}});
+                                         optim::AdamOptions{.lr = options.lr, .betas = options.betas});
   wrappers_.add("generator", std::make_shared<OptimWrapper>(opt_g_));
   wrappers_.add("discriminator", std::make_shared<OptimWrapper>(opt_d_));
   if (options.wrap == WrapMode::whole) {

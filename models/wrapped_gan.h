@@ -1,5 +1,6 @@
-// A GAN ready to train data-parallel: the model, its two Adam optimizers (betas 0.5,
-// 0.999, as DCGAN) in an OptimWrapperDict, and the wrapper that synchronises it.
+// A GAN ready to train data-parallel: the model, its two Adam optimizers (betas from the
+// options: 0.5, 0.999 as DCGAN by default; 0, 0.9 for WGAN-GP) in an OptimWrapperDict, and
+// the wrapper that synchronises it.
 //
 // Contract: WrapMode::whole is one DistributedDataParallel (with explicit_prepare, the
 // model's backwards are preceded by reducer.prepare_for_backward, MMGeneration style);
@@ -8,6 +9,7 @@
 // train_step runs one D and one G update; reducers()/total_bytes() report what was sent.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@ struct WrappedGanOptions {
   WrapMode wrap = WrapMode::whole;
   bool explicit_prepare = false;
   double lr = 2e-4;
+  std::array<double, 2> betas = {0.5, 0.999};
   DdpOptions ddp;
 };
 

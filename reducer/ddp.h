@@ -34,7 +34,8 @@ namespace tandem {
 
 struct Batch {
   Tensor inputs;
-  Tensor targets;  // may be undefined (GANs)
+  Tensor targets;   // may be undefined (GANs)
+  Tensor aux = {};  // may be undefined: more per-sample data a model's own train_step takes
 };
 
 using LogVars = std::map<std::string, double>;

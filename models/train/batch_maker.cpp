@@ -36,6 +36,9 @@ Batch BatchMaker::make(int64_t iteration) const {
   batch.targets = Tensor::empty({spec_.batch, spec_.noise_dim}, DType::f32, spec_.device);
   Generator noise_gen = random_stream(spec_.seed, spec_.rank, iteration, kNoiseStream);
   fill_normal(batch.targets, 0.0, 1.0, noise_gen);
+  batch.aux = Tensor::empty({spec_.batch}, DType::f32, spec_.device);
+  Generator mix_gen = random_stream(spec_.seed, spec_.rank, iteration, kMixStream);
+  fill_uniform(batch.aux, 0.0, 1.0, mix_gen);
   return batch;
 }
 

@@ -1,13 +1,16 @@
-// The batch of iteration i on rank r: real data and noise that depend only on (seed, r, i),
-// so a resumed run draws exactly what an uninterrupted one would have.
+// The batch of iteration i on rank r: real data, noise and mixing coefficients that depend
+// only on (seed, r, i), so a resumed run draws exactly what an uninterrupted one would have.
 //
 // Contract:
 // - random_stream(seed, rank, iteration, purpose) is a Generator that depends only on its
-//   four arguments; purpose kDataStream draws ring8 points, kNoiseStream the noise.
-// - make(i) returns inputs (this rank's real data) and targets (the generator's noise,
-//   float32 [batch, noise_dim] standard normals from the noise stream of (seed, rank, i)),
-//   both on `device`. Real data: for ring8, `batch` points drawn with data::make_ring8 from
-//   the data stream of (seed, rank, i); for an image dataset, the rows the
+//   four arguments; purpose kDataStream draws ring8 points, kNoiseStream the noise,
+//   kMixStream the interpolation coefficients.
+// - make(i) returns inputs (this rank's real data), targets (the generator's noise,
+//   float32 [batch, noise_dim] standard normals from the noise stream of (seed, rank, i))
+//   and aux (float32 [batch] uniforms in [0, 1) from the mix stream of (seed, rank, i):
+//   the coefficients of WGAN-GP's interpolates), all on `device`. Real data: for ring8,
+//   `batch` points drawn with data::make_ring8 from the data stream of (seed, rank, i);
+//   for an image dataset, the rows the
 //   DistributedSampler (world_size, rank, batch, seed) gives this rank at step
 //   i % batches_per_epoch of epoch i / batches_per_epoch. make() keeps no state from call
 //   to call: any i can be drawn first.
@@ -33,6 +36,7 @@ namespace tandem::models {
 
 constexpr uint64_t kDataStream = 1;
 constexpr uint64_t kNoiseStream = 2;
+constexpr uint64_t kMixStream = 3;
 
 Generator random_stream(uint64_t seed, int rank, int64_t iteration, uint64_t purpose);
 

@@ -21,8 +21,9 @@ std::string progress_line(const LogPoint& p) {
   std::ostringstream os;
   os << "iter " << std::setw(6) << p.iteration << "/" << p.total << "  " << std::fixed << std::setprecision(1)
      << its << " it/s  " << p.ms_per_step << " ms/step  ETA " << format_duration(eta) << "  loss_d "
-     << std::setprecision(4) << p.loss_d << "  loss_g " << p.loss_g << "  sync "
-     << format_bytes(p.bytes_per_step) << "/step";
+     << std::setprecision(4) << p.loss_d << "  loss_g " << p.loss_g;
+  for (const auto& [name, value] : p.terms) os << "  " << name << " " << value;
+  os << "  sync " << format_bytes(p.bytes_per_step) << "/step";
   if (!p.structure.empty()) os << "  [" << p.structure << "]";
   if (p.skipped_steps > 0) os << "  skipped " << p.skipped_steps << " non-finite step(s)";
   os << "  rss " << std::setprecision(1);
@@ -33,8 +34,9 @@ std::string progress_line(const LogPoint& p) {
 
 std::string metrics_json(const LogPoint& p) {
   std::ostringstream os;
-  os << "{\"iteration\": " << p.iteration << ", \"loss_d\": " << p.loss_d << ", \"loss_g\": " << p.loss_g
-     << ", \"ms_per_step\": " << p.ms_per_step
+  os << "{\"iteration\": " << p.iteration << ", \"loss_d\": " << p.loss_d << ", \"loss_g\": " << p.loss_g;
+  for (const auto& [name, value] : p.terms) os << ", \"" << name << "\": " << value;
+  os << ", \"ms_per_step\": " << p.ms_per_step
      << ", \"bytes_per_step\": " << static_cast<int64_t>(p.bytes_per_step) << ", \"rss_mb\": [";
   for (size_t r = 0; r < p.rss_mb.size(); ++r) os << (r > 0 ? ", " : "") << p.rss_mb[r];
   os << "]}";

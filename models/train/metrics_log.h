@@ -4,12 +4,14 @@
 //
 // Contract:
 // - progress_line(p): "iter <iteration, width 6>/<total>  <it/s> it/s  <ms> ms/step  ETA
-//   <duration>  loss_d <x.xxxx>  loss_g <x.xxxx>  sync <bytes>/step", then
+//   <duration>  loss_d <x.xxxx>  loss_g <x.xxxx>", "  <name> <x.xxxx>" for each term
+//   (penalties: "gp", "wdist", "r1"), "  sync <bytes>/step", then
 //   "  [<structure>]" for a model that has one, "  skipped <n> non-finite step(s)" once any
 //   step was skipped, and "  rss <rank 0>/<rank 1>/... MB"; it/s, ms and rss with one
 //   decimal, the ETA from the interval's ms per step and the iterations left.
-// - metrics_json(p): {"iteration": i, "loss_d": x, "loss_g": x, "ms_per_step": x,
-//   "bytes_per_step": n, "rss_mb": [x, ...]}: numbers with 6 significant digits,
+// - metrics_json(p): {"iteration": i, "loss_d": x, "loss_g": x, <"name": x for each
+//   term>, "ms_per_step": x, "bytes_per_step": n, "rss_mb": [x, ...]}: numbers with 6
+//   significant digits,
 //   bytes_per_step cut to an integer, rss_mb one entry per rank in rank order.
 // - ring8_line / ring8_json: the final quality of a ring8 run (the console line in percent
 //   with one decimal; the JSON {"iteration": i, "ring8_modes": n, "ring8_high_quality": x}).
@@ -52,10 +54,11 @@ struct LogPoint {
   double ms_per_step = 0.0;
   double loss_d = 0.0;  // averaged over the ranks
   double loss_g = 0.0;
-  double bytes_per_step = 0.0;  // synchronised
-  std::string structure;        // the model's; "" for a model of fixed structure
-  int64_t skipped_steps = 0;    // non-finite steps skipped so far
-  std::vector<double> rss_mb;   // every rank's resident size
+  std::vector<std::pair<std::string, double>> terms = {};  // averaged over the ranks: "gp", "wdist", "r1"
+  double bytes_per_step = 0.0;                             // synchronised
+  std::string structure;                                   // the model's; "" for a model of fixed structure
+  int64_t skipped_steps = 0;                               // non-finite steps skipped so far
+  std::vector<double> rss_mb;                              // every rank's resident size
 };
 
 std::string progress_line(const LogPoint& point);

@@ -14,19 +14,25 @@ double resident_mb() {
   return static_cast<double>(resident_pages) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
 }
 
-RankStats gather_rank_stats(dist::ProcessGroup& world, double loss_d, double loss_g) {
+RankStats gather_rank_stats(dist::ProcessGroup& world, double loss_d, double loss_g,
+                            const std::vector<std::pair<std::string, double>>& terms) {
   const int rank = world.rank(), size = world.size();
-  // One collective per log point: the losses summed (averaged below) and each rank's
-  // resident size in its own slot, so rank 0 learns every rank's.
-  Tensor logged = Tensor::zeros({2 + size});
-  logged.data<float>()[0] = static_cast<float>(loss_d);
-  logged.data<float>()[1] = static_cast<float>(loss_g);
-  logged.data<float>()[2 + rank] = static_cast<float>(resident_mb());
+  // One collective per log point: the losses and terms summed (averaged below) and each
+  // rank's resident size in its own slot, so rank 0 learns every rank's.
+  const int64_t averaged = 2 + static_cast<int64_t>(terms.size());
+  Tensor logged = Tensor::zeros({averaged + size});
+  float* values = logged.data<float>();
+  values[0] = static_cast<float>(loss_d);
+  values[1] = static_cast<float>(loss_g);
+  for (size_t i = 0; i < terms.size(); ++i) values[2 + i] = static_cast<float>(terms[i].second);
+  values[averaged + rank] = static_cast<float>(resident_mb());
   dist::allreduce_host(world, logged, dist::ReduceOp::sum, "logged losses and resident sizes");
+  auto mean = [&](size_t i) { return values[i] / static_cast<float>(size); };
   RankStats stats;
-  stats.loss_d = logged.data<float>()[0] / static_cast<float>(size);
-  stats.loss_g = logged.data<float>()[1] / static_cast<float>(size);
-  for (int r = 0; r < size; ++r) stats.rss_mb.push_back(logged.at(2 + r));
+  stats.loss_d = mean(0);
+  stats.loss_g = mean(1);
+  for (size_t i = 0; i < terms.size(); ++i) stats.terms.emplace_back(terms[i].first, mean(2 + i));
+  for (int r = 0; r < size; ++r) stats.rss_mb.push_back(logged.at(averaged + r));
   return stats;
 }
 

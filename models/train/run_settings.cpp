@@ -1,6 +1,7 @@
 #include "models/train/run_settings.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -18,9 +19,13 @@ std::string RunSetting::metadata_key() const {
 }
 
 // %g (fixed notation down to 1e-4, as users write learning rates) at the fewest digits that
-// read back exactly.
+// read back exactly. Whole numbers as users write them ("10", where %g says "1e+01").
 std::string canonical_number(double value) {
   char text[64];
+  if (value == std::floor(value) && std::fabs(value) < 1e15) {
+    std::snprintf(text, sizeof text, "%.0f", value);
+    return text;
+  }
   for (int digits = 1; digits <= 17; ++digits) {
     std::snprintf(text, sizeof text, "%.*g", digits, value);
     if (std::strtod(text, nullptr) == value) break;
@@ -65,6 +70,10 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--log-every", o.log_every),
       on_off("--dynamic", o.dynamic, true),
       value("--loss", o.loss, true),
+      number("--gp-lambda", o.gp_lambda, true),
+      integer("--n-critic", o.n_critic, true),
+      number("--r1-gamma", o.r1_gamma, true),
+      integer("--r1-every", o.r1_every, true),
       integer("--pggan-stage-iters", stage_iters, pggan),
       value("--on-nonfinite", o.on_nonfinite),
       integer("--check-replicas-every", o.check_replicas_every),

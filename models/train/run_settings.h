@@ -4,17 +4,19 @@
 // - run_settings(options, backend, data_identity) lists every flag of tandem-train but
 //   --out, --data-dir and --help, in --help's order, each with its value as canonical text:
 //   numbers in %g notation with the fewest digits that read back to the same value ("2e-4"
-//   and "0.0002" both give "0.0002"), switches "on" or "off", --backend as the backend the run resolved
-//   ("auto" becomes "mpi" or "nccl"), --data followed by `data_identity` in parentheses
+//   and "0.0002" both give "0.0002"; whole numbers below 10^15 as integers: "10", not
+//   "1e+01"), switches "on" or "off", --backend as the backend the run resolved ("auto"
+//   becomes "mpi" or "nccl"), --data followed by `data_identity` in parentheses
 //   when it is not empty (an image dataset's size and content hash: data::dataset_identity),
 //   --pggan-stage-iters for --model pggan as the stage length the run uses (0 resolved to
 //   iters / 3).
 // - Every rank of a run must have the same list (settings_agreement.h): --out and
 //   --data-dir are paths that may differ per node; the data they lead to may not.
 // - kept_on_resume marks the settings that shape the run's trajectory (its data, noise and
-//   updates): --data, --batch, --lr, --seed, --dynamic, --loss, and --pggan-stage-iters for
-//   pggan. A checkpoint records them and a resume must match them (checkpointer.h). The
-//   others are honoured on resume: a larger --iters extends the run, and --wrap, --prepare,
+//   updates): --data, --batch, --lr, --seed, --dynamic, --loss, --gp-lambda, --n-critic,
+//   --r1-gamma, --r1-every, and --pggan-stage-iters for pggan. A checkpoint records them
+//   and a resume must match them (checkpointer.h). The others are honoured on resume: a larger --iters
+//   extends the run, and --wrap, --prepare,
 //   --bucket-cap-mb, --backend, --device, --ema-decay, --ckpt-every, --sample-every,
 //   --log-every, --on-nonfinite and --check-replicas-every take effect from the resumed
 //   iteration. --model is kept by its own rule (the checkpoint's model type).
@@ -43,7 +45,8 @@ struct RunSetting {
 std::vector<RunSetting> run_settings(const TrainOptions& options, const std::string& backend,
                                      const std::string& data_identity);
 
-// `value` in %g notation with the fewest digits (1 to 17) that parse back to it exactly.
+// `value` in %g notation with the fewest digits (1 to 17) that parse back to it exactly;
+// a whole number below 10^15 in magnitude as an integer.
 std::string canonical_number(double value);
 
 }  // namespace tandem::models

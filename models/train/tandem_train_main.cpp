@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   try {
     options = models::parse_train_options(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const models::UsageError& e) {
-    std::cerr << "tandem-train: " << e.what() << "\n";
+    write_stderr_line(std::string("tandem-train: ") + e.what());  // one write: ranks' lines stay whole
     return 2;
   }
   if (options.help) {

@@ -37,6 +37,21 @@ double parse_double(const std::string& flag, const std::string& value) {
   }
 }
 
+// A number >= 0 (0 switches the feature off).
+double parse_non_negative(const std::string& flag, const std::string& value) {
+  if (value == "0") return 0.0;
+  try {
+    size_t used = 0;
+    double out = std::stod(value, &used);
+    if (used != value.size()) throw std::invalid_argument("trailing characters");
+    if (!(out >= 0) || !std::isfinite(out))
+      usage_error(flag + " must be a finite number >= 0 (0: off), got " + value);
+    return out;
+  } catch (const std::logic_error&) {
+    usage_error(flag + " needs a number, got '" + value + "'");
+  }
+}
+
 std::string one_of(const std::string& flag, const std::string& value,
                    const std::vector<std::string>& choices) {
   for (const auto& c : choices) {
@@ -59,9 +74,11 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --model NAME          ring8-mlp | mlp | dcgan | pggan          (ring8-mlp)
   --data NAME           ring8 | fashion-mnist       (ring8 for ring8-mlp, else fashion-mnist)
   --data-dir DIR        Fashion-MNIST IDX files        (/usr/share/datasets/fashion-mnist)
-  --iters N             training iterations (one D and one G update each)     (2000)
+  --iters N             training iterations: one D update each, and a G update
+                        every --n-critic-th                                   (2000)
   --batch N             batch per rank                                          (64)
-  --lr X                Adam learning rate, betas (0.5, 0.999)                (2e-4)
+  --lr X                Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9)
+                                                              (2e-4; wgan-gp 1e-4)
   --ema-decay X         samples from a moving average of G's weights (0: off) (0.999)
   --wrap whole|separate one Reducer for the model, or one per part          (whole)
   --prepare             call prepare_for_backward before each backward (MMGeneration style)
@@ -73,8 +90,9 @@ synchronised over the parameters it reaches. Start every rank with the same flag
                         one run at a time: a second is refused, naming the first
   --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
   --resume              continue from the newest checkpoint in --out. It must have this
-                        run's --data, --batch, --lr, --seed, --dynamic, --loss (pggan: and
-                        --pggan-stage-iters); other flags may change (--iters extends).
+                        run's --data, --batch, --lr, --seed, --dynamic, --loss, --gp-lambda,
+                        --n-critic, --r1-gamma, --r1-every (pggan: and --pggan-stage-iters);
+                        other flags may change (--iters extends).
                         A file that cannot be read is skipped with a warning; when every
                         checkpoint is, --resume stops
   --resume-allow-fresh  with --resume: start from iteration 0 when every checkpoint in
@@ -82,7 +100,14 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --sample-every N      write a sample picture every N iterations (0: at the end) (0)
   --log-every N         progress line every N iterations                       (100)
   --dynamic             mlp: an extra D layer on alternate blocks of 5 iterations
-  --loss ns|hinge       non-saturating (softplus) or hinge loss                  (ns)
+  --loss L              ns (non-saturating, softplus) | hinge | wgan-gp (Wasserstein
+                        with gradient penalty; --n-critic 5, --lr 1e-4 unless given)
+                                                                                 (ns)
+  --gp-lambda X         wgan-gp: the gradient penalty's weight                   (10)
+  --n-critic N          D steps per G step                           (1; wgan-gp 5)
+  --r1-gamma G          R1 penalty on reals, G/2 mean ||grad D(real)||^2 (0: off) (0)
+  --r1-every K          with --r1-gamma: lazy R1, a D update of the penalty alone,
+                        scaled by K, every K-th D step (1: in every D loss)       (1)
   --pggan-stage-iters N pggan: iterations per stage (0: iters / 3)                (0)
   --on-nonfinite P      NaN/Inf in an averaged gradient: off | skip (the step, on
                         every rank) | stop (with the parameter names)            (off)
@@ -94,7 +119,8 @@ synchronised over the parameters it reaches. Start every rank with the same flag
 
 TrainOptions parse_train_options(const std::vector<std::string>& args) {
   TrainOptions o;
-  bool data_given = false;
+  bool data_given = false, lr_given = false, gp_lambda_given = false, n_critic_given = false,
+       r1_every_given = false;
   std::map<std::string, std::function<void(const std::string&)>> with_value = {
       {"--model", [&](const std::string& v) { o.model = one_of("--model", v, gan_model_names()); }},
       {"--data",
@@ -105,7 +131,11 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       {"--data-dir", [&](const std::string& v) { o.data_dir = v; }},
       {"--iters", [&](const std::string& v) { o.iters = parse_int("--iters", v, 1); }},
       {"--batch", [&](const std::string& v) { o.batch = parse_int("--batch", v, 1); }},
-      {"--lr", [&](const std::string& v) { o.lr = parse_double("--lr", v); }},
+      {"--lr",
+       [&](const std::string& v) {
+         o.lr = parse_double("--lr", v);
+         lr_given = true;
+       }},
       {"--ema-decay",
        [&](const std::string& v) {
          o.ema_decay = v == "0" ? 0.0 : parse_double("--ema-decay", v);
@@ -133,7 +163,23 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       {"--log-every", [&](const std::string& v) { o.log_every = parse_int("--log-every", v, 1); }},
       {"--loss",
        [&](const std::string& v) {
-         o.loss = one_of("--loss", v, {"ns", "hinge"});
+         o.loss = one_of("--loss", v, {"ns", "hinge", "wgan-gp"});
+       }},
+      {"--gp-lambda",
+       [&](const std::string& v) {
+         o.gp_lambda = parse_double("--gp-lambda", v);
+         gp_lambda_given = true;
+       }},
+      {"--n-critic",
+       [&](const std::string& v) {
+         o.n_critic = parse_int("--n-critic", v, 1);
+         n_critic_given = true;
+       }},
+      {"--r1-gamma", [&](const std::string& v) { o.r1_gamma = parse_non_negative("--r1-gamma", v); }},
+      {"--r1-every",
+       [&](const std::string& v) {
+         o.r1_every = parse_int("--r1-every", v, 1);
+         r1_every_given = true;
        }},
       {"--pggan-stage-iters",
        [&](const std::string& v) { o.pggan_stage_iters = parse_int("--pggan-stage-iters", v, 0); }},
@@ -181,7 +227,16 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
   if (o.explicit_prepare && o.wrap != WrapMode::whole) usage_error("--prepare goes with --wrap whole");
   if (o.resume_allow_fresh && !o.resume) usage_error("--resume-allow-fresh goes with --resume");
+  const bool wgan_gp = o.loss == "wgan-gp";
+  if (gp_lambda_given && !wgan_gp) usage_error("--gp-lambda goes with --loss wgan-gp");
+  if (r1_every_given && o.r1_gamma == 0) usage_error("--r1-every goes with --r1-gamma (a positive value)");
+  if (wgan_gp && !n_critic_given) o.n_critic = 5;
+  if (wgan_gp && !lr_given) o.lr = 1e-4;
   return o;
+}
+
+std::array<double, 2> adam_betas(const TrainOptions& o) {
+  return o.loss == "wgan-gp" ? std::array<double, 2>{0.0, 0.9} : std::array<double, 2>{0.5, 0.999};
 }
 
 int64_t pggan_stage_iters(const TrainOptions& o) {

@@ -3,10 +3,14 @@
 // Contract: parse_train_options(args) returns the options or throws UsageError (exit
 // code 2) naming the offending flag and why: an unknown flag, a missing or malformed
 // value, a value out of range, a flag that needs another (--resume-allow-fresh without
-// --resume). Flags take "--flag value" or "--flag=value"; --help sets `help`. usage() is the
+// --resume, --gp-lambda without --loss wgan-gp, --r1-every without --r1-gamma). Defaults
+// that depend on the loss are resolved here: --loss wgan-gp without --n-critic or --lr
+// takes 5 and 1e-4 (the WGAN-GP paper's); adam_betas(options) are its Adam betas. Flags take "--flag value"
+// or "--flag=value"; --help sets `help`. usage() is the
 // --help text.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -42,7 +46,11 @@ struct TrainOptions {
   int64_t sample_every = 0;         // 0: only at the end
   int64_t log_every = 100;
   bool dynamic = false;
-  std::string loss = "ns";           // ns | hinge
+  std::string loss = "ns";           // ns | hinge | wgan-gp
+  double gp_lambda = 10.0;           // wgan-gp: the gradient penalty's weight
+  int64_t n_critic = 1;              // D steps per G step (wgan-gp: 5 unless given)
+  double r1_gamma = 0.0;             // R1 penalty on reals; 0: off
+  int64_t r1_every = 1;              // lazy R1: a penalty-only D step every N D steps
   int64_t pggan_stage_iters = 0;     // 0: iters / 3
   std::string on_nonfinite = "off";  // off | skip | stop: NaN/Inf in averaged gradients
   int64_t check_replicas_every = 0;  // compare parameter hashes across ranks every N steps
@@ -51,6 +59,9 @@ struct TrainOptions {
 
 TrainOptions parse_train_options(const std::vector<std::string>& args);
 std::string usage();
+
+// Adam's betas for the run's loss: (0, 0.9) for wgan-gp, (0.5, 0.999) otherwise.
+std::array<double, 2> adam_betas(const TrainOptions& options);
 
 // pggan's iterations per stage: --pggan-stage-iters, or iters / 3 (at least 1) when 0.
 int64_t pggan_stage_iters(const TrainOptions& options);

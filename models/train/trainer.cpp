@@ -32,29 +32,6 @@ void check_device(const TrainOptions& o, const dist::ProcessGroup& world) {
                      "with --backend nccl (or auto), --device cpu with --backend mpi (or auto)");
 }
 
-GanConfig gan_config(const TrainOptions& o) {
-  GanConfig config;
-  config.model = o.model;
-  config.dynamic = o.dynamic;
-  config.loss = o.loss == "hinge" ? GanLoss::hinge : GanLoss::non_saturating;
-  config.pggan_stage_iters = pggan_stage_iters(o);
-  config.seed = o.seed;
-  return config;
-}
-
-WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
-  WrappedGanOptions options;
-  options.wrap = o.wrap;
-  options.explicit_prepare = o.explicit_prepare;
-  options.lr = o.lr;
-  options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
-  options.ddp.check_replicas_every = o.check_replicas_every;
-  options.ddp.reducer.non_finite = o.on_nonfinite == "skip"   ? NonFinitePolicy::skip_step
-                                   : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
-                                                              : NonFinitePolicy::off;
-  return options;
-}
-
 // Rank 0 chooses the checkpoint; every rank resumes from that file, or fails naming it (a
 // rank whose disk does not hold it must not train from elsewhere, or from scratch). Returns
 // the iteration to start from.
@@ -101,6 +78,36 @@ int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer
 bool due(int64_t done, int64_t every, bool last) { return (every > 0 && done % every == 0) || last; }
 
 }  // namespace
+
+GanConfig gan_config(const TrainOptions& o) {
+  GanConfig config;
+  config.model = o.model;
+  config.dynamic = o.dynamic;
+  config.objective = {.loss = o.loss == "hinge"     ? GanLoss::hinge
+                              : o.loss == "wgan-gp" ? GanLoss::wgan_gp
+                                                    : GanLoss::non_saturating,
+                      .gp_lambda = o.gp_lambda,
+                      .n_critic = o.n_critic,
+                      .r1_gamma = o.r1_gamma,
+                      .r1_every = o.r1_every};
+  config.pggan_stage_iters = pggan_stage_iters(o);
+  config.seed = o.seed;
+  return config;
+}
+
+WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
+  WrappedGanOptions options;
+  options.wrap = o.wrap;
+  options.explicit_prepare = o.explicit_prepare;
+  options.lr = o.lr;
+  options.betas = adam_betas(o);
+  options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
+  options.ddp.check_replicas_every = o.check_replicas_every;
+  options.ddp.reducer.non_finite = o.on_nonfinite == "skip"   ? NonFinitePolicy::skip_step
+                                   : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
+                                                              : NonFinitePolicy::off;
+  return options;
+}
 
 TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world,
                   std::ostream& out) {
@@ -149,7 +156,11 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     const int64_t done = it + 1;
     const bool last = done == o.iters;
     if (done % o.log_every == 0 || last) {
-      const RankStats stats = gather_rank_stats(*world, log["loss_d"], log["loss_g"]);
+      std::vector<std::pair<std::string, double>> terms;  // the objective's: the same on every rank
+      for (const char* name : {"gp", "wdist", "r1"}) {
+        if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
+      }
+      const RankStats stats = gather_rank_stats(*world, log["loss_d"], log["loss_g"], terms);
       const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
       if (metrics) {
         metrics->log({.iteration = done,
@@ -157,6 +168,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                       .ms_per_step = interval.ms_per_step,
                       .loss_d = stats.loss_d,
                       .loss_g = stats.loss_g,
+                      .terms = stats.terms,
                       .bytes_per_step = interval.bytes_per_step,
                       .structure = model->structure(),
                       .skipped_steps = wrapped.skipped_steps(),

@@ -12,7 +12,8 @@
 // names the checkpoint before it, to move the file aside; nothing falls back on its own),
 // as is a checkpoint written with another value of a setting it keeps, or one beyond
 // options.iters. Rank 0 prints a progress line every log_every
-// iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, bytes
+// iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, and so the
+// penalties' values and wgan-gp's Wasserstein estimate when they apply; bytes
 // synchronised per step, each rank's resident set size in MB: `rss_mb`) to `out`,
 // appends the same as one JSON object per line to <out>/metrics.jsonl (each iteration
 // once: a resumed run first drops the lines after its checkpoint), writes sample
@@ -25,6 +26,8 @@
 // for --batch on this many ranks, bad checkpoint, unwritable --out, an --out another run
 // holds) are tandem::Errors naming the file or flag, thrown on every rank before training
 // starts. Rank 0 locks --out for the whole call (out_dir.h).
+// gan_config(options) and wrapped_gan_options(options) are the model and the wrapping that
+// train() builds from the flags (exposed for tests that drive them on chosen batches).
 // train() is the loop over the pieces beside it, each header stating its part: out_dir,
 // batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log.
 #pragma once
@@ -33,7 +36,9 @@
 #include <ostream>
 #include <vector>
 
+#include "models/gan.h"
 #include "models/train/train_options.h"
+#include "models/wrapped_gan.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/tensor.h"
 
@@ -48,6 +53,9 @@ struct TrainResult {
   double ring8_high_quality = -1.0;
   std::vector<Tensor> parameters;  // final values, registration order
 };
+
+GanConfig gan_config(const TrainOptions& options);
+WrappedGanOptions wrapped_gan_options(const TrainOptions& options);
 
 TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& world,
                   std::ostream& out);

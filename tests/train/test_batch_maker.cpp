@@ -20,7 +20,8 @@ BatchSpec ring8_spec(uint64_t seed, int rank) {
 
 bool same(const Batch& a, const Batch& b) {
   return a.inputs.shape() == b.inputs.shape() && a.inputs.to_vector() == b.inputs.to_vector() &&
-         a.targets.shape() == b.targets.shape() && a.targets.to_vector() == b.targets.to_vector();
+         a.targets.shape() == b.targets.shape() && a.targets.to_vector() == b.targets.to_vector() &&
+         a.aux.shape() == b.aux.shape() && a.aux.to_vector() == b.aux.to_vector();
 }
 
 // 12 images of 1x2x2 whose pixels all hold the image's index: a batch row names its source.
@@ -49,13 +50,17 @@ TEST_CASE("a batch depends only on (seed, rank, iteration)", "[batch_maker]") {
   CHECK(first.inputs.shape() == Shape{16, 2});
   CHECK(first.targets.shape() == Shape{16, 3});
   CHECK(first.targets.dtype() == DType::f32);
+  CHECK(first.aux.shape() == Shape{16});  // WGAN-GP's mixing coefficients, in [0, 1)
+  for (double m : first.aux.to_vector()) CHECK((m >= 0 && m < 1));
 
   Batch other_rank = BatchMaker(ring8_spec(5, 1)).make(7);
   CHECK(other_rank.inputs.to_vector() != first.inputs.to_vector());
   CHECK(other_rank.targets.to_vector() != first.targets.to_vector());
+  CHECK(other_rank.aux.to_vector() != first.aux.to_vector());
   Batch other_iteration = a.make(8);
   CHECK(other_iteration.inputs.to_vector() != first.inputs.to_vector());
   CHECK(other_iteration.targets.to_vector() != first.targets.to_vector());
+  CHECK(other_iteration.aux.to_vector() != first.aux.to_vector());
   Batch other_seed = BatchMaker(ring8_spec(6, 0)).make(7);
   CHECK(other_seed.inputs.to_vector() != first.inputs.to_vector());
   CHECK(other_seed.targets.to_vector() != first.targets.to_vector());

@@ -184,7 +184,11 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
                                                             {"lr", "0.0002"},
                                                             {"seed", "7"},
                                                             {"dynamic", "off"},
-                                                            {"loss", "ns"}});
+                                                            {"loss", "ns"},
+                                                            {"gp_lambda", "10"},
+                                                            {"n_critic", "1"},
+                                                            {"r1_gamma", "0"},
+                                                            {"r1_every", "1"}});
   std::set<std::string> groups;
   for (const auto& [name, t] : file.tensors)
     groups.insert(name.substr(0, name.find('.', name.find('.') + 1)));
@@ -305,6 +309,13 @@ TEST_CASE("a resume that changes a flag shaping the run is refused by name, the 
       Catch::Contains(path + ": written with --lr 0.0002 --seed 7 --loss ns, this run has --lr 0.001 "
                              "--seed 8 --loss hinge. A resume continues the same run: resume with "
                              "--lr 0.0002 --seed 7 --loss ns, or start a new run in another --out"));
+  TrainOptions penalised = flags();
+  penalised.n_critic = 5;
+  penalised.r1_gamma = 10;
+  penalised.r1_every = 4;
+  CHECK_THROWS_WITH(resume_with(penalised),
+                    Catch::Contains("written with --n-critic 1 --r1-gamma 0 --r1-every 1, this run has "
+                                    "--n-critic 5 --r1-gamma 10 --r1-every 4"));
   TrainOptions dynamic = flags();
   dynamic.dynamic = true;
   CHECK_THROWS_WITH(resume_with(dynamic),

@@ -107,6 +107,20 @@ TEST_CASE("the progress line", "[metrics]") {
         "[stage 1 (14x14), fade-in]  skipped 2 non-finite step(s)  rss 1234.6 MB");
 }
 
+TEST_CASE("a penalised run's terms follow the losses, on the console and in JSON", "[metrics]") {
+  LogPoint p = ring8_point();
+  p.terms = {{"gp", 0.125}, {"wdist", -1.5}};
+  CHECK(progress_line(p) ==
+        "iter     50/200  2000.0 it/s  0.5 ms/step  ETA 0s  loss_d 1.0255  loss_g 0.7874  gp 0.1250  wdist "
+        "-1.5000  "
+        "sync 218.1 kB/step  rss 16.6/16.3 MB");
+  JsonValue v = JsonReader::parse(metrics_json(p));
+  CHECK(keys(v) == std::set<std::string>{"iteration", "loss_d", "loss_g", "gp", "wdist", "ms_per_step",
+                                         "bytes_per_step", "rss_mb"});
+  CHECK(v.at("gp").number == 0.125);
+  CHECK(v.at("wdist").number == -1.5);
+}
+
 TEST_CASE("a metrics line is a JSON object with the fields", "[metrics]") {
   // The reader is strict: what a careless writer might print does not pass.
   CHECK_THROWS(JsonReader::parse("{\"loss_d\": nan}"));

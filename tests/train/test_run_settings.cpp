@@ -45,6 +45,10 @@ TEST_CASE("values are canonical: spellings of one value give one text", "[settin
   CHECK(find(settings_of({"--lr", "0.1"}), "--lr").value == "0.1");  // not 0.10000000000000001
   CHECK(find(settings_of({"--bucket-cap-mb", "25.0"}), "--bucket-cap-mb").value == "25");
   CHECK(canonical_number(1.0 / 3.0) == "0.3333333333333333");
+  CHECK(canonical_number(10) == "10");  // not %g's "1e+01"
+  CHECK(canonical_number(0) == "0");
+  CHECK(canonical_number(-250) == "-250");
+  CHECK(canonical_number(2.5e20) == "2.5e+20");
   CHECK(std::stod(canonical_number(1.0 / 3.0)) == 1.0 / 3.0);
 
   const std::vector<RunSetting> s =
@@ -59,6 +63,13 @@ TEST_CASE("values are canonical: spellings of one value give one text", "[settin
   CHECK(find(settings_of({}), "--data").value == "ring8");
   CHECK(find(s, "--pggan-stage-iters").metadata_key() == "pggan_stage_iters");
   CHECK(find(s, "--lr").metadata_key() == "lr");
+  // wgan-gp's defaults as resolved: 5 critic steps, lr 1e-4.
+  const std::vector<RunSetting> wgan = settings_of({"--loss", "wgan-gp", "--r1-gamma", "0.5"});
+  CHECK(find(wgan, "--n-critic").value == "5");
+  CHECK(find(wgan, "--lr").value == "0.0001");
+  CHECK(find(wgan, "--gp-lambda").value == "10");
+  CHECK(find(wgan, "--r1-gamma").value == "0.5");
+  CHECK(find(wgan, "--r1-every").metadata_key() == "r1_every");
 }
 
 TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage length resolved",
@@ -67,7 +78,8 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   for (const RunSetting& s : settings_of({"--model", "mlp"})) {
     if (s.kept_on_resume) kept.insert(s.flag);
   }
-  CHECK(kept == std::set<std::string>{"--data", "--batch", "--lr", "--seed", "--dynamic", "--loss"});
+  CHECK(kept == std::set<std::string>{"--data", "--batch", "--lr", "--seed", "--dynamic", "--loss",
+                                      "--gp-lambda", "--n-critic", "--r1-gamma", "--r1-every"});
 
   const std::vector<RunSetting> pggan = settings_of({"--model", "pggan", "--iters", "90"});
   CHECK(find(pggan, "--pggan-stage-iters").kept_on_resume);

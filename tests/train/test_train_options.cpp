@@ -53,6 +53,55 @@ TEST_CASE("bad flags are usage errors naming the flag", "[options][errors]") {
                     Catch::Contains("--prepare goes with --wrap whole"));
 }
 
+TEST_CASE("wgan-gp and R1 flags: the paper's defaults unless given, and what goes with what", "[options]") {
+  TrainOptions d = parse_train_options({});
+  CHECK(d.loss == "ns");
+  CHECK(d.n_critic == 1);
+  CHECK(d.lr == 2e-4);
+  CHECK(d.r1_gamma == 0.0);
+  CHECK(d.r1_every == 1);
+  CHECK(adam_betas(d) == std::array<double, 2>{0.5, 0.999});
+  TrainOptions w = parse_train_options({"--loss", "wgan-gp"});
+  CHECK(w.n_critic == 5);
+  CHECK(w.lr == 1e-4);
+  CHECK(w.gp_lambda == 10.0);
+  CHECK(adam_betas(w) == std::array<double, 2>{0.0, 0.9});
+  TrainOptions given =
+      parse_train_options({"--loss=wgan-gp", "--n-critic", "2", "--lr", "3e-4", "--gp-lambda", "5"});
+  CHECK(given.n_critic == 2);
+  CHECK(given.lr == 3e-4);
+  CHECK(given.gp_lambda == 5.0);
+  TrainOptions r1 = parse_train_options({"--r1-gamma", "10", "--r1-every", "4", "--n-critic", "3"});
+  CHECK(r1.r1_gamma == 10.0);
+  CHECK(r1.r1_every == 4);
+  CHECK(r1.n_critic == 3);
+  CHECK(parse_train_options({"--r1-gamma", "0"}).r1_gamma == 0.0);
+}
+
+TEST_CASE("bad wgan-gp and R1 flags are usage errors naming the flag", "[options][errors]") {
+  CHECK_THROWS_WITH(parse_train_options({"--n-critic", "0"}),
+                    Catch::Contains("--n-critic must be at least 1, got 0"));
+  CHECK_THROWS_WITH(parse_train_options({"--loss", "wgan-gp", "--n-critic", "-2"}),
+                    Catch::Contains("--n-critic must be at least 1, got -2"));
+  CHECK_THROWS_WITH(parse_train_options({"--r1-gamma", "-1"}),
+                    Catch::Contains("--r1-gamma must be a finite number >= 0 (0: off), got -1"));
+  CHECK_THROWS_WITH(parse_train_options({"--r1-gamma", "nan"}), Catch::Contains("--r1-gamma must be"));
+  CHECK_THROWS_WITH(parse_train_options({"--r1-gamma", "ten"}),
+                    Catch::Contains("--r1-gamma needs a number, got 'ten'"));
+  CHECK_THROWS_WITH(parse_train_options({"--r1-every", "4"}),
+                    Catch::Contains("--r1-every goes with --r1-gamma (a positive value)"));
+  CHECK_THROWS_WITH(parse_train_options({"--r1-gamma", "0", "--r1-every", "4"}),
+                    Catch::Contains("--r1-every goes with --r1-gamma"));
+  CHECK_THROWS_WITH(parse_train_options({"--r1-gamma", "1", "--r1-every", "0"}),
+                    Catch::Contains("--r1-every must be at least 1, got 0"));
+  CHECK_THROWS_WITH(parse_train_options({"--gp-lambda", "5"}),
+                    Catch::Contains("--gp-lambda goes with --loss wgan-gp"));
+  CHECK_THROWS_WITH(parse_train_options({"--loss", "wgan-gp", "--gp-lambda", "0"}),
+                    Catch::Contains("--gp-lambda must be a positive finite number, got 0"));
+  CHECK_THROWS_WITH(parse_train_options({"--loss", "wgan"}),
+                    Catch::Contains("--loss must be one of ns|hinge|wgan-gp, got 'wgan'"));
+}
+
 TEST_CASE("the program exits with code 2 on a usage error and 0 on --help", "[options][program]") {
   std::string bin = std::string(TANDEM_TEST_BIN_DIR) + "/tandem-train";
   int rc = std::system((bin + " --bogus-flag 2>/dev/null").c_str());

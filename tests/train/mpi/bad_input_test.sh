@@ -3,7 +3,7 @@
 # feed and with an --out it cannot create.
 #   bad_input_test.sh <mpiexec> <tandem-train> <work dir>
 # And with a failure on one rank only (a wrong --data-dir there): the job ends within seconds,
-# that rank's cause first.
+# that rank's cause first. And flags that do not go together (the penalties'): exit status 2.
 # Asserts, for each: the job ends non-zero within a few seconds (no rank waits for another
 # until a timeout), every rank prints an error that names the problem (the world size and the
 # dataset size; the --out path), and no training iteration runs.
@@ -78,6 +78,24 @@ mkdir -p "$work/artefact/samples-000010.png"
 [ -f "$work/artefact/ckpt-000010.safetensors" ] || { cat "$work/artefact.log"; fail "artefact: no checkpoint"; }
 grep -q "tandem-train: warning: no sample picture at iteration 10, training goes on: .*samples-000010.png" \
   "$work/artefact.log" || { cat "$work/artefact.log"; fail "artefact: the failed picture was not reported"; }
+
+# 5. Flags that do not go together, or out of range, for the penalties: usage errors before MPI
+# starts, exit status 2 from every rank, each naming the flag, nothing trained.
+expect_usage_error() {  # name, expected message, tandem-train args...
+  local name="$1" message="$2"; shift 2
+  local log="$work/$name.log" rc
+  "$mpiexec" -np $ranks --oversubscribe "$train" --iters 5 --out "$work/$name" "$@" > "$log" 2>&1
+  rc=$?
+  echo "$name: exit status $rc"
+  [ $rc -eq 2 ] || { cat "$log"; fail "$name: exit status $rc, not 2"; }
+  [ "$(grep -cxF "tandem-train: $message (see --help)" "$log")" -eq $ranks ] ||
+    { cat "$log"; fail "$name: not every rank printed '$message' on a line of its own"; }
+  [ ! -e "$work/$name" ] || { cat "$log"; fail "$name: --out was created"; }
+}
+expect_usage_error n_critic_0 "--n-critic must be at least 1, got 0" --loss wgan-gp --n-critic 0
+expect_usage_error negative_r1_gamma "--r1-gamma must be a finite number >= 0 (0: off), got -1" --r1-gamma -1
+expect_usage_error r1_every_alone "--r1-every goes with --r1-gamma (a positive value)" --r1-every 4
+expect_usage_error gp_lambda_alone "--gp-lambda goes with --loss wgan-gp" --loss hinge --gp-lambda 5
 
 echo "bad_input_test: ok"
 rm -rf "$work"

@@ -1,14 +1,17 @@
 // The training loop at 2 ranks: every model runs and writes its outputs, and a resumed
 // run reaches bitwise the parameters of an uninterrupted one.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <optional>
 #include <sstream>
 
 #include "models/data/dataset.h"
+#include "models/train/batch_maker.h"
 #include "models/train/rank_stats.h"
 #include "models/train/trainer.h"
 #include "runtime/checkpoint.h"
@@ -88,15 +91,145 @@ void truncate_checkpoint(const std::string& dir, int64_t iteration) {
   world()->barrier("truncated")->wait();
 }
 
+// `count` random images of 1x28x28 in [-1, 1], the same on every rank.
+data::ImageDataset random_images(int64_t count) {
+  data::ImageDataset d;
+  d.images = Tensor::empty({count, 1, 28, 28});
+  Generator gen(17);
+  fill_uniform(d.images, -1.0, 1.0, gen);
+  d.labels.assign(static_cast<size_t>(count), 0);
+  return d;
+}
+
+// Rows of `parts` one after the other.
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  int64_t rows = 0;
+  for (const Tensor& p : parts) rows += p.size(0);
+  Shape shape = parts[0].shape();
+  shape[0] = rows;
+  Tensor out = Tensor::empty(shape);
+  int64_t at = 0;
+  for (const Tensor& p : parts) {
+    out.narrow_rows(at, p.size(0)).copy_(p);
+    at += p.size(0);
+  }
+  return out;
+}
+
+// Trains tandem-train's model and wrapping for `options` `iters` iterations on `batch_of(i)`.
+std::vector<Tensor> train_on(const models::TrainOptions& options, models::WrapMode wrap, bool prepare,
+                             const std::shared_ptr<dist::ProcessGroup>& group, int64_t iters,
+                             const std::function<Batch(int64_t)>& batch_of) {
+  auto model = models::make_gan(models::gan_config(options));
+  models::WrappedGanOptions wrapped_options = models::wrapped_gan_options(options);
+  wrapped_options.wrap = wrap;
+  wrapped_options.explicit_prepare = prepare;
+  models::WrappedGan wrapped(model, group, wrapped_options);
+  for (int64_t it = 0; it < iters; ++it) {
+    model->set_iteration(it);
+    wrapped.train_step(batch_of(it));
+  }
+  std::vector<Tensor> out;
+  for (const Variable& p : model->parameters()) out.push_back(p.data().clone());
+  return out;
+}
+
+// got == expected within relative 1e-5, but for Adam's amplified rounding noise: where the
+// critic's gradient cancels to 0 (a unit whose slopes sum to the same on real and fake
+// samples under the linear WGAN loss), the summation order decides the rounding noise that
+// remains, and Adam moves by up to lr whatever the gradient's size. So at most 1 element in
+// 10 000 may differ by more, and none by more than 2 lr. A wrong gradient moves most
+// elements by several lr (a penalty on the whole batch's gradient norm instead of each
+// sample's: 73% of the elements).
+void require_same_but_adam_noise(const std::vector<Tensor>& got, const std::vector<Tensor>& expected,
+                                 double lr) {
+  REQUIRE(got.size() == expected.size());
+  size_t elements = 0, beyond = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto g = got[i].to_vector(), e = expected[i].to_vector();
+    REQUIRE(g.size() == e.size());
+    elements += g.size();
+    for (size_t k = 0; k < g.size(); ++k) {
+      if (g[k] == Approx(e[k]).epsilon(1e-5).margin(1e-6)) continue;
+      ++beyond;
+      INFO("parameter " << i << " element " << k);
+      REQUIRE(std::abs(g[k] - e[k]) <= 2 * lr);
+    }
+  }
+  INFO(beyond << " of " << elements << " elements beyond relative 1e-5");
+  CHECK(beyond * 10000 <= elements);
+}
+
 }  // namespace
+
+TEST_CASE(
+    "wgan-gp with 5 critic steps on N ranks ends with the parameters of one process on the global batch",
+    "[train][penalty]") {
+  // tandem-train's batches (BatchMaker: each rank its images, noise and mixing coefficients
+  // from (seed, rank, iteration)) and its model and wrapping for --loss wgan-gp: 10 D steps,
+  // 2 G steps. The oracle trains one process on every rank's batch at once.
+  const models::TrainOptions o =
+      models::parse_train_options({"--model", "mlp", "--loss", "wgan-gp", "--batch", "6", "--seed", "4"});
+  REQUIRE(o.n_critic == 5);
+  const data::ImageDataset images = random_images(48);
+  const int size = world()->size();
+  auto maker = [&](int rank) {
+    return models::BatchMaker(
+        {.seed = o.seed, .world_size = size, .rank = rank, .batch = o.batch, .noise_dim = 64}, images);
+  };
+  std::vector<models::BatchMaker> makers;
+  for (int r = 0; r < size; ++r) makers.push_back(maker(r));
+  auto global_batch = [&](int64_t it) {
+    std::vector<Tensor> inputs, targets, aux;
+    for (const models::BatchMaker& m : makers) {
+      Batch b = m.make(it);
+      inputs.push_back(b.inputs);
+      targets.push_back(b.targets);
+      aux.push_back(b.aux);
+    }
+    return Batch{concat_rows(inputs), concat_rows(targets), concat_rows(aux)};
+  };
+  const int64_t iters = 10;
+  const std::vector<Tensor> reference =
+      train_on(o, models::WrapMode::none, false, world(), iters, global_batch);
+  {  // the penalty reaches the parameters: another lambda gives other parameters
+    models::TrainOptions weaker = o;
+    weaker.gp_lambda = 1.0;
+    const std::vector<Tensor> other =
+        train_on(weaker, models::WrapMode::none, false, world(), iters, global_batch);
+    size_t moved = 0;
+    for (size_t i = 0; i < other.size(); ++i) {
+      auto a = other[i].to_vector(), b = reference[i].to_vector();
+      for (size_t k = 0; k < a.size(); ++k) moved += std::abs(a[k] - b[k]) > o.lr;
+    }
+    CHECK(moved > 1000);
+  }
+  const models::BatchMaker& mine = makers[static_cast<size_t>(world()->rank())];
+  for (auto [wrap, prepare] :
+       {std::pair{models::WrapMode::whole, false}, std::pair{models::WrapMode::separate, false},
+        std::pair{models::WrapMode::whole, true}}) {
+    INFO(models::wrap_mode_name(wrap)
+         << (prepare ? " + explicit prepare" : "") << " wrap, " << size << " ranks");
+    std::vector<Tensor> got =
+        train_on(o, wrap, prepare, world(), iters, [&](int64_t it) { return mine.make(it); });
+    require_same_but_adam_noise(got, reference, o.lr);
+  }
+}
 
 TEST_CASE("one collective gathers the losses averaged over the ranks and every rank's memory",
           "[train][stats]") {
   const int rank = world()->rank(), size = world()->size();
   // Rank r reports losses r + 1 and 2 (r + 1): the averages are (n + 1) / 2 and n + 1.
-  models::RankStats stats = models::gather_rank_stats(*world(), rank + 1.0, 2.0 * (rank + 1));
+  // And named terms 3 (r + 1) and -(r + 1): averages 3 (n + 1) / 2 and -(n + 1) / 2.
+  models::RankStats stats = models::gather_rank_stats(*world(), rank + 1.0, 2.0 * (rank + 1),
+                                                      {{"gp", 3.0 * (rank + 1)}, {"wdist", -(rank + 1.0)}});
   CHECK(stats.loss_d == Approx((size + 1) / 2.0));
   CHECK(stats.loss_g == Approx(size + 1.0));
+  REQUIRE(stats.terms.size() == 2);
+  CHECK(stats.terms[0].first == "gp");
+  CHECK(stats.terms[0].second == Approx(3.0 * (size + 1) / 2.0));
+  CHECK(stats.terms[1].first == "wdist");
+  CHECK(stats.terms[1].second == Approx(-(size + 1) / 2.0));
   REQUIRE(stats.rss_mb.size() == static_cast<size_t>(size));
   CHECK(stats.rss_mb[static_cast<size_t>(rank)] == Approx(models::resident_mb()).margin(2.0));
   for (double mb : stats.rss_mb) CHECK(mb > 1.0);  // every slot filled by its rank
@@ -113,6 +246,36 @@ TEST_CASE("20 iterations straight equal 10 + resume + 10, bitwise", "[train][res
   auto second = models::train(o, world(), log);
   CHECK(second.start_iteration == 10);
   CHECK(second.iterations == 10);
+  REQUIRE(second.parameters.size() == straight.parameters.size());
+  for (size_t i = 0; i < straight.parameters.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(std::memcmp(second.parameters[i].raw_data(), straight.parameters[i].raw_data(),
+                        straight.parameters[i].bytes()) == 0);
+  }
+}
+
+TEST_CASE(
+    "wgan-gp with lazy R1 resumed in the middle of a group of critic steps equals a straight run, bitwise",
+    "[train][resume][penalty]") {
+  // 5 critic steps per G step and R1 every 4th D step: the resume at iteration 7 is inside
+  // both cycles, which depend on the iteration alone.
+  auto penalised = [](const std::string& dir, int64_t iters) {
+    auto o = short_run("ring8-mlp", dir, iters);
+    o.loss = "wgan-gp";
+    o.n_critic = 5;
+    o.lr = 1e-4;
+    o.r1_gamma = 1.0;
+    o.r1_every = 4;
+    return o;
+  };
+  std::ostringstream log;
+  auto straight = models::train(penalised(fresh_dir("wgan-straight"), 12), world(), log);
+  std::string dir = fresh_dir("wgan-resumed");
+  models::train(penalised(dir, 7), world(), log);
+  auto o = penalised(dir, 12);
+  o.resume = true;
+  auto second = models::train(o, world(), log);
+  CHECK(second.start_iteration == 7);
   REQUIRE(second.parameters.size() == straight.parameters.size());
   for (size_t i = 0; i < straight.parameters.size(); ++i) {
     INFO("parameter " << i);

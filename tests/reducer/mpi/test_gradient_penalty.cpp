@@ -1,0 +1,235 @@
+// Gradient penalties through the Reducer at 1-4 ranks, in every wrap style, against the
+// single-process oracle: the mlp GAN trained with WGAN-GP (5 critic steps per G step), with
+// the non-saturating loss + R1 on every D step, and with lazy R1 (a penalty-only D step
+// every 4th D step, scaled by 4). N ranks on slices of the global batch must end with the
+// parameters of one process on the whole batch (relative 1e-5) and with bitwise identical
+// replicas. The inner grad(D(x), x, create_graph) is never synchronised; the backward of
+// the loss that includes the penalty is, with the penalty's second-order contributions.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "autograd/ops.h"
+#include "autograd/optim.h"
+#include "models/gan.h"
+#include "models/gradient_penalty.h"
+#include "reducer/ddp.h"
+#include "runtime/dist/process_group.h"
+#include "runtime/rng.h"
+#include "tests/reducer/gan_fixture.h"
+
+using namespace tandem;
+using namespace tandem::testing;
+
+namespace {
+
+std::shared_ptr<dist::ProcessGroup> world() {
+  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
+  return group;
+}
+
+enum class Penalty { wgan_gp, r1, lazy_r1 };
+
+const char* penalty_name(Penalty p) {
+  switch (p) {
+    case Penalty::wgan_gp:
+      return "WGAN-GP, 5 critic steps per G step";
+    case Penalty::r1:
+      return "non-saturating + R1 every D step";
+    case Penalty::lazy_r1:
+      return "non-saturating + lazy R1 every 4th D step";
+  }
+  return "";
+}
+
+constexpr int kCriticSteps = 5;  // WGAN-GP: D steps per G step
+constexpr int kR1Every = 4;      // lazy R1: a penalty-only D step every this many D steps
+constexpr double kGpLambda = 10.0;
+constexpr double kR1Gamma = 10.0;
+constexpr uint64_t kRealStream = 1, kNoiseStream = 2, kMixStream = 3;
+
+int iterations_of(Penalty p) {
+  // WGAN-GP: 10 D steps and 2 G steps; lazy R1: penalty steps at D steps 0, 4 and 8, so
+  // that the penalty's phase is built, rebuilt once, then reused.
+  return p == Penalty::r1 ? 6 : (p == Penalty::wgan_gp ? 10 : 9);
+}
+
+// Rows that ranks [first, first + count) draw at `iteration`, each its own rows_per_rank
+// from a stream that depends only on (rank, iteration, purpose), one after the other: a
+// rank draws its slice; the oracle draws every rank's slice, which is the global batch.
+Tensor draw_rows(int first, int count, int64_t rows_per_rank, int64_t width, int iteration,
+                 uint64_t purpose) {
+  Tensor out = Tensor::empty({count * rows_per_rank, width});
+  for (int r = first; r < first + count; ++r) {
+    Generator gen(0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(r) + 1) ^ purpose << 40 ^
+                  static_cast<uint64_t>(iteration));
+    Tensor rows = Tensor::empty({rows_per_rank, width});
+    if (purpose == kMixStream) {
+      fill_uniform(rows, 0.0, 1.0, gen);
+    } else {
+      fill_normal(rows, 0.0, 1.0, gen);
+    }
+    out.narrow_rows((r - first) * rows_per_rank, rows_per_rank).copy_(rows);
+  }
+  return out;
+}
+
+struct Run {
+  std::vector<Tensor> parameters;
+  std::vector<int64_t> synced_backwards;  // per Reducer (D's first in separate wrap)
+  std::vector<PhaseStats> phases;         // of the whole-model Reducer, or D's
+};
+
+Variable critic_loss(Penalty p, const Variable& d_real, const Variable& d_fake) {
+  if (p == Penalty::wgan_gp) return mean(d_fake) - mean(d_real);
+  return mean(softplus(d_fake)) + mean(softplus(-d_real));
+}
+
+// Trains the mlp GAN with penalty `p` at strength `strength` (lambda or gamma; 0 keeps every
+// backward but drops the penalty) in `style`: on this rank's slice of `ranks` ranks, or for
+// Style::none on all `ranks` slices at once.
+Run train_penalised(Style style, Penalty p, double strength, int ranks) {
+  auto gan = models::make_gan({.model = "mlp", .seed = 3});
+  const bool wgan = p == Penalty::wgan_gp;
+  // SGD with momentum: Adam's first steps are lr * sign(gradient), which turns the rounding
+  // noise of gradients that cancel to about 0 into differences of lr between summation orders.
+  const optim::SGDOptions sgd{.lr = 0.05, .momentum = 0.5};
+  OptimWrapperDict wrappers;
+  wrappers.add("generator", std::make_shared<OptimWrapper>(
+                                std::make_shared<optim::SGD>(gan->generator->parameters(), sgd)));
+  wrappers.add("discriminator", std::make_shared<OptimWrapper>(
+                                    std::make_shared<optim::SGD>(gan->discriminator->parameters(), sgd)));
+  DdpOptions options;
+  options.reducer.find_unused_parameters =
+      style == Style::whole_find_unused || style == Style::separate_find_unused;
+  std::unique_ptr<DistributedDataParallel> whole;
+  std::unique_ptr<SeparateDistributedDataParallel> separate;
+  if (style == Style::whole || style == Style::whole_find_unused || style == Style::whole_explicit_prepare) {
+    whole = std::make_unique<DistributedDataParallel>(gan, world(), options);
+  } else if (style != Style::none) {
+    separate = std::make_unique<SeparateDistributedDataParallel>(gan, world(), options);
+  }
+  Reducer* prepare = style == Style::whole_explicit_prepare ? &whole->reducer() : nullptr;
+  auto update = [&](const char* part, const Variable& loss) {
+    OptimWrapper& w = wrappers[part];
+    w.zero_grad();
+    if (prepare) prepare->prepare_for_backward(loss);
+    w.backward(loss);
+    w.step();
+  };
+
+  const int first = style == Style::none ? 0 : world()->rank();
+  const int count = style == Style::none ? ranks : 1;
+  const int64_t rows = kGlobalBatch / ranks;
+  for (int it = 0; it < iterations_of(p); ++it) {
+    Tensor real = draw_rows(first, count, rows, 784, it, kRealStream);
+    Tensor z = draw_rows(first, count, rows, gan->noise_dim(), it, kNoiseStream);
+    Variable fake = gan->generate(Variable(z));
+
+    // The D step. R1 every step differentiates D(real) with respect to real.
+    Variable real_leaf(real, /*requires_grad=*/p == Penalty::r1);
+    Variable d_real = gan->discriminate(real_leaf);
+    Variable loss_d = critic_loss(p, d_real, gan->discriminate(fake.detach()));
+    if (p == Penalty::wgan_gp) {
+      Variable x_hat =
+          models::interpolate(real, fake.data(), draw_rows(first, count, rows, 1, it, kMixStream));
+      loss_d = loss_d + strength * models::wgan_gp_penalty(gan->discriminate(x_hat), x_hat);
+    } else if (p == Penalty::r1) {
+      loss_d = loss_d + strength / 2 * models::r1_penalty(d_real, real_leaf);
+    }
+    update("discriminator", loss_d);
+    if (p == Penalty::lazy_r1 && it % kR1Every == 0) {
+      Variable x(real, /*requires_grad=*/true);
+      update("discriminator", kR1Every * strength / 2 * models::r1_penalty(gan->discriminate(x), x));
+    }
+
+    // The G step (its backward reaches D too, whose gradients the next D step clears).
+    if (!wgan || (it + 1) % kCriticSteps == 0) {
+      Variable d_fake = gan->discriminate(fake);
+      update("generator", wgan ? -mean(d_fake) : mean(softplus(-d_fake)));
+    }
+  }
+  Run run;
+  for (const Variable& param : gan->parameters()) run.parameters.push_back(param.data().clone());
+  if (whole) {
+    run.synced_backwards.push_back(whole->reducer().synced_backwards());
+    run.phases = whole->reducer().stats();
+  } else if (separate) {
+    run.synced_backwards.push_back(separate->reducer("discriminator").synced_backwards());
+    run.synced_backwards.push_back(separate->reducer("generator").synced_backwards());
+    run.phases = separate->reducer("discriminator").stats();
+  }
+  return run;
+}
+
+// Every rank's tensors equal rank 0's, bit for bit.
+void require_replicas_identical(const std::vector<Tensor>& params) {
+  for (const Tensor& param : params) {
+    Tensor rank0 = param.clone();
+    world()->broadcast(rank0, 0, "replica check")->wait();
+    REQUIRE(std::memcmp(param.raw_data(), rank0.raw_data(), param.bytes()) == 0);
+  }
+}
+
+// The largest difference between two parameter lists, relative to the largest magnitude.
+double max_relative_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto x = a[i].to_vector(), y = b[i].to_vector();
+    for (size_t k = 0; k < x.size(); ++k) {
+      diff = std::max(diff, std::abs(x[k] - y[k]));
+      scale = std::max(scale, std::abs(y[k]));
+    }
+  }
+  return diff / scale;
+}
+
+}  // namespace
+
+TEST_CASE("penalised GANs in every wrap style match the single-process oracle",
+          "[reducer][oracle][penalty]") {
+  const int ranks = world()->size();
+  for (Penalty p : {Penalty::wgan_gp, Penalty::r1, Penalty::lazy_r1}) {
+    const double strength = p == Penalty::wgan_gp ? kGpLambda : kR1Gamma;
+    Run reference = train_penalised(Style::none, p, strength, ranks);
+    // The penalty must matter, or the oracle would not see it go missing (checked once: the
+    // rank count changes only how the global batch is drawn).
+    if (ranks == 1) {
+      Run unpenalised = train_penalised(Style::none, p, 0.0, ranks);
+      CHECK(max_relative_difference(reference.parameters, unpenalised.parameters) > 1e-2);
+    }
+
+    const int iterations = iterations_of(p);
+    const int64_t d_steps = iterations + (p == Penalty::lazy_r1 ? (iterations + kR1Every - 1) / kR1Every : 0);
+    const int64_t g_steps = p == Penalty::wgan_gp ? iterations / kCriticSteps : iterations;
+    // find_unused_parameters changes nothing in tandem (test_reducer covers both values).
+    for (Style style : {Style::whole, Style::separate, Style::whole_explicit_prepare}) {
+      INFO(penalty_name(p) << ", " << style_name(style) << ", " << ranks << " ranks");
+      Run got = train_penalised(style, p, strength, ranks);
+      require_close(got.parameters, reference.parameters, 1e-5);
+      require_replicas_identical(got.parameters);
+
+      // Only the backwards that write .grad are synchronised, never the inner grad().
+      // D's Reducer also sees the G steps (their backward reaches D).
+      REQUIRE(got.synced_backwards.size() == (style == Style::separate ? 2u : 1u));
+      CHECK(got.synced_backwards[0] == d_steps + g_steps);
+      if (got.synced_backwards.size() == 2) CHECK(got.synced_backwards[1] == g_steps);
+
+      // The penalty-only step is a phase of its own: the parameters the penalty reaches
+      // through the second-order graph (not the last layer's bias), built and rebuilt once.
+      if (p == Penalty::lazy_r1) {
+        bool found = false;
+        for (const PhaseStats& phase : got.phases) {
+          if (phase.backwards != (iterations + kR1Every - 1) / kR1Every) continue;
+          found = true;
+          CHECK(phase.rebuilds == 1);
+          CHECK(phase.description.find("discriminator") != std::string::npos);
+          CHECK(phase.description.find("generator") == std::string::npos);
+        }
+        INFO("phases: " << got.phases.size());
+        CHECK(found);
+      }
+    }
+  }
+}
