@@ -66,16 +66,27 @@ void DataParallelWrapper::sync_buffers() {
   broadcast_from_rank0(*group_, pointers, "buffers before forward");
 }
 
+void DataParallelWrapper::check_replicas(const std::string& when) {
+  ++checks_;
+  std::vector<std::pair<std::string, Variable>> params = model_->named_parameters();
+  std::vector<TensorDescription> tensors;
+  for (auto& [name, p] : params) tensors.push_back({name, &p.data()});
+  // Buffers agree only right after their broadcast: each rank's forward updates its own
+  // running statistics from its own data. So broadcast them as the next forward would.
+  std::vector<std::pair<std::string, Tensor>> buffers;
+  if (options_.broadcast_buffers || group_->size() == 1) {
+    sync_buffers();
+    buffers = model_->named_buffers();  // what the model holds now, not the wrap-time handles
+    for (auto& [name, b] : buffers) tensors.push_back({name, &b});
+  }
+  check_replicas_equal(*group_, tensors, when.empty() ? "at replica check " + std::to_string(checks_) : when);
+}
+
 void DataParallelWrapper::finish_train_step() {
   ++steps_;
   const int64_t every = options_.check_replicas_every;
   if (every <= 0 || steps_ % every != 0) return;
-  std::vector<std::pair<std::string, Variable>> params = model_->named_parameters();
-  std::vector<std::pair<std::string, Tensor>> buffers = model_->named_buffers();
-  std::vector<TensorDescription> all;
-  for (auto& [name, p] : params) all.push_back({name, &p.data()});
-  for (auto& [name, b] : buffers) all.push_back({name, &b});
-  check_replicas_equal(*group_, all, "after train_step " + std::to_string(steps_));
+  check_replicas("after train_step " + std::to_string(steps_));
 }
 
 LogVars DataParallelWrapper::train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) {

@@ -5,9 +5,18 @@
 // - DistributedDataParallel(model, group, options) wraps a whole model in one Reducer over
 //   every parameter that requires grad at wrap time (named as in model.named_parameters()).
 //   Buffers are verified and broadcast from rank 0 at wrap time and, with
-//   broadcast_buffers (default true), again before each train_step/val_step/test_step.
-//   The model's parts are called directly (no `.module`): every backward through them is
-//   synchronised automatically, whatever part it reaches.
+//   broadcast_buffers (default true), again before each train_step/val_step/test_step and
+//   at each sync_buffers() (the plain loop's point, at the top of each iteration, before
+//   the forward). The model's parts are called directly (no `.module`): every backward
+//   through them is synchronised automatically, whatever part it reaches.
+// - check_replicas(when) (collective; every check_replicas_every train_steps, or called by
+//   the plain loop) compares a hash of every parameter across ranks, and of every buffer
+//   where buffers are meant to agree: with broadcast_buffers on more than one rank it
+//   broadcasts them from rank 0 first, as the next forward would, then compares them
+//   (catching a buffer the broadcast does not reach). Without broadcast_buffers each rank
+//   keeps its own buffers (batch-norm running statistics follow the rank's own data), so
+//   they are not compared. A difference is an Error on every rank naming the first
+//   differing tensor and `when`.
 // - train_step(batch, wrapper): preprocess, forward in loss mode, parse the losses (the
 //   total is the sum of entries whose name contains "loss"), update_params(total); returns
 //   the log values (each loss and the total, local to this rank). train_step(batch, dict)
@@ -61,8 +70,8 @@ struct DdpOptions {
   // `reducer.name` is set by the wrapper (the model's type name, or the child's name).
   ReducerOptions reducer;
   bool broadcast_buffers = true;
-  // Every this many train_steps, compare a hash of every parameter across ranks and
-  // throw naming the first that differs (0: never).
+  // Every this many train_steps, check_replicas (parameters; buffers after their
+  // broadcast) and throw naming the first tensor that differs (0: never).
   int64_t check_replicas_every = 0;
 };
 
@@ -81,7 +90,12 @@ class DataParallelWrapper {
   Variable val_step(const Batch& batch);
   Variable test_step(const Batch& batch) { return val_step(batch); }
   // Broadcasts the buffers from rank 0 (with broadcast_buffers, on more than one rank).
+  // train_step/val_step call it first; a plain loop calls it at the top of each iteration.
   void sync_buffers();
+  // Collective: compares parameters, and buffers after sync_buffers (see the contract);
+  // throws on every rank naming the first differing tensor and `when` ("after step 300";
+  // empty: "at replica check <n>", counting the calls).
+  void check_replicas(const std::string& when = "");
   void train(bool on = true) { model_->train(on); }
   DataParallelModel& module() { return *model_; }
   const DdpOptions& options() const { return options_; }
@@ -108,6 +122,7 @@ class DataParallelWrapper {
  private:
   std::vector<Tensor> buffers_;
   int64_t steps_ = 0;
+  int64_t checks_ = 0;
 };
 
 class DistributedDataParallel final : public DataParallelWrapper {

@@ -45,7 +45,7 @@ struct TrainOptions {
   std::string loss = "ns";           // ns | hinge
   int64_t pggan_stage_iters = 0;     // 0: iters / 3
   std::string on_nonfinite = "off";  // off | skip | stop: NaN/Inf in averaged gradients
-  int64_t check_replicas_every = 0;  // compare parameter hashes across ranks every N steps
+  int64_t check_replicas_every = 0;  // compare parameter (and broadcast buffer) hashes every N steps
   bool help = false;
 };
 
