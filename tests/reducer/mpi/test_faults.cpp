@@ -207,3 +207,33 @@ TEST_CASE("replica check: a buffer that the broadcast does not reach is named",
     CHECK(m.find("replicas differ after train_step 2: 'norm.running_var'") != std::string::npos);
   }
 }
+
+TEST_CASE("plain loop: sync_buffers before the forward, check_replicas after the step",
+          "[faults][replicas][buffers]") {
+  // The README's loop: the model's parts called directly, backward() and the optimizer by hand.
+  auto model = std::make_shared<NormedRegressor>();
+  optim::SGD opt(model->parameters(), {.lr = 0.1});
+  DistributedDataParallel ddp(model, world());
+  for (int step = 0; step < 3; ++step) {
+    ddp.sync_buffers();
+    CHECK(same_on_all_ranks(model->norm->running_mean));
+    Variable loss = parse_losses(model->forward_losses(rank_batch(step))).first;
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    ddp.check_replicas();  // parameters, and the statistics once broadcast: all agree
+  }
+  if (world()->size() < 2) return;
+  if (world()->rank() == 1) {
+    float* b = model->head->bias.data().data<float>();
+    b[0] = std::nextafter(b[0], 1e30f);  // one ulp
+  }
+  try {
+    ddp.check_replicas("after step 3");
+    FAIL("drifted replicas passed the plain loop's check on rank " << world()->rank());
+  } catch (const Error& e) {
+    std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("replicas differ after step 3: 'head.bias'") != std::string::npos);
+  }
+}
