@@ -23,6 +23,11 @@
 //   hands over to the model's own train_step (GANs: a D update then a G update).
 // - SeparateDistributedDataParallel gives every direct child with parameters its own
 //   Reducer (named after the child); train_step(batch, dict) is the model's own.
+// - Refused with an Error, before any communication: a model with no registered parameter
+//   that requires grad (layers assigned to members without register_module are invisible:
+//   the message says how to register them), for SeparateDistributedDataParallel a
+//   parameter registered on the model itself rather than in a child, and a model (or any
+//   parameter) already wrapped by a live wrapper (see Reducer).
 // - Both derive from DataParallelWrapper, which holds what they share (buffers, step
 //   count, replica check, val/test steps, train_step over a dictionary).
 // - DdpOptions embeds the ReducerOptions of every Reducer it makes, with PyTorch's names.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "autograd/optim.h"
 #include "kernels/bucket_ops.h"
@@ -35,7 +37,35 @@ std::string plural(int64_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
+// The name of the Reducer watching each claimed parameter. Ranks run as threads in the
+// unit tests, so the map is shared by threads.
+std::mutex claims_mutex;
+std::unordered_map<const VariableImpl*, std::string> claimed_by;
+
 }  // namespace
+
+void Reducer::ParameterClaims::claim(const std::vector<Variable>& params,
+                                     const std::vector<std::string>& names, const std::string& owner) {
+  std::lock_guard<std::mutex> lock(claims_mutex);
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto it = claimed_by.find(params[i].impl());
+    TANDEM_CHECK(
+        it == claimed_by.end(),
+        "Reducer for " << owner << ": parameter '" << names[i]
+                       << "' is already synchronised by the Reducer for " << it->second
+                       << ": wrap a model once (destroy the first wrapper before wrapping it again), and "
+                          "give each parameter to one Reducer");
+  }
+  for (const Variable& p : params) {
+    claimed_by.emplace(p.impl(), owner);
+    held_.push_back(p.impl());
+  }
+}
+
+Reducer::ParameterClaims::~ParameterClaims() {
+  std::lock_guard<std::mutex> lock(claims_mutex);
+  for (const VariableImpl* p : held_) claimed_by.erase(p);
+}
 
 Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
                  std::shared_ptr<dist::ProcessGroup> group, ReducerOptions options)
@@ -77,6 +107,7 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
     constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
     phase_cache_bytes_ = bytes >= static_cast<double>(kUnbounded) ? kUnbounded : static_cast<size_t>(bytes);
   }
+  claims_.claim(params_, names_, options_.name);
   verify_replicas(*group_, descriptions, "parameter");
   broadcast_from_rank0(*group_, data, "initial parameters of " + options_.name);
   hook_ = allreduce_hook();

@@ -4,7 +4,9 @@
 // - At construction the parameters are verified across ranks (names, dtypes, shapes; a
 //   named error on the first difference) and broadcast from rank 0. The Reducer then
 //   watches every backward (autograd's backward-begin seam) and every parameter's
-//   grad-ready hook.
+//   grad-ready hook. A parameter is watched by one Reducer at a time (in the process):
+//   a second Reducer over it, as when a model is wrapped twice, is an Error naming the
+//   parameter and the first Reducer; destroying a Reducer releases its parameters.
 // - A backward whose graph reaches none of this Reducer's parameters is not its business.
 //   Otherwise, before any gradient is computed, ranks agree in one small allreduce on the
 //   globally used set: parameters reachable from the roots on at least one rank. Exactly
@@ -200,8 +202,26 @@ class Reducer : public BackwardObserver {
   void abandon_sync();
   std::string part_of(size_t index) const;
 
+  // Which Reducer watches each parameter, process-wide. Held as a member so that the
+  // parameters are released also when the constructor throws after claiming them.
+  class ParameterClaims {
+   public:
+    ParameterClaims() = default;
+    ~ParameterClaims();
+    ParameterClaims(const ParameterClaims&) = delete;
+    ParameterClaims& operator=(const ParameterClaims&) = delete;
+    // Claims every parameter for `owner`, or none: throws naming the first parameter that
+    // another Reducer watches.
+    void claim(const std::vector<Variable>& params, const std::vector<std::string>& names,
+               const std::string& owner);
+
+   private:
+    std::vector<const VariableImpl*> held_;
+  };
+
   std::vector<Variable> params_;
   std::vector<std::string> names_;
+  ParameterClaims claims_;
   std::vector<uint64_t> hook_ids_;
   std::map<VariableImpl*, size_t> index_of_;
   std::vector<std::string> parts_;  // distinct parts, first-seen order
