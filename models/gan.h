@@ -8,6 +8,14 @@
 //   "discriminator" and "generator" step their part. The D step's G forward runs inside it
 //   with its output detached; the G step's backward reaches D too (D is not frozen, as in
 //   the reference PyTorch loop) and D's gradients are cleared before the next D step.
+// - Accumulation (OptimWrapper accumulative_counts k, equal for both wrappers, else an
+//   Error): gradients are zeroed only when no accumulation is under way. Each train_step
+//   is a D micro-step; G's micro-steps, one per micro-batch (its fake samples kept),
+//   run in the train_step where D steps, against the updated D. So k train_steps equal
+//   one train_step on their concatenated batches (for models without batch norm), and
+//   with initialize_count_status on both wrappers the run's last, partial accumulation
+//   steps at its last train_step. loss_g is logged in the train_steps that update G (the
+//   mean over its micro-steps), loss_d in every one.
 // - set_iteration(i) lets dynamic models change structure (the `mlp` model's extra D layer
 //   on alternate blocks of 5 iterations; the progressive GAN's stages and fade-in). Every
 //   rank calls it with the same i, so every rank uses the same parameters.
@@ -61,6 +69,9 @@ class GanModel : public DataParallelModel {
 
  protected:
   int64_t iteration_ = 0;
+
+ private:
+  std::vector<Variable> pending_fakes_;  // G's micro-batches waiting for D's step
 };
 
 // Builds a model by name; an Error lists the known names.
