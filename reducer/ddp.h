@@ -32,7 +32,8 @@
 //   count, replica check, val/test steps, train_step over a dictionary).
 // - DdpOptions embeds the ReducerOptions of every Reducer it makes, with PyTorch's names.
 //   find_unused_parameters and static_graph are accepted and change nothing: tandem always
-//   scopes each backward to the parameters it reaches.
+//   scopes each backward to the parameters it reaches. reducer.detect_anomalous_params
+//   names the parameters a backward's reached parts hold but its loss does not reach.
 #pragma once
 
 #include <map>

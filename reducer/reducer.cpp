@@ -142,6 +142,33 @@ std::vector<bool> Reducer::local_used(const std::vector<std::shared_ptr<Variable
   return used;
 }
 
+void Reducer::detect_unreached(const std::vector<bool>& local, int64_t backward) {
+  std::vector<bool> part_reached(parts_.size(), false), unreached(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (local[i]) part_reached[part_index_[i]] = true;
+  }
+  if (!any_of(part_reached)) return;  // this backward is not about our parameters
+  unreached_.clear();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (local[i] || !part_reached[part_index_[i]] || !params_[i].requires_grad()) continue;
+    unreached[i] = true;
+    unreached_.push_back(names_[i]);
+  }
+  if (unreached_.empty() || !unreached_warned_.insert(unreached).second) return;
+  std::ostringstream line;
+  line << "tandem: warning: " << process_label() << "detect_anomalous_params: backward " << backward << " of "
+       << options_.name << " did not reach " << plural(static_cast<int64_t>(unreached_.size()), "parameter")
+       << " that require grad, in the parts it reached:";
+  const char* separator = " ";
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!unreached[i]) continue;
+    line << separator << "'" << names_[i] << "' " << shape_str(params_[i].data().shape());
+    separator = ", ";
+  }
+  line << " (each set is reported once)";
+  write_stderr_line(line.str());
+}
+
 void Reducer::on_backward_begin(const BackwardPass& pass) {
   ++backwards_seen_;
   if (prepared_) {  // prepare_for_backward already agreed on this backward's set
@@ -149,6 +176,7 @@ void Reducer::on_backward_begin(const BackwardPass& pass) {
     return;
   }
   std::vector<bool> local = local_used(pass.reachable_leaves());
+  if (options_.detect_anomalous_params) detect_unreached(local, backwards_seen_);
   if (!sync_enabled_) {
     for (size_t i = 0; i < local.size(); ++i) unsynced_used_[i] = unsynced_used_[i] || local[i];
     return;
@@ -159,6 +187,7 @@ void Reducer::on_backward_begin(const BackwardPass& pass) {
 
 void Reducer::prepare_for_backward(const std::vector<Variable>& roots) {
   std::vector<bool> local = local_used(reachable_leaves(roots));
+  if (options_.detect_anomalous_params) detect_unreached(local, backwards_seen_ + 1);  // the next backward
   if (!sync_enabled_) {
     for (size_t i = 0; i < local.size(); ++i) unsynced_used_[i] = unsynced_used_[i] || local[i];
     return;

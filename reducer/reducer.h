@@ -52,6 +52,14 @@
 //   agreement and every rank throws an error naming the part and its first parameter.
 //   (A rank that reaches none of the parameters, having agreed through
 //   prepare_for_backward, is not counted: it contributes zeros.)
+// - detect_anomalous_params (ReducerOptions; off by default, costs nothing then): at each
+//   backward that reaches its parameters, the Reducer names the parameters that require
+//   grad, belong to a part that backward reaches, yet were not reached from its roots on
+//   this rank (a layer the loss forgot, a branch not taken). Parts the backward does not
+//   reach at all are not listed (the D step of a GAN does not reach G by design). The
+//   names are kept (unreached_parameters(), of the latest such backward) and written to
+//   stderr as one warning line the first time each distinct set appears. From the used
+//   set it already finds: no extra graph walk, no communication.
 // - Ranks must run the same backwards and optimizer steps in the same order while a
 //   Reducer exists. Each agreement carries the rank's position: how many backwards this
 //   Reducer has seen on this rank (every backward, including those that reach none of its
@@ -69,6 +77,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,6 +100,8 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   // Accepted; layouts are cached per phase whatever its value.
   bool static_graph = false;
+  // Name the parameters a backward's reached parts hold but its roots do not reach.
+  bool detect_anomalous_params = false;
   std::string name = "model";  // in messages and tags
   NonFinitePolicy non_finite = NonFinitePolicy::off;
   // The most bytes the cached phases' buckets may hold, in MB; 0: twice the bytes of the
@@ -147,6 +158,9 @@ class Reducer : public BackwardObserver {
   // `names` then lists the parameters that held them.
   bool take_non_finite(std::vector<std::string>* names = nullptr);
   int64_t non_finite_backwards() const { return non_finite_backwards_; }
+  // detect_anomalous_params: the parameters the latest backward that reached this Reducer
+  // left unreached within the parts it reached, on this rank (empty when off).
+  const std::vector<std::string>& unreached_parameters() const { return unreached_; }
   const std::vector<Variable>& parameters() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
   dist::ProcessGroup& group() const { return *group_; }
@@ -179,6 +193,8 @@ class Reducer : public BackwardObserver {
   };
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
+  // detect_anomalous_params: records (and warns of a new set of) unreached parameters.
+  void detect_unreached(const std::vector<bool>& local, int64_t backward);
   // Agreement, then activation: begin_sync runs both for a synced backward.
   void begin_sync(std::vector<bool> local, int64_t backward);
   // One collective: the parameters used on at least one rank (throws naming a part that
@@ -248,7 +264,9 @@ class Reducer : public BackwardObserver {
   uint64_t total_bytes_ = 0;
   int64_t synced_backwards_ = 0;
   int64_t non_finite_backwards_ = 0;
-  std::vector<std::string> non_finite_names_;  // pending for take_non_finite
+  std::vector<std::string> non_finite_names_;     // pending for take_non_finite
+  std::vector<std::string> unreached_;            // detect_anomalous_params, latest backward
+  std::set<std::vector<bool>> unreached_warned_;  // sets already written to stderr
 };
 
 }  // namespace tandem

@@ -192,6 +192,37 @@ TEST_CASE("the D step synchronises D only; G's parameters cost no bytes", "[redu
   CHECK(ddp.reducer().evicted_phases() == 0);  // D and G phases fit the default phase cache
 }
 
+TEST_CASE("detect_anomalous_params names what a reached part holds but the loss does not reach",
+          "[reducer][anomalous]") {
+  using Names = std::vector<std::string>;
+  const Names extra = {"discriminator.extra.weight", "discriminator.extra.bias"};
+  Tensor z = my_slice(random_tensor({kGlobalBatch, 4}, 5));
+  Tensor real = my_slice(random_tensor({kGlobalBatch, 3}, 6));
+  for (bool on : {true, false}) {
+    INFO("detect_anomalous_params " << on);
+    auto gan = std::make_shared<TinyGan>(3, true);
+    DdpOptions options;
+    options.reducer.detect_anomalous_params = on;
+    DistributedDataParallel ddp(gan, world(), options);
+    Variable fake = gan->generator->forward(Variable(z));
+    // The D step without the extra layer: D's extra is missed; G is not reached at all
+    // (by design), so not named.
+    Variable loss_d = mean(softplus(gan->discriminator->run(fake.detach(), false))) +
+                      mean(softplus(-gan->discriminator->run(Variable(real), false)));
+    loss_d.backward();
+    CHECK(ddp.reducer().unreached_parameters() == (on ? extra : Names{}));
+    // The G step through the extra layer reaches everything.
+    Variable loss_g = mean(softplus(-gan->discriminator->run(fake, true)));
+    loss_g.backward();
+    CHECK(ddp.reducer().unreached_parameters().empty());
+    // The explicit prepare_for_backward finds the same.
+    Variable again = mean(softplus(gan->discriminator->run(Variable(real), false)));
+    ddp.reducer().prepare_for_backward(again);
+    again.backward();
+    CHECK(ddp.reducer().unreached_parameters() == (on ? extra : Names{}));
+  }
+}
+
 TEST_CASE("rank-dependent control flow: averaged gradients, untouched unused parameter", "[reducer]") {
   auto model = std::make_shared<DataParallelModel>();
   Variable a = model->register_parameter("a", zeros({3}));
