@@ -38,33 +38,42 @@ std::string plural(int64_t n, const char* word) {
 }
 
 // The name of the Reducer watching each claimed parameter. Ranks run as threads in the
-// unit tests, so the map is shared by threads.
-std::mutex claims_mutex;
-std::unordered_map<const VariableImpl*, std::string> claimed_by;
+// unit tests, so the map is shared by threads. Never destroyed: a Reducer that outlives
+// static destruction (held by a static) must still find it.
+struct Claims {
+  std::mutex mutex;
+  std::unordered_map<const VariableImpl*, std::string> owner;
+};
+Claims& claims() {
+  static Claims* all = new Claims;
+  return *all;
+}
 
 }  // namespace
 
 void Reducer::ParameterClaims::claim(const std::vector<Variable>& params,
                                      const std::vector<std::string>& names, const std::string& owner) {
-  std::lock_guard<std::mutex> lock(claims_mutex);
+  Claims& all = claims();
+  std::lock_guard<std::mutex> lock(all.mutex);
   for (size_t i = 0; i < params.size(); ++i) {
-    auto it = claimed_by.find(params[i].impl());
+    auto it = all.owner.find(params[i].impl());
     TANDEM_CHECK(
-        it == claimed_by.end(),
+        it == all.owner.end(),
         "Reducer for " << owner << ": parameter '" << names[i]
                        << "' is already synchronised by the Reducer for " << it->second
                        << ": wrap a model once (destroy the first wrapper before wrapping it again), and "
                           "give each parameter to one Reducer");
   }
   for (const Variable& p : params) {
-    claimed_by.emplace(p.impl(), owner);
+    all.owner.emplace(p.impl(), owner);
     held_.push_back(p.impl());
   }
 }
 
 Reducer::ParameterClaims::~ParameterClaims() {
-  std::lock_guard<std::mutex> lock(claims_mutex);
-  for (const VariableImpl* p : held_) claimed_by.erase(p);
+  Claims& all = claims();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  for (const VariableImpl* p : held_) all.owner.erase(p);
 }
 
 Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
