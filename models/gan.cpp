@@ -57,8 +57,26 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
     total_d = total_d + o.r1_gamma / 2 * r1;
     last_r1_ = r1.item();
   }
-  update(optim_wrappers, "discriminator", total_d);
-  if (o.r1_gamma > 0 && o.r1_every > 1 && iteration_ % o.r1_every == 0) {
+
+  OptimWrapper& opt_d = optim_wrappers["discriminator"];
+  OptimWrapper& opt_g = optim_wrappers["generator"];
+  TANDEM_CHECK(opt_g.accumulative_counts() == opt_d.accumulative_counts(),
+               type_name() << ": accumulative_counts of the generator (" << opt_g.accumulative_counts()
+                           << ") and of the discriminator (" << opt_d.accumulative_counts()
+                           << ") differ; they must be equal: G's micro-steps run on D's micro-batches, "
+                              "against D once it has stepped");
+  const bool lazy_r1 = o.r1_gamma > 0 && o.r1_every > 1;
+  TANDEM_CHECK(opt_d.accumulative_counts() == 1 || (o.n_critic == 1 && !lazy_r1),
+               type_name() << ": gradient accumulation (accumulative_counts " << opt_d.accumulative_counts()
+                           << ") together with n_critic " << o.n_critic << " or lazy R1 (r1_every "
+                           << o.r1_every << ") is not supported; use one or the other");
+  if (!opt_d.accumulating()) {  // zeroing inside an accumulation would drop its micro-batches
+    opt_d.zero_grad();          // also what the last G step's backward left in D
+    pending_fakes_.clear();
+  }
+  if (before_backward && opt_d.should_sync()) before_backward(total_d);
+  opt_d.update_params(total_d);
+  if (lazy_r1 && iteration_ % o.r1_every == 0) {
     Variable x(real.data(), /*requires_grad=*/true);
     Variable r1 = r1_penalty(discriminate(x), x);
     update(optim_wrappers, "discriminator", static_cast<double>(o.r1_every) * o.r1_gamma / 2 * r1);
@@ -67,9 +85,23 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   if (o.r1_gamma > 0) log["r1"] = last_r1_;
 
   if ((iteration_ + 1) % o.n_critic == 0) {
-    Variable g = loss_g(fake);
-    update(optim_wrappers, "generator", g);
-    last_loss_g_ = g.item();
+    // G steps against the updated D: under accumulation its micro-steps wait for D's step.
+    pending_fakes_.push_back(fake);
+    if (opt_d.accumulating()) return log;
+    double loss_g_sum = 0.0;
+    for (const Variable& pending : pending_fakes_) {
+      Variable g = loss_g(pending);
+      if (!opt_g.accumulating()) opt_g.zero_grad();
+      if (before_backward && opt_g.should_sync()) before_backward(g);
+      opt_g.update_params(g);
+      loss_g_sum += g.item();
+    }
+    last_loss_g_ = loss_g_sum / static_cast<double>(pending_fakes_.size());
+    pending_fakes_.clear();
+    TANDEM_CHECK(
+        !opt_g.accumulating(),
+        type_name() << ": the generator's optimizer wrapper did not step with the discriminator's; give "
+                       "both the same initialize_count_status");
   }
   log["loss_g"] = last_loss_g_;
   return log;

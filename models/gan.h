@@ -20,6 +20,15 @@
 // - The log values: loss_d (without the penalties), loss_g (of the latest G step; 0 before
 //   the first), and when they apply gp, wdist (mean D(real) - mean D(fake), the critic's
 //   Wasserstein estimate) and r1 (the latest R1 value).
+// - Accumulation (OptimWrapper accumulative_counts k, equal for both wrappers, else an
+//   Error): gradients are zeroed only when no accumulation is under way. Each train_step
+//   is a D micro-step; G's micro-steps, one per micro-batch (its fake samples kept),
+//   run in the train_step where D steps, against the updated D. So k train_steps equal
+//   one train_step on their concatenated batches (for models without batch norm), and
+//   with initialize_count_status on both wrappers the run's last, partial accumulation
+//   steps at its last train_step. While D accumulates, loss_g is not logged; in the
+//   train_step that updates G it is the mean over its micro-steps. Accumulation with
+//   n_critic > 1 or lazy R1 is an Error (not supported yet).
 // - set_iteration(i) lets dynamic models change structure (the `mlp` model's extra D layer
 //   on alternate blocks of 5 iterations; the progressive GAN's stages and fade-in). Every
 //   rank calls it with the same i, so every rank uses the same parameters.
@@ -89,6 +98,7 @@ class GanModel : public DataParallelModel {
   // An update of one part: zero_grad, before_backward, backward and step.
   void update(OptimWrapperDict& optim_wrappers, const char* part, const Variable& loss);
 
+  std::vector<Variable> pending_fakes_;  // G's micro-batches waiting for D's step
   double last_loss_g_ = 0.0, last_r1_ = 0.0;
 };
 

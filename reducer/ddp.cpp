@@ -40,6 +40,26 @@ DataParallelWrapper::DataParallelWrapper(std::shared_ptr<DataParallelModel> mode
   TANDEM_CHECK(group_ != nullptr, wrapper_name << ": no process group");
 }
 
+namespace {
+
+// A wrapper over no parameter would synchronise nothing while the ranks drift apart.
+void check_has_parameters(bool any, const nn::Module& model, const char* wrapper_name, const char* where) {
+  if (any) return;
+  const size_t registered = model.parameters().size();
+  TANDEM_CHECK(registered > 0,
+               wrapper_name << ": " << model.type_name() << " has no registered parameters" << where
+                            << ", so nothing would be synchronised and the ranks would drift apart. Register "
+                               "each layer with register_module(\"name\", layer) and each tensor with "
+                               "register_parameter(\"name\", tensor): a member assigned without registering "
+                               "is invisible to named_parameters() and to the wrapper");
+  TANDEM_FAIL(wrapper_name << ": every parameter of " << model.type_name() << where << " is frozen ("
+                           << registered
+                           << " with requires_grad false), so there is nothing to synchronise: call "
+                              "requires_grad_(true) on what should train before wrapping");
+}
+
+}  // namespace
+
 ReducerOptions DataParallelWrapper::reducer_options(std::string name) const {
   ReducerOptions r = options_.reducer;
   r.name = std::move(name);
@@ -66,16 +86,27 @@ void DataParallelWrapper::sync_buffers() {
   broadcast_from_rank0(*group_, pointers, "buffers before forward");
 }
 
+void DataParallelWrapper::check_replicas(const std::string& when) {
+  ++checks_;
+  std::vector<std::pair<std::string, Variable>> params = model_->named_parameters();
+  std::vector<TensorDescription> tensors;
+  for (auto& [name, p] : params) tensors.push_back({name, &p.data()});
+  // Buffers agree only right after their broadcast: each rank's forward updates its own
+  // running statistics from its own data. So broadcast them as the next forward would.
+  std::vector<std::pair<std::string, Tensor>> buffers;
+  if (options_.broadcast_buffers || group_->size() == 1) {
+    sync_buffers();
+    buffers = model_->named_buffers();  // what the model holds now, not the wrap-time handles
+    for (auto& [name, b] : buffers) tensors.push_back({name, &b});
+  }
+  check_replicas_equal(*group_, tensors, when.empty() ? "at replica check " + std::to_string(checks_) : when);
+}
+
 void DataParallelWrapper::finish_train_step() {
   ++steps_;
   const int64_t every = options_.check_replicas_every;
   if (every <= 0 || steps_ % every != 0) return;
-  std::vector<std::pair<std::string, Variable>> params = model_->named_parameters();
-  std::vector<std::pair<std::string, Tensor>> buffers = model_->named_buffers();
-  std::vector<TensorDescription> all;
-  for (auto& [name, p] : params) all.push_back({name, &p.data()});
-  for (auto& [name, b] : buffers) all.push_back({name, &b});
-  check_replicas_equal(*group_, all, "after train_step " + std::to_string(steps_));
+  check_replicas("after train_step " + std::to_string(steps_));
 }
 
 LogVars DataParallelWrapper::train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) {
@@ -103,6 +134,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<DataParallelMod
     params.push_back(p);
     names.push_back(name);
   }
+  check_has_parameters(!params.empty(), *model_, "DistributedDataParallel", "");
   reducer_ = std::make_unique<Reducer>(params, names, group_, reducer_options(model_->type_name()));
   wrap_buffers();
 }
@@ -124,6 +156,14 @@ SeparateDistributedDataParallel::SeparateDistributedDataParallel(std::shared_ptr
                                                                  DdpOptions options)
     : DataParallelWrapper(std::move(model), std::move(group), std::move(options),
                           "SeparateDistributedDataParallel") {
+  // Each child gets a Reducer: a parameter of the model itself would belong to none.
+  for (auto& [name, p] : model_->named_parameters()) {
+    TANDEM_CHECK(name.find('.') != std::string::npos || !p.requires_grad(),
+                 "SeparateDistributedDataParallel gives each child of "
+                     << model_->type_name() << " its own Reducer, but parameter '" << name
+                     << "' is registered on the model itself, in no child, and would never be synchronised: "
+                        "register it in a child module, or wrap the model with DistributedDataParallel");
+  }
   for (auto& [child_name, child] : model_->named_children()) {
     std::vector<Variable> params;
     std::vector<std::string> names;
@@ -135,6 +175,7 @@ SeparateDistributedDataParallel::SeparateDistributedDataParallel(std::shared_ptr
     if (params.empty()) continue;
     reducers_[child_name] = std::make_unique<Reducer>(params, names, group_, reducer_options(child_name));
   }
+  check_has_parameters(!reducers_.empty(), *model_, "SeparateDistributedDataParallel", " in its children");
   wrap_buffers();
 }
 

@@ -5,20 +5,35 @@
 // - DistributedDataParallel(model, group, options) wraps a whole model in one Reducer over
 //   every parameter that requires grad at wrap time (named as in model.named_parameters()).
 //   Buffers are verified and broadcast from rank 0 at wrap time and, with
-//   broadcast_buffers (default true), again before each train_step/val_step/test_step.
-//   The model's parts are called directly (no `.module`): every backward through them is
-//   synchronised automatically, whatever part it reaches.
+//   broadcast_buffers (default true), again before each train_step/val_step/test_step and
+//   at each sync_buffers() (the plain loop's point, at the top of each iteration, before
+//   the forward). The model's parts are called directly (no `.module`): every backward
+//   through them is synchronised automatically, whatever part it reaches.
+// - check_replicas(when) (collective; every check_replicas_every train_steps, or called by
+//   the plain loop) compares a hash of every parameter across ranks, and of every buffer
+//   where buffers are meant to agree: with broadcast_buffers on more than one rank it
+//   broadcasts them from rank 0 first, as the next forward would, then compares them
+//   (catching a buffer the broadcast does not reach). Without broadcast_buffers each rank
+//   keeps its own buffers (batch-norm running statistics follow the rank's own data), so
+//   they are not compared. A difference is an Error on every rank naming the first
+//   differing tensor and `when`.
 // - train_step(batch, wrapper): preprocess, forward in loss mode, parse the losses (the
 //   total is the sum of entries whose name contains "loss"), update_params(total); returns
 //   the log values (each loss and the total, local to this rank). train_step(batch, dict)
 //   hands over to the model's own train_step (GANs: a D update then a G update).
 // - SeparateDistributedDataParallel gives every direct child with parameters its own
 //   Reducer (named after the child); train_step(batch, dict) is the model's own.
+// - Refused with an Error, before any communication: a model with no registered parameter
+//   that requires grad (layers assigned to members without register_module are invisible:
+//   the message says how to register them), for SeparateDistributedDataParallel a
+//   parameter registered on the model itself rather than in a child, and a model (or any
+//   parameter) already wrapped by a live wrapper (see Reducer).
 // - Both derive from DataParallelWrapper, which holds what they share (buffers, step
 //   count, replica check, val/test steps, train_step over a dictionary).
 // - DdpOptions embeds the ReducerOptions of every Reducer it makes, with PyTorch's names.
 //   find_unused_parameters and static_graph are accepted and change nothing: tandem always
-//   scopes each backward to the parameters it reaches.
+//   scopes each backward to the parameters it reaches. reducer.detect_anomalous_params
+//   names the parameters a backward's reached parts hold but its loss does not reach.
 #pragma once
 
 #include <map>
@@ -62,8 +77,8 @@ struct DdpOptions {
   // `reducer.name` is set by the wrapper (the model's type name, or the child's name).
   ReducerOptions reducer;
   bool broadcast_buffers = true;
-  // Every this many train_steps, compare a hash of every parameter across ranks and
-  // throw naming the first that differs (0: never).
+  // Every this many train_steps, check_replicas (parameters; buffers after their
+  // broadcast) and throw naming the first tensor that differs (0: never).
   int64_t check_replicas_every = 0;
 };
 
@@ -82,7 +97,12 @@ class DataParallelWrapper {
   Variable val_step(const Batch& batch);
   Variable test_step(const Batch& batch) { return val_step(batch); }
   // Broadcasts the buffers from rank 0 (with broadcast_buffers, on more than one rank).
+  // train_step/val_step call it first; a plain loop calls it at the top of each iteration.
   void sync_buffers();
+  // Collective: compares parameters, and buffers after sync_buffers (see the contract);
+  // throws on every rank naming the first differing tensor and `when` ("after step 300";
+  // empty: "at replica check <n>", counting the calls).
+  void check_replicas(const std::string& when = "");
   void train(bool on = true) { model_->train(on); }
   DataParallelModel& module() { return *model_; }
   const DdpOptions& options() const { return options_; }
@@ -109,6 +129,7 @@ class DataParallelWrapper {
  private:
   std::vector<Tensor> buffers_;
   int64_t steps_ = 0;
+  int64_t checks_ = 0;
 };
 
 class DistributedDataParallel final : public DataParallelWrapper {

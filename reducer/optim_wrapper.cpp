@@ -31,8 +31,29 @@ void OptimWrapper::attach(Reducer* reducer) {
   if (std::find(reducers_.begin(), reducers_.end(), reducer) == reducers_.end()) reducers_.push_back(reducer);
 }
 
+void OptimWrapper::initialize_count_status(int64_t calls_done, int64_t max_calls) {
+  TANDEM_CHECK(calls_done >= 0 && max_calls >= calls_done,
+               "OptimWrapper::initialize_count_status: calls_done "
+                   << calls_done << " and max_calls " << max_calls
+                   << " must satisfy 0 <= calls_done <= max_calls");
+  TANDEM_CHECK(calls_done % accumulative_counts_ == 0,
+               "OptimWrapper::initialize_count_status: calls_done "
+                   << calls_done << " is not a multiple of accumulative_counts " << accumulative_counts_
+                   << ": the gradients accumulated before it are in no checkpoint; resume at a multiple of "
+                   << accumulative_counts_);
+  calls_ = calls_done;
+  max_calls_ = max_calls;
+  remainder_ = static_cast<int>(max_calls % accumulative_counts_);
+}
+
+int OptimWrapper::loss_factor() const {
+  const bool in_last_partial = remainder_ > 0 && calls_ >= max_calls_ - remainder_ && calls_ < max_calls_;
+  return in_last_partial ? remainder_ : accumulative_counts_;
+}
+
 void OptimWrapper::update_params(const Variable& loss) {
-  Variable scaled = accumulative_counts_ == 1 ? loss : scale(loss, 1.0 / accumulative_counts_);
+  const int factor = loss_factor();
+  Variable scaled = factor == 1 ? loss : scale(loss, 1.0 / factor);
   bool boundary = should_sync();
   ++calls_;
   if (boundary) {

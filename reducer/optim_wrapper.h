@@ -4,7 +4,11 @@
 // update_params(loss) runs backward on loss / k and, every k-th call, steps the optimizer
 // and zeroes the gradients. Between those calls the backward runs inside no_sync() of
 // the Reducers the wrapper is attached to (a DDP wrapper attaches them), so gradients
-// accumulate locally and are averaged once, at the step. zero_grad/backward/step are
+// accumulate locally and are averaged once, at the step. A run whose length is not a
+// multiple of k says so with initialize_count_status(done, max) (MMEngine's): its last,
+// partial accumulation steps at the run's last call, with the loss divided by the count
+// of calls it holds (max % k), so that it is the mean over those micro-batches. Callers
+// that zero gradients themselves do it only when !accumulating(). zero_grad/backward/step are
 // also callable one by one. step() is skipped (and counted) when an attached Reducer
 // with the skip_step non-finite policy averaged a NaN/Inf since the last step; the
 // verdict is the same on every rank, so all ranks skip together.
@@ -30,8 +34,15 @@ class OptimWrapper {
   void backward(const Variable& loss);
   void step();
   void update_params(const Variable& loss);
-  // True when the next update_params call is an accumulation boundary (it steps).
-  bool should_sync() const { return (calls_ + 1) % accumulative_counts_ == 0; }
+  // The run has made `calls_done` update_params calls (a multiple of k: what was
+  // accumulated before is in no checkpoint) and makes `max_calls` in all.
+  void initialize_count_status(int64_t calls_done, int64_t max_calls);
+  // True when the next update_params call is an accumulation boundary (it steps): every
+  // k-th call, and the run's last.
+  bool should_sync() const { return ends_accumulation(calls_ + 1); }
+  // True while update_params calls since the last step wait for it (their gradients are
+  // accumulated: zero_grad now would drop them).
+  bool accumulating() const { return !ends_accumulation(calls_); }
 
   void attach(Reducer* reducer);
   optim::Optimizer& optimizer() { return *optimizer_; }
@@ -39,9 +50,18 @@ class OptimWrapper {
   int64_t skipped_steps() const { return skipped_steps_; }
 
  private:
+  bool ends_accumulation(int64_t calls) const {
+    return calls % accumulative_counts_ == 0 || calls == max_calls_;
+  }
+  // What the next update_params divides its loss by: k, or the calls of the run's last,
+  // partial accumulation.
+  int loss_factor() const;
+
   std::shared_ptr<optim::Optimizer> optimizer_;
   int accumulative_counts_;
   int64_t calls_ = 0;
+  int64_t max_calls_ = -1;  // unknown until initialize_count_status
+  int remainder_ = 0;       // max_calls_ % k
   int64_t skipped_steps_ = 0;
   std::vector<Reducer*> reducers_;
 };

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "autograd/optim.h"
 #include "kernels/bucket_ops.h"
@@ -35,7 +37,44 @@ std::string plural(int64_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
+// The name of the Reducer watching each claimed parameter. Ranks run as threads in the
+// unit tests, so the map is shared by threads. Never destroyed: a Reducer that outlives
+// static destruction (held by a static) must still find it.
+struct Claims {
+  std::mutex mutex;
+  std::unordered_map<const VariableImpl*, std::string> owner;
+};
+Claims& claims() {
+  static Claims* all = new Claims;
+  return *all;
+}
+
 }  // namespace
+
+void Reducer::ParameterClaims::claim(const std::vector<Variable>& params,
+                                     const std::vector<std::string>& names, const std::string& owner) {
+  Claims& all = claims();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto it = all.owner.find(params[i].impl());
+    TANDEM_CHECK(
+        it == all.owner.end(),
+        "Reducer for " << owner << ": parameter '" << names[i]
+                       << "' is already synchronised by the Reducer for " << it->second
+                       << ": wrap a model once (destroy the first wrapper before wrapping it again), and "
+                          "give each parameter to one Reducer");
+  }
+  for (const Variable& p : params) {
+    all.owner.emplace(p.impl(), owner);
+    held_.push_back(p.impl());
+  }
+}
+
+Reducer::ParameterClaims::~ParameterClaims() {
+  Claims& all = claims();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  for (const VariableImpl* p : held_) all.owner.erase(p);
+}
 
 Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
                  std::shared_ptr<dist::ProcessGroup> group, ReducerOptions options)
@@ -77,6 +116,7 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
     constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
     phase_cache_bytes_ = bytes >= static_cast<double>(kUnbounded) ? kUnbounded : static_cast<size_t>(bytes);
   }
+  claims_.claim(params_, names_, options_.name);
   verify_replicas(*group_, descriptions, "parameter");
   broadcast_from_rank0(*group_, data, "initial parameters of " + options_.name);
   hook_ = allreduce_hook();
@@ -111,6 +151,33 @@ std::vector<bool> Reducer::local_used(const std::vector<std::shared_ptr<Variable
   return used;
 }
 
+void Reducer::detect_unreached(const std::vector<bool>& local, int64_t backward) {
+  std::vector<bool> part_reached(parts_.size(), false), unreached(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (local[i]) part_reached[part_index_[i]] = true;
+  }
+  if (!any_of(part_reached)) return;  // this backward is not about our parameters
+  unreached_.clear();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (local[i] || !part_reached[part_index_[i]] || !params_[i].requires_grad()) continue;
+    unreached[i] = true;
+    unreached_.push_back(names_[i]);
+  }
+  if (unreached_.empty() || !unreached_warned_.insert(unreached).second) return;
+  std::ostringstream line;
+  line << "tandem: warning: " << process_label() << "detect_anomalous_params: backward " << backward << " of "
+       << options_.name << " did not reach " << plural(static_cast<int64_t>(unreached_.size()), "parameter")
+       << " that require grad, in the parts it reached:";
+  const char* separator = " ";
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!unreached[i]) continue;
+    line << separator << "'" << names_[i] << "' " << shape_str(params_[i].data().shape());
+    separator = ", ";
+  }
+  line << " (each set is reported once)";
+  write_stderr_line(line.str());
+}
+
 void Reducer::on_backward_begin(const BackwardPass& pass) {
   ++backwards_seen_;
   if (prepared_) {  // prepare_for_backward already agreed on this backward's set
@@ -118,6 +185,7 @@ void Reducer::on_backward_begin(const BackwardPass& pass) {
     return;
   }
   std::vector<bool> local = local_used(pass.reachable_leaves());
+  if (options_.detect_anomalous_params) detect_unreached(local, backwards_seen_);
   if (!sync_enabled_) {
     for (size_t i = 0; i < local.size(); ++i) unsynced_used_[i] = unsynced_used_[i] || local[i];
     return;
@@ -128,6 +196,7 @@ void Reducer::on_backward_begin(const BackwardPass& pass) {
 
 void Reducer::prepare_for_backward(const std::vector<Variable>& roots) {
   std::vector<bool> local = local_used(reachable_leaves(roots));
+  if (options_.detect_anomalous_params) detect_unreached(local, backwards_seen_ + 1);  // the next backward
   if (!sync_enabled_) {
     for (size_t i = 0; i < local.size(); ++i) unsynced_used_[i] = unsynced_used_[i] || local[i];
     return;

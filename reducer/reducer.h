@@ -4,7 +4,9 @@
 // - At construction the parameters are verified across ranks (names, dtypes, shapes; a
 //   named error on the first difference) and broadcast from rank 0. The Reducer then
 //   watches every backward (autograd's backward-begin seam) and every parameter's
-//   grad-ready hook.
+//   grad-ready hook. A parameter is watched by one Reducer at a time (in the process):
+//   a second Reducer over it, as when a model is wrapped twice, is an Error naming the
+//   parameter and the first Reducer; destroying a Reducer releases its parameters.
 // - A backward whose graph reaches none of this Reducer's parameters is not its business.
 //   Otherwise, before any gradient is computed, ranks agree in one small allreduce on the
 //   globally used set: parameters reachable from the roots on at least one rank. Exactly
@@ -50,6 +52,14 @@
 //   agreement and every rank throws an error naming the part and its first parameter.
 //   (A rank that reaches none of the parameters, having agreed through
 //   prepare_for_backward, is not counted: it contributes zeros.)
+// - detect_anomalous_params (ReducerOptions; off by default, costs nothing then): at each
+//   backward that reaches its parameters, the Reducer names the parameters that require
+//   grad, belong to a part that backward reaches, yet were not reached from its roots on
+//   this rank (a layer the loss forgot, a branch not taken). Parts the backward does not
+//   reach at all are not listed (the D step of a GAN does not reach G by design). The
+//   names are kept (unreached_parameters(), of the latest such backward) and written to
+//   stderr as one warning line the first time each distinct set appears. From the used
+//   set it already finds: no extra graph walk, no communication.
 // - Ranks must run the same backwards and optimizer steps in the same order while a
 //   Reducer exists. Each agreement carries the rank's position: how many backwards this
 //   Reducer has seen on this rank (every backward, including those that reach none of its
@@ -67,6 +77,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -89,6 +100,8 @@ struct ReducerOptions {
   bool find_unused_parameters = false;
   // Accepted; layouts are cached per phase whatever its value.
   bool static_graph = false;
+  // Name the parameters a backward's reached parts hold but its roots do not reach.
+  bool detect_anomalous_params = false;
   std::string name = "model";  // in messages and tags
   NonFinitePolicy non_finite = NonFinitePolicy::off;
   // The most bytes the cached phases' buckets may hold, in MB; 0: twice the bytes of the
@@ -145,6 +158,9 @@ class Reducer : public BackwardObserver {
   // `names` then lists the parameters that held them.
   bool take_non_finite(std::vector<std::string>* names = nullptr);
   int64_t non_finite_backwards() const { return non_finite_backwards_; }
+  // detect_anomalous_params: the parameters the latest backward that reached this Reducer
+  // left unreached within the parts it reached, on this rank (empty when off).
+  const std::vector<std::string>& unreached_parameters() const { return unreached_; }
   const std::vector<Variable>& parameters() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
   dist::ProcessGroup& group() const { return *group_; }
@@ -177,6 +193,8 @@ class Reducer : public BackwardObserver {
   };
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
+  // detect_anomalous_params: records (and warns of a new set of) unreached parameters.
+  void detect_unreached(const std::vector<bool>& local, int64_t backward);
   // Agreement, then activation: begin_sync runs both for a synced backward.
   void begin_sync(std::vector<bool> local, int64_t backward);
   // One collective: the parameters used on at least one rank (throws naming a part that
@@ -200,8 +218,26 @@ class Reducer : public BackwardObserver {
   void abandon_sync();
   std::string part_of(size_t index) const;
 
+  // Which Reducer watches each parameter, process-wide. Held as a member so that the
+  // parameters are released also when the constructor throws after claiming them.
+  class ParameterClaims {
+   public:
+    ParameterClaims() = default;
+    ~ParameterClaims();
+    ParameterClaims(const ParameterClaims&) = delete;
+    ParameterClaims& operator=(const ParameterClaims&) = delete;
+    // Claims every parameter for `owner`, or none: throws naming the first parameter that
+    // another Reducer watches.
+    void claim(const std::vector<Variable>& params, const std::vector<std::string>& names,
+               const std::string& owner);
+
+   private:
+    std::vector<const VariableImpl*> held_;
+  };
+
   std::vector<Variable> params_;
   std::vector<std::string> names_;
+  ParameterClaims claims_;
   std::vector<uint64_t> hook_ids_;
   std::map<VariableImpl*, size_t> index_of_;
   std::vector<std::string> parts_;  // distinct parts, first-seen order
@@ -228,7 +264,9 @@ class Reducer : public BackwardObserver {
   uint64_t total_bytes_ = 0;
   int64_t synced_backwards_ = 0;
   int64_t non_finite_backwards_ = 0;
-  std::vector<std::string> non_finite_names_;  // pending for take_non_finite
+  std::vector<std::string> non_finite_names_;     // pending for take_non_finite
+  std::vector<std::string> unreached_;            // detect_anomalous_params, latest backward
+  std::set<std::vector<bool>> unreached_warned_;  // sets already written to stderr
 };
 
 }  // namespace tandem

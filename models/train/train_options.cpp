@@ -111,8 +111,11 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --pggan-stage-iters N pggan: iterations per stage (0: iters / 3)                (0)
   --on-nonfinite P      NaN/Inf in an averaged gradient: off | skip (the step, on
                         every rank) | stop (with the parameter names)            (off)
-  --check-replicas-every N  compare a hash of all parameters across ranks every N
-                        steps and stop naming the first that differs (0: never)  (0)
+  --check-replicas-every N  every N steps compare a hash of every parameter across
+                        ranks, and of every buffer (batch-norm running statistics)
+                        right after broadcasting it from rank 0 (between broadcasts
+                        each rank's statistics follow its own data); stop naming the
+                        first that differs (0: never)                            (0)
   --help                this text
 )";
 }

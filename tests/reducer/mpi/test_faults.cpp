@@ -1,7 +1,9 @@
 // Faults the wrappers must catch: a NaN/Inf that reaches an averaged gradient (skip the
 // step on every rank, or stop naming the parameters) and replicas that drift apart (a
-// hash check names the first differing parameter). Run at 2 ranks: the bad value lives
-// on rank 1 only, so rank 0 must reach the same verdict through the averages.
+// hash check names the first differing parameter, or a buffer that the broadcast does not
+// reach; batch-norm statistics that differ between broadcasts by design are not a fault).
+// Run at 2 ranks: the bad value lives on rank 1 only, so rank 0 must reach the same
+// verdict through the averages.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -34,6 +36,43 @@ class Regressor : public DataParallelModel {
   }
   std::shared_ptr<nn::Linear> body, head;
 };
+
+// The regressor with batch norm between its layers: running statistics that each rank's
+// forward updates from its own data.
+class NormedRegressor : public DataParallelModel {
+ public:
+  NormedRegressor() {
+    Generator gen(6);
+    body = register_module("body", std::make_shared<nn::Linear>(3, 4, true, gen));
+    norm = register_module("norm", std::make_shared<nn::BatchNorm1d>(4));
+    head = register_module("head", std::make_shared<nn::Linear>(4, 1, true, gen));
+  }
+  Losses forward_losses(const Batch& batch) override {
+    Variable y = head->forward(relu(norm->forward(body->forward(Variable(batch.inputs)))));
+    return {{"loss_mse", mean(square(y - Variable(batch.targets)))}};
+  }
+  std::shared_ptr<nn::Linear> body, head;
+  std::shared_ptr<nn::BatchNorm1d> norm;
+};
+
+// Rank r's inputs are scaled by r + 1 and shifted by step: the ranks' statistics differ.
+Batch rank_batch(int step) {
+  const double s = world()->rank() + 1.0;
+  Batch b;
+  b.inputs =
+      Tensor::from_values({3, 3}, {0.5 * s, -1.0, 2.0 + step, 1.5, 0.25 * s, -0.75, -s, 0.5 * step, 1.0});
+  b.targets = Tensor::from_values({3, 1}, {1.0, -1.0, 0.5});
+  return b;
+}
+
+// True on every rank when every rank holds rank 0's values of `t`.
+bool same_on_all_ranks(const Tensor& t) {
+  Tensor rank0 = t.clone();
+  world()->broadcast(rank0, 0, "rank 0's copy")->wait();
+  Tensor differing = Tensor::full({1}, rank0.to_vector() == t.to_vector() ? 0.0 : 1.0);
+  dist::allreduce_host(*world(), differing, dist::ReduceOp::sum, "ranks differing from rank 0");
+  return differing.at(0) == 0.0;
+}
 
 // Rank 1's first input row is NaN when `poison`; everything else is finite.
 Batch batch_for(bool poison) {
@@ -126,5 +165,75 @@ TEST_CASE("replica check: a parameter changed on one rank is named on every rank
     INFO(m);
     CHECK(m.find("replicas differ after train_step 4") != std::string::npos);
     CHECK(m.find("'head.bias'") != std::string::npos);
+  }
+}
+
+TEST_CASE("replica check on a batch-norm model: parameters always, running statistics after their broadcast",
+          "[faults][replicas][buffers]") {
+  auto model = std::make_shared<NormedRegressor>();
+  OptimWrapper wrapper(std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1}));
+  DdpOptions options;
+  options.check_replicas_every = 1;
+  DistributedDataParallel ddp(model, world(), options);
+  for (int step = 0; step < 3; ++step) ddp.train_step(rank_batch(step), wrapper);  // every check passes
+  CHECK(same_on_all_ranks(model->norm->running_mean));  // the check broadcast them before comparing
+
+  // Without broadcast_buffers each rank keeps its own statistics: they differ, and are not compared.
+  auto own = std::make_shared<NormedRegressor>();
+  OptimWrapper own_wrapper(std::make_shared<optim::SGD>(own->parameters(), optim::SGDOptions{.lr = 0.1}));
+  options.broadcast_buffers = false;
+  DistributedDataParallel own_ddp(own, world(), options);
+  for (int step = 0; step < 2; ++step) own_ddp.train_step(rank_batch(step), own_wrapper);
+  if (world()->size() > 1) CHECK_FALSE(same_on_all_ranks(own->norm->running_mean));
+}
+
+TEST_CASE("replica check: a buffer that the broadcast does not reach is named",
+          "[faults][replicas][buffers]") {
+  auto model = std::make_shared<NormedRegressor>();
+  OptimWrapper wrapper(std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1}));
+  DdpOptions options;
+  options.check_replicas_every = 2;
+  DistributedDataParallel ddp(model, world(), options);
+  ddp.train_step(rank_batch(0), wrapper);
+  if (world()->size() < 2) return;
+  // Rank 1 replaces the tensor behind the buffer: the wrapper's broadcast writes the old one.
+  if (world()->rank() == 1) model->norm->running_var = Tensor::full({4}, 3.0);
+  try {
+    ddp.train_step(rank_batch(1), wrapper);
+    FAIL("a buffer outside the broadcast passed the check on rank " << world()->rank());
+  } catch (const Error& e) {
+    std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("replicas differ after train_step 2: 'norm.running_var'") != std::string::npos);
+  }
+}
+
+TEST_CASE("plain loop: sync_buffers before the forward, check_replicas after the step",
+          "[faults][replicas][buffers]") {
+  // The README's loop: the model's parts called directly, backward() and the optimizer by hand.
+  auto model = std::make_shared<NormedRegressor>();
+  optim::SGD opt(model->parameters(), {.lr = 0.1});
+  DistributedDataParallel ddp(model, world());
+  for (int step = 0; step < 3; ++step) {
+    ddp.sync_buffers();
+    CHECK(same_on_all_ranks(model->norm->running_mean));
+    Variable loss = parse_losses(model->forward_losses(rank_batch(step))).first;
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    ddp.check_replicas();  // parameters, and the statistics once broadcast: all agree
+  }
+  if (world()->size() < 2) return;
+  if (world()->rank() == 1) {
+    float* b = model->head->bias.data().data<float>();
+    b[0] = std::nextafter(b[0], 1e30f);  // one ulp
+  }
+  try {
+    ddp.check_replicas("after step 3");
+    FAIL("drifted replicas passed the plain loop's check on rank " << world()->rank());
+  } catch (const Error& e) {
+    std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("replicas differ after step 3: 'head.bias'") != std::string::npos);
   }
 }

@@ -142,11 +142,13 @@ TEST_CASE("buffers are verified at wrap time and broadcast from rank 0 before ea
   auto model = std::make_shared<DataParallelModel>();
   model->register_parameter("w", zeros({2}));
   Tensor& running = model->register_buffer("running", Tensor::full({3}, 100.0 + world()->rank()));
-  DistributedDataParallel ddp(model, world());
-  CHECK(running.at(0) == 100.0);  // rank 0's value everywhere after wrapping
-  running.fill_(200.0 + world()->rank());
-  ddp.sync_buffers();
-  CHECK(running.at(2) == 200.0);
+  {
+    DistributedDataParallel ddp(model, world());
+    CHECK(running.at(0) == 100.0);  // rank 0's value everywhere after wrapping
+    running.fill_(200.0 + world()->rank());
+    ddp.sync_buffers();
+    CHECK(running.at(2) == 200.0);
+  }  // unwrapped: a model is wrapped once at a time
   DdpOptions no_broadcast;
   no_broadcast.broadcast_buffers = false;
   DistributedDataParallel quiet(model, world(), no_broadcast);
@@ -188,6 +190,37 @@ TEST_CASE("the D step synchronises D only; G's parameters cost no bytes", "[redu
   CHECK(stats[0].rebuilds == 1);  // rebuilt once from the observed order, at its second backward
   CHECK(stats[1].rebuilds == 1);
   CHECK(ddp.reducer().evicted_phases() == 0);  // D and G phases fit the default phase cache
+}
+
+TEST_CASE("detect_anomalous_params names what a reached part holds but the loss does not reach",
+          "[reducer][anomalous]") {
+  using Names = std::vector<std::string>;
+  const Names extra = {"discriminator.extra.weight", "discriminator.extra.bias"};
+  Tensor z = my_slice(random_tensor({kGlobalBatch, 4}, 5));
+  Tensor real = my_slice(random_tensor({kGlobalBatch, 3}, 6));
+  for (bool on : {true, false}) {
+    INFO("detect_anomalous_params " << on);
+    auto gan = std::make_shared<TinyGan>(3, true);
+    DdpOptions options;
+    options.reducer.detect_anomalous_params = on;
+    DistributedDataParallel ddp(gan, world(), options);
+    Variable fake = gan->generator->forward(Variable(z));
+    // The D step without the extra layer: D's extra is missed; G is not reached at all
+    // (by design), so not named.
+    Variable loss_d = mean(softplus(gan->discriminator->run(fake.detach(), false))) +
+                      mean(softplus(-gan->discriminator->run(Variable(real), false)));
+    loss_d.backward();
+    CHECK(ddp.reducer().unreached_parameters() == (on ? extra : Names{}));
+    // The G step through the extra layer reaches everything.
+    Variable loss_g = mean(softplus(-gan->discriminator->run(fake, true)));
+    loss_g.backward();
+    CHECK(ddp.reducer().unreached_parameters().empty());
+    // The explicit prepare_for_backward finds the same.
+    Variable again = mean(softplus(gan->discriminator->run(Variable(real), false)));
+    ddp.reducer().prepare_for_backward(again);
+    again.backward();
+    CHECK(ddp.reducer().unreached_parameters() == (on ? extra : Names{}));
+  }
 }
 
 TEST_CASE("rank-dependent control flow: averaged gradients, untouched unused parameter", "[reducer]") {
@@ -317,6 +350,52 @@ TEST_CASE("models that differ across ranks are refused with a named error", "[re
     if (r == 1) model->register_parameter("extra", zeros({2}));
     CHECK_THROWS_WITH(DistributedDataParallel(model, world()), Catch::Contains("model differs across ranks"));
   }
+}
+
+// A model whose layers are members but were never registered: nothing to synchronise.
+class UnregisteredModel : public DataParallelModel {
+ public:
+  UnregisteredModel() : fc(std::make_shared<nn::Linear>(3, 2)) {}
+  std::string type_name() const override { return "UnregisteredModel"; }
+  std::shared_ptr<nn::Linear> fc;  // not register_module'd
+};
+
+TEST_CASE("wrapping a model without registered parameters, or twice, is refused", "[reducer][errors]") {
+  // Catch's combined matchers hold their parts by reference: build each in its CHECK.
+  auto unregistered = std::make_shared<UnregisteredModel>();
+  CHECK_THROWS_WITH(
+      DistributedDataParallel(unregistered, world()),
+      Catch::Contains("DistributedDataParallel: UnregisteredModel has no registered parameters") &&
+          Catch::Contains("register_module(\"name\", layer)") &&
+          Catch::Contains("register_parameter(\"name\", tensor)"));
+  CHECK_THROWS_WITH(
+      SeparateDistributedDataParallel(unregistered, world()),
+      Catch::Contains("SeparateDistributedDataParallel: UnregisteredModel has no registered parameters") &&
+          Catch::Contains("register_module(\"name\", layer)"));
+
+  auto frozen = std::make_shared<DataParallelModel>();
+  frozen->register_parameter("w", zeros({2}), /*requires_grad=*/false);
+  CHECK_THROWS_WITH(DistributedDataParallel(frozen, world()),
+                    Catch::Contains("is frozen (1 with requires_grad false)"));
+
+  auto top_level = std::make_shared<TinyGan>(3, false);
+  top_level->register_parameter("scale", zeros({1}));
+  CHECK_THROWS_WITH(SeparateDistributedDataParallel(top_level, world()),
+                    Catch::Contains("parameter 'scale' is registered on the model itself, in no child"));
+
+  auto gan = std::make_shared<TinyGan>(3, false);
+  {
+    DistributedDataParallel ddp(gan, world());
+    CHECK_THROWS_WITH(
+        DistributedDataParallel(gan, world()),
+        Catch::Contains("parameter 'generator.0.weight' is already synchronised by the Reducer for "
+                        "TinyGan: wrap a model once"));
+    CHECK_THROWS_WITH(SeparateDistributedDataParallel(gan, world()),
+                      Catch::Contains("is already synchronised by the Reducer for TinyGan"));
+  }
+  SeparateDistributedDataParallel again(gan, world());  // the first wrapper is gone: allowed
+  CHECK_THROWS_WITH(DistributedDataParallel(gan, world()),
+                    Catch::Contains("is already synchronised by the Reducer for generator"));
 }
 
 TEST_CASE("ranks running different phases are detected at the agreement", "[reducer][errors]") {

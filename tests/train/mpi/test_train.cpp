@@ -325,6 +325,7 @@ TEST_CASE("every model trains a few iterations and writes metrics, a picture and
     auto o = short_run(model, dir, model == "pggan" ? 10 : 3);
     o.pggan_stage_iters = 4;  // stage 0, stage 1 fading in then stable, stage 2 within 10 iterations
     o.log_every = 1;
+    o.check_replicas_every = 1;  // parameters every step; batch norm's statistics after their broadcast
     auto result = models::train(o, world(), log);
     CHECK(result.iterations == o.iters);
     if (world()->rank() == 0) {
