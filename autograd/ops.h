@@ -53,9 +53,10 @@ Variable mean(const Variable& x);
 Variable sum(const Variable& x, int64_t axis, bool keepdim = false);
 Variable mean(const Variable& x, int64_t axis, bool keepdim = false);
 
-// Activations.
+// Activations. leaky_relu's default slope is nn::LeakyReLU's (0.01, as PyTorch's).
+inline constexpr double kLeakyReluDefaultSlope = 0.01;
 Variable relu(const Variable& x);
-Variable leaky_relu(const Variable& x, double slope = 0.2);
+Variable leaky_relu(const Variable& x, double slope = kLeakyReluDefaultSlope);
 Variable tanh(const Variable& x);
 Variable sigmoid(const Variable& x);
 Variable softplus(const Variable& x);
