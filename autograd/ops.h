@@ -20,11 +20,15 @@
 
 namespace tandem {
 
+class Generator;
+
 // Factories (leaves, no history).
 Variable zeros(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
 Variable ones(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
-Variable randn(const Shape& shape, bool requires_grad = false,
-               DType dtype = DType::f32);  // default generator
+// Standard normal draws from `gen` (e.g. noise of its own per rank: Generator gen(seed + rank)),
+// or from default_generator().
+Variable randn(const Shape& shape, Generator& gen, bool requires_grad = false, DType dtype = DType::f32);
+Variable randn(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
 Variable tensor(const Shape& shape, const std::vector<double>& values, bool requires_grad = false,
                 DType dtype = DType::f32);
 
