@@ -14,9 +14,10 @@
 //   they normalise with batch statistics and update the running ones
 //   (r = (1 - momentum) r + momentum * batch, unbiased variance); in eval mode they use the
 //   running ones.
-// - Activations and resampling have no parameters: ReLU, LeakyReLU(slope, default 0.01 as
-//   PyTorch), Tanh, Sigmoid, Flatten ([N, ...] -> [N, prod]), Reshape(shape) ([N, ...] ->
-//   [N, shape...]), Upsample (nearest, factor 2), AvgPool (2x2 mean, stride 2).
+// - Activations and resampling have no parameters: ReLU, LeakyReLU(slope, default
+//   kLeakyReluDefaultSlope = 0.01 as PyTorch, the same default as leaky_relu()), Tanh,
+//   Sigmoid, Flatten ([N, ...] -> [N, prod]), Reshape(shape) ([N, ...] -> [N, shape...]),
+//   Upsample (nearest, factor 2), AvgPool (2x2 mean, stride 2).
 // - Sequential runs its children in order; they are named "0", "1", ... in push order.
 //   ModuleList only holds children under the same names (no forward).
 #pragma once
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "autograd/module.h"
+#include "autograd/ops.h"
 #include "kernels/conv.h"
 #include "runtime/rng.h"
 
@@ -109,7 +111,7 @@ class ReLU : public Module {
 
 class LeakyReLU : public Module {
  public:
-  explicit LeakyReLU(double slope = 0.01) : slope(slope) {}
+  explicit LeakyReLU(double slope = kLeakyReluDefaultSlope) : slope(slope) {}
   Variable forward(const Variable& x) override;
   std::string type_name() const override;
   double slope;

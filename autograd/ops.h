@@ -23,11 +23,15 @@
 
 namespace tandem {
 
+class Generator;
+
 // Factories (leaves, no history).
 Variable zeros(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
 Variable ones(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
-Variable randn(const Shape& shape, bool requires_grad = false,
-               DType dtype = DType::f32);  // default generator
+// Standard normal draws from `gen` (e.g. noise of its own per rank: Generator gen(seed + rank)),
+// or from default_generator().
+Variable randn(const Shape& shape, Generator& gen, bool requires_grad = false, DType dtype = DType::f32);
+Variable randn(const Shape& shape, bool requires_grad = false, DType dtype = DType::f32);
 Variable tensor(const Shape& shape, const std::vector<double>& values, bool requires_grad = false,
                 DType dtype = DType::f32);
 
@@ -56,9 +60,10 @@ Variable mean(const Variable& x);
 Variable sum(const Variable& x, int64_t axis, bool keepdim = false);
 Variable mean(const Variable& x, int64_t axis, bool keepdim = false);
 
-// Activations.
+// Activations. leaky_relu's default slope is nn::LeakyReLU's (0.01, as PyTorch's).
+inline constexpr double kLeakyReluDefaultSlope = 0.01;
 Variable relu(const Variable& x);
-Variable leaky_relu(const Variable& x, double slope = 0.2);
+Variable leaky_relu(const Variable& x, double slope = kLeakyReluDefaultSlope);
 Variable tanh(const Variable& x);
 Variable sigmoid(const Variable& x);
 Variable softplus(const Variable& x);

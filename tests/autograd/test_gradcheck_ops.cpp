@@ -111,7 +111,8 @@ TEST_CASE("gradcheck: sum and mean over each axis, with and without keepdim", "[
 TEST_CASE("gradcheck: activations", "[gradcheck][activation]") {
   expect_gradients_match("relu", [](const std::vector<Variable>& v) { return relu(v[0]); },
                          {away_from_zero(random_input({4, 5}, 60))});
-  expect_gradients_match("leaky_relu 0.2", [](const std::vector<Variable>& v) { return leaky_relu(v[0]); },
+  expect_gradients_match("leaky_relu 0.2",
+                         [](const std::vector<Variable>& v) { return leaky_relu(v[0], 0.2); },
                          {away_from_zero(random_input({4, 5}, 61))});
   expect_gradients_match("leaky_relu 0.01",
                          [](const std::vector<Variable>& v) { return leaky_relu(v[0], 0.01); },
@@ -193,7 +194,7 @@ TEST_CASE("gradcheck: a discriminator loss through several ops", "[gradcheck]") 
   // softplus(-D(x)) with D = linear -> leaky_relu -> linear, as in the GAN step.
   expect_gradients_match("D loss",
                          [](const std::vector<Variable>& v) {
-                           Variable h = leaky_relu(linear(v[0], v[1], v[2]));
+                           Variable h = leaky_relu(linear(v[0], v[1], v[2]), 0.2);
                            return mean(softplus(neg(linear(h, v[3], v[4]))));
                          },
                          {random_input({4, 3}, 110), random_input({5, 3}, 111), random_input({5}, 112),

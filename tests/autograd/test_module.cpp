@@ -277,6 +277,14 @@ TEST_CASE("default initialisation follows PyTorch's bounds and the generator", "
   CHECK(a.bias.data().to_vector() == std::vector<double>(50, 1.0));
 }
 
+TEST_CASE("leaky_relu() and nn::LeakyReLU() share one default slope, PyTorch's 0.01", "[module]") {
+  Variable x = tensor({4}, {-1.0, 2.0, -3.0, 4.0});
+  const std::vector<double> expected{static_cast<float>(-0.01), 2, static_cast<float>(-0.03), 4};
+  CHECK(leaky_relu(x).data().to_vector() == expected);
+  CHECK(nn::LeakyReLU().forward(x).data().to_vector() == expected);
+  CHECK(nn::LeakyReLU().type_name() == "LeakyReLU(0.01)");
+}
+
 TEST_CASE("parameter-free layers compute their ops", "[module]") {
   Variable x = tensor({1, 1, 2, 2}, {-1.0, 2.0, -3.0, 4.0});
   CHECK(nn::ReLU().forward(x).data().to_vector() == std::vector<double>{0, 2, 0, 4});

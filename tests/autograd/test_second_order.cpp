@@ -245,8 +245,8 @@ TEST_CASE("second order: activations, relu and leaky_relu on both sides of the s
   expect_second_order_matches(
       "relu(x) * y", [](const std::vector<Variable>& v) { return mul(relu(v[0]), v[1]); }, both_sides());
   expect_second_order_matches(
-      "leaky_relu 0.2 (x) * y", [](const std::vector<Variable>& v) { return mul(leaky_relu(v[0]), v[1]); },
-      both_sides());
+      "leaky_relu 0.2 (x) * y",
+      [](const std::vector<Variable>& v) { return mul(leaky_relu(v[0], 0.2), v[1]); }, both_sides());
   expect_second_order_matches("leaky_relu 0.01",
                               [](const std::vector<Variable>& v) { return leaky_relu(v[0], 0.01); },
                               {away_from_zero(random_input({4, 5}, 62))});
@@ -397,7 +397,7 @@ namespace {
 // A tiny critic D(x) = linear(leaky_relu(linear(x))) and the WGAN-GP penalty
 // mean_n (||grad_x D(x)_n|| - 1)^2 computed with grad(create_graph).
 Variable critic(const Variable& x, const std::vector<Variable>& p) {
-  return linear(tanh(leaky_relu(linear(x, p[0], p[1]))), p[2], p[3]);
+  return linear(tanh(leaky_relu(linear(x, p[0], p[1]), 0.2)), p[2], p[3]);
 }
 
 Variable gradient_penalty(const Variable& x, const std::vector<Variable>& p) {
