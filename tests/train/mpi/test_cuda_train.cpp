@@ -63,11 +63,13 @@ void compare_gpu_with_cpu(models::TrainOptions cpu, models::TrainOptions gpu) {
   models::TrainResult got = models::train(gpu, gpu_world(), log);
   INFO(log.str());
   REQUIRE(got.parameters.size() == want.parameters.size());
-  // Over the whole model, float32 rounding (GEMM and reduction order) stays far under
-  // 1e-4. A small tensor alone can move more: Adam's first steps move each element by
-  // about lr * sign(gradient), so an element whose gradient is near zero (a batch-norm
-  // shift, say) can step the other way on the GPU; the per-tensor bound catches a
-  // tensor that was not trained at all or trained wrongly.
+  // Adam moves each element by about lr per step whatever its gradient's size, so where a
+  // gradient is mostly cancellation (through batch norm, whose backward subtracts means)
+  // float32 rounding on the GPU can turn its sign and the element steps the other way:
+  // seen up to 4.6e-4 over the dcgan model and 1e-2 on its smallest tensor at 2 ranks
+  // (mlp and pggan stay under 1e-5). The bounds leave that room; a tensor that was not
+  // trained, or trained wrongly, is off by its whole update (order 1). The exact check of
+  // the GPU Reducer is its oracle suite (tests/reducer/mpi/test_reducer_cuda.cpp).
   double worst = 0, diff = 0, norm = 0;
   std::string worst_name;
   std::ostringstream per_tensor;
@@ -89,7 +91,7 @@ void compare_gpu_with_cpu(models::TrainOptions cpu, models::TrainOptions gpu) {
   const double whole = std::sqrt(diff) / std::sqrt(norm);
   INFO("relative parameter error GPU vs CPU: " << whole << " over the model, worst tensor " << worst << " ("
                                                << worst_name << "); per tensor:" << per_tensor.str());
-  CHECK(whole < 1e-4);
+  CHECK(whole < 2e-3);
   CHECK(worst < 5e-2);
 }
 
