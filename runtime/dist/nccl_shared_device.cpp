@@ -27,8 +27,8 @@ bool share_device_between_ranks(const LaunchEnv& env, int device_count) {
   TANDEM_CHECK(setenv("NCCL_HOSTID", id.c_str(), 1) == 0,
                "share_device_between_ranks: setenv(NCCL_HOSTID) failed");
   if (env.local_rank == 0) {
-    write_stderr_line(process_label() + "tandem: " + std::to_string(env.local_size) +
-                      " ranks share " + std::to_string(device_count) +
+    write_stderr_line(process_label() + "tandem: " + std::to_string(env.local_size) + " ranks share " +
+                      std::to_string(device_count) +
                       " CUDA device(s) on this host; NCCL runs each rank as a host of its own over "
                       "its socket transport (correct, not fast). Start at most one rank per GPU for "
                       "speed; set NCCL_HOSTID yourself to choose otherwise.");
