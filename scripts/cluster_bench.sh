@@ -7,7 +7,8 @@
 # For each host count: the cluster is built (one slot per host), allreduce_bench runs once on
 # unshaped links (its 4 KB time gives the latency alpha; the links are veth pairs through a
 # bridge, so there is no propagation delay to configure: this kernel has no netem) and once per
-# rate with a token bucket (tbf) on both ends of every host's link. At 2 hosts it also times
+# rate with a token bucket (tbf) on both ends of every host's link, each under Open MPI's
+# defaults and with a 16 MB TCP eager limit (mpi_settings below). At 2 hosts it also times
 # tandem-train (mlp, dcgan) on the slowest rate, and at 1 rank without communication (the
 # compute time per step), for scripts/scale_model.py. Prints a table per host count:
 # bytes, busbw, link rate, busbw / link rate (target >= 0.8 at >= 4 MB), 4 KB latency; the raw
@@ -73,11 +74,18 @@ shape() {
   done
 }
 
-train() {  # <log> <np> <model>: tandem-train, the last log line is the second half's ms/step
+# Open MPI's settings under test: its defaults (over TCP, messages above 64 kB go through a
+# rendezvous: a handshake that waits behind the data queued on the shaped link), and "eager":
+# messages up to 16 MB sent at once, without the handshake.
+declare -A mpi_settings=([default]="" [eager]="--mca btl_tcp_eager_limit 16777216 --mca btl_tcp_max_send_size 16777216")
+suffix() { [ "$1" = default ] && echo "" || echo "+$1"; }
+
+train() {  # <log> <np> <model> <setting>: tandem-train; the last progress line is the second half's ms/step
   local log="$1" np="$2" model="$3" dir
   dir="$(mktemp -d "$out/run-XXXX")"
-  "$cluster" run --timeout 580 -- -np "$np" "$bin/tandem-train" --model "$model" --iters $train_iters \
-    --log-every $((train_iters / 2)) --seed 1 --out "$dir" > "$log" 2>&1 ||
+  # shellcheck disable=SC2086  # the setting is a list of mpirun arguments
+  "$cluster" run --timeout 580 -- -np "$np" ${mpi_settings[$4]} "$bin/tandem-train" --model "$model" \
+    --iters $train_iters --log-every $((train_iters / 2)) --seed 1 --out "$dir" > "$log" 2>&1 ||
     { echo "cluster_bench.sh: tandem-train $model at $np rank(s) failed; see $log" >&2; return 1; }
 }
 
@@ -85,16 +93,22 @@ for hosts in $hosts_list; do
   "$cluster" up "$hosts" --slots 1
   for rate in none $rates; do
     shape "$hosts" "$rate"
-    log="$out/allreduce-h$hosts-$rate.txt"
-    "$cluster" run --timeout 580 -- -np "$hosts" "$bin/allreduce_bench" "${bench_args[@]}" > "$log" 2>&1 ||
-      { cat "$log" >&2; echo "cluster_bench.sh: allreduce_bench at $hosts hosts, $rate failed" >&2; exit 1; }
+    for setting in default eager; do
+      log="$out/allreduce-h$hosts-$rate$(suffix $setting).txt"
+      # shellcheck disable=SC2086
+      "$cluster" run --timeout 580 -- -np "$hosts" ${mpi_settings[$setting]} "$bin/allreduce_bench" "${bench_args[@]}" \
+        > "$log" 2>&1 ||
+        { cat "$log" >&2; echo "cluster_bench.sh: allreduce_bench at $hosts hosts, $rate, $setting failed" >&2; exit 1; }
+    done
   done
   if [ "$hosts" = 2 ]; then
     slowest="${rates%% *}"
     shape "$hosts" none
-    for model in mlp dcgan; do train "$out/train-$model-np1.txt" 1 "$model"; done
+    for model in mlp dcgan; do train "$out/train-$model-np1.txt" 1 "$model" default; done
     shape "$hosts" "$slowest"
-    for model in mlp dcgan; do train "$out/train-$model-h2-$slowest.txt" 2 "$model"; done
+    for setting in default eager; do
+      for model in mlp dcgan; do train "$out/train-$model-h2-$slowest$(suffix $setting).txt" 2 "$model" "$setting"; done
+    done
     shape "$hosts" none
   fi
   "$cluster" down
@@ -107,25 +121,36 @@ def rate_gbs(rate):
     n = int(re.match(r"\d+", rate).group())
     return n * (0.125 if rate.endswith("gbit") else 0.000125)
 def rows(path):
+    table = {}
     for line in open(path):
         f = line.split()
         if f and not line.startswith("#") and f[0].isdigit():
-            yield int(f[0]), float(f[4])  # bytes, time (us)
+            table[int(f[0])] = float(f[4])  # bytes: time (us)
+    return table
 for hosts in hosts_list:
     n = int(hosts)
-    base = dict(rows("%s/allreduce-h%s-none.txt" % (out, hosts)))
+    base = rows("%s/allreduce-h%s-none.txt" % (out, hosts))
     lat = base[min(base)]
-    print("== %s hosts x 1 rank, TCP over veth; 4 KB allreduce latency unshaped %.1f us (alpha = %.1f us)"
-          % (hosts, lat, lat / (2 * (int(hosts) - 1))))
-    print("  %12s %9s %9s %11s %7s %10s" % ("bytes", "time us", "busbw GB/s", "link GB/s", "ratio", "target"))
+    print("== %s hosts x 1 rank, TCP over veth: 4 KB allreduce latency (unshaped, Open MPI defaults) %.1f us,"
+          " alpha = %.1f us" % (hosts, lat, lat / (2 * (n - 1))))
+    print("   busbw = bytes / time * 2(n-1)/n; ratio = busbw / link rate (target >= 0.8 at >= 4 MB);"
+          " eager = --mca btl_tcp_eager_limit 16M")
+    print("  %-10s %10s | %10s %10s %6s | %10s %10s %6s | %s" % (
+        "link", "bytes", "time us", "busbw GB/s", "ratio", "time us", "busbw GB/s", "ratio", "target: default / eager"))
+    print("  %-10s %10s | %-29s | %-29s |" % ("", "", "Open MPI defaults", "eager"))
     for rate in ["none"] + rates:
-        for b, t in rows("%s/allreduce-h%s-%s.txt" % (out, hosts, rate)):
-            bw = b / t / 1e3 * 2 * (n - 1) / n  # busbw in GB/s, from the time (the bench prints 2 decimals)
-            link = rate_gbs(rate) if rate != "none" else None
-            ratio = bw / link if link else None
-            target = "-" if link is None or b < 4 << 20 else ("met" if ratio >= 0.8 else "MISSED")
-            print("  %12d %9.1f %10.3f %11s %7s %10s" % (b, t, bw, "%.3f" % link if link else "unshaped",
-                  "%.2f" % ratio if link else "-", target))
+        link = rate_gbs(rate) if rate != "none" else None
+        tables = [rows("%s/allreduce-h%s-%s%s.txt" % (out, hosts, rate, sfx)) for sfx in ("", "+eager")]
+        for b in sorted(tables[0]):
+            cells, verdicts = [], []
+            for table in tables:
+                t = table.get(b)
+                bw = b / t / 1e3 * 2 * (n - 1) / n if t else None  # GB/s (the bench prints 2 decimals)
+                ratio = bw / link if link and bw else None
+                cells.append("%10.1f %10.3f %6s" % (t, bw, "%.2f" % ratio if ratio else "-") if t else "%29s" % "-")
+                verdicts.append("-" if ratio is None else ("met" if ratio >= 0.8 else "MISSED"))
+            print("  %-10s %10d | %s | %s | %s" % ("%.3f GB/s" % link if link else "unshaped", b, cells[0], cells[1],
+                  " / ".join(verdicts) if link and b >= 4 << 20 else ""))
         print()
 EOF
 echo "raw outputs: $out"

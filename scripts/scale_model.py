@@ -15,7 +15,8 @@ compute time at 1 rank plus, per phase, its communication:
 Scaling efficiency = compute / step time (the batch per rank is fixed).
 
 Inputs from RESULTS_DIR: allreduce-h2-none.txt (alpha = the 4 KB time at 2 ranks / 2), the
-shaped 2-host tables (beta: the link rate, and the busbw measured at 4 MB), train-*-np1.txt
+shaped 2-host tables (beta: the link rate, and the busbw measured at 4 MB; "+eager": Open MPI
+with a 16 MB TCP eager limit), train-*-np1.txt
 (compute per step: the last progress line's ms/step at 1 rank), train-*-h2-<rate>.txt (the
 step time across 2 hosts, and the "sync phase" lines: buckets and bytes per backward).
 """
@@ -119,22 +120,25 @@ def measured_vs_predicted(out, backward_share):
     alpha = parse_allreduce(os.path.join(out, "allreduce-h2-none.txt"))[4096] / 2
     print("== measured vs predicted step time, 2 hosts x 1 rank (alpha = 4 KB unshaped time / 2 = %.1f us;"
           " backward share of compute %.2f)" % (alpha * 1e6, backward_share))
-    print("  %-6s %-7s %9s %9s %10s | %9s %9s | %9s %9s | %9s" % (
+    print("   beta = the link rate, or the busbw allreduce_bench measured at 4 MB under the same Open MPI setting;"
+          " eager: --mca btl_tcp_eager_limit 16M")
+    print("  %-6s %-13s %9s %8s %11s | %9s %9s | %9s %9s | %9s" % (
         "model", "link", "compute", "comm", "beta", "no overl.", "overlap", "no overl.", "overlap", "measured"))
-    print("  %-6s %-7s %9s %9s %10s | %19s | %19s | %9s" % (
-        "", "", "ms (1 rk)", "MB/step", "GB/s", "pred. ms, beta = link", "pred. ms, beta = busbw", "ms"))
+    print("  %-6s %-13s %9s %8s %11s | %-19s | %-19s | %9s" % (
+        "", "", "ms (1 rk)", "MB/step", "GB/s", "pred. ms, link", "pred. ms, busbw", "ms"))
     for path in sorted(glob.glob(os.path.join(out, "train-*-h2-*.txt"))):
-        model, rate = re.match(r"train-(.+)-h2-(.+)\.txt", os.path.basename(path)).groups()
+        model, rate, setting = re.match(r"train-(.+)-h2-(\d+[mg]bit)(\+\w+)?\.txt", os.path.basename(path)).groups()
+        setting = setting or ""
         compute = parse_ms_per_step(os.path.join(out, "train-%s-np1.txt" % model)) * 1e-3
         phases = parse_sync_phases(path)
         link = rate_bytes(rate)
-        bench = parse_allreduce(os.path.join(out, "allreduce-h2-%s.txt" % rate))
+        bench = parse_allreduce(os.path.join(out, "allreduce-h2-%s%s.txt" % (rate, setting)))
         four_mb = min((b for b in bench if b >= 4 << 20), default=max(bench))
         busbw = four_mb / bench[four_mb]  # 2 ranks: busbw = algbw
         pred = [step_time(compute, phases, 2, alpha, beta, ov, backward_share) * 1e3
                 for beta in (link, busbw) for ov in (False, True)]
-        print("  %-6s %-7s %9.1f %9.2f %4.3f/%4.3f | %9.1f %9.1f | %9.1f %9.1f | %9.1f" % (
-            model, rate, compute * 1e3, sum(map(sum, phases)) / 1e6, link / 1e9, busbw / 1e9,
+        print("  %-6s %-13s %9.1f %8.2f %5.3f/%5.3f | %9.1f %9.1f | %9.1f %9.1f | %9.1f" % (
+            model, rate + setting, compute * 1e3, sum(map(sum, phases)) / 1e6, link / 1e9, busbw / 1e9,
             pred[0], pred[1], pred[2], pred[3], parse_ms_per_step(path)))
     print()
 
@@ -146,6 +150,9 @@ RANKS = [8, 32, 128, 256]
 def prediction_table(models, backward_share):
     print("== predicted step time and scaling efficiency (compute / step), batch per rank fixed")
     print("   links: %s" % "; ".join("%s alpha %g us" % (n, a * 1e6) for n, _, a in LINKS))
+    for name, compute, phases in models:
+        print("   %s: compute %.1f ms per step; buckets per phase (MB, layout order, the last never hidden): %s" % (
+            name, compute * 1e3, " | ".join(" ".join("%.2f" % (b / 1e6) for b in ph) for ph in phases)))
     print("  %-22s %-16s %5s %8s %9s | %9s %6s | %9s %6s" % (
         "model (compute ms)", "link", "ranks", "buckets", "comm ms", "no overl.", "eff", "overlap", "eff"))
     for name, compute, phases in models:
@@ -194,7 +201,10 @@ def main(argv):
         sys.exit("scale_model.py: unknown arguments %s" % argv[2:])
     measured_vs_predicted(out, backward_share)
     dcgan_compute = parse_ms_per_step(os.path.join(out, "train-dcgan-np1.txt")) * 1e-3
-    dcgan_phases = parse_sync_phases(sorted(glob.glob(os.path.join(out, "train-dcgan-h2-*.txt")))[0])
+    dcgan_runs = sorted(glob.glob(os.path.join(out, "train-dcgan-h2-*.txt")))
+    if not dcgan_runs:
+        sys.exit("scale_model.py: no train-dcgan-h2-*.txt in %s (scripts/cluster_bench.sh writes it)" % out)
+    dcgan_phases = parse_sync_phases(dcgan_runs[0])
     dcgan_bytes = sum(map(sum, dcgan_phases))
     counts = synthetic_25m()
     # The 25 M model's compute: dcgan's per gradient byte synchronised (stated assumption).
