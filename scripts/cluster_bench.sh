@@ -10,11 +10,12 @@
 # rate with a token bucket (tbf) on both ends of every host's link, each under Open MPI's
 # defaults and with a 16 MB TCP eager limit (mpi_settings below). At 2 hosts it also times
 # tandem-train (mlp, dcgan) on the slowest rate, and at 1 rank without communication (the
-# compute time per step), for scripts/scale_model.py. Prints a table per host count:
+# compute time per step), and step_bench (mlp, dcgan; each rank alone against DDP, in one job) on
+# the slowest rate, for scripts/scale_model.py. Prints a table per host count:
 # bytes, busbw, link rate, busbw / link rate (target >= 0.8 at >= 4 MB), 4 KB latency; the raw
 # outputs go to --out (default bench/results/cluster-<timestamp>).
 #
-# Environment: TANDEM_BUILD (default build; needs allreduce_bench and tandem-train),
+# Environment: TANDEM_BUILD (default build; needs allreduce_bench, tandem-train, step_bench),
 # TANDEM_CLUSTER (default tandem-bench). Every job is bounded (cluster.sh run --timeout) and the
 # cluster is removed when the script ends, however it ends. Needs what cluster.sh needs
 # (root, iproute2) plus tc; exits 77 naming what is missing.
@@ -31,9 +32,13 @@ rates="1gbit 10gbit"
 out="$ROOT/bench/results/cluster-$(date +%Y%m%d-%H%M%S)"
 bench_args=(--min-bytes 4K --max-bytes 64M --iters 10 --warmup 2)
 train_iters=40
+step_args=(--steps 20 --runs 3 --warmup 3)
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) bench_args=(--min-bytes 4K --max-bytes 16M --iters 4 --warmup 1); train_iters=10; shift ;;
+    --quick)
+      bench_args=(--min-bytes 4K --max-bytes 16M --iters 4 --warmup 1)
+      train_iters=10 step_args=(--steps 5 --runs 1 --warmup 1)
+      shift ;;
     --hosts) hosts_list="${2:?--hosts needs a list}"; shift 2 ;;
     --rates) rates="${2:?--rates needs a list}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
@@ -43,7 +48,7 @@ done
 for rate in $rates; do
   [[ "$rate" =~ ^[0-9]+(mbit|gbit)$ ]] || { echo "cluster_bench.sh: rate '$rate' is not <N>mbit or <N>gbit" >&2; exit 2; }
 done
-for program in allreduce_bench tandem-train; do
+for program in allreduce_bench tandem-train step_bench; do
   [ -x "$bin/$program" ] || { echo "cluster_bench.sh: $bin/$program is missing (cmake --build $TANDEM_BUILD --target $program)" >&2; exit 1; }
 done
 command -v tc > /dev/null || { echo "cluster_bench.sh: SKIP: no 'tc' command (iproute2)" >&2; exit 77; }
@@ -108,6 +113,13 @@ for hosts in $hosts_list; do
     shape "$hosts" "$slowest"
     for setting in default eager; do
       for model in mlp dcgan; do train "$out/train-$model-h2-$slowest$(suffix $setting).txt" 2 "$model" "$setting"; done
+      # The same models in step_bench: "single" (no communication) and "whole" (DDP) interleaved
+      # in one job, so both see the same load of two ranks on this machine's cores.
+      log="$out/step-h2-$slowest$(suffix $setting).txt"
+      # shellcheck disable=SC2086
+      "$cluster" run --timeout 580 -- -np 2 ${mpi_settings[$setting]} "$bin/step_bench" --models mlp,dcgan \
+        --modes single,whole "${step_args[@]}" > "$log" 2>&1 ||
+        { cat "$log" >&2; echo "cluster_bench.sh: step_bench at 2 hosts, $slowest, $setting failed" >&2; exit 1; }
     done
     shape "$hosts" none
   fi

@@ -18,7 +18,8 @@ Inputs from RESULTS_DIR: allreduce-h2-none.txt (alpha = the 4 KB time at 2 ranks
 shaped 2-host tables (beta: the link rate, and the busbw measured at 4 MB; "+eager": Open MPI
 with a 16 MB TCP eager limit), train-*-np1.txt
 (compute per step: the last progress line's ms/step at 1 rank), train-*-h2-<rate>.txt (the
-step time across 2 hosts, and the "sync phase" lines: buckets and bytes per backward).
+step time across 2 hosts, and the "sync phase" lines: buckets and bytes per backward), and
+step-h2-<rate>.txt (step_bench: each rank alone and DDP in one job, when present).
 """
 import glob
 import os
@@ -100,6 +101,16 @@ def parse_ms_per_step(path):
     return ms[-1]
 
 
+def parse_step_bench(path):
+    """{(model, mode): median ms per step} from step_bench's table."""
+    steps = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 3 and not line.startswith("#") and re.match(r"^[\d.]+$", f[2]):
+            steps[(f[0], f[1])] = float(f[2])
+    return steps
+
+
 def parse_allreduce(path):
     rows = {}
     for line in open(path):
@@ -122,24 +133,36 @@ def measured_vs_predicted(out, backward_share):
           " backward share of compute %.2f)" % (alpha * 1e6, backward_share))
     print("   beta = the link rate, or the busbw allreduce_bench measured at 4 MB under the same Open MPI setting;"
           " eager: --mca btl_tcp_eager_limit 16M")
-    print("  %-6s %-13s %9s %8s %11s | %9s %9s | %9s %9s | %9s" % (
-        "model", "link", "compute", "comm", "beta", "no overl.", "overlap", "no overl.", "overlap", "measured"))
-    print("  %-6s %-13s %9s %8s %11s | %-19s | %-19s | %9s" % (
-        "", "", "ms (1 rk)", "MB/step", "GB/s", "pred. ms, link", "pred. ms, busbw", "ms"))
+    print("   tandem-train: compute = its run at 1 rank; step_bench: compute = its 'single' mode (each rank alone,"
+          " same job, same load), measured = its 'whole' mode (DDP)")
+    print("  %-12s %-6s %-13s %9s %8s %11s | %9s %9s | %9s %9s | %9s" % (
+        "source", "model", "link", "compute", "comm", "beta", "no overl.", "overlap", "no overl.", "overlap",
+        "measured"))
+    print("  %-12s %-6s %-13s %9s %8s %11s | %-19s | %-19s | %9s" % (
+        "", "", "", "ms", "MB/step", "GB/s", "pred. ms, link", "pred. ms, busbw", "ms"))
+    rows = []  # source, model, rate, setting, compute s, measured ms
     for path in sorted(glob.glob(os.path.join(out, "train-*-h2-*.txt"))):
         model, rate, setting = re.match(r"train-(.+)-h2-(\d+[mg]bit)(\+\w+)?\.txt", os.path.basename(path)).groups()
-        setting = setting or ""
         compute = parse_ms_per_step(os.path.join(out, "train-%s-np1.txt" % model)) * 1e-3
-        phases = parse_sync_phases(path)
+        rows.append(("tandem-train", model, rate, setting or "", compute, parse_ms_per_step(path)))
+    for path in sorted(glob.glob(os.path.join(out, "step-h2-*.txt"))):
+        rate, setting = re.match(r"step-h2-(\d+[mg]bit)(\+\w+)?\.txt", os.path.basename(path)).groups()
+        steps = parse_step_bench(path)
+        for model in sorted({m for m, _ in steps}):
+            if (model, "single") in steps and (model, "whole") in steps:
+                rows.append(("step_bench", model, rate, setting or "", steps[(model, "single")] * 1e-3,
+                             steps[(model, "whole")]))
+    for source, model, rate, setting, compute, measured in rows:
+        phases = parse_sync_phases(os.path.join(out, "train-%s-h2-%s%s.txt" % (model, rate, setting)))
         link = rate_bytes(rate)
         bench = parse_allreduce(os.path.join(out, "allreduce-h2-%s%s.txt" % (rate, setting)))
         four_mb = min((b for b in bench if b >= 4 << 20), default=max(bench))
         busbw = four_mb / bench[four_mb]  # 2 ranks: busbw = algbw
         pred = [step_time(compute, phases, 2, alpha, beta, ov, backward_share) * 1e3
                 for beta in (link, busbw) for ov in (False, True)]
-        print("  %-6s %-13s %9.1f %8.2f %5.3f/%5.3f | %9.1f %9.1f | %9.1f %9.1f | %9.1f" % (
-            model, rate + setting, compute * 1e3, sum(map(sum, phases)) / 1e6, link / 1e9, busbw / 1e9,
-            pred[0], pred[1], pred[2], pred[3], parse_ms_per_step(path)))
+        print("  %-12s %-6s %-13s %9.1f %8.2f %5.3f/%5.3f | %9.1f %9.1f | %9.1f %9.1f | %9.1f" % (
+            source, model, rate + setting, compute * 1e3, sum(map(sum, phases)) / 1e6, link / 1e9, busbw / 1e9,
+            pred[0], pred[1], pred[2], pred[3], measured))
     print()
 
 
