@@ -57,6 +57,7 @@ rc=0
 [ $rc -eq 0 ] || exit $rc
 mkdir -p "$out"
 trap '"$cluster" down || true' EXIT
+trap 'exit 130' INT TERM  # through the EXIT trap: the cluster is removed
 
 rate_bytes_per_s() {  # 1gbit -> 125000000
   local n="${1%[mg]bit}"
