@@ -7,6 +7,9 @@
 # as JSON to bench/results/<timestamp>.json.
 #
 #   scripts/bench.sh [--quick]      (--quick: fewer iterations, for a smoke test)
+#   scripts/bench.sh --scale DIR    the alpha-beta model of ring allreduce (scripts/scale_model.py)
+#                                   against the measurements of scripts/cluster_bench.sh --out DIR,
+#                                   and its step-time predictions at 8-256 ranks; builds nothing
 # Environment: TANDEM_BUILD (build folder, default build-bench), RANKS (default 2),
 # TORCH_ANCHOR (path of torch_gan_ddp.py), TORCH_PYTHON (a python3 that imports torch),
 # STEP_MODELS (default mlp,mlp-dynamic), MPIRUN_ARGS (extra mpirun arguments, e.g. the binding
@@ -14,6 +17,10 @@
 # and one free for its communication thread).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ "${1:-}" = "--scale" ]; then
+  [ -d "${2:-}" ] || { echo "bench.sh: --scale needs the output folder of scripts/cluster_bench.sh (got '${2:-}')" >&2; exit 2; }
+  exec python3 "$ROOT/scripts/scale_model.py" "$2"
+fi
 export TANDEM_BUILD="${TANDEM_BUILD:-$ROOT/build-bench}"
 # shellcheck source=common.sh
 source "$ROOT/scripts/common.sh"
