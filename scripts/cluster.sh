@@ -32,12 +32,13 @@
 # `btl tcp,self` (no shared memory between hosts), `pml ob1`, `btl_tcp_if_include` and
 # `oob_tcp_if_include` set to the subnet, daemons launched by the head alone (no tree spawn)
 # and its session files under /run/C-cluster. A host cut off in the middle of a job must
-# not hold mpirun for ever (Open MPI's TCP has no timeout of its own): its daemons send
-# TCP keepalives on idle connections, starting 2 s after tandem's collective timeout
-# (TANDEM_COLLECTIVE_TIMEOUT_S, default 300 s, so that the ranks name the collective they
-# were stuck in first), every 1 s, 3 probes; and in the head's namespace unacknowledged
-# data is given up after 4 retransmissions (~6 s; tcp_retries2). mpirun then ends the job
-# non-zero ("ORTE has lost communication with a remote daemon"). As over ssh, Open MPI's daemon starts on a
+# not hold mpirun for ever (Open MPI's TCP has no timeout of its own): its daemons probe
+# their idle connections every second (TCP keepalive) and give a peer up once it has not
+# answered for tandem's collective timeout + 3 s (TANDEM_COLLECTIVE_TIMEOUT_S, default
+# 300 s: the ranks name the collective they were stuck in first, whenever the link broke);
+# and in the head's namespace unacknowledged data is given up after 4 retransmissions
+# (~6 s; tcp_retries2). mpirun then ends the job non-zero ("ORTE has lost communication
+# with a remote daemon"). As over ssh, Open MPI's daemon starts on a
 # host with a clean environment: pass variables to the ranks with `mpirun -x NAME`. The
 # job's limit is the last bound on a start that fails in a way the probes cannot see (Open
 # MPI 4.1 waits without end for a daemon that cannot reach mpirun; its
@@ -226,8 +227,11 @@ do_run() {
   local collective_timeout="${TANDEM_COLLECTIVE_TIMEOUT_S:-300}"
   [[ "$collective_timeout" =~ ^[0-9]+([.][0-9]*)?$ ]] ||
     die "run: TANDEM_COLLECTIVE_TIMEOUT_S='$collective_timeout' must be a number of seconds"
-  export OMPI_MCA_oob_tcp_keepalive_time=$(( ${collective_timeout%.*} + 2 ))
-  export OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=3
+  # Unanswered probes for timeout + 3 s: intvl x probes, with at most 127 probes (Linux).
+  local give_up=$(( ${collective_timeout%.*} + 4 ))
+  local interval=$(( (give_up + 126) / 127 ))
+  export OMPI_MCA_oob_tcp_keepalive_time=1 OMPI_MCA_oob_tcp_keepalive_intvl=$interval
+  export OMPI_MCA_oob_tcp_keepalive_probes=$(( (give_up + interval - 1) / interval ))
   export OMPI_MCA_orte_tmpdir_base="$state/tmp"
   if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
   local rc=0
