@@ -5,10 +5,10 @@
 # Asserts, for each fault: every rank on both hosts has ended within the collective timeout
 # + 15 s of the break, each printing tandem's named timeout error (op, tag, bytes: a
 # bucket's allreduce with its parameters, or the small per-step agreement before it,
-# wherever the break caught the rank); mpirun
-# ends non-zero within the same bound; every checkpoint complete before the break is there
-# and byte-equal to the uninterrupted run's; after the link is healed, --resume ends with
-# the very bytes of the uninterrupted run's final checkpoint. Open MPI's TCP transport has
+# wherever the break caught the rank); mpirun ends non-zero within the collective timeout
+# + 25 s; every checkpoint complete before the break is there and byte-equal to the
+# uninterrupted run's; after the link is healed, --resume ends with the very bytes of the
+# uninterrupted run's final checkpoint. Open MPI's TCP transport has
 # no timeout of its own: tandem's deadline (TANDEM_COLLECTIVE_TIMEOUT_S) must end the
 # ranks, and the daemons' keepalives (cluster.sh run) mpirun. Skips (77) where the cluster
 # cannot be built. netem (delay, jitter, loss) is not covered: not every kernel has it.
@@ -22,6 +22,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/cluster_link_fault_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
 start_cluster 2
 limit=$(( TANDEM_COLLECTIVE_TIMEOUT_S + 15 ))
+# mpirun ends after the ranks: once one aborts it must give up the cut-off host's daemon,
+# which takes the kernel's retransmissions (cluster.sh run); 11 s after the ranks measured.
+job_limit=$(( TANDEM_COLLECTIVE_TIMEOUT_S + 25 ))
 final=$(printf 'ckpt-%06d.safetensors' $link_fault_iters)
 
 job_on_cluster "$work/straight" > "$work/straight.mpirun.log" 2>&1 ||
@@ -36,8 +39,8 @@ for kind in blackhole down; do
   [ "$fault_ranks_s" != hang ] || { "$cluster_sh" heal 2; fail "$kind: ranks still running 120 s after the break"; }
   awk -v s="$fault_ranks_s" -v l=$limit 'BEGIN{exit !(s <= l)}' ||
     fail "$kind: the ranks took ${fault_ranks_s} s to end (limit $limit s)"
-  awk -v s="$fault_job_s" -v l=$limit 'BEGIN{exit !(s <= l)}' ||
-    { cat "$out.mpirun.log"; fail "$kind: mpirun took ${fault_job_s} s to end (limit $limit s)"; }
+  awk -v s="$fault_job_s" -v l=$job_limit 'BEGIN{exit !(s <= l)}' ||
+    { cat "$out.mpirun.log"; fail "$kind: mpirun took ${fault_job_s} s to end (limit $job_limit s)"; }
   [ "$fault_job_rc" -ne 0 ] || fail "$kind: mpirun exited 0"
   [ ! -f "$out/$final" ] || fail "$kind: the run finished anyway (the break came too late)"
   timeout_errors "$out" || { cat "$out.mpirun.log" "$out.logs"/*; fail "$kind: a rank did not name its timed-out collective"; }
@@ -52,6 +55,6 @@ for kind in blackhole down; do
   echo "$kind: resumed from $(basename "$newest") and ended with the uninterrupted run's bytes"
 done
 expect_no_leftovers "after the runs"
-echo "$test_name: ok (a black-holed and a downed link each ended every rank and mpirun within" \
-     "$limit s, naming the collective; checkpoints intact; the resumed runs continued bitwise)"
+echo "$test_name: ok (a black-holed and a downed link each ended every rank within $limit s," \
+     "naming the collective, and mpirun within $job_limit s; checkpoints intact; the resumed runs continued bitwise)"
 rm -rf "$work"
