@@ -5,7 +5,8 @@
 # every 10, TANDEM_COLLECTIVE_TIMEOUT_S=5) and breaks one link in each at a random moment:
 # a random host, black-holed or set down, a random 0-1 s after a random checkpoint of
 # iterations 10-100. After each: heals the link and resumes. Counts
-#   hangs      a rank or mpirun still running past the collective timeout + 15 s
+#   hangs      a rank still running past the collective timeout + 15 s, or mpirun past
+#              the collective timeout + 25 s (it gives up the cut-off host after the ranks)
 #   unnamed    a rank that ended without tandem's named timeout error
 #   zero exit  mpirun exiting 0 after a fault
 #   lost       a checkpoint complete before the fault missing, or not byte-equal to the
@@ -41,7 +42,7 @@ source "$root/tests/train/mpi/cluster_link_fault_lib.sh"
 trap 'exit 130' INT TERM
 start_cluster 2  # removes the cluster at exit (trap); skips with 77 where it cannot be built
 trap 'stop_cluster; rm -rf "$work"' EXIT
-limit=$(( TANDEM_COLLECTIVE_TIMEOUT_S + 15 ))
+limit=$(( TANDEM_COLLECTIVE_TIMEOUT_S + 15 )) job_limit=$(( TANDEM_COLLECTIVE_TIMEOUT_S + 25 ))
 final=$(printf 'ckpt-%06d.safetensors' $link_fault_iters)
 
 job_on_cluster "$work/straight" > "$work/straight.mpirun.log" 2>&1 ||
@@ -60,7 +61,7 @@ for n in $(seq 1 "$faults"); do
   out="$work/fault-$n"
   faulted_run "$out" "$kind" "$host" "$after" "$delay"
   problems=""
-  if [ "$fault_ranks_s" = hang ] || awk -v s="$fault_ranks_s" -v j="$fault_job_s" -v l=$limit 'BEGIN{exit !(s > l || j > l)}'; then
+  if [ "$fault_ranks_s" = hang ] || awk -v s="$fault_ranks_s" -v j="$fault_job_s" -v l=$limit -v jl=$job_limit 'BEGIN{exit !(s > l || j > jl)}'; then
     hangs=$((hangs + 1)); problems="$problems hang"
   fi
   [ "$fault_ranks_s" = hang ] || ranks_times+=("$fault_ranks_s")
