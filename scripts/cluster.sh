@@ -7,6 +7,9 @@
 #                                   one job across the hosts (limit 600 s unless given)
 #   cluster.sh down                 remove everything `up` made (exits 0 if nothing was up)
 #   cluster.sh status               namespaces, hostfile, switch ports
+#   cluster.sh break I blackhole|down   cut host I off: every packet on its link dropped
+#                                   (tbf of 8 bit/s, both ends), or its switch port down
+#   cluster.sh heal I               undo `break` on host I (exits 0 if it was not broken)
 #   cluster.sh check                exit 0, or 77 naming what this machine lacks
 #   cluster.sh agent <address> <command...>   Open MPI's plm_rsh_agent (`run` sets it)
 #
@@ -18,7 +21,7 @@
 #                   namespace with the hostname C-hostI
 # The root namespace's network is left alone (so mpirun runs in C-head, not there): traffic
 # can only go between these addresses. IPv6 is off in every namespace. To shape or break the
-# link of host I with tc (tbf, netem), act on both of its ends:
+# link of host I with tc (tbf, netem; `break` and `heal` do), act on both of its ends:
 #   ip netns exec C-switch tc qdisc ... dev hostI   (traffic to host I)
 #   ip netns exec C-hostI  tc qdisc ... dev eth0    (traffic from host I)
 #
@@ -28,7 +31,14 @@
 # directly are checked too. mpirun then runs with the hostfile of the host addresses,
 # `btl tcp,self` (no shared memory between hosts), `pml ob1`, `btl_tcp_if_include` and
 # `oob_tcp_if_include` set to the subnet, daemons launched by the head alone (no tree spawn)
-# and its session files under /run/C-cluster. As over ssh, Open MPI's daemon starts on a
+# and its session files under /run/C-cluster. A host cut off in the middle of a job must
+# not hold mpirun for ever (Open MPI's TCP has no timeout of its own): its daemons probe
+# their idle connections every second (TCP keepalive) and give a peer up once it has not
+# answered for tandem's collective timeout + 3 s (TANDEM_COLLECTIVE_TIMEOUT_S, default
+# 300 s: the ranks name the collective they were stuck in first, whenever the link broke);
+# and in the head's namespace unacknowledged data is given up after 4 retransmissions
+# (~6 s; tcp_retries2). mpirun then ends the job non-zero ("ORTE has lost communication
+# with a remote daemon"). As over ssh, Open MPI's daemon starts on a
 # host with a clean environment: pass variables to the ranks with `mpirun -x NAME`. The
 # job's limit is the last bound on a start that fails in a way the probes cannot see (Open
 # MPI 4.1 waits without end for a daemon that cannot reach mpirun; its
@@ -153,6 +163,7 @@ do_up() {
   ip -n "$switch_ns" link add name br0 type bridge
   ip -n "$switch_ns" link set br0 up
   new_namespace "$head_ns"
+  ip netns exec "$head_ns" sysctl -qw net.ipv4.tcp_retries2=4
   link "$head_ns" head "$head_address"
   : > "$hostfile.tmp"
   local i
@@ -213,6 +224,14 @@ do_run() {
   export OMPI_MCA_btl=tcp,self OMPI_MCA_pml=ob1
   export OMPI_MCA_btl_tcp_if_include="$subnet" OMPI_MCA_oob_tcp_if_include="$subnet"
   export OMPI_MCA_plm_rsh_agent="$self agent" OMPI_MCA_plm_rsh_no_tree_spawn=1
+  local collective_timeout="${TANDEM_COLLECTIVE_TIMEOUT_S:-300}"
+  [[ "$collective_timeout" =~ ^[0-9]+([.][0-9]*)?$ ]] ||
+    die "run: TANDEM_COLLECTIVE_TIMEOUT_S='$collective_timeout' must be a number of seconds"
+  # Unanswered probes for timeout + 3 s: intvl x probes, with at most 127 probes (Linux).
+  local give_up=$(( ${collective_timeout%.*} + 4 ))
+  local interval=$(( (give_up + 126) / 127 ))
+  export OMPI_MCA_oob_tcp_keepalive_time=1 OMPI_MCA_oob_tcp_keepalive_intvl=$interval
+  export OMPI_MCA_oob_tcp_keepalive_probes=$(( (give_up + interval - 1) / interval ))
   export OMPI_MCA_orte_tmpdir_base="$state/tmp"
   if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
   local rc=0
@@ -252,6 +271,32 @@ do_agent() {
     bash -c 'hostname "$0" && exec bash -c "$1"' "$ns" "$*"
 }
 
+# break_host <i> blackhole|down, heal_host <i>: see the header.
+break_host() {
+  local i="${1:-}" kind="${2:-}" ns
+  [[ "$i" =~ ^[0-9]+$ ]] || die "break: usage: cluster.sh break I blackhole|down"
+  ns="$(host_ns "$i")"
+  ip netns list | awk '{print $1}' | grep -qx "$ns" || die "break: cluster $cluster has no host $i ($ns)"
+  case "$kind" in
+    blackhole)
+      ip -n "$switch_ns" link set "host$i" up
+      ip netns exec "$switch_ns" tc qdisc replace dev "host$i" root tbf rate 8bit burst 10 limit 10
+      ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate 8bit burst 10 limit 10 ;;
+    down) ip -n "$switch_ns" link set "host$i" down ;;
+    *) die "break: the fault '$kind' is not blackhole or down" ;;
+  esac
+}
+
+heal_host() {
+  local i="${1:-}" ns
+  [[ "$i" =~ ^[0-9]+$ ]] || die "heal: usage: cluster.sh heal I"
+  ns="$(host_ns "$i")"
+  ip netns list | awk '{print $1}' | grep -qx "$ns" || die "heal: cluster $cluster has no host $i ($ns)"
+  ip netns exec "$switch_ns" tc qdisc del dev "host$i" root 2>/dev/null || true
+  ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
+  ip -n "$switch_ns" link set "host$i" up
+}
+
 do_status() {
   local namespaces
   namespaces=$(cluster_namespaces)
@@ -271,6 +316,8 @@ case "$command" in
   run) do_run "$@" ;;
   status) do_status ;;
   check) do_check ;;
+  break) break_host "$@" ;;
+  heal) heal_host "$@" ;;
   agent) do_agent "$@" ;;
-  *) die "usage: cluster.sh up N [--slots S] | down | run [--timeout S] -- <mpirun args> | status | check" ;;
+  *) die "usage: cluster.sh up N [--slots S] | down | run [--timeout S] -- <mpirun args> | status | check | break I blackhole|down | heal I" ;;
 esac
