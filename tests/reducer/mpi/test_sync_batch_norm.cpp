@@ -59,8 +59,8 @@ Tensor rows(const Tensor& t, int64_t first, int64_t count) { return t.narrow_row
 
 // Runs two training steps and one eval step with rank r holding rows
 // [starts[r], starts[r] + counts[r]) of the global batch, against the oracle.
-void check_against_oracle(int64_t input_dim, const std::vector<int64_t>& starts, const std::vector<int64_t>& counts,
-                          int64_t global_n) {
+void check_against_oracle(int64_t input_dim, const std::vector<int64_t>& starts,
+                          const std::vector<int64_t>& counts, int64_t global_n) {
   const int64_t c = 3;
   const Shape shape = input_dim == 2 ? Shape{global_n, c} : Shape{global_n, c, 4, 5};
   auto oracle = make_bn(input_dim, c);
@@ -84,8 +84,10 @@ void check_against_oracle(int64_t input_dim, const std::vector<int64_t>& starts,
     StepResult got = step(*synced, rows(x, starts[r], counts[r]), rows(w, starts[r], counts[r]));
     require_close({got.y, got.dx}, {rows(want.y, starts[r], counts[r]), rows(want.dx, starts[r], counts[r])},
                   1e-5);
-    require_close({summed_over_ranks(got.dgamma), summed_over_ranks(got.dbeta)}, {want.dgamma, want.dbeta}, 1e-5);
-    require_close({synced->running_mean, synced->running_var}, {oracle->running_mean, oracle->running_var}, 1e-5);
+    require_close({summed_over_ranks(got.dgamma), summed_over_ranks(got.dbeta)}, {want.dgamma, want.dbeta},
+                  1e-5);
+    require_close({synced->running_mean, synced->running_var}, {oracle->running_mean, oracle->running_var},
+                  1e-5);
   }
 }
 
@@ -105,7 +107,7 @@ TEST_CASE("SyncBatchNorm on slices equals BatchNorm on the global batch", "[sync
 
 TEST_CASE("SyncBatchNorm with an empty batch on rank 0 still takes part", "[sync_batch_norm][oracle]") {
   const int size = world()->size();
-  if (size < 2) return;  // one rank: its batch is the whole batch
+  if (size < 2) return;         // one rank: its batch is the whole batch
   const int64_t global_n = 12;  // divisible by the 1..3 non-empty ranks
   std::vector<int64_t> starts{0}, counts{0};
   for (int r = 1; r < size; ++r) {

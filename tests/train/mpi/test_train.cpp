@@ -121,6 +121,7 @@ std::vector<Tensor> train_on(const models::TrainOptions& options, models::WrapMo
                              const std::shared_ptr<dist::ProcessGroup>& group, int64_t iters,
                              const std::function<Batch(int64_t)>& batch_of) {
   auto model = models::make_gan(models::gan_config(options));
+  models::sync_batch_norms(options, *model, group);
   models::WrappedGanOptions wrapped_options = models::wrapped_gan_options(options);
   wrapped_options.wrap = wrap;
   wrapped_options.explicit_prepare = prepare;
@@ -212,6 +213,45 @@ TEST_CASE(
          << (prepare ? " + explicit prepare" : "") << " wrap, " << size << " ranks");
     std::vector<Tensor> got =
         train_on(o, wrap, prepare, world(), iters, [&](int64_t it) { return mine.make(it); });
+    require_same_but_adam_noise(got, reference, o.lr);
+  }
+}
+
+TEST_CASE("dcgan with --sync-bn on N ranks ends with the parameters of one process on the global batch",
+          "[train][sync_bn]") {
+  // dcgan's G has two batch norms: with --sync-bn they see the global batch, so the ranks,
+  // each on tandem-train's batch of its own, train as one process on every rank's batch.
+  const models::TrainOptions o =
+      models::parse_train_options({"--model", "dcgan", "--batch", "4", "--seed", "3", "--sync-bn"});
+  REQUIRE(o.sync_bn);
+  const data::ImageDataset images = random_images(32);
+  const int size = world()->size();
+  const int64_t noise_dim = models::make_gan(models::gan_config(o))->noise_dim();
+  std::vector<models::BatchMaker> makers;
+  for (int r = 0; r < size; ++r) {
+    makers.push_back(models::BatchMaker(
+        {.seed = o.seed, .world_size = size, .rank = r, .batch = o.batch, .noise_dim = noise_dim}, images));
+  }
+  auto global_batch = [&](int64_t it) {
+    std::vector<Tensor> inputs, targets, aux;
+    for (const models::BatchMaker& m : makers) {
+      Batch b = m.make(it);
+      inputs.push_back(b.inputs);
+      targets.push_back(b.targets);
+      if (b.aux.defined()) aux.push_back(b.aux);
+    }
+    return Batch{concat_rows(inputs), concat_rows(targets), aux.empty() ? Tensor() : concat_rows(aux)};
+  };
+  const int64_t iters = 3;
+  models::TrainOptions oracle_options = o;
+  oracle_options.sync_bn = false;  // one process on the global batch: plain BatchNorm
+  const std::vector<Tensor> reference =
+      train_on(oracle_options, models::WrapMode::none, false, world(), iters, global_batch);
+  const models::BatchMaker& mine = makers[static_cast<size_t>(world()->rank())];
+  for (models::WrapMode wrap : {models::WrapMode::whole, models::WrapMode::separate}) {
+    INFO(models::wrap_mode_name(wrap) << " wrap, " << size << " ranks");
+    std::vector<Tensor> got =
+        train_on(o, wrap, false, world(), iters, [&](int64_t it) { return mine.make(it); });
     require_same_but_adam_noise(got, reference, o.lr);
   }
 }
