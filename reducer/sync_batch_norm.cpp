@@ -90,9 +90,10 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
   TANDEM_CHECK(x.dim() == 2 || x.dim() == 4,
                "SyncBatchNorm '" << name << "': needs [N, C] or [N, C, H, W], got " << shape_str(x.shape()));
   TANDEM_CHECK(x.data().device() == group.tensor_device(),
-               "SyncBatchNorm '" << name << "': input on " << x.data().device().str() << " but process group '"
-                                 << group.name() << "' (" << dist::backend_name(group.backend())
-                                 << ") works on " << group.tensor_device().str());
+               "SyncBatchNorm '" << name << "': input on " << x.data().device().str()
+                                 << " but process group '" << group.name() << "' ("
+                                 << dist::backend_name(group.backend()) << ") works on "
+                                 << group.tensor_device().str());
   const int64_t c = x.size(1);
   GlobalStats stats = gather_stats(x.data(), group, name);
   std::vector<double> unbiased(c);
@@ -105,7 +106,8 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
   Tensor mean = to_device(stats.mean, dtype, device), var = to_device(stats.var, dtype, device);
   Tensor g = gamma.defined() ? gamma.data() : Tensor(), b = beta.defined() ? beta.data() : Tensor();
   const bool empty = x.numel() == 0;
-  Tensor y = empty ? Tensor::zeros(x.shape(), dtype, device) : kernels::batch_norm_eval(x.data(), g, b, mean, var, eps);
+  Tensor y = empty ? Tensor::zeros(x.shape(), dtype, device)
+                   : kernels::batch_norm_eval(x.data(), g, b, mean, var, eps);
 
   const double count = stats.count;
   auto backward = [X = x.data(), G = g, mean, var, stats = std::move(stats), eps, count, &group, name](
@@ -140,9 +142,9 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
           k[ch] = -a[ch] * global[ch] / count;
         }
         Tensor ta = to_device(a, X.dtype(), X.device()), tb = to_device(b, X.dtype(), X.device());
-        gx = kernels::add_bias(
-            kernels::add(kernels::mul(grad, per_channel(ta, grad)), kernels::mul(xhat, per_channel(tb, xhat))),
-            to_device(k, X.dtype(), X.device()));
+        gx = kernels::add_bias(kernels::add(kernels::mul(grad, per_channel(ta, grad)),
+                                            kernels::mul(xhat, per_channel(tb, xhat))),
+                               to_device(k, X.dtype(), X.device()));
       }
     }
     Tensor gg = node.needs_input_grad(1) ? sum_dy_xhat : Tensor();
@@ -169,8 +171,8 @@ void make_synchronised(BatchNorm& bn, std::shared_ptr<dist::ProcessGroup> group)
 
 }  // namespace
 
-SyncBatchNorm::SyncBatchNorm(int64_t num_features, int64_t input_dim, std::shared_ptr<dist::ProcessGroup> group,
-                             double eps, double momentum)
+SyncBatchNorm::SyncBatchNorm(int64_t num_features, int64_t input_dim,
+                             std::shared_ptr<dist::ProcessGroup> group, double eps, double momentum)
     : BatchNorm(num_features, eps, momentum, input_dim) {
   TANDEM_CHECK(input_dim == 2 || input_dim == 4,
                "SyncBatchNorm: input_dim must be 2 ([N, C]) or 4 ([N, C, H, W]), got " << input_dim);
