@@ -158,11 +158,16 @@ namespace nn {
 
 namespace {
 
+thread_local bool local_batch_stats = false;
+
 void make_synchronised(BatchNorm& bn, std::shared_ptr<dist::ProcessGroup> group) {
   TANDEM_CHECK(group != nullptr, "convert_sync_batchnorm: " << bn.type_name() << " '" << bn.path()
                                                             << "': the process group is null");
   bn.set_train_forward(
       [group](BatchNorm& m, const Variable& x) {
+        if (LocalBatchStatsScope::active()) {
+          return batch_norm(x, m.weight, m.bias, m.running_mean, m.running_var, true, m.momentum, m.eps);
+        }
         return sync_batch_norm(x, m.weight, m.bias, m.running_mean, m.running_var, m.momentum, m.eps, *group,
                                m.path().empty() ? m.type_name() : m.path());
       },
@@ -170,6 +175,10 @@ void make_synchronised(BatchNorm& bn, std::shared_ptr<dist::ProcessGroup> group)
 }
 
 }  // namespace
+
+LocalBatchStatsScope::LocalBatchStatsScope() : previous_(local_batch_stats) { local_batch_stats = true; }
+LocalBatchStatsScope::~LocalBatchStatsScope() { local_batch_stats = previous_; }
+bool LocalBatchStatsScope::active() { return local_batch_stats; }
 
 SyncBatchNorm::SyncBatchNorm(int64_t num_features, int64_t input_dim,
                              std::shared_ptr<dist::ProcessGroup> group, double eps, double momentum)

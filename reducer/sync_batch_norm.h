@@ -33,6 +33,9 @@
 //   every BatchNorm of a module tree into one in place (parameters, buffers, optimizers
 //   built on them and checkpoints stay valid; type_name() becomes "SyncBatchNorm2d(64)")
 //   and returns how many it converted. Convert before the first training forward.
+// - Within a LocalBatchStatsScope (on this thread) SyncBatchNorm normalises with this
+//   rank's batch alone, as BatchNorm, and communicates nothing: for work one rank does on
+//   its own (rank 0's sample pictures), which would otherwise wait for the others.
 #pragma once
 
 #include <memory>
@@ -50,6 +53,18 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
                          const std::string& name);
 
 namespace nn {
+
+class LocalBatchStatsScope {
+ public:
+  LocalBatchStatsScope();
+  ~LocalBatchStatsScope();
+  LocalBatchStatsScope(const LocalBatchStatsScope&) = delete;
+  LocalBatchStatsScope& operator=(const LocalBatchStatsScope&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
 
 class SyncBatchNorm : public BatchNorm {
  public:

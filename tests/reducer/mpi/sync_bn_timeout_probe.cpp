@@ -16,8 +16,9 @@ int main() {
   dist::DistributedContext context;
   auto world = context.world();
   auto model = std::make_shared<nn::Module>();
-  auto d = model->register_module(
-      "D", std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::BatchNorm1d>(4)));
+  auto d =
+      model->register_module("D", std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(3, 4),
+                                                                   std::make_shared<nn::BatchNorm1d>(4)));
   nn::convert_sync_batchnorm(*model, world);
   Variable fake(Tensor::ones({2, 3})), real(Tensor::zeros({2, 3}));
   d->forward(fake);  // both ranks: one collective

@@ -1,6 +1,7 @@
 // The training loop at 2 ranks: every model runs and writes its outputs, and a resumed
 // run reaches bitwise the parameters of an uninterrupted one.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -350,6 +351,30 @@ TEST_CASE("resumed from an earlier checkpoint, metrics.jsonl holds each iteratio
     }
     CHECK(iterations == std::vector<int64_t>{2, 4, 6, 8, 10, 12, 14, 16, 18, 20});
     CHECK(ring8_summaries == std::vector<int64_t>{20});
+  }
+}
+
+TEST_CASE("dcgan with --sync-bn trains and rank 0 draws its picture alone", "[train][sync_bn]") {
+  if (!fashion_mnist_present()) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  // Rank 0 draws the samples while the others wait at the end: G's SyncBatchNorms must not
+  // wait for them there. A short deadline turns such a wait into an error, not a long stall.
+  const auto timeout = world()->timeout();
+  world()->set_timeout(std::chrono::seconds(10));
+  std::string dir = fresh_dir("dcgan-sync-bn");
+  std::ostringstream log;
+  auto o = short_run("dcgan", dir, 2);
+  o.sync_bn = true;
+  o.check_replicas_every = 1;
+  auto result = models::train(o, world(), log);
+  world()->set_timeout(timeout);
+  CHECK(result.iterations == 2);
+  if (world()->rank() == 0) {
+    CHECK(log.str().find("2 batch norm(s) synchronised over the ranks (--sync-bn)") != std::string::npos);
+    CHECK(log.str().find("no sample picture") == std::string::npos);
+    CHECK(fs::exists(fs::path(dir) / "samples-000002.png"));
   }
 }
 
