@@ -85,8 +85,10 @@ void update_running(Tensor& running, const std::vector<double>& batch, double mo
 }  // namespace
 
 Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variable& beta, Tensor& running_mean,
-                         Tensor& running_var, double momentum, double eps, dist::ProcessGroup& group,
-                         const std::string& name) {
+                         Tensor& running_var, double momentum, double eps,
+                         const std::shared_ptr<dist::ProcessGroup>& group_ptr, const std::string& name) {
+  TANDEM_CHECK(group_ptr != nullptr, "SyncBatchNorm '" << name << "': the process group is null");
+  dist::ProcessGroup& group = *group_ptr;
   TANDEM_CHECK(x.dim() == 2 || x.dim() == 4,
                "SyncBatchNorm '" << name << "': needs [N, C] or [N, C, H, W], got " << shape_str(x.shape()));
   TANDEM_CHECK(x.data().device() == group.tensor_device(),
@@ -110,7 +112,7 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
                    : kernels::batch_norm_eval(x.data(), g, b, mean, var, eps);
 
   const double count = stats.count;
-  auto backward = [X = x.data(), G = g, mean, var, stats = std::move(stats), eps, count, &group, name](
+  auto backward = [X = x.data(), G = g, mean, var, stats = std::move(stats), eps, count, group_ptr, name](
                       const Tensor& grad, const FunctionNode& node) {
     const int64_t c = X.size(1);
     const bool empty = X.numel() == 0;
@@ -127,8 +129,8 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
     if (node.needs_input_grad(0)) {
       std::vector<double> sums = to_host(sum_dy), dxh = to_host(sum_dy_xhat);
       sums.insert(sums.end(), dxh.begin(), dxh.end());
-      Tensor both = to_device(sums, X.dtype(), group.tensor_device());
-      group.allreduce(both, dist::ReduceOp::sum, "SyncBatchNorm '" + name + "' backward")->synchronize();
+      Tensor both = to_device(sums, X.dtype(), group_ptr->tensor_device());
+      group_ptr->allreduce(both, dist::ReduceOp::sum, "SyncBatchNorm '" + name + "' backward")->synchronize();
       std::vector<double> global = to_host(both);
       if (empty) {
         gx = Tensor::zeros(X.shape(), X.dtype(), X.device());
@@ -168,7 +170,7 @@ void make_synchronised(BatchNorm& bn, std::shared_ptr<dist::ProcessGroup> group)
         if (LocalBatchStatsScope::active()) {
           return batch_norm(x, m.weight, m.bias, m.running_mean, m.running_var, true, m.momentum, m.eps);
         }
-        return sync_batch_norm(x, m.weight, m.bias, m.running_mean, m.running_var, m.momentum, m.eps, *group,
+        return sync_batch_norm(x, m.weight, m.bias, m.running_mean, m.running_var, m.momentum, m.eps, group,
                                m.path().empty() ? m.type_name() : m.path());
       },
       "Sync");

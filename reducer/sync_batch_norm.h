@@ -49,8 +49,8 @@ namespace tandem {
 // gamma and beta may be undefined; running stats updated when defined. `name` goes into
 // the collectives' tags and the error messages.
 Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variable& beta, Tensor& running_mean,
-                         Tensor& running_var, double momentum, double eps, dist::ProcessGroup& group,
-                         const std::string& name);
+                         Tensor& running_var, double momentum, double eps,
+                         const std::shared_ptr<dist::ProcessGroup>& group, const std::string& name);
 
 namespace nn {
 
