@@ -105,11 +105,18 @@ Variable BatchNorm::forward(const Variable& x) {
                type_name() << (path().empty() ? "" : " '" + path() + "'") << ": input "
                            << shape_str(x.shape()) << " does not match; expected [N, " << num_features
                            << (input_dim_ == 2 ? "]" : ", H, W]"));
+  if (is_training() && train_forward_) return train_forward_(*this, x);
   return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
 }
 
+void BatchNorm::set_train_forward(TrainForward forward, std::string prefix) {
+  train_forward_ = std::move(forward);
+  type_prefix_ = train_forward_ ? std::move(prefix) : std::string();
+}
+
 std::string BatchNorm::type_name() const {
-  return std::string(input_dim_ == 2 ? "BatchNorm1d(" : "BatchNorm2d(") + std::to_string(num_features) + ")";
+  return type_prefix_ + (input_dim_ == 2 ? "BatchNorm1d(" : "BatchNorm2d(") + std::to_string(num_features) +
+         ")";
 }
 
 // ---- parameter-free layers -------------------------------------------------------------

@@ -13,7 +13,9 @@
 //   (zeros) and the buffers running_mean (zeros) and running_var (ones). In training mode
 //   they normalise with batch statistics and update the running ones
 //   (r = (1 - momentum) r + momentum * batch, unbiased variance); in eval mode they use the
-//   running ones.
+//   running ones. set_train_forward replaces the training-mode forward (SyncBatchNorm,
+//   reducer/sync_batch_norm.h, normalises with statistics over every rank's batch); the
+//   parameters, buffers and eval mode stay as they are.
 // - Activations and resampling have no parameters: ReLU, LeakyReLU(slope, default
 //   kLeakyReluDefaultSlope = 0.01 as PyTorch, the same default as leaky_relu()), Tanh,
 //   Sigmoid, Flatten ([N, ...] -> [N, prod]), Reshape(shape) ([N, ...] -> [N, shape...]),
@@ -22,6 +24,7 @@
 //   ModuleList only holds children under the same names (no forward).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +80,12 @@ class BatchNorm : public Module {
   Variable forward(const Variable& x) override;
   std::string type_name() const override;
 
+  // The training-mode forward, given this module and its (checked) input; `prefix` is put
+  // before type_name() ("Sync" gives "SyncBatchNorm2d(64)"). Null restores the local one.
+  using TrainForward = std::function<Variable(BatchNorm&, const Variable&)>;
+  void set_train_forward(TrainForward forward, std::string prefix);
+  bool has_custom_train_forward() const { return static_cast<bool>(train_forward_); }
+
   Variable weight;  // gamma [C], ones
   Variable bias;    // beta [C], zeros
   Tensor& running_mean;
@@ -89,6 +98,8 @@ class BatchNorm : public Module {
 
  private:
   int64_t input_dim_;
+  TrainForward train_forward_;
+  std::string type_prefix_;
 };
 
 class BatchNorm1d : public BatchNorm {

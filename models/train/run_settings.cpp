@@ -59,6 +59,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       number("--ema-decay", o.ema_decay),
       value("--wrap", wrap_mode_name(o.wrap)),
       on_off("--prepare", o.explicit_prepare),
+      on_off("--sync-bn", o.sync_bn),
       number("--bucket-cap-mb", o.bucket_cap_mb),
       value("--backend", backend),
       value("--device", o.device),

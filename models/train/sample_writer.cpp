@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "models/data/png_writer.h"
+#include "reducer/sync_batch_norm.h"
 #include "runtime/rng.h"
 
 namespace tandem::models {
@@ -24,6 +25,7 @@ SampleWriter::SampleWriter(std::string dir, uint64_t seed, GanModel& model, cons
 
 Samples SampleWriter::write(int64_t iteration) const {
   NoGradGuard no_grad;
+  nn::LocalBatchStatsScope rank_alone;  // rank 0 alone draws: SyncBatchNorm must not wait for the others
   // Training mode updates batch norm's running statistics; they are put back afterwards.
   std::vector<std::pair<Tensor, Tensor>> saved_buffers;
   for (auto& [name, buffer] : model_.named_buffers()) saved_buffers.emplace_back(buffer, buffer.clone());

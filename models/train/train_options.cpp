@@ -111,6 +111,10 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --pggan-stage-iters N pggan: iterations per stage (0: iters / 3)                (0)
   --on-nonfinite P      NaN/Inf in an averaged gradient: off | skip (the step, on
                         every rank) | stop (with the parameter names)            (off)
+  --sync-bn             batch norms (dcgan's G) normalise with the statistics of every
+                        rank's batch (SyncBatchNorm), so that N ranks train as one
+                        process on the global batch; without it each rank's batch
+                        norms see its own batch only
   --check-replicas-every N  every N steps compare a hash of every parameter across
                         ranks, and of every buffer (batch-norm running statistics)
                         right after broadcasting it from rank 0 (between broadcasts
@@ -198,6 +202,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       {"--resume-allow-fresh", [&] { o.resume_allow_fresh = true; }},
       {"--dynamic", [&] { o.dynamic = true; }},
       {"--prepare", [&] { o.explicit_prepare = true; }},
+      {"--sync-bn", [&] { o.sync_bn = true; }},
       {"--help", [&] { o.help = true; }},
       {"-h", [&] { o.help = true; }},
   };

@@ -53,6 +53,7 @@ struct TrainOptions {
   int64_t r1_every = 1;              // lazy R1: a penalty-only D step every N D steps
   int64_t pggan_stage_iters = 0;     // 0: iters / 3
   std::string on_nonfinite = "off";  // off | skip | stop: NaN/Inf in averaged gradients
+  bool sync_bn = false;              // batch norms use statistics over every rank's batch
   int64_t check_replicas_every = 0;  // compare parameter (and broadcast buffer) hashes every N steps
   bool help = false;
 };

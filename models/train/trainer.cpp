@@ -16,6 +16,7 @@
 #include "models/train/settings_agreement.h"
 #include "models/train/step_timer.h"
 #include "models/wrapped_gan.h"
+#include "reducer/sync_batch_norm.h"
 
 namespace tandem::models {
 
@@ -109,6 +110,11 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
   return options;
 }
 
+int sync_batch_norms(const TrainOptions& o, GanModel& model,
+                     const std::shared_ptr<dist::ProcessGroup>& world) {
+  return o.sync_bn ? nn::convert_sync_batchnorm(model, world) : 0;
+}
+
 TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world,
                   std::ostream& out) {
   const int rank = world->rank(), size = world->size();
@@ -124,6 +130,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const std::vector<RunSetting> settings =
       run_settings(o, dist::backend_name(world->backend()), batches.data_identity());
   check_settings_agree(*world, settings);
+  const int synced_norms = sync_batch_norms(o, *model, world);
   WrappedGan wrapped(model, world, wrapped_gan_options(o));
   EmaWeights ema(model->generator->parameters(), o.ema_decay);
   const Checkpointer checkpointer(o.out, {.world_size = size, .settings = settings},
@@ -137,7 +144,9 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch "
         << o.batch << " per rank, " << wrap_mode_name(o.wrap)
         << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model->parameters().size()
-        << " parameter tensors\n";
+        << " parameter tensors";
+    if (o.sync_bn) out << ", " << synced_norms << " batch norm(s) synchronised over the ranks (--sync-bn)";
+    out << "\n";
   }
   const SampleWriter sample_writer(o.out, o.seed, *model, ema, device);
 

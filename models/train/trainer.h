@@ -27,7 +27,10 @@
 // holds) are tandem::Errors naming the file or flag, thrown on every rank before training
 // starts. Rank 0 locks --out for the whole call (out_dir.h).
 // gan_config(options) and wrapped_gan_options(options) are the model and the wrapping that
-// train() builds from the flags (exposed for tests that drive them on chosen batches).
+// train() builds from the flags, and sync_batch_norms(options, model, world) is what it does
+// for --sync-bn: converts every batch norm of the model to SyncBatchNorm over `world`
+// (reducer/sync_batch_norm.h) and returns how many (0 without --sync-bn), before wrapping
+// (exposed for tests that drive them on chosen batches).
 // train() is the loop over the pieces beside it, each header stating its part: out_dir,
 // batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log.
 #pragma once
@@ -56,6 +59,8 @@ struct TrainResult {
 
 GanConfig gan_config(const TrainOptions& options);
 WrappedGanOptions wrapped_gan_options(const TrainOptions& options);
+int sync_batch_norms(const TrainOptions& options, GanModel& model,
+                     const std::shared_ptr<dist::ProcessGroup>& world);
 
 TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& world,
                   std::ostream& out);

@@ -57,6 +57,7 @@ TEST_CASE("values are canonical: spellings of one value give one text", "[settin
   CHECK(find(s, "--dynamic").value == "on");
   CHECK(find(s, "--dynamic").as_written() == "--dynamic");
   CHECK(find(s, "--prepare").as_written() == "no --prepare");
+  CHECK(find(s, "--sync-bn").as_written() == "no --sync-bn");  // the ranks must agree on it
   CHECK(find(s, "--seed").as_written() == "--seed 12");
   CHECK(find(s, "--backend").value == "mpi");  // as resolved, not "auto"
   CHECK(find(s, "--data").value == "fashion-mnist (60000 images)");

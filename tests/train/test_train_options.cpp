@@ -22,6 +22,9 @@ TEST_CASE("flags parse in both spellings with sane defaults", "[options]") {
   CHECK(d.model == "ring8-mlp");
   CHECK(d.data == "ring8");
   CHECK(d.wrap == WrapMode::whole);
+  CHECK_FALSE(d.sync_bn);
+  CHECK(parse_train_options({"--model", "dcgan", "--sync-bn"}).sync_bn);
+  CHECK_THROWS_WITH(parse_train_options({"--sync-bn=1"}), Catch::Contains("--sync-bn takes no value"));
 }
 
 TEST_CASE("bad flags are usage errors naming the flag", "[options][errors]") {

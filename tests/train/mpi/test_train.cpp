@@ -1,6 +1,7 @@
 // The training loop at 2 ranks: every model runs and writes its outputs, and a resumed
 // run reaches bitwise the parameters of an uninterrupted one.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -121,6 +122,7 @@ std::vector<Tensor> train_on(const models::TrainOptions& options, models::WrapMo
                              const std::shared_ptr<dist::ProcessGroup>& group, int64_t iters,
                              const std::function<Batch(int64_t)>& batch_of) {
   auto model = models::make_gan(models::gan_config(options));
+  models::sync_batch_norms(options, *model, group);
   models::WrappedGanOptions wrapped_options = models::wrapped_gan_options(options);
   wrapped_options.wrap = wrap;
   wrapped_options.explicit_prepare = prepare;
@@ -212,6 +214,45 @@ TEST_CASE(
          << (prepare ? " + explicit prepare" : "") << " wrap, " << size << " ranks");
     std::vector<Tensor> got =
         train_on(o, wrap, prepare, world(), iters, [&](int64_t it) { return mine.make(it); });
+    require_same_but_adam_noise(got, reference, o.lr);
+  }
+}
+
+TEST_CASE("dcgan with --sync-bn on N ranks ends with the parameters of one process on the global batch",
+          "[train][sync_bn]") {
+  // dcgan's G has two batch norms: with --sync-bn they see the global batch, so the ranks,
+  // each on tandem-train's batch of its own, train as one process on every rank's batch.
+  const models::TrainOptions o =
+      models::parse_train_options({"--model", "dcgan", "--batch", "4", "--seed", "3", "--sync-bn"});
+  REQUIRE(o.sync_bn);
+  const data::ImageDataset images = random_images(32);
+  const int size = world()->size();
+  const int64_t noise_dim = models::make_gan(models::gan_config(o))->noise_dim();
+  std::vector<models::BatchMaker> makers;
+  for (int r = 0; r < size; ++r) {
+    makers.push_back(models::BatchMaker(
+        {.seed = o.seed, .world_size = size, .rank = r, .batch = o.batch, .noise_dim = noise_dim}, images));
+  }
+  auto global_batch = [&](int64_t it) {
+    std::vector<Tensor> inputs, targets, aux;
+    for (const models::BatchMaker& m : makers) {
+      Batch b = m.make(it);
+      inputs.push_back(b.inputs);
+      targets.push_back(b.targets);
+      if (b.aux.defined()) aux.push_back(b.aux);
+    }
+    return Batch{concat_rows(inputs), concat_rows(targets), aux.empty() ? Tensor() : concat_rows(aux)};
+  };
+  const int64_t iters = 3;
+  models::TrainOptions oracle_options = o;
+  oracle_options.sync_bn = false;  // one process on the global batch: plain BatchNorm
+  const std::vector<Tensor> reference =
+      train_on(oracle_options, models::WrapMode::none, false, world(), iters, global_batch);
+  const models::BatchMaker& mine = makers[static_cast<size_t>(world()->rank())];
+  for (models::WrapMode wrap : {models::WrapMode::whole, models::WrapMode::separate}) {
+    INFO(models::wrap_mode_name(wrap) << " wrap, " << size << " ranks");
+    std::vector<Tensor> got =
+        train_on(o, wrap, false, world(), iters, [&](int64_t it) { return mine.make(it); });
     require_same_but_adam_noise(got, reference, o.lr);
   }
 }
@@ -310,6 +351,30 @@ TEST_CASE("resumed from an earlier checkpoint, metrics.jsonl holds each iteratio
     }
     CHECK(iterations == std::vector<int64_t>{2, 4, 6, 8, 10, 12, 14, 16, 18, 20});
     CHECK(ring8_summaries == std::vector<int64_t>{20});
+  }
+}
+
+TEST_CASE("dcgan with --sync-bn trains and rank 0 draws its picture alone", "[train][sync_bn]") {
+  if (!fashion_mnist_present()) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  // Rank 0 draws the samples while the others wait at the end: G's SyncBatchNorms must not
+  // wait for them there. A short deadline turns such a wait into an error, not a long stall.
+  const auto timeout = world()->timeout();
+  world()->set_timeout(std::chrono::seconds(10));
+  std::string dir = fresh_dir("dcgan-sync-bn");
+  std::ostringstream log;
+  auto o = short_run("dcgan", dir, 2);
+  o.sync_bn = true;
+  o.check_replicas_every = 1;
+  auto result = models::train(o, world(), log);
+  world()->set_timeout(timeout);
+  CHECK(result.iterations == 2);
+  if (world()->rank() == 0) {
+    CHECK(log.str().find("2 batch norm(s) synchronised over the ranks (--sync-bn)") != std::string::npos);
+    CHECK(log.str().find("no sample picture") == std::string::npos);
+    CHECK(fs::exists(fs::path(dir) / "samples-000002.png"));
   }
 }
 
