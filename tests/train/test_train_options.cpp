@@ -112,7 +112,7 @@ TEST_CASE("the program exits with code 2 on a usage error and 0 on --help", "[op
   CHECK(WEXITSTATUS(rc) == 0);
 }
 
-TEST_CASE("--overwrite is a switch that does not go with --resume", "[options]") {
+TEST_CASE("the switch --overwrite does not go with --resume", "[options]") {
   CHECK(parse_train_options({"--overwrite"}).overwrite);
   CHECK_FALSE(parse_train_options({}).overwrite);
   CHECK_THROWS_WITH(parse_train_options({"--resume", "--overwrite"}),
