@@ -1,9 +1,25 @@
 #include "autograd/module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
 #include <set>
 #include <sstream>
+#include <typeinfo>
 
 namespace tandem::nn {
+
+std::string Module::type_name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                                   std::free);
+  std::string name = status == 0 && demangled ? demangled.get() : mangled;
+  // Namespaces go ("tandem::models::Encoder" -> "Encoder"); template arguments stay.
+  const size_t scope = name.rfind("::", name.find('<'));
+  return scope == std::string::npos ? name : name.substr(scope + 2);
+}
 
 Module::~Module() {
   // Children may outlive this module (someone else holds them): they become roots.

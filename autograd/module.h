@@ -52,8 +52,9 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // A short description for messages ("Linear(2, 16)"); "Module" unless overridden.
-  virtual std::string type_name() const { return "Module"; }
+  // A short description for messages ("Linear(2, 16)"); unless overridden, the dynamic
+  // type's name without its namespaces ("Encoder" for a tandem::models::Encoder).
+  virtual std::string type_name() const;
 
   // The single-input forward of layers and Sequential. The base throws an Error: modules
   // with another signature define their own methods instead.

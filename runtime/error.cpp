@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <mutex>
+#include <string_view>
 
 namespace tandem {
 
@@ -14,10 +15,29 @@ std::atomic<int> g_rank{-1};
 std::mutex g_host_mutex;
 std::string g_host;
 
+#ifndef TANDEM_SOURCE_DIR
+#define TANDEM_SOURCE_DIR ""
+#endif
+
 std::string format(const char* file, int line, const std::string& message) {
   return std::string(file) + ":" + std::to_string(line) + ": " + process_label() + message;
 }
 }  // namespace
+
+const char* source_path(const char* file) {
+  const std::string_view root = TANDEM_SOURCE_DIR;
+  const std::string_view path = file;
+  if (!root.empty() && path.starts_with(root)) return file + root.size();
+  for (;;) {
+    if (std::string_view(file).starts_with("./")) {
+      file += 2;
+    } else if (std::string_view(file).starts_with("../")) {
+      file += 3;
+    } else {
+      return file;
+    }
+  }
+}
 
 std::string process_label() {
   const int rank = g_rank.load();
@@ -27,7 +47,10 @@ std::string process_label() {
 }
 
 Error::Error(const char* file, int line, const std::string& message)
-    : std::runtime_error(format(file, line, message)), file_(file), line_(line), message_(message) {}
+    : std::runtime_error(format(source_path(file), line, message)),
+      file_(source_path(file)),
+      line_(line),
+      message_(message) {}
 
 void set_process_rank(int rank) { g_rank.store(rank); }
 

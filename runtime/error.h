@@ -2,7 +2,9 @@
 //
 // Contract: every failure tandem reports is a tandem::Error whose what() starts with
 // "file:line" and, once the process knows its rank, "[rank r]", or "[rank r on host H]" once
-// it also knows that the job spans several hosts. Check macros wrap external calls (MPI,
+// it also knows that the job spans several hosts. The file is named relative to the
+// repository ("runtime/tensor.cpp"), whether the compiler saw it by its absolute path or
+// relative to the build directory (source_path()). Check macros wrap external calls (MPI,
 // CUDA, cuBLAS, NCCL) so the message names the call, the site and the rank.
 #pragma once
 
@@ -16,7 +18,7 @@ class Error : public std::runtime_error {
  public:
   Error(const char* file, int line, const std::string& message);
   const std::string& message() const { return message_; }  // without the file:line prefix
-  const char* file() const { return file_; }
+  const char* file() const { return file_; }               // as source_path() names it
   int line() const { return line_; }
 
  private:
@@ -37,6 +39,11 @@ std::string process_host();
 
 // "[rank r] " or "[rank r on host H] " as error messages start; "" before a rank is known.
 std::string process_label();
+
+// A __FILE__ of tandem's sources relative to the repository root: without the repository's
+// path when it starts with it, else without leading "./" and "../" (a path relative to a
+// build directory inside the repository). A suffix of `file`, never a copy.
+const char* source_path(const char* file);
 
 // Writes `line` and a newline to stderr in one write, so that lines of ranks sharing a
 // terminal or log file are never spliced into each other.

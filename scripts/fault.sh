@@ -248,7 +248,7 @@ freeze() {  # name dir wait-for delay rank
   wait_job "$dir" $(( freeze_deadline + freeze_grace ))
   ended="$(secs_since "$signalled_ms")"
   end_job "$dir"  # the stopped rank, if the job's end left it behind
-  if [ "$job_rc" = HANG ] && grep -q "^metrics: " "$dir.log" && ! grep -q "ending the job" "$dir.log"; then
+  if [ "$job_rc" = HANG ] && grep -q "^metrics: " "$dir.log" && ! grep -qE "ending the job|timed out after" "$dir.log"; then
     # Every other rank finished MPI_Finalize and exited 0: the stopped rank was past its
     # last exchange with them (the tail of MPI_Finalize, or exit), where no peer is left to
     # notice and a stopped process runs no watchdog of its own. Only the launcher's limit

@@ -51,7 +51,18 @@ ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::
     auto older = std::find_if(chosen + 1, files.end(), readable);
     if (older != files.end()) choice.older = older->path;
   }
-  if (!choice.path.empty() || files.empty()) return choice;
+  if (!choice.path.empty()) return choice;
+  if (files.empty()) {  // a typo in --out would silently start anew
+    if (allow_fresh) {
+      choice.warnings.push_back("--resume-allow-fresh: no checkpoint in " + dir +
+                                "; starting from iteration 0");
+    } else {
+      choice.refusal = "--resume: no checkpoint in " + dir + " (no " + kCheckpointPrefix +
+                       "-*.safetensors file there). Check the --out path, or pass --resume-allow-fresh to "
+                       "start from iteration 0";
+    }
+    return choice;
+  }
   if (allow_fresh) {
     choice.warnings.push_back(
         "--resume-allow-fresh: no checkpoint in " + dir +

@@ -17,7 +17,8 @@
 //   wins; each newer one is passed over with a warning "--resume skips <problem>". When
 //   files exist but none is readable, `refusal` lists each with its problem and names
 //   --resume-allow-fresh, unless allow_fresh: then `path` is "" (start from iteration 0)
-//   and the warnings say so. Without any file: path "", no warning. `older` is the next
+//   and the warnings say so. Without any file the same: `refusal` names `dir` and
+//   --resume-allow-fresh, or with allow_fresh a warning naming `dir`. `older` is the next
 //   older readable file after `path`, for the message when `path` fails to load.
 // - load(path) checks that the checkpoint belongs to this run, each mismatch an Error
 //   starting with the path: a tandem-train checkpoint of the same model, written at the

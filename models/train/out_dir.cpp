@@ -26,6 +26,56 @@ bool is_atomic_write_tmp(const std::string& name) {
          (final_name.starts_with("samples-") && final_name.ends_with(".png"));
 }
 
+// A file named like one of tandem-train's checkpoints (<prefix>-<digits>.safetensors).
+bool is_checkpoint_name(const std::string& name) {
+  const std::string head = std::string(kCheckpointPrefix) + "-", tail = ".safetensors";
+  if (name.size() <= head.size() + tail.size() || !name.starts_with(head) || !name.ends_with(tail))
+    return false;
+  const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The names in `dir` that `keep` selects, sorted.
+template <typename Keep>
+std::vector<std::string> names_in(const std::string& dir, Keep keep) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (keep(name)) names.push_back(name);
+  }
+  TANDEM_CHECK(!ec, "cannot list " << dir << " (" << ec.message() << ")");
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// "" when `out` may take this run; else why not. Removes an earlier run's files when told to
+// overwrite them, naming how many in `log`.
+std::string earlier_run_problem(const std::string& out, OutReuse reuse, std::ostream& log) {
+  if (reuse == OutReuse::resume) return "";
+  const std::vector<std::string> checkpoints = names_in(out, is_checkpoint_name);
+  if (checkpoints.empty()) return "";
+  if (reuse == OutReuse::new_run) {
+    std::string list;
+    for (const auto& name : checkpoints) list += (list.empty() ? "" : ", ") + name;
+    return "holds checkpoints of an earlier run (" + list +
+           "). Pass --resume to continue that run, --overwrite to replace it, or choose another --out";
+  }
+  const std::vector<std::string> samples = names_in(
+      out, [](const std::string& name) { return name.starts_with("samples-") && name.ends_with(".png"); });
+  for (const auto* names : {&checkpoints, &samples}) {
+    for (const std::string& name : *names) {
+      std::error_code ec;
+      fs::remove(fs::path(out) / name, ec);
+      if (ec)
+        return "--overwrite: cannot remove " + (fs::path(out) / name).string() + " (" + ec.message() + ")";
+    }
+  }
+  log << "--overwrite: removed the earlier run's " << checkpoints.size() << " checkpoint(s) and "
+      << samples.size() << " sample picture(s) from " << out << "\n";
+  return "";
+}
+
 }  // namespace
 
 std::string out_dir_problem(const std::string& dir) {
@@ -59,7 +109,8 @@ std::vector<std::string> remove_stale_tmp_files(const std::string& dir) {
   return removed;
 }
 
-OutDirLock prepare_out_dir(const std::string& out, dist::ProcessGroup& world, std::ostream& log) {
+OutDirLock prepare_out_dir(const std::string& out, OutReuse reuse, dist::ProcessGroup& world,
+                           std::ostream& log) {
   OutDirLock lock;
   std::string problem;
   std::vector<std::string> removed;
@@ -69,6 +120,7 @@ OutDirLock prepare_out_dir(const std::string& out, dist::ProcessGroup& world, st
     if (problem.empty()) {
       try {
         removed = remove_stale_tmp_files(out);
+        problem = earlier_run_problem(out, reuse, log);
       } catch (const Error& e) {
         problem = e.message();
       }

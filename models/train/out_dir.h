@@ -16,6 +16,11 @@
 //   that gave up. On failure every rank throws an Error starting "--out <out>: " with rank
 //   0's reason ("rank 0 found: <reason>" on the other ranks). Returns the lock, held by
 //   rank 0 (the other ranks' hold nothing): keep it for the whole run.
+// - A new run (reuse == OutReuse::new_run) in an --out that holds files named like
+//   checkpoints (an earlier run's) is refused the same way, naming them, --resume and
+//   --overwrite: two runs' checkpoints and metrics must not mix. With OutReuse::overwrite
+//   rank 0 removes those checkpoints and the earlier run's sample pictures (samples-*.png)
+//   and says how many in `log`; OutReuse::resume leaves them for --resume.
 #pragma once
 
 #include <ostream>
@@ -29,6 +34,8 @@ namespace tandem::models {
 
 std::string out_dir_problem(const std::string& dir);
 std::vector<std::string> remove_stale_tmp_files(const std::string& dir);
-OutDirLock prepare_out_dir(const std::string& out, dist::ProcessGroup& world, std::ostream& log);
+enum class OutReuse { new_run, resume, overwrite };
+OutDirLock prepare_out_dir(const std::string& out, OutReuse reuse, dist::ProcessGroup& world,
+                           std::ostream& log);
 
 }  // namespace tandem::models

@@ -9,16 +9,28 @@ namespace {
 
 using namespace tandem;
 
+// One line per failing rank, for a person reading the merged output of every rank: the
+// rank (and host) first, then what went wrong, then where ("[at models/data/dataset.cpp:127]").
+// Before the rank is known: "tandem-train: error: " and the error as it is.
 void print_error(const std::exception& e) {
   std::cout.flush();
-  write_stderr_line(std::string("tandem-train: error: ") + e.what());
+  const std::string label = process_label();
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (label.empty()) {
+    write_stderr_line(std::string("tandem-train: error: ") + e.what());
+  } else if (error) {
+    write_stderr_line(label + error->message() + " [at " + error->file() + ":" +
+                      std::to_string(error->line()) + "]");
+  } else {
+    write_stderr_line(label + "error: " + e.what());
+  }
 }
 
 // Trains; returns the exit status. A failure is printed while MPI is still up. With more
-// than one rank the job then ends at once (dist::abort_job): the failure may be this rank's
-// alone (a file only it cannot read, a full disk) while the others wait for it in a
-// collective. abort_job first gives ranks failing the same way (too little data, an
-// unusable --out) a moment to say why too.
+// than one rank the job then ends at once (dist::abort_job, which adds no line of its own):
+// the failure may be this rank's alone (a file only it cannot read, a full disk) while the
+// others wait for it in a collective. abort_job first gives ranks failing the same way (too
+// little data, an unusable --out) a moment to say why too.
 int train_printing_errors(const models::TrainOptions& options, dist::DistributedContext& context) {
   try {
     models::train(options, context.world(), std::cout);
@@ -52,6 +64,10 @@ int main(int argc, char** argv) {
     return train_printing_errors(options, context);
   } catch (const std::exception& e) {  // starting or ending MPI and the process group
     print_error(e);
+    return 1;
+  } catch (...) {  // nothing escapes main: no "terminate called" and abort backtrace
+    write_stderr_line("tandem-train: error: " + process_label() +
+                      "an exception that is not a std::exception");
     return 1;
   }
 }

@@ -87,16 +87,20 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --device D            cpu | cuda                                              (cpu)
   --seed N              seed of weights, data and noise                           (0)
   --out DIR             metrics.jsonl, samples and checkpoints go here (runs/default);
-                        one run at a time: a second is refused, naming the first
+                        one run at a time: a second is refused, naming the first.
+                        One that holds checkpoints is refused without --resume or
+                        --overwrite
   --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
   --resume              continue from the newest checkpoint in --out. It must have this
                         run's --data, --batch, --lr, --seed, --dynamic, --loss, --gp-lambda,
                         --n-critic, --r1-gamma, --r1-every (pggan: and --pggan-stage-iters);
                         other flags may change (--iters extends).
                         A file that cannot be read is skipped with a warning; when every
-                        checkpoint is, --resume stops
-  --resume-allow-fresh  with --resume: start from iteration 0 when every checkpoint in
-                        --out is unreadable
+                        checkpoint is, or there is none, --resume stops naming --out
+  --resume-allow-fresh  with --resume: start from iteration 0 when --out holds no
+                        checkpoint, or none that can be read
+  --overwrite           start a new run in an --out that holds an earlier run's
+                        checkpoints: they and its sample pictures are removed first
   --sample-every N      write a sample picture every N iterations (0: at the end) (0)
   --log-every N         progress line every N iterations                       (100)
   --dynamic             mlp: an extra D layer on alternate blocks of 5 iterations
@@ -200,6 +204,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   std::map<std::string, std::function<void()>> switches = {
       {"--resume", [&] { o.resume = true; }},
       {"--resume-allow-fresh", [&] { o.resume_allow_fresh = true; }},
+      {"--overwrite", [&] { o.overwrite = true; }},
       {"--dynamic", [&] { o.dynamic = true; }},
       {"--prepare", [&] { o.explicit_prepare = true; }},
       {"--sync-bn", [&] { o.sync_bn = true; }},
@@ -235,6 +240,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
   if (o.explicit_prepare && o.wrap != WrapMode::whole) usage_error("--prepare goes with --wrap whole");
   if (o.resume_allow_fresh && !o.resume) usage_error("--resume-allow-fresh goes with --resume");
+  if (o.overwrite && o.resume) usage_error("--overwrite and --resume do not go together");
   const bool wgan_gp = o.loss == "wgan-gp";
   if (gp_lambda_given && !wgan_gp) usage_error("--gp-lambda goes with --loss wgan-gp");
   if (r1_every_given && o.r1_gamma == 0) usage_error("--r1-every goes with --r1-gamma (a positive value)");

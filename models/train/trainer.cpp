@@ -121,7 +121,8 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const bool is_rank0 = rank == 0;
   check_device(o, *world);
   const Device device = world->tensor_device();
-  const OutDirLock out_lock = prepare_out_dir(o.out, *world, out);  // held by rank 0 for the whole run
+  const OutReuse reuse = o.resume ? OutReuse::resume : o.overwrite ? OutReuse::overwrite : OutReuse::new_run;
+  const OutDirLock out_lock = prepare_out_dir(o.out, reuse, *world, out);  // held by rank 0 for the whole run
 
   std::shared_ptr<GanModel> model = make_gan(gan_config(o));
   model->to(device);  // before the wrapper and optimizers take their handles

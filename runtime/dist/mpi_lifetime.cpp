@@ -24,8 +24,7 @@ void abort_on_timeout(const Error& error) {
 
 void abort_job(int exit_code, std::chrono::milliseconds grace) {
   std::fflush(stdout);
-  write_stderr_line("tandem: ending the job: " + process_label() + "after the error above (exit code " +
-                    std::to_string(exit_code) + ")");
+  std::fflush(stderr);
   std::this_thread::sleep_for(grace);
   if (detail::mpi_abort_possible()) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);

@@ -145,9 +145,8 @@ inline constexpr std::chrono::milliseconds kAbortGrace{2000};
 // collective (a file only this rank cannot read, a full disk): waits `grace`, so that ranks
 // failing the same way can print their own error, then ends the whole job at once
 // (MPI_Abort with exit_code when MPI is running, else _Exit) instead of leaving the others
-// to their collective timeout. The caller prints its error first; abort_job adds
-// "tandem: ending the job: [rank r] after the error above (exit code c)" ("[rank r on host H]"
-// when the job spans hosts).
+// to their collective timeout. The caller prints its error first; abort_job prints nothing
+// more, so that a failing rank's error is its one line.
 [[noreturn]] void abort_job(int exit_code, std::chrono::milliseconds grace = kAbortGrace);
 
 // Initialises MPI when nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE; at

@@ -96,6 +96,17 @@ TEST_CASE("parameters have hierarchical dotted names in registration order", "[m
   CHECK_THROWS_WITH(gan.register_buffer("a.b", Tensor::zeros({1})), Catch::Contains("'a.b'"));
 }
 
+namespace type_name_test {
+struct Encoder : nn::Module {};
+}  // namespace type_name_test
+
+TEST_CASE("a module's default name in messages is its type's, without namespaces", "[module]") {
+  type_name_test::Encoder encoder;
+  CHECK(encoder.type_name() == "Encoder");
+  CHECK(nn::Module().type_name() == "Module");
+  CHECK_THROWS_WITH(encoder.forward(Variable()), Catch::Contains("Encoder has no single-input forward()"));
+}
+
 TEST_CASE("Sequential names children 0, 1, ... and runs them in order", "[module]") {
   Generator gen(7);
   auto l1 = std::make_shared<nn::Linear>(2, 3, true, gen);

@@ -161,11 +161,19 @@ TEST_CASE("resume skips unreadable checkpoints by name, and refuses when none is
              Catch::StartsWith("--resume-allow-fresh: no checkpoint in d can be read; starting "
                                "from iteration 0"));
 
-  // No checkpoint at all: a fresh start, nothing to say.
+  // No checkpoint at all (a typo in --out?): refused, naming the directory and the way out ...
   ResumeChoice none = choose_resume({}, "d", false);
   CHECK(none.path.empty());
-  CHECK(none.refusal.empty());
+  CHECK(none.refusal ==
+        "--resume: no checkpoint in d (no ckpt-*.safetensors file there). Check the --out path, or pass "
+        "--resume-allow-fresh to start from iteration 0");
   CHECK(none.warnings.empty());
+  // ... unless the user says so, and then it is said on stderr, with the directory.
+  ResumeChoice none_fresh = choose_resume({}, "d", true);
+  CHECK(none_fresh.path.empty());
+  CHECK(none_fresh.refusal.empty());
+  CHECK(none_fresh.warnings ==
+        std::vector<std::string>{"--resume-allow-fresh: no checkpoint in d; starting from iteration 0"});
 }
 
 TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical", "[checkpointer]") {

@@ -115,6 +115,13 @@ TEST_CASE("the program exits with code 2 on a usage error and 0 on --help", "[op
   CHECK(WEXITSTATUS(rc) == 0);
 }
 
+TEST_CASE("the switch --overwrite does not go with --resume", "[options]") {
+  CHECK(parse_train_options({"--overwrite"}).overwrite);
+  CHECK_FALSE(parse_train_options({}).overwrite);
+  CHECK_THROWS_WITH(parse_train_options({"--resume", "--overwrite"}),
+                    Catch::Contains("--overwrite and --resume do not go together"));
+}
+
 TEST_CASE("the switch --resume-allow-fresh goes with --resume", "[options]") {
   CHECK(parse_train_options({"--resume", "--resume-allow-fresh"}).resume_allow_fresh);
   CHECK_FALSE(parse_train_options({"--resume"}).resume_allow_fresh);

@@ -76,8 +76,9 @@ for stale in ckpt-000990.safetensors.tmp samples-000990.png.tmp; do
 done
 [ "$(cat "$out/notes.tmp")" = mine ] || fail "notes.tmp, not tandem-train's, was touched"
 
-# A ended, and its lock with it: the next run on the --out starts.
-"$mpiexec" -np 1 "$train" "${args[@]}" --iters 1 > "$work/c.log" 2>&1 ||
+# A ended, and its lock with it: the next run on the --out starts (--overwrite: A left its
+# final checkpoint there).
+"$mpiexec" -np 1 "$train" "${args[@]}" --iters 1 --overwrite > "$work/c.log" 2>&1 ||
   { cat "$work/c.log"; fail "a run after job A ended was refused"; }
 
 echo "out_lock_test: ok"

@@ -471,6 +471,56 @@ TEST_CASE("resume refuses, on every rank, when no checkpoint can be read; --resu
   CHECK(fs::file_size(file) == 100);  // still there, for whoever wants it
 }
 
+TEST_CASE("a new run in an --out holding checkpoints is refused, naming --resume and --overwrite",
+          "[train][errors][resume]") {
+  std::string dir = fresh_dir("reused-out");
+  std::ostringstream log;
+  auto o = short_run("ring8-mlp", dir, 2);
+  o.ckpt_every = 1;
+  models::train(o, world(), log);
+  const std::string file = checkpoint_path(dir, "ckpt", 2);
+  const auto first_size = fs::file_size(dir + "/metrics.jsonl");
+  o.iters = 1;  // a shorter second run would leave the first run's newer checkpoint behind
+  const std::string reason =
+      "holds checkpoints of an earlier run (ckpt-000001.safetensors, ckpt-000002.safetensors). Pass --resume "
+      "to "
+      "continue that run, --overwrite to replace it, or choose another --out";
+  CHECK_THROWS_WITH(
+      models::train(o, world(), log),
+      Catch::Contains("--out " + dir + ": " + (world()->rank() == 0 ? "" : "rank 0 found: ") + reason));
+  CHECK(fs::exists(file));  // nothing lost
+  CHECK(fs::file_size(dir + "/metrics.jsonl") == first_size);
+
+  // --overwrite: the earlier run's checkpoints go, this run's alone are left.
+  o.overwrite = true;
+  std::ostringstream overwrite_log;
+  auto replaced = models::train(o, world(), overwrite_log);
+  CHECK(replaced.iterations == 1);
+  CHECK_FALSE(fs::exists(file));
+  CHECK(fs::exists(checkpoint_path(dir, "ckpt", 1)));
+  if (world()->rank() == 0)
+    CHECK_THAT(overwrite_log.str(),
+               Catch::Contains("--overwrite: removed the earlier run's 2 checkpoint(s)"));
+}
+
+TEST_CASE("--resume in an --out without checkpoints is refused naming the path, unless --resume-allow-fresh",
+          "[train][errors][resume]") {
+  std::string dir = fresh_dir("resume-empty");
+  std::ostringstream log;
+  auto o = short_run("ring8-mlp", dir + "/typo", 2);
+  o.resume = true;
+  const std::string refusal = "--resume: no checkpoint in " + o.out +
+                              " (no ckpt-*.safetensors file there). Check the --out path, or pass "
+                              "--resume-allow-fresh to start from iteration 0";
+  CHECK_THROWS_WITH(models::train(o, world(), log),
+                    Catch::Contains((world()->rank() == 0 ? "" : "rank 0 cannot resume: ") + refusal));
+  CHECK_FALSE(fs::exists(checkpoint_path(o.out, "ckpt", 2)));  // nothing trained
+  o.resume_allow_fresh = true;
+  auto fresh = models::train(o, world(), log);
+  CHECK(fresh.start_iteration == 0);
+  CHECK(fresh.iterations == 2);
+}
+
 TEST_CASE("resume passes over a torn newest checkpoint to the one before", "[train][resume]") {
   std::string dir = fresh_dir("torn-newest");
   std::ostringstream log;
