@@ -70,7 +70,7 @@ fi
 if [ -z "$only" ] || [ "$only" = train ]; then
   out="${TRAIN_OUT:-$logs/dcgan}"
   step dcgan_train mpirun -np 1 "$bin/tandem-train" --device cuda --model dcgan --iters "${DCGAN_ITERS:-600}" \
-    --batch 64 --log-every 100 --out "$out" ${DATA_DIR:+--data-dir "$DATA_DIR"}
+    --batch 64 --log-every 100 --out "$out" --overwrite ${DATA_DIR:+--data-dir "$DATA_DIR"}
 fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "gpu.sh: failed: ${failed[*]}"
