@@ -197,6 +197,16 @@ inline void require_close(const std::vector<Tensor>& got, const std::vector<Tens
   }
 }
 
+// Every rank's tensors (on the CPU) equal rank 0's, bit for bit; collective over `group`
+// (a CPU group: the tensors are broadcast as they are).
+inline void require_replicas_identical(const std::vector<Tensor>& params, dist::ProcessGroup& group) {
+  for (const Tensor& p : params) {
+    Tensor rank0 = p.clone();
+    group.broadcast(rank0, 0, "replica check")->wait();
+    REQUIRE(std::memcmp(p.raw_data(), rank0.raw_data(), p.bytes()) == 0);
+  }
+}
+
 inline void require_bitwise_equal(const std::vector<Tensor>& got, const std::vector<Tensor>& expected) {
   REQUIRE(got.size() == expected.size());
   for (size_t i = 0; i < got.size(); ++i) {

@@ -163,15 +163,6 @@ Run train_penalised(Style style, Penalty p, double strength, int ranks) {
   return run;
 }
 
-// Every rank's tensors equal rank 0's, bit for bit.
-void require_replicas_identical(const std::vector<Tensor>& params) {
-  for (const Tensor& param : params) {
-    Tensor rank0 = param.clone();
-    world()->broadcast(rank0, 0, "replica check")->wait();
-    REQUIRE(std::memcmp(param.raw_data(), rank0.raw_data(), param.bytes()) == 0);
-  }
-}
-
 // The largest difference between two parameter lists, relative to the largest magnitude.
 double max_relative_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   double diff = 0, scale = 0;
@@ -208,7 +199,7 @@ TEST_CASE("penalised GANs in every wrap style match the single-process oracle",
       INFO(penalty_name(p) << ", " << style_name(style) << ", " << ranks << " ranks");
       Run got = train_penalised(style, p, strength, ranks);
       require_close(got.parameters, reference.parameters, 1e-5);
-      require_replicas_identical(got.parameters);
+      require_replicas_identical(got.parameters, *world());
 
       // Only the backwards that write .grad are synchronised, never the inner grad().
       // D's Reducer also sees the G steps (their backward reaches D).
