@@ -6,9 +6,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/grad_mode.h"
 #include "autograd/graph_walk.h"
 #include "autograd/node.h"
 #include "autograd/observer_scope.h"
+#include "autograd/ops.h"
 #include "kernels/elementwise.h"
 
 namespace tandem {
@@ -53,6 +55,57 @@ void accumulate(std::unordered_map<Node*, Tensor>& buffers, Node* node, Tensor g
     kernels::add_(slot, grad);
   } else {
     slot = kernels::add(slot, grad);  // never write into a tensor someone else holds
+  }
+}
+
+// create_graph: the sum is itself recorded, so the gradient keeps its history.
+void accumulate(std::unordered_map<Node*, Variable>& buffers, Node* node, Variable grad) {
+  Variable& slot = buffers[node];
+  slot = slot.defined() ? add(slot, grad) : std::move(grad);
+}
+
+std::vector<Tensor> apply_node(Node& node, const Tensor& grad) {
+  // An accumulator runs even without a gradient (zeros, and its hooks fire).
+  if (grad.defined() || dynamic_cast<AccumulateGrad*>(&node) != nullptr) return node.apply(grad);
+  return {};
+}
+
+std::vector<Variable> apply_node(Node& node, const Variable& grad) {
+  if (auto* acc = dynamic_cast<AccumulateGrad*>(&node)) {
+    acc->accumulate_with_history(grad);
+    return {};
+  }
+  if (grad.defined()) return node.apply_with_graph(grad);
+  return {};
+}
+
+// Runs the nodes of `graph` from the seeded starts, newest ready node first. G is Tensor
+// (a plain backward) or Variable (create_graph: every rule recorded).
+template <typename G>
+void run_nodes(const std::vector<std::shared_ptr<Node>>& starts, std::vector<G> seeds, Graph& graph) {
+  std::unordered_map<Node*, G> buffers;
+  for (size_t i = 0; i < starts.size(); ++i) accumulate(buffers, starts[i].get(), std::move(seeds[i]));
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, NewestFirst> ready;
+  std::unordered_set<Node*> queued;
+  for (const auto& s : starts) {
+    if (graph.dependencies[s.get()] == 0 && queued.insert(s.get()).second) ready.push(s);
+  }
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.top();
+    ready.pop();
+    G grad;
+    if (auto it = buffers.find(node.get()); it != buffers.end()) {
+      grad = std::move(it->second);
+      buffers.erase(it);
+    }
+    std::vector<G> outputs = apply_node(*node, grad);
+    const auto& edges = node->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      if (!edges[i]) continue;
+      if (i < outputs.size() && outputs[i].defined())
+        accumulate(buffers, edges[i].get(), std::move(outputs[i]));
+      if (--graph.dependencies[edges[i].get()] == 0) ready.push(edges[i]);
+    }
   }
 }
 
@@ -110,7 +163,8 @@ void Engine::remove_observer(BackwardObserver* observer) {
 }
 
 void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,
-                      bool retain_graph) {
+                      const BackwardOptions& options) {
+  const bool retain_graph = options.retain_graph.value_or(options.create_graph);
   TANDEM_CHECK(!roots.empty(), "backward: no roots given");
   TANDEM_CHECK(grads.size() == roots.size(),
                "backward: " << roots.size() << " roots but " << grads.size() << " seed gradients");
@@ -143,32 +197,12 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   for (BackwardObserver* o : watching) o->on_backward_begin(pass);
 
   try {
-    std::unordered_map<Node*, Tensor> buffers;
-    for (size_t i = 0; i < starts.size(); ++i) accumulate(buffers, starts[i].get(), seeds[i]);
-    std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, NewestFirst> ready;
-    std::unordered_set<Node*> queued;
-    for (const auto& s : starts) {
-      if (graph.dependencies[s.get()] == 0 && queued.insert(s.get()).second) ready.push(s);
-    }
-    while (!ready.empty()) {
-      std::shared_ptr<Node> node = ready.top();
-      ready.pop();
-      Tensor grad;
-      if (auto it = buffers.find(node.get()); it != buffers.end()) {
-        grad = std::move(it->second);
-        buffers.erase(it);
-      }
-      std::vector<Tensor> outputs;
-      if (grad.defined() || dynamic_cast<AccumulateGrad*>(node.get()) != nullptr) {
-        outputs = node->apply(grad);
-      }
-      const auto& edges = node->next_edges();
-      for (size_t i = 0; i < edges.size(); ++i) {
-        if (!edges[i]) continue;
-        if (i < outputs.size() && outputs[i].defined())
-          accumulate(buffers, edges[i].get(), std::move(outputs[i]));
-        if (--graph.dependencies[edges[i].get()] == 0) ready.push(edges[i]);
-      }
+    if (options.create_graph) {
+      GradModeScope grad_mode(true);  // the rules record, so the gradients carry history
+      std::vector<Variable> graph_seeds(seeds.begin(), seeds.end());
+      run_nodes(starts, std::move(graph_seeds), graph);
+    } else {
+      run_nodes(starts, std::move(seeds), graph);
     }
   } catch (...) {
     pass.ok = false;
@@ -190,8 +224,17 @@ std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const std::vector<Va
   return discover(starts).leaves;
 }
 
+void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,
+                      bool retain_graph) {
+  backward(roots, grads, BackwardOptions{.retain_graph = retain_graph});
+}
+
 void backward(const std::vector<Variable>& roots, bool retain_graph) {
   Engine::backward(roots, std::vector<Tensor>(roots.size()), retain_graph);
+}
+
+void backward(const std::vector<Variable>& roots, const BackwardOptions& options) {
+  Engine::backward(roots, std::vector<Tensor>(roots.size()), options);
 }
 
 }  // namespace tandem

@@ -11,6 +11,13 @@
 //   reachable graph). After the last node, observers get on_backward_end (also when the
 //   backward throws, with `ok` false).
 // - Without retain_graph every visited node is released after the backward.
+// - With create_graph every node runs its second-order rule (node.h) with grad mode on,
+//   so the gradients carry history. Each leaf's `grad` is accumulated as usual (its
+//   values; hooks fire, so a Reducer synchronises them) and the same gradient with its
+//   history is summed into the leaf's grad_history() (variable.h), from which a loss can
+//   be built and differentiated again. retain_graph then defaults to true. A node without
+//   a second-order rule is an Error naming its op. grad() is the usual tool for a
+//   penalty (it leaves `grad` alone); this is for users who want both at once.
 // - Observers are process-wide, except on a thread inside a ThreadObserverScope
 //   (autograd/observer_scope.h), which has a list of its own: ranks run as threads of one
 //   process (the in-process process group) then see only their own backwards.
@@ -23,6 +30,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -49,8 +57,15 @@ class BackwardObserver {
   virtual void on_backward_end(const BackwardPass& pass) = 0;
 };
 
+struct BackwardOptions {
+  std::optional<bool> retain_graph = std::nullopt;  // unset: same as create_graph
+  bool create_graph = false;
+};
+
 class Engine {
  public:
+  static void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,
+                       const BackwardOptions& options);
   static void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,
                        bool retain_graph = false);
   // Observers are not owned; remove them before they are destroyed.
@@ -62,5 +77,6 @@ std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const std::vector<Va
 
 // backward for several roots at once (e.g. two losses), each with a scalar seed of 1.
 void backward(const std::vector<Variable>& roots, bool retain_graph = false);
+void backward(const std::vector<Variable>& roots, const BackwardOptions& options);
 
 }  // namespace tandem

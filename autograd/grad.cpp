@@ -14,19 +14,6 @@ namespace tandem {
 
 namespace {
 
-// Grad mode on for the duration of a create_graph pass (its rules must record), off
-// otherwise (nothing to record), restored on exit.
-class GradModeScope {
- public:
-  explicit GradModeScope(bool enabled) : previous_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
-  ~GradModeScope() { GradMode::set_enabled(previous_); }
-  GradModeScope(const GradModeScope&) = delete;
-  GradModeScope& operator=(const GradModeScope&) = delete;
-
- private:
-  bool previous_;
-};
-
 // Narrows a node's needs_input_grad to the edges grad() will use, for one apply.
 class WantedEdges {
  public:
@@ -138,7 +125,7 @@ std::vector<Variable> grad(const std::vector<Variable>& outputs, const std::vect
     return false;
   };
 
-  GradModeScope grad_mode(create_graph);
+  GradModeScope grad_mode(create_graph);  // a create_graph pass's rules must record
   std::unordered_map<Node*, Variable> buffers;
   std::unordered_map<Node*, Variable> captured;  // the gradient that reached each input's node
   std::vector<std::shared_ptr<Node>> ran;

@@ -242,6 +242,7 @@ void Module::zero_grad(bool set_to_none) {
     if (set_to_none) {
       param.set_grad(Tensor());
     } else if (param.grad().defined()) {
+      param.clear_grad_history();
       Tensor g = param.grad();  // a handle: zeroing it zeroes the parameter's gradient in place
       g.zero_();
     }

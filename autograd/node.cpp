@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "autograd/ops.h"
 #include "kernels/elementwise.h"
 
 namespace tandem {
@@ -55,6 +56,17 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
                "internal: backward of '" << name_ << "' returned " << grads.size() << " gradients for "
                                          << next_edges().size() << " inputs");
   return grads;
+}
+
+void AccumulateGrad::accumulate_with_history(const Variable& grad_output) {
+  std::shared_ptr<VariableImpl> leaf = leaf_.lock();
+  if (!leaf) return;
+  if (grad_output.defined()) {
+    leaf->grad_history = leaf->grad_history
+                             ? add(Variable::from_impl(leaf->grad_history), grad_output).impl_ptr()
+                             : grad_output.impl_ptr();
+  }
+  apply(grad_output.defined() ? grad_output.data() : Tensor());
 }
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {

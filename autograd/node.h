@@ -103,6 +103,9 @@ class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(std::weak_ptr<VariableImpl> leaf) : Node(RunWhenReady{}), leaf_(std::move(leaf)) {}
   std::vector<Tensor> apply(const Tensor& grad_output) override;
+  // A create_graph backward's step (engine.h): sums the gradient, history kept, into the
+  // leaf's grad_history, then accumulates its values exactly as apply() does.
+  void accumulate_with_history(const Variable& grad_output);
   std::string name() const override { return "AccumulateGrad"; }
   // The leaf, or null if it no longer exists.
   std::shared_ptr<VariableImpl> leaf() const { return leaf_.lock(); }

@@ -52,6 +52,7 @@ void Optimizer::zero_grad(bool set_to_none) {
     if (set_to_none) {
       p.set_grad(Tensor());
     } else if (p.grad().defined()) {
+      p.clear_grad_history();
       Tensor g = p.grad();  // a handle: zeroing it zeroes the gradient in place (bucket views stay views)
       g.zero_();
     }

@@ -46,6 +46,17 @@ void Variable::set_grad(Tensor grad) {
                                  << impl_->data.str());
   }
   impl_->grad = std::move(grad);
+  impl_->grad_history = nullptr;
+}
+
+Variable Variable::grad_history() const {
+  check_defined("grad_history()");
+  return impl_->grad_history ? from_impl(impl_->grad_history) : Variable();
+}
+
+void Variable::clear_grad_history() {
+  check_defined("clear_grad_history()");
+  impl_->grad_history = nullptr;
 }
 
 bool Variable::requires_grad() const { return impl_ != nullptr && impl_->requires_grad; }
@@ -83,6 +94,11 @@ Variable Variable::detach() const {
 void Variable::backward(const Tensor& grad, bool retain_graph) const {
   check_defined("backward()");
   Engine::backward({*this}, {grad}, retain_graph);
+}
+
+void Variable::backward(const Tensor& grad, const BackwardOptions& options) const {
+  check_defined("backward()");
+  Engine::backward({*this}, {grad}, options);
 }
 
 uint64_t Variable::add_grad_ready_hook(GradReadyHook hook) {

@@ -10,6 +10,10 @@
 // - Grad-ready hooks run on a leaf once per backward, right after its gradient for that
 //   backward is complete (all contributions summed and accumulated). grad() (grad.h)
 //   returns gradients instead: it neither writes `grad` nor runs these hooks.
+// - A backward with create_graph (engine.h) also sums each leaf's gradient, with its
+//   history, into grad_history(): a loss built from it can be differentiated again. It is
+//   the rank's own gradient (a Reducer synchronises `grad`, not this), and it keeps the
+//   graph alive until set_grad or zero_grad clears it (or clear_grad_history()).
 // - detach() shares data but has no history and does not require grad.
 #pragma once
 
@@ -25,6 +29,7 @@ namespace tandem {
 
 class Node;
 class AccumulateGrad;
+struct BackwardOptions;  // engine.h
 class Variable;
 
 // A leaf hook: called with the leaf once its gradient for the current backward is ready.
@@ -37,6 +42,7 @@ struct VariableImpl {
   std::shared_ptr<Node> grad_fn;                     // null for leaves
   std::string name;                                  // set by Module for parameters ("D.fc1.weight")
   std::shared_ptr<AccumulateGrad> grad_accumulator;  // created lazily for leaves
+  std::shared_ptr<VariableImpl> grad_history;        // a create_graph backward's gradient
   std::vector<std::pair<uint64_t, GradReadyHook>> grad_ready_hooks;
   uint64_t next_hook_id = 1;
 };
@@ -51,6 +57,10 @@ class Variable {
   Tensor& data();
   const Tensor& grad() const;
   void set_grad(Tensor grad);  // checked against data's shape; an undefined Tensor clears it
+  // The gradient with history from create_graph backwards since the last clear; undefined
+  // when there is none. set_grad clears it too.
+  Variable grad_history() const;
+  void clear_grad_history();
   bool requires_grad() const;
   Variable& set_requires_grad(bool requires_grad);  // leaves only
   bool is_leaf() const;
@@ -62,6 +72,8 @@ class Variable {
 
   // Runs backward from this variable. A non-scalar root needs `grad` of its shape.
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  void backward(const Tensor& grad, const BackwardOptions& options) const;
+  void backward(const BackwardOptions& options) const { backward(Tensor(), options); }
 
   // Grad-ready hooks on leaves. Returns an id for remove_grad_ready_hook.
   uint64_t add_grad_ready_hook(GradReadyHook hook);

@@ -1,6 +1,7 @@
 // Second-order gradients: grad() with create_graph against finite differences of the
 // first-order gradient (float64), WGAN-GP penalties on a tiny MLP critic and a tiny conv
-// critic, grad()'s seams (no .grad, no hooks, no observer) and its named errors.
+// critic, grad()'s seams (no .grad, no hooks, no observer) and its named errors, and
+// backward with create_graph (.grad as usual plus a differentiable grad_history).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -519,6 +520,64 @@ TEST_CASE("grad() touches no .grad, fires no grad-ready hook and is not a backwa
   CHECK(obs.ends == 1);
   CHECK(hooks == 4);       // x, W1, b1, W2 (b2 does not reach the penalty)
   CHECK(obs.leaves == 4);  // found through the second-order graph
+}
+
+TEST_CASE("backward with create_graph: .grad as a plain backward, grad_history differentiable again",
+          "[second_order][backward]") {
+  Variable x = random_input({4, 3}, 700);
+  std::vector<Variable> p = {random_input({5, 3}, 701), random_input({5}, 702), random_input({1, 5}, 703),
+                             random_input({1}, 704)};
+  // References: a plain backward's .grad, and grad() with create_graph (itself checked
+  // against finite differences above) for the second-order quantity.
+  sum(critic(x, p)).backward();
+  std::vector<std::vector<double>> plain;
+  for (auto& v : p) {
+    plain.push_back(v.grad().to_vector());
+    v.set_grad(Tensor());
+  }
+  std::vector<Variable> g_ref = grad({sum(critic(x, p))}, p, {}, {.create_graph = true});
+  std::vector<Variable> second_ref =
+      grad({add(sum(square(g_ref[0])), sum(square(g_ref[2])))}, p, {}, {.allow_unused = true});
+
+  int hooks = 0;
+  for (auto& v : p) v.add_grad_ready_hook([&hooks](Variable&) { ++hooks; });
+  CountingObserver obs;
+  Engine::add_observer(&obs);
+  sum(critic(x, p)).backward({.create_graph = true});
+  CHECK(obs.begins == 1);  // a backward like any other for observers (a Reducer) and hooks
+  CHECK(hooks == 4);
+  for (size_t i = 0; i < p.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(p[i].grad().to_vector() == plain[i]);
+    REQUIRE(p[i].grad_history().defined());
+    CHECK(p[i].grad_history().data().to_vector() == plain[i]);
+  }
+  CHECK(p[0].grad_history().requires_grad());
+  CHECK(p[2].grad_history().requires_grad());
+
+  Variable again = add(sum(square(p[0].grad_history())), sum(square(p[2].grad_history())));
+  for (auto& v : p) v.set_grad(Tensor());  // clears grad_history as well
+  CHECK_FALSE(p[0].grad_history().defined());
+  again.backward();
+  Engine::remove_observer(&obs);
+  CHECK(obs.begins == 2);
+  for (size_t i = 0; i < p.size(); ++i) {
+    INFO("parameter " << i);
+    if (!second_ref[i].defined()) {  // b2 does not reach the second-order loss
+      CHECK_FALSE(p[i].grad().defined());
+      continue;
+    }
+    std::vector<double> want = second_ref[i].data().to_vector(), got = p[i].grad().to_vector();
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) CHECK(got[k] == Approx(want[k]).epsilon(1e-12));
+  }
+
+  // A node without a second-order rule is named, as with grad().
+  Tensor mean_stat = Tensor::zeros({3}, DType::f64), var_stat = Tensor::ones({3}, DType::f64);
+  Variable bn = batch_norm(reshape(x, {4, 3, 1, 1}), random_input({3}, 705), random_input({3}, 706),
+                           mean_stat, var_stat, true);
+  CHECK_THROWS_WITH(sum(square(bn)).backward({.create_graph = true}),
+                    Catch::Contains("batch_norm has no second-order rule yet"));
 }
 
 TEST_CASE("grad errors name the output or input", "[second_order][grad][errors]") {
