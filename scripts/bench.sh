@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs the benchmarks at 2 ranks: reducer_bench (Reducer vs. one plain allreduce,
-# bucket-cap sweep, exposed communication) and step_bench (GAN step time, one process vs. the
-# DDP wrappers). When python3 can import torch, also runs the PyTorch anchor
-# (../shared/anchors/torch_gan_ddp.py) in the same run for the side-by-side comparison;
+# bucket-cap sweep, exposed communication), step_bench (GAN step time, one process vs. the
+# DDP wrappers) and penalty_bench (WGAN-GP and R1 D updates vs. the plain one). When
+# python3 can import torch, also runs the PyTorch anchor (../shared/anchors/torch_gan_ddp.py)
+# in the same run for the side-by-side comparison;
 # without torch that part is skipped with a message. Prints a summary table and writes it
 # as JSON to bench/results/<timestamp>.json.
 #
@@ -30,15 +31,17 @@ STEP_MODELS="${STEP_MODELS:-mlp,mlp-dynamic}"
 TORCH_ANCHOR="${TORCH_ANCHOR:-$ROOT/../shared/anchors/torch_gan_ddp.py}"
 REDUCER_ARGS=(--iters 20 --warmup 3)
 STEP_ARGS=(--steps 100 --runs 7 --warmup 10 --models "$STEP_MODELS")
+PENALTY_ARGS=(--steps 50 --runs 5 --warmup 5)
 TORCH_ITERS=60
 if [ "${1:-}" = "--quick" ]; then
   REDUCER_ARGS=(--iters 5 --warmup 2)
   STEP_ARGS=(--steps 20 --runs 3 --warmup 3 --models "$STEP_MODELS")
+  PENALTY_ARGS=(--steps 10 --runs 3 --warmup 2)
   TORCH_ITERS=20
 fi
 
 cmake -S "$ROOT" -B "$TANDEM_BUILD" -DCMAKE_BUILD_TYPE=Release -DTANDEM_TESTS=OFF >/dev/null
-cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target reducer_bench step_bench >/dev/null
+cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target reducer_bench step_bench penalty_bench >/dev/null
 
 stamp="$(date +%Y%m%d-%H%M%S)"
 results="$ROOT/bench/results"
@@ -54,6 +57,9 @@ echo "== reducer_bench ($RANKS ranks) =="
 echo
 echo "== step_bench ($RANKS ranks) =="
 "${MPIRUN[@]}" "$TANDEM_BUILD/bin/step_bench" "${STEP_ARGS[@]}" --json "$work/step.json"
+echo
+echo "== penalty_bench ($RANKS ranks): WGAN-GP and R1 D updates against the plain one =="
+"${MPIRUN[@]}" "$TANDEM_BUILD/bin/penalty_bench" "${PENALTY_ARGS[@]}" --json "$work/penalty.json"
 echo
 
 echo "[]" >"$work/torch.json"
