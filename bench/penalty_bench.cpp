@@ -61,7 +61,9 @@ struct Options {
   std::string json;
 };
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 struct Phases {
   double forward = 0, inner = 0, backward = 0, optim = 0;  // seconds, summed over steps
@@ -188,8 +190,8 @@ int main(int argc, char** argv) {
           n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
       std::printf("# %6s %8s %8s %8s %8s %8s %8s %9s %10s %7s\n", "mode", "kind", "step", "forward", "inner",
                   "backward", "optim", "bwd/plain", "step/plain", "#wrong");
-      std::printf("# %6s %8s %8s %8s %8s %8s %8s %9s %10s %7s\n", "", "", "(ms)", "(ms)", "(ms)", "(ms)", "(ms)",
-                  "", "", "");
+      std::printf("# %6s %8s %8s %8s %8s %8s %8s %9s %10s %7s\n", "", "", "(ms)", "(ms)", "(ms)", "(ms)",
+                  "(ms)", "", "", "");
       std::fflush(stdout);
     }
     std::vector<Row> rows;
@@ -234,9 +236,9 @@ int main(int argc, char** argv) {
         total_wrong += wrong;
         const Row& w = rows.back();
         if (root) {
-          std::printf("  %6s %8s %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f %10.2f %7lld\n", w.mode.c_str(), w.kind.c_str(),
-                      w.step_ms, w.forward_ms, w.inner_ms, w.backward_ms, w.optim_ms, w.bwd_ratio, w.step_ratio,
-                      static_cast<long long>(wrong));
+          std::printf("  %6s %8s %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f %10.2f %7lld\n", w.mode.c_str(),
+                      w.kind.c_str(), w.step_ms, w.forward_ms, w.inner_ms, w.backward_ms, w.optim_ms,
+                      w.bwd_ratio, w.step_ratio, static_cast<long long>(wrong));
           std::fflush(stdout);
         }
       }
@@ -259,7 +261,8 @@ int main(int argc, char** argv) {
       }
     }
     if (total_wrong != 0) {
-      if (root) std::fprintf(stderr, "penalty_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
+      if (root)
+        std::fprintf(stderr, "penalty_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
       return 1;
     }
   } catch (const Error& e) {

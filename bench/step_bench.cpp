@@ -18,6 +18,12 @@
 //   prepare   whole wrap + explicit reducer().prepare_for_backward(loss) before each backward
 // The time per step of a run is its wall time / --steps, the maximum over ranks; the
 // table gives the median of --runs runs after --warmup steps. ratio = mode / single.
+// The floor of a DDP mode: the same allreduces alone. For every phase its Reducers built
+// (D step, G step, ...), that phase's buckets are allreduced through the same process group
+// (all launched, then all waited, as the Reducer does; median of 15 after 3, max over
+// ranks), weighted by the phase's backwards per step. extra = mode - single, and
+// extra/ar = extra / that allreduce time: 1.0 means the Reducer costs nothing beyond the
+// communication itself (the issue's target on 2 cores: <= 1.15).
 // Checks (exit 1 on failure): losses finite, and after every DDP mode the parameters are
 // bitwise identical on all ranks.
 #include <mpi.h>
@@ -119,11 +125,45 @@ int64_t replica_mismatches(const std::shared_ptr<models::GanModel>& model, dist:
   return total;
 }
 
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t k = v.size();
+  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
+// Per step, the time of the allreduces a DDP mode's Reducers ran, alone: each phase's
+// buckets allreduced together (launch all, wait all), weighted by the phase's backwards
+// per training step.
+double allreduce_floor_ms(const models::WrappedGan& wrapped, dist::ProcessGroup& group, int64_t steps) {
+  constexpr int kWarmup = 3, kReps = 15;
+  double per_step = 0;
+  for (const Reducer* reducer : wrapped.reducers()) {
+    for (const PhaseStats& phase : reducer->stats()) {
+      std::vector<Tensor> buckets;
+      for (size_t bytes : phase.bucket_bytes)
+        buckets.push_back(Tensor::ones({static_cast<int64_t>(bytes / sizeof(float))}));
+      std::vector<double> ms;
+      for (int rep = 0; rep < kWarmup + kReps; ++rep) {
+        TANDEM_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        auto t0 = Clock::now();
+        std::vector<std::shared_ptr<dist::Work>> works;
+        for (Tensor& b : buckets) works.push_back(group.allreduce(b, dist::ReduceOp::sum, "floor"));
+        for (auto& w : works) w->wait();
+        double local = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
+        if (rep >= kWarmup) ms.push_back(max_over_ranks(local));
+      }
+      per_step += median_of(ms) * static_cast<double>(phase.backwards) / static_cast<double>(steps);
+    }
+  }
+  return per_step;
+}
+
 struct Result {
   std::string model;
   std::string mode;
   std::vector<double> run_ms;
   double median_ms = 0;
+  double allreduce_ms = 0;  // DDP modes: the same allreduces alone, per step
   int64_t wrong = 0;
 };
 
@@ -155,8 +195,10 @@ int main(int argc, char** argv) {
           "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
           "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
           n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
-      std::printf("# %12s %10s %10s %26s %7s %7s\n", "model", "mode", "step", "runs", "ratio", "#wrong");
-      std::printf("# %12s %10s %10s %26s %7s %7s\n", "", "", "(ms)", "(ms)", "", "");
+      std::printf("# %12s %10s %10s %26s %7s %8s %8s %8s %7s\n", "model", "mode", "step", "runs", "ratio",
+                  "extra", "ar", "extra/ar", "#wrong");
+      std::printf("# %12s %10s %10s %26s %7s %8s %8s %8s %7s\n", "", "", "(ms)", "(ms)", "", "(ms)", "(ms)",
+                  "", "");
       std::fflush(stdout);
     }
     std::vector<Result> results;
@@ -191,10 +233,8 @@ int main(int argc, char** argv) {
       double single_ms = 0;
       for (size_t m = 0; m < setups.size(); ++m) {
         Result& r = rs[m];
-        std::vector<double> sorted = r.run_ms;
-        std::sort(sorted.begin(), sorted.end());
-        size_t k = sorted.size();
-        r.median_ms = k % 2 ? sorted[k / 2] : 0.5 * (sorted[k / 2 - 1] + sorted[k / 2]);
+        r.median_ms = median_of(r.run_ms);
+        if (r.mode != "single") r.allreduce_ms = allreduce_floor_ms(*setups[m]->wrapped, *group, its[m]);
         long long bad = finite[m] ? 0 : 1, bad_total = 0;
         TANDEM_CHECK_MPI(MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
         r.wrong = bad_total;
@@ -208,8 +248,12 @@ int main(int argc, char** argv) {
             std::snprintf(buf, sizeof buf, "%s%.2f", i ? " " : "", r.run_ms[i]);
             runs << buf;
           }
-          std::printf("  %12s %10s %10.2f %26s %7.2f %7lld\n", name.c_str(), r.mode.c_str(), r.median_ms,
-                      runs.str().c_str(), single_ms > 0 ? r.median_ms / single_ms : NAN,
+          const double extra = r.median_ms - single_ms;
+          const bool ddp = r.mode != "single" && single_ms > 0;
+          std::printf("  %12s %10s %10.2f %26s %7.2f %8.2f %8.2f %8.2f %7lld\n", name.c_str(), r.mode.c_str(),
+                      r.median_ms, runs.str().c_str(), single_ms > 0 ? r.median_ms / single_ms : NAN,
+                      ddp ? extra : NAN, ddp ? r.allreduce_ms : NAN,
+                      ddp && r.allreduce_ms > 0 ? extra / r.allreduce_ms : NAN,
                       static_cast<long long>(r.wrong));
           std::fflush(stdout);
         }
@@ -226,7 +270,8 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < results.size(); ++i) {
           const Result& r = results[i];
           js << (i ? ", " : "") << "{\"model\": \"" << r.model << "\", \"mode\": \"" << r.mode
-             << "\", \"step_ms\": " << r.median_ms << ", \"runs_ms\": [";
+             << "\", \"step_ms\": " << r.median_ms << ", \"allreduce_ms\": " << r.allreduce_ms
+             << ", \"runs_ms\": [";
           for (size_t k = 0; k < r.run_ms.size(); ++k) js << (k ? ", " : "") << r.run_ms[k];
           js << "]}";
         }
