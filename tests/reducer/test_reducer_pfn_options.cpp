@@ -71,7 +71,8 @@ TEST_CASE("threads: negotiate_grads=false syncs every parameter at every backwar
         Seen& s = seen[static_cast<size_t>(inner->rank())];
         auto group = std::make_shared<CountingGroup>(inner);
         Variable a(Tensor::zeros({3}), true), b(Tensor::zeros({2}), true);
-        Reducer reducer({a, b}, {"a", "b"}, group, ReducerOptions{.negotiate_grads = negotiate, .name = "Pair"});
+        Reducer reducer({a, b}, {"a", "b"}, group,
+                        ReducerOptions{.negotiate_grads = negotiate, .name = "Pair"});
         group->clear();  // what construction issued (verification, broadcast) is not counted
         const int r = inner->rank();
         for (int it = 0; it < 3; ++it) {  // every parameter used: the average
@@ -162,9 +163,10 @@ TEST_CASE("threads: reduce_function replaces the allreduce, and a comm hook's ha
       loss(summing).backward();
       s.after_remove = grad_values(summing);
       // Over the default allreduce: removing restores the average.
-      by_default.register_comm_hook(make_comm_hook("sevens", [](GradBucket& b) {
-                  return Tensor::full(b.buffer.shape(), 7.0);
-                })).remove();
+      by_default
+          .register_comm_hook(
+              make_comm_hook("sevens", [](GradBucket& b) { return Tensor::full(b.buffer.shape(), 7.0); }))
+          .remove();
       plain.set_grad(Tensor());
       loss(plain).backward();
       s.default_again = grad_values(plain);
@@ -210,11 +212,13 @@ TEST_CASE("threads: a pre-bucket hook sees every bucket in index order once per 
       Reducer reducer(params, names, g,
                       ReducerOptions{.bucket_cap_mb = 1e-6, .first_bucket_cap_mb = 1e-6, .name = "Four"});
       std::vector<Call>& mine = calls[static_cast<size_t>(r)];
-      HookHandle handle =
-          reducer.register_pre_bucket_hook([&](size_t index, Tensor& flat) { mine.push_back({index, flat.to_vector()}); });
+      HookHandle handle = reducer.register_pre_bucket_hook([&](size_t index, Tensor& flat) {
+        mine.push_back({index, flat.to_vector()});
+      });
       auto backward = [&] {
         Variable loss = sum(params[0] * rank_input({2}, r, n, 1.0));
-        for (int i = 1; i < kParams; ++i) loss = loss + sum(params[static_cast<size_t>(i)] * rank_input({2}, r, n, 1.0));
+        for (int i = 1; i < kParams; ++i)
+          loss = loss + sum(params[static_cast<size_t>(i)] * rank_input({2}, r, n, 1.0));
         for (Variable& p : params) p.set_grad(Tensor());
         loss.backward();
       };
@@ -407,11 +411,12 @@ TEST_CASE("threads: static_graph and find_unused_parameters say once that they c
   const std::string quiet = capture_stderr([] { three_backwards(ReducerOptions{.name = "Quiet"}); });
   CHECK(quiet.find("nothing: every backward") == std::string::npos);
 
-  const std::string both = capture_stderr(
-      [] { three_backwards(ReducerOptions{.find_unused_parameters = true, .static_graph = true, .name = "Both"}); });
+  const std::string both = capture_stderr([] {
+    three_backwards(ReducerOptions{.find_unused_parameters = true, .static_graph = true, .name = "Both"});
+  });
   INFO(both);
-  CHECK(occurrences(both, "Reducer for Both: find_unused_parameters=true and static_graph=true change nothing") ==
-        1);
+  CHECK(occurrences(
+            both, "Reducer for Both: find_unused_parameters=true and static_graph=true change nothing") == 1);
   CHECK(occurrences(both, "set negotiate_grads=false") == 1);
 
   const std::string one =
