@@ -479,7 +479,11 @@ void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
     Bucket& b = buckets[next_launch_];
     b.grad_bucket.bytes_sent = 0;
-    for (const PreBucketHook& hook : pre_bucket_) hook(b.grad_bucket.index, b.grad_bucket.buffer);
+    for (const PreBucketHook& hook : pre_bucket_) {
+      Tensor flat =
+          b.grad_bucket.buffer;  // a handle: in-place changes reach the bucket, reassigning does not
+      hook(b.grad_bucket.index, flat);
+    }
     b.work = hook_->launch(b.grad_bucket);
     ++next_launch_;
   }

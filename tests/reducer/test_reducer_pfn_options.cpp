@@ -200,6 +200,8 @@ TEST_CASE("threads: a pre-bucket hook sees every bucket in index order once per 
     std::vector<std::vector<Call>> calls(static_cast<size_t>(n));
     std::vector<size_t> buckets(static_cast<size_t>(n));
     std::vector<std::vector<double>> grads(static_cast<size_t>(n));
+    std::vector<int> self_removing_calls(static_cast<size_t>(n));
+    std::vector<std::vector<double>> edited(static_cast<size_t>(n));
     run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
       const int r = g->rank();
       std::vector<Variable> params;
@@ -215,6 +217,13 @@ TEST_CASE("threads: a pre-bucket hook sees every bucket in index order once per 
       HookHandle handle = reducer.register_pre_bucket_hook([&](size_t index, Tensor& flat) {
         mine.push_back({index, flat.to_vector()});
       });
+      // A hook that removes itself at its first call still sees the rest of that backward's
+      // buckets: hooks are read when a backward's sync begins.
+      HookHandle self_removing;
+      self_removing = reducer.register_pre_bucket_hook([&](size_t, Tensor&) {
+        ++self_removing_calls[static_cast<size_t>(r)];
+        self_removing.remove();
+      });
       auto backward = [&] {
         Variable loss = sum(params[0] * rank_input({2}, r, n, 1.0));
         for (int i = 1; i < kParams; ++i)
@@ -227,6 +236,13 @@ TEST_CASE("threads: a pre-bucket hook sees every bucket in index order once per 
       handle.remove();
       backward();  // not seen
       grads[static_cast<size_t>(r)] = grad_values(params[3]);
+      // A hook may change the bucket in place (every rank's 5 is summed); replacing its
+      // handle changes nothing.
+      reducer.register_pre_bucket_hook(
+          [](size_t, Tensor& flat) { flat.copy_(Tensor::full(flat.shape(), 5.0)); });
+      reducer.register_pre_bucket_hook([](size_t, Tensor& flat) { flat = Tensor::full(flat.shape(), 9.0); });
+      backward();
+      edited[static_cast<size_t>(r)] = grad_values(params[3]);
     });
     for (int r = 0; r < n; ++r) {
       INFO("rank " << r);
@@ -240,6 +256,8 @@ TEST_CASE("threads: a pre-bucket hook sees every bucket in index order once per 
         CHECK(c[k].flat == std::vector<double>(2, r + 1.0));
       }
       CHECK(grads[static_cast<size_t>(r)] == std::vector<double>(2, exact_average(n, 1.0)));
+      CHECK(self_removing_calls[static_cast<size_t>(r)] == kParams);
+      CHECK(edited[static_cast<size_t>(r)] == std::vector<double>(2, 5.0 * n));
     }
   }
 }
