@@ -441,3 +441,35 @@ TEST_CASE("threads: static_graph and find_unused_parameters say once that they c
       capture_stderr([] { three_backwards(ReducerOptions{.static_graph = true, .name = "Static"}); });
   CHECK(occurrences(one, "Reducer for Static: static_graph=true changes nothing") == 1);
 }
+
+TEST_CASE("threads: a reduce_function that replaces its tensors is kept; a wrong size is a named error",
+          "[reducer][threads][pfn][errors]") {
+  std::vector<double> replaced;
+  std::string error;
+  run_reducer_ranks(1, [&](std::shared_ptr<dist::ProcessGroup> g) {
+    Variable a(Tensor::zeros({2}), true);
+    Reducer fours({a}, {"a"}, g,
+                  ReducerOptions{.reduce_function =
+                                     [](std::vector<Tensor>& tensors, dist::ProcessGroup&) {
+                                       for (Tensor& t : tensors) t = Tensor::full(t.shape(), 4.0);
+                                     },
+                                 .name = "Fours"});
+    sum(a * Variable(Tensor::full({2}, 1.0))).backward();
+    replaced = grad_values(a);
+    Variable b(Tensor::zeros({2}), true);
+    Reducer wrong(
+        {b}, {"layer.b"}, g,
+        ReducerOptions{.reduce_function = [](std::vector<Tensor>& tensors,
+                                             dist::ProcessGroup&) { tensors[0] = Tensor::zeros({3}); },
+                       .name = "Wrong"});
+    try {
+      sum(b * Variable(Tensor::full({2}, 1.0))).backward();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  CHECK(replaced == std::vector<double>{4.0, 4.0});
+  INFO(error);
+  CHECK(error.find("reduce_function replaced the gradient of 'layer.b'") != std::string::npos);
+  CHECK(error.find("expected 2 elements") != std::string::npos);
+}
