@@ -10,6 +10,8 @@
 // Reducer calls finish(bucket), which must leave in bucket.buffer the average over ranks.
 // Buckets are launched strictly in index order on every rank, so hooks may issue
 // collectives.
+// DistFunction has pytorch-pfn-extras' shape for reduce_function and broadcast_function:
+// a function of a tensor list and the group that works in place (ReducerOptions).
 #pragma once
 
 #include <functional>
@@ -25,6 +27,7 @@ struct GradBucket {
   size_t index = 0;
   Tensor buffer;                         // flat, one dtype and device
   std::vector<std::string> param_names;  // the parameters it holds, in layout order
+  std::vector<Tensor> param_views;       // their gradients: views into buffer, in their shapes
   dist::ProcessGroup* group = nullptr;
   std::string tag;  // "bucket 2 of phase G (generator.fc1.weight, ...)"
   size_t bytes_sent = 0;
@@ -51,5 +54,13 @@ std::shared_ptr<CommHook> bf16_compress_hook();
 // (averaged) contents, a tensor of the buffer's element count. Runs synchronously when the
 // bucket is full.
 std::shared_ptr<CommHook> make_comm_hook(std::string name, std::function<Tensor(GradBucket&)> fn);
+
+// In place on `tensors`, collective over `group` (every rank passes tensors of the same
+// shapes and dtypes in the same order).
+using DistFunction = std::function<void(std::vector<Tensor>& tensors, dist::ProcessGroup& group)>;
+// ReducerOptions::reduce_function as a hook: fn receives the bucket's param_views (this
+// rank's gradients, not prescaled) and the bucket's group, and must leave in them the
+// average over ranks. Runs synchronously when the bucket is full.
+std::shared_ptr<CommHook> reduce_function_hook(DistFunction fn);
 
 }  // namespace tandem

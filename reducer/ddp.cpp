@@ -76,14 +76,14 @@ void DataParallelWrapper::wrap_buffers() {
   verify_replicas(*group_, descriptions, "buffer");
   std::vector<Tensor*> pointers;
   for (Tensor& t : buffers_) pointers.push_back(&t);
-  broadcast_from_rank0(*group_, pointers, "initial buffers");
+  broadcast_from_rank0(*group_, pointers, "initial buffers", options_.reducer.broadcast_function);
 }
 
 void DataParallelWrapper::sync_buffers() {
   if (!options_.broadcast_buffers || group_->size() == 1) return;
   std::vector<Tensor*> pointers;
   for (Tensor& t : buffers_) pointers.push_back(&t);
-  broadcast_from_rank0(*group_, pointers, "buffers before forward");
+  broadcast_from_rank0(*group_, pointers, "buffers before forward", options_.reducer.broadcast_function);
 }
 
 void DataParallelWrapper::check_replicas(const std::string& when) {

@@ -30,10 +30,16 @@
 //   parameter) already wrapped by a live wrapper (see Reducer).
 // - Both derive from DataParallelWrapper, which holds what they share (buffers, step
 //   count, replica check, val/test steps, train_step over a dictionary).
-// - DdpOptions embeds the ReducerOptions of every Reducer it makes, with PyTorch's names.
-//   find_unused_parameters and static_graph are accepted and change nothing: tandem always
-//   scopes each backward to the parameters it reaches. reducer.detect_anomalous_params
-//   names the parameters a backward's reached parts hold but its loss does not reach.
+// - DdpOptions embeds the ReducerOptions of every Reducer it makes, with PyTorch's and
+//   pytorch-pfn-extras' names (reducer.h). find_unused_parameters and static_graph are
+//   accepted and change nothing (true: one warning line per Reducer): tandem always scopes
+//   each backward to the parameters it reaches. reducer.negotiate_grads false drops the
+//   agreement collective (every parameter synced every backward); reducer.allow_absent_ranks
+//   averages a part only some ranks use with zeros from the others; reducer.reduce_function
+//   replaces each bucket's allreduce and reducer.broadcast_function the broadcasts from
+//   rank 0 (the initial parameters, and here the buffers, at wrap time and in
+//   sync_buffers). reducer.detect_anomalous_params names the parameters a backward's
+//   reached parts hold but its loss does not reach.
 #pragma once
 
 #include <map>

@@ -118,8 +118,11 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
   }
   claims_.claim(params_, names_, options_.name);
   verify_replicas(*group_, descriptions, "parameter");
-  broadcast_from_rank0(*group_, data, "initial parameters of " + options_.name);
-  hook_ = allreduce_hook();
+  broadcast_from_rank0(*group_, data, "initial parameters of " + options_.name, options_.broadcast_function);
+  hooks_ = std::make_shared<ReducerHooks>(
+      options_.reduce_function ? reduce_function_hook(options_.reduce_function) : allreduce_hook());
+  hook_ = hooks_->comm_hook();
+  warn_ignored_options();
   unsynced_used_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
     hook_ids_.push_back(params_[i].add_grad_ready_hook([this, i](Variable& v) { mark_ready(i, &v.grad()); }));
@@ -132,10 +135,29 @@ Reducer::~Reducer() {
   for (size_t i = 0; i < params_.size(); ++i) params_[i].remove_grad_ready_hook(hook_ids_[i]);
 }
 
-void Reducer::register_comm_hook(std::shared_ptr<CommHook> hook) {
+HookHandle Reducer::register_comm_hook(std::shared_ptr<CommHook> hook) {
   TANDEM_CHECK(hook != nullptr, "register_comm_hook: null hook for " << options_.name);
-  TANDEM_CHECK(active_ == nullptr, "register_comm_hook during a backward of " << options_.name);
-  hook_ = std::move(hook);
+  return HookHandle(hooks_, hooks_->add_comm_hook(std::move(hook)));
+}
+
+HookHandle Reducer::register_pre_bucket_hook(PreBucketHook hook) {
+  TANDEM_CHECK(hook != nullptr, "register_pre_bucket_hook: null hook for " << options_.name);
+  return HookHandle(hooks_, hooks_->add_pre_bucket_hook(std::move(hook)));
+}
+
+void Reducer::warn_ignored_options() const {
+  std::string ignored;
+  if (options_.find_unused_parameters) ignored += "find_unused_parameters=true";
+  if (options_.static_graph) ignored += std::string(ignored.empty() ? "" : " and ") + "static_graph=true";
+  if (ignored.empty()) return;
+  const bool both = options_.find_unused_parameters && options_.static_graph;
+  write_stderr_line("tandem: warning: " + process_label() + "Reducer for " + options_.name + ": " + ignored +
+                    (both ? " change" : " changes") +
+                    " nothing: every backward is synchronised over the parameters it reaches "
+                    "(found from its graph, as find_unused_parameters=true would, without a walk of its "
+                    "own), with a bucket layout cached per used set (phase), after one small agreement "
+                    "collective that catches ranks whose graphs differ. To drop that collective where "
+                    "every backward reaches every parameter, set negotiate_grads=false");
 }
 
 std::string Reducer::part_of(size_t index) const {
@@ -213,6 +235,10 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
   const std::vector<bool> reachable = local;
   for (size_t i = 0; i < local.size(); ++i) local[i] = local[i] || unsynced_used_[i];
   unsynced_used_.assign(params_.size(), false);
+  if (!options_.negotiate_grads) {  // every parameter, no collective
+    activate_phase(std::vector<bool>(params_.size(), true), reachable);
+    return;
+  }
   activate_phase(agree_on_used_set(local, backward), reachable);
 }
 
@@ -238,6 +264,7 @@ std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local, int
   c[position + 2] = s;
   c[position + 3] = s * s;
   dist::allreduce_host(*group_, counts, dist::ReduceOp::sum, "used-parameter agreement of " + options_.name);
+  ++agreements_;
   const int world = group_->size();
   if (!all_equal(c[position], c[position + 1], world) ||
       !all_equal(c[position + 2], c[position + 3], world)) {
@@ -247,7 +274,7 @@ std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local, int
   // it agreed through prepare_for_backward) contributes zeros; among the ranks that reach
   // some, each part is reached by all or by none.
   const int64_t ranks_reaching = c[reaching];
-  for (size_t k = 0; k < parts_.size(); ++k) {
+  for (size_t k = 0; k < parts_.size() && !options_.allow_absent_ranks; ++k) {
     const int64_t ranks = c[count + k];
     if (ranks > 0 && ranks < ranks_reaching) {
       size_t first = 0;
@@ -260,7 +287,10 @@ std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local, int
                   << " ranks" << (ranks_reaching < world ? " whose backwards reach the model" : "") << ", "
                   << (here ? "including" : "not including")
                   << " this one; every rank must run the same backward (the same step) in "
-                  << "the same order");
+                  << "the same order. If this part is meant to be used on some ranks only (a graph that "
+                  << "depends on the rank's data), set ReducerOptions::allow_absent_ranks "
+                  << "(DdpOptions::reducer.allow_absent_ranks) to average it with zeros from the "
+                  << "ranks that do not use it");
     }
   }
   std::vector<bool> global(count);
@@ -298,6 +328,8 @@ void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<
   Phase& phase = phase_for(global);
   maybe_rebuild(phase);
   active_ = &phase;
+  hook_ = hooks_->comm_hook();  // registrations and removals apply from this backward on
+  pre_bucket_ = hooks_->pre_bucket_hooks();
   prescale_ = hook_->prescaled() ? 1.0 / group_->size() : 1.0;
   slot_ready_.assign(params_.size(), false);
   next_launch_ = 0;
@@ -392,6 +424,11 @@ void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
     const Variable& first = params_[bucket.params.front()];
     bucket.grad_bucket.index = b;
     bucket.grad_bucket.buffer = Tensor::zeros({total}, first.dtype(), first.device());
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      const size_t i = bucket.params[k];
+      bucket.grad_bucket.param_views.push_back(
+          bucket.grad_bucket.buffer.view_range(bucket.offsets[k], params_[i].shape()));
+    }
     bucket.grad_bucket.group = group_.get();
     bucket.grad_bucket.tag = "bucket " + std::to_string(b) + " of phase " + std::to_string(phase.id) +
                              " of " + options_.name + " (" + names + ")";
@@ -442,6 +479,11 @@ void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
     Bucket& b = buckets[next_launch_];
     b.grad_bucket.bytes_sent = 0;
+    for (const PreBucketHook& hook : pre_bucket_) {
+      Tensor flat =
+          b.grad_bucket.buffer;  // a handle: in-place changes reach the bucket, reassigning does not
+      hook(b.grad_bucket.index, flat);
+    }
     b.work = hook_->launch(b.grad_bucket);
     ++next_launch_;
   }

@@ -13,6 +13,15 @@
 //   that set is averaged; parameters no rank used keep their gradient untouched and cost
 //   no bytes; parameters used elsewhere but not here contribute their current gradient
 //   (zeros when they have none).
+// - negotiate_grads false (pytorch-pfn-extras' flag; true by default) drops that
+//   agreement: no collective before the buckets, and every parameter is averaged at every
+//   synced backward (one phase), those this backward does not reach contributing their
+//   current gradient (zeros when they have none). Exact when every backward reaches every
+//   parameter; a D step of a GAN then also averages G's current gradients. Without the
+//   agreement nothing checks that ranks are in step (see below): every rank must run the
+//   same backwards, and a backward that reaches none of the parameters on one rank must
+//   reach none on every rank (else prepare_for_backward on every rank). agreements()
+//   counts the agreements issued.
 // - Each used set is a phase with a cached bucket layout: registration order reversed for
 //   its first backward, rebuilt once at its second backward from the gradient-ready order
 //   rank 0 observed (broadcast, so all ranks agree).
@@ -49,9 +58,30 @@
 //   off (the default) costs nothing.
 // - Ranks whose backwards reach different parts of the model (parts are the first
 //   component of parameter names, e.g. "generator" / "discriminator") are detected at the
-//   agreement and every rank throws an error naming the part and its first parameter.
-//   (A rank that reaches none of the parameters, having agreed through
+//   agreement and every rank throws an error naming the part, its first parameter and the
+//   option below. (A rank that reaches none of the parameters, having agreed through
 //   prepare_for_backward, is not counted: it contributes zeros.)
+// - allow_absent_ranks (off by default) allows it, for models whose graph depends on the
+//   rank's data (pytorch-pfn-extras' dynamic graphs): a part that some ranks reach and
+//   others do not is averaged over every rank, the absent ranks contributing their current
+//   gradient, zeros when they have none or zeroed it (zero_grad before each step). So each
+//   of its gradients is the sum over the ranks that used it, divided by the world size, as
+//   every averaged gradient is. It also lets ranks that run different steps (a D step here,
+//   a G step there) through, which the check exists to catch.
+// - Hooks (reducer_hooks.h): register_comm_hook(hook) replaces the bucket reduction and
+//   returns a HookHandle whose remove() restores the reduction before it (the default:
+//   allreduce, or ReducerOptions::reduce_function, pytorch-pfn-extras' shape: it gets each
+//   bucket's gradients as a tensor list and the group, and leaves their average in place).
+//   register_pre_bucket_hook(fn) runs fn(index, flat buffer) before each bucket is
+//   reduced, every bucket in index order, once per synced backward. broadcast_function
+//   (same shape) replaces the broadcast of the initial parameters from rank 0 (and of the
+//   buffers, in the wrappers): it must leave rank 0's values in every tensor.
+// - find_unused_parameters and static_graph are accepted and ignored: each backward is
+//   scoped to what it reaches anyway (what find_unused_parameters=true asks for, without a
+//   graph walk of its own), and the layouts are cached per phase whatever static_graph
+//   says; the agreement stays, since it is what catches ranks whose graphs differ
+//   (negotiate_grads false drops it). Either one set to true writes one warning line to
+//   stderr when the Reducer is made, saying so.
 // - detect_anomalous_params (ReducerOptions; off by default, costs nothing then): at each
 //   backward that reaches its parameters, the Reducer names the parameters that require
 //   grad, belong to a part that backward reaches, yet were not reached from its roots on
@@ -85,6 +115,7 @@
 #include "autograd/variable.h"
 #include "reducer/bucket_assignment.h"
 #include "reducer/comm_hook.h"
+#include "reducer/reducer_hooks.h"
 #include "runtime/dist/process_group.h"
 
 namespace tandem {
@@ -95,11 +126,24 @@ struct ReducerOptions {
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
   bool gradient_as_bucket_view = false;
-  // Accepted for PyTorch users; tandem always finds the used set from the graph, at the
-  // cost of one walk it already does, so true and false behave the same.
+  // Accepted for PyTorch users and ignored (true: one warning line at construction);
+  // tandem always finds the used set from the graph, at the cost of one walk it already
+  // does, so true and false behave the same.
   bool find_unused_parameters = false;
-  // Accepted; layouts are cached per phase whatever its value.
+  // Accepted and ignored (true: one warning line at construction): layouts are cached per
+  // phase whatever its value, and the agreement stays (negotiate_grads drops it).
   bool static_graph = false;
+  // false: no agreement collective; every parameter averaged at every synced backward.
+  bool negotiate_grads = true;
+  // true: a part that only some ranks' backwards reach is averaged with zeros from the
+  // others instead of being an error.
+  bool allow_absent_ranks = false;
+  // Replaces the allreduce of each bucket: gets the bucket's gradients (this rank's sums,
+  // views into the bucket) and the group, and leaves their average over ranks in place.
+  DistFunction reduce_function = nullptr;
+  // Replaces the broadcast from rank 0 of the initial parameters (and, in the wrappers, of
+  // the buffers): must leave rank 0's values in place in every tensor it is given.
+  DistFunction broadcast_function = nullptr;
   // Name the parameters a backward's reached parts hold but its roots do not reach.
   bool detect_anomalous_params = false;
   std::string name = "model";  // in messages and tags
@@ -142,7 +186,9 @@ class Reducer : public BackwardObserver {
   };
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
-  void register_comm_hook(std::shared_ptr<CommHook> hook);
+  // See the contract and reducer_hooks.h; both apply from the next backward.
+  HookHandle register_comm_hook(std::shared_ptr<CommHook> hook);
+  HookHandle register_pre_bucket_hook(PreBucketHook hook);
 
   // The cached phases, by id (evicted phases are gone).
   std::vector<PhaseStats> stats() const;
@@ -154,6 +200,8 @@ class Reducer : public BackwardObserver {
   size_t last_backward_bytes() const { return last_backward_bytes_; }
   uint64_t total_bytes() const { return total_bytes_; }  // over every synced backward so far
   int64_t synced_backwards() const { return synced_backwards_; }
+  // Agreement collectives issued so far (none with negotiate_grads false).
+  int64_t agreements() const { return agreements_; }
   // skip_step policy: true (once) when a backward since the last call averaged a NaN/Inf;
   // `names` then lists the parameters that held them.
   bool take_non_finite(std::vector<std::string>* names = nullptr);
@@ -217,6 +265,8 @@ class Reducer : public BackwardObserver {
   void check_finite(const Phase& phase);
   void abandon_sync();
   std::string part_of(size_t index) const;
+  // One stderr line naming the PyTorch flags set that change nothing.
+  void warn_ignored_options() const;
 
   // Which Reducer watches each parameter, process-wide. Held as a member so that the
   // parameters are released also when the constructor throws after claiming them.
@@ -244,7 +294,9 @@ class Reducer : public BackwardObserver {
   std::vector<size_t> part_index_;  // per parameter
   std::shared_ptr<dist::ProcessGroup> group_;
   ReducerOptions options_;
-  std::shared_ptr<CommHook> hook_;
+  std::shared_ptr<ReducerHooks> hooks_;
+  std::shared_ptr<CommHook> hook_;         // the comm hook of the backward in flight
+  std::vector<PreBucketHook> pre_bucket_;  // the pre-bucket hooks of the backward in flight
 
   std::map<std::vector<bool>, Phase> phases_;
   Phase* active_ = nullptr;  // the phase of the backward in flight
@@ -263,6 +315,7 @@ class Reducer : public BackwardObserver {
   size_t last_backward_bytes_ = 0;
   uint64_t total_bytes_ = 0;
   int64_t synced_backwards_ = 0;
+  int64_t agreements_ = 0;
   int64_t non_finite_backwards_ = 0;
   std::vector<std::string> non_finite_names_;     // pending for take_non_finite
   std::vector<std::string> unreached_;            // detect_anomalous_params, latest backward

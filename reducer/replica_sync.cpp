@@ -57,7 +57,14 @@ void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescript
 }
 
 void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>& tensors,
-                          const std::string& tag) {
+                          const std::string& tag, const DistFunction& broadcast_function) {
+  if (broadcast_function) {
+    std::vector<Tensor> handles;  // share the tensors' storage: the function writes into them
+    handles.reserve(tensors.size());
+    for (Tensor* t : tensors) handles.push_back(*t);
+    broadcast_function(handles, group);
+    return;
+  }
   std::vector<std::shared_ptr<dist::Work>> works;
   works.reserve(tensors.size());
   for (Tensor* t : tensors) {

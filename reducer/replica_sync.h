@@ -5,7 +5,8 @@
 // every rank throws an Error, and a differing rank's message names the first difference
 // with both ranks' versions ("parameter 3: rank 0 has 'fc.weight' float32[4, 3], rank 1
 // has 'fc.weight' float32[4, 5]"). broadcast_from_rank0 overwrites every tensor with rank
-// 0's values (collective; same list on every rank).
+// 0's values (collective; same list on every rank); given a broadcast_function
+// (ReducerOptions), that function does it instead, over the same tensors.
 // check_replicas_equal is collective: it hashes the bytes of every tensor (64-bit FNV-1a,
 // on the host; GPU tensors are copied over), compares the hashes across ranks with two
 // small allreduces (max and min) and, if any differ, throws on every rank an Error naming
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "reducer/comm_hook.h"
 #include "runtime/dist/process_group.h"
 
 namespace tandem {
@@ -30,6 +32,6 @@ void verify_replicas(dist::ProcessGroup& group, const std::vector<TensorDescript
 void check_replicas_equal(dist::ProcessGroup& group, const std::vector<TensorDescription>& tensors,
                           const std::string& when);
 void broadcast_from_rank0(dist::ProcessGroup& group, const std::vector<Tensor*>& tensors,
-                          const std::string& tag);
+                          const std::string& tag, const DistFunction& broadcast_function = nullptr);
 
 }  // namespace tandem

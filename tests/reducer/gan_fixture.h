@@ -74,7 +74,17 @@ class TinyGan : public DataParallelModel {
   bool dynamic_;
 };
 
-enum class Style { whole, whole_find_unused, separate, separate_find_unused, whole_explicit_prepare, none };
+// whole_no_negotiate (negotiate_grads false) is not among kDistributedStyles: it matches the
+// oracle only where every backward's optimizer steps parameters it reaches (a static GAN).
+enum class Style {
+  whole,
+  whole_find_unused,
+  separate,
+  separate_find_unused,
+  whole_explicit_prepare,
+  whole_no_negotiate,
+  none
+};
 
 inline constexpr Style kDistributedStyles[] = {Style::whole, Style::whole_find_unused, Style::separate,
                                                Style::separate_find_unused, Style::whole_explicit_prepare};
@@ -91,6 +101,8 @@ inline const char* style_name(Style s) {
       return "separate, find_unused_parameters=true";
     case Style::whole_explicit_prepare:
       return "whole, explicit prepare_for_backward";
+    case Style::whole_no_negotiate:
+      return "whole, negotiate_grads=false";
     case Style::none:
       return "one process";
   }
@@ -146,9 +158,11 @@ inline std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations,
   DdpOptions options;
   options.reducer.find_unused_parameters =
       style == Style::whole_find_unused || style == Style::separate_find_unused;
+  options.reducer.negotiate_grads = style != Style::whole_no_negotiate;
   std::unique_ptr<DistributedDataParallel> whole;
   std::unique_ptr<SeparateDistributedDataParallel> separate;
-  if (style == Style::whole || style == Style::whole_find_unused || style == Style::whole_explicit_prepare) {
+  if (style == Style::whole || style == Style::whole_find_unused || style == Style::whole_explicit_prepare ||
+      style == Style::whole_no_negotiate) {
     whole = std::make_unique<DistributedDataParallel>(gan, group, options);
   } else if (style != Style::none) {
     separate = std::make_unique<SeparateDistributedDataParallel>(gan, group, options);

@@ -12,6 +12,7 @@
 #include "reducer/ddp.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/rng.h"
+#include "tests/reducer/counting_group.h"
 #include "tests/reducer/gan_fixture.h"
 
 using namespace tandem;
@@ -430,4 +431,55 @@ TEST_CASE("a rank whose backward reaches none of the parameters stops every rank
         std::string::npos);
   CHECK(error.find("rank 0: backward 2 after 1 optimizer step; rank 1: backward 3 after 2 optimizer steps") !=
         std::string::npos);
+}
+
+TEST_CASE("pytorch-pfn-extras options over MPI: negotiate_grads, reduce_function, allow_absent_ranks",
+          "[reducer][pfn]") {
+  // Rank r's input is n * (r + 1) * scale, so every average is exact (see
+  // tests/reducer/test_reducer_pfn_options.cpp, which covers each option at 1-4 thread ranks).
+  const int r = world()->rank(), n = world()->size();
+  auto input = [&](const Shape& shape, double scale) {
+    return Variable(Tensor::full(shape, n * (r + 1.0) * scale));
+  };
+  const double average = n * (n + 1) / 2.0;  // of input(.., 1.0)
+  {
+    INFO("negotiate_grads=false: no agreement collective, the average");
+    auto group = std::make_shared<CountingGroup>(world());
+    Variable a(Tensor::zeros({3}), true);
+    Reducer reducer({a}, {"a"}, group, ReducerOptions{.negotiate_grads = false, .name = "NoNegotiation"});
+    group->clear();
+    for (int it = 0; it < 2; ++it) {
+      a.set_grad(Tensor());
+      sum(a * input({3}, 1.0)).backward();
+    }
+    CHECK(group->count("allreduce", "agreement") == 0);
+    CHECK(reducer.agreements() == 0);
+    CHECK(a.grad().to_vector() == std::vector<double>(3, average));
+  }
+  {
+    INFO("a reduce_function that sums: exactly n times the average");
+    Variable a(Tensor::zeros({3}), true);
+    Reducer reducer({a}, {"a"}, world(),
+                    ReducerOptions{.reduce_function =
+                                       [](std::vector<Tensor>& tensors, dist::ProcessGroup& group) {
+                                         for (Tensor& t : tensors)
+                                           group.allreduce(t, dist::ReduceOp::sum)->wait();
+                                       },
+                                   .name = "Summing"});
+    sum(a * input({3}, 1.0)).backward();
+    CHECK(a.grad().to_vector() == std::vector<double>(3, n * average));
+  }
+  {
+    INFO("allow_absent_ranks: a head used by the even ranks, zeros from the others");
+    Variable body(Tensor::zeros({3}), true), head(Tensor::zeros({2}), true);
+    Reducer reducer({body, head}, {"body.w", "head.w"}, world(),
+                    ReducerOptions{.allow_absent_ranks = true, .name = "Dynamic"});
+    Variable loss = sum(body * input({3}, 1.0));
+    if (r % 2 == 0) loss = loss + sum(head * input({2}, 3.0));
+    loss.backward();
+    double expected_head = 0;
+    for (int q = 0; q < n; q += 2) expected_head += 3.0 * (q + 1);
+    CHECK(body.grad().to_vector() == std::vector<double>(3, average));
+    CHECK(head.grad().to_vector() == std::vector<double>(2, expected_head));
+  }
 }

@@ -1,0 +1,43 @@
+#include "reducer/reducer_hooks.h"
+
+namespace tandem {
+
+void HookHandle::remove() {
+  if (auto hooks = hooks_.lock()) hooks->remove(id_);
+  hooks_.reset();
+}
+
+bool HookHandle::active() const {
+  auto hooks = hooks_.lock();
+  return hooks != nullptr && hooks->contains(id_);
+}
+
+uint64_t ReducerHooks::add_comm_hook(std::shared_ptr<CommHook> hook) {
+  const uint64_t id = next_id_++;
+  comm_.emplace(id, std::move(hook));
+  return id;
+}
+
+uint64_t ReducerHooks::add_pre_bucket_hook(PreBucketHook hook) {
+  const uint64_t id = next_id_++;
+  pre_bucket_.emplace(id, std::move(hook));
+  return id;
+}
+
+void ReducerHooks::remove(uint64_t id) {
+  comm_.erase(id);
+  pre_bucket_.erase(id);
+}
+
+std::shared_ptr<CommHook> ReducerHooks::comm_hook() const {
+  return comm_.empty() ? fallback_ : comm_.rbegin()->second;  // ids grow: the last is the latest
+}
+
+std::vector<PreBucketHook> ReducerHooks::pre_bucket_hooks() const {
+  std::vector<PreBucketHook> out;
+  out.reserve(pre_bucket_.size());
+  for (const auto& [id, hook] : pre_bucket_) out.push_back(hook);
+  return out;
+}
+
+}  // namespace tandem
