@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 namespace tandem::models {
@@ -90,11 +91,20 @@ std::string chart(const std::string& id, const std::string& title, const std::ve
        << fixed1(py + 4) << "\" text-anchor=\"end\">" << axis_label(r.y_min + f * (r.y_max - r.y_min), unit)
        << "</text>\n";
   }
-  const double label_y = kChartHeight - kPlotBottom + 18;
-  os << "<text x=\"" << kPlotLeft << "\" y=\"" << label_y << "\">" << short_number(r.x_min) << "</text>"
-     << "<text x=\"" << kPlotLeft + plot_w << "\" y=\"" << label_y << "\" text-anchor=\"end\">"
-     << short_number(r.x_max) << "</text><text x=\"" << kPlotLeft + plot_w / 2 << "\" y=\"" << label_y
-     << "\" text-anchor=\"middle\">iteration</text>\n";
+  // Iterations at the ends and quarters of the x axis, with a grid line each.
+  const double label_y = kChartHeight - kPlotBottom + 16;
+  for (int i = 0; i <= 4; ++i) {
+    const double f = i / 4.0, px = kPlotLeft + plot_w * f;
+    os << "<line x1=\"" << fixed1(px) << "\" x2=\"" << fixed1(px) << "\" y1=\"" << kPlotTop << "\" y2=\""
+       << kPlotTop + plot_h << "\" stroke=\"#eee\"/><text x=\"" << fixed1(px) << "\" y=\"" << label_y
+       << "\" text-anchor=\""
+       << (i == 0   ? "start"
+           : i == 4 ? "end"
+                    : "middle")
+       << "\">" << std::llround(r.x_min + f * (r.x_max - r.x_min)) << "</text>\n";
+  }
+  os << "<text x=\"" << kPlotLeft + plot_w * 3 / 8 << "\" y=\"" << label_y
+     << "\" text-anchor=\"middle\" fill-opacity=\"0.6\">iteration</text>\n";
   for (const Series& s : series) {
     os << "<polyline data-series=\"" << html_escape(s.name) << "\" fill=\"none\" stroke=\"" << s.color
        << "\" stroke-width=\"" << (s.faint ? "1" : "2") << "\"" << (s.faint ? " stroke-opacity=\"0.3\"" : "")
@@ -135,6 +145,44 @@ std::string image_source(const std::string& path) {
   return "data:image/png;base64," + base64(bytes.str());
 }
 
+// The number after "<key>": in a flat JSON line; nullopt when the key is not there.
+std::optional<double> json_number(const std::string& line, const std::string& key) {
+  const std::string head = "\"" + key + "\": ";
+  const size_t at = line.find(head);
+  if (at == std::string::npos) return std::nullopt;
+  const char* first = line.c_str() + at + head.size();
+  char* end = nullptr;
+  const double value = std::strtod(first, &end);
+  if (end == first) return std::nullopt;
+  return value;
+}
+
+// A metrics.jsonl line as metrics_json writes it, back as a log point; nullopt for other
+// lines (ring8's, torn ones).
+std::optional<LogPoint> point_of(const std::string& line, int64_t total) {
+  if (!line.starts_with("{\"iteration\": ") || !line.ends_with("}")) return std::nullopt;
+  const auto iteration = json_number(line, "iteration"), loss_d = json_number(line, "loss_d"),
+             loss_g = json_number(line, "loss_g"), ms = json_number(line, "ms_per_step"),
+             bytes = json_number(line, "bytes_per_step");
+  if (!iteration || !loss_d || !loss_g || !ms || !bytes) return std::nullopt;
+  LogPoint p;
+  p.iteration = static_cast<int64_t>(*iteration);
+  p.total = total;
+  p.ms_per_step = *ms;
+  p.loss_d = *loss_d;
+  p.loss_g = *loss_g;
+  p.bytes_per_step = *bytes;
+  for (const char* name : {"gp", "wdist", "r1"}) {
+    if (auto v = json_number(line, name)) p.terms.emplace_back(name, *v);
+  }
+  const size_t rss = line.find("\"rss_mb\": [");
+  if (rss != std::string::npos) {
+    std::istringstream values(line.substr(rss + 11, line.find(']', rss) - rss - 11));
+    for (std::string v; std::getline(values, v, ',');) p.rss_mb.push_back(std::strtod(v.c_str(), nullptr));
+  }
+  return p;
+}
+
 constexpr const char* kStyle = R"(<style>
 body { font: 14px/1.4 sans-serif; margin: 16px 24px; color: #222; background: #fafafa; }
 h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 20px 0 6px; }
@@ -147,6 +195,8 @@ svg text { font: 11px sans-serif; fill: #555; }
   margin: 0 4px 3px 0; vertical-align: middle; }
 table { border-collapse: collapse; } td, th { padding: 2px 10px 2px 0; text-align: left; vertical-align: top; }
 th { border-bottom: 1px solid #ccc; } td.n { text-align: right; }
+.settings { columns: 3 260px; column-gap: 32px; } .settings .flag { display: inline-block;
+  min-width: 170px; color: #555; }
 pre { background: #fff; border: 1px solid #ddd; padding: 6px; white-space: pre-wrap; }
 .samples { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-end; }
 .samples img { image-rendering: pixelated; border: 1px solid #ccc; background: #fff; }
@@ -237,6 +287,29 @@ void RunReport::set_phases(const std::string& reducer, std::vector<PhaseStats> p
   phases_.emplace_back(reducer, std::move(phases));
 }
 
+void RunReport::load_history(int64_t up_to) {
+  std::ifstream metrics(fs::path(dir_) / kMetricsFile);
+  for (std::string line; std::getline(metrics, line);) {
+    std::optional<LogPoint> p = point_of(line, total_);
+    if (p && p->iteration <= up_to) points_.push_back(*p);
+  }
+  std::sort(points_.begin(), points_.end(),
+            [](const LogPoint& a, const LogPoint& b) { return a.iteration < b.iteration; });
+  std::vector<Sample> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != 18 || !name.starts_with("samples-") || !name.ends_with(".png")) continue;
+    const std::string digits = name.substr(8, 6);
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    const int64_t iteration = std::stoll(digits);
+    if (iteration <= up_to) found.push_back({iteration, it->path().string()});
+  }
+  std::sort(found.begin(), found.end(),
+            [](const Sample& a, const Sample& b) { return a.iteration < b.iteration; });
+  samples_.insert(samples_.begin(), found.begin(), found.end());
+}
+
 std::string RunReport::html(RunState state) const {
   const bool running = state == RunState::running;
   std::vector<double> x, loss_d, loss_g, ms, its, bytes;
@@ -267,12 +340,14 @@ std::string RunReport::html(RunState state) const {
   if (!points_.empty())
     os << "<pre id=\"latest\">" << html_escape(progress_line(points_.back())) << "</pre>\n";
 
-  os << "<h2>Losses</h2>\n<div class=\"charts\">\n";
+  os << "<h2>Curves</h2>\n<div class=\"charts\">\n";
   std::vector<Series> losses;
   add_smoothed(losses, "loss_d", "#1f5fbf", loss_d);
   add_smoothed(losses, "loss_g", "#d0451b", loss_g);
   os << chart("losses", "loss_d and loss_g (averaged over the ranks; faint: raw, solid: smoothed)", x,
               losses);
+  os << chart("sync-bytes", "bytes synchronised per step (all backwards of an iteration)", x,
+              {{"bytes/step", "#7f3f9f", bytes}}, Unit::bytes);
   if (!term_names.empty()) {
     static const char* kColors[] = {"#2a8a2a", "#8a2a8a", "#8a6a00"};
     std::vector<Series> terms;
@@ -288,15 +363,31 @@ std::string RunReport::html(RunState state) const {
     }
     os << chart("terms", "penalty terms", x, terms);
   }
-  os << "</div>\n<h2>Speed</h2>\n<div class=\"charts\">\n"
-     << chart("step-time", "ms per step (rank 0, mean over each log interval)", x, {{"ms/step", "#444", ms}})
+  os << chart("step-time", "ms per step (rank 0, mean over each log interval)", x, {{"ms/step", "#444", ms}})
      << chart("its", "iterations per second", x, {{"it/s", "#1f7f7f", its}}) << "</div>\n";
 
-  os << "<h2>Synchronisation</h2>\n<div class=\"charts\">\n"
-     << chart("sync-bytes", "bytes synchronised per step (all backwards of an iteration)", x,
-              {{"bytes/step", "#7f3f9f", bytes}}, Unit::bytes)
-     << "</div>\n<table id=\"phases\"><tr><th>reducer</th><th>phase</th><th>buckets</th><th>largest "
-        "bucket</th><th>bytes per backward</th><th>backwards</th><th>rebuilds</th></tr>\n";
+  os << "<h2>Samples</h2>\n<div class=\"samples\">\n";
+  if (samples_.empty()) os << "<p>no sample picture yet</p>\n";
+  if (!samples_.empty()) {
+    const Sample& latest = samples_.back();
+    os << "<figure><img id=\"latest-sample\" alt=\"samples at iteration " << latest.iteration << "\" src=\""
+       << image_source(latest.path) << "\"><figcaption>latest: iteration " << latest.iteration
+       << "</figcaption></figure>\n";
+    // Evenly spread over the earlier ones, the first always among them; newest first.
+    const size_t earlier = samples_.size() - 1;
+    const size_t shown = std::min(earlier, kMaxEarlierSamples);
+    for (size_t k = shown; k-- > 0;) {
+      const Sample& s = samples_[shown == earlier ? k : k * (earlier - 1) / (shown - 1)];
+      const std::string name = html_escape(fs::path(s.path).filename().string());
+      os << "<figure><a href=\"" << name << "\"><img class=\"earlier-sample\" width=\"160\" alt=\"samples at "
+         << "iteration " << s.iteration << "\" src=\"" << name << "\"></a><figcaption>iteration "
+         << s.iteration << "</figcaption></figure>\n";
+    }
+  }
+  os << "</div>\n";
+
+  os << "<h2>Synchronisation</h2>\n<table id=\"phases\"><tr><th>reducer</th><th>phase</th><th>buckets</th>"
+        "<th>largest bucket</th><th>bytes per backward</th><th>backwards</th><th>rebuilds</th></tr>\n";
   for (const auto& [reducer, phases] : phases_) {
     for (const PhaseStats& phase : phases) {
       size_t largest = 0;
@@ -311,31 +402,12 @@ std::string RunReport::html(RunState state) const {
   if (phases_.empty()) os << "<tr><td colspan=\"7\">no synchronised backward yet</td></tr>\n";
   os << "</table>\n";
 
-  os << "<h2>Samples</h2>\n<div class=\"samples\">\n";
-  if (samples_.empty()) os << "<p>no sample picture yet</p>\n";
-  if (!samples_.empty()) {
-    const Sample& latest = samples_.back();
-    os << "<figure><img id=\"latest-sample\" alt=\"samples at iteration " << latest.iteration << "\" src=\""
-       << image_source(latest.path) << "\"><figcaption>latest: iteration " << latest.iteration
-       << "</figcaption></figure>\n";
-    // Evenly spread over the earlier ones, the first always among them.
-    const size_t earlier = samples_.size() - 1;
-    const size_t shown = std::min(earlier, kMaxEarlierSamples);
-    for (size_t k = shown; k-- > 0;) {
-      const Sample& s = samples_[shown == earlier ? k : k * (earlier - 1) / (shown - 1)];
-      const std::string name = html_escape(fs::path(s.path).filename().string());
-      os << "<figure><a href=\"" << name << "\"><img class=\"earlier-sample\" width=\"160\" alt=\"samples at "
-         << "iteration " << s.iteration << "\" src=\"" << name << "\"></a><figcaption>iteration "
-         << s.iteration << "</figcaption></figure>\n";
-    }
-  }
-  os << "</div>\n";
-
-  os << "<h2>Configuration</h2>\n<table id=\"settings\">\n";
+  os << "<h2>Configuration</h2>\n<div class=\"settings\" id=\"settings\">\n";
   for (const RunSetting& s : settings_) {
-    os << "<tr><td>" << html_escape(s.flag) << "</td><td>" << html_escape(s.value) << "</td></tr>\n";
+    os << "<div><span class=\"flag\">" << html_escape(s.flag) << "</span> " << html_escape(s.value)
+       << "</div>\n";
   }
-  os << "</table>\n</body></html>\n";
+  os << "</div>\n</body></html>\n";
   return os.str();
 }
 

@@ -2,24 +2,29 @@
 // glance, during the run and after it.
 //
 // Contract:
-// - RunReport(dir, title, settings) holds the run's history; add_point(p) records a log
+// - RunReport(dir, title, settings, total) holds the run's history; add_point(p) records a log
 //   point (losses, penalty terms, ms per step, bytes synchronised per step), add_sample(i,
 //   path) a sample picture written at iteration i, set_phases(reducer, phases) the
 //   synchronisation phases of one Reducer (replacing what it held for that reducer).
+// - load_history(up_to), for a resumed run: the log points of <dir>/metrics.jsonl (its
+//   lines as metrics_json writes them; other and torn lines skipped) and the sample
+//   pictures <dir>/samples-<6 digits>.png of iterations <= up_to, so that the report shows
+//   the whole run, not only the part since the resume.
 // - write(state) writes <dir>/report.html atomically (report.html.tmp, renamed over it) and
 //   returns "" or why it could not (the caller warns; the run goes on). The page is
 //   self-contained: no script, no style sheet or font from elsewhere, no network. It shows,
 //   in this order: the title, the state ("running" or "finished"), the last iteration of
-//   `total` and the time it was written (UTC); charts as inline SVG of loss_d and loss_g
-//   (each raw, faint, and smoothed, solid), of the penalty terms when there are any, of ms
-//   per step and it/s, and of bytes synchronised per step; a table of each Reducer's phases
-//   (buckets, largest bucket, bytes per backward, backwards, rebuilds); the latest sample
-//   picture inline (a base64 data: URI, so the page alone shows it) and up to 15 earlier
-//   ones, evenly spread from the first, by file name relative to <dir>; every setting (flag and value), all
-//   text HTML-escaped. While running the page reloads itself every kRefreshSeconds (meta
-//   refresh); once finished it does not.
-// - A chart's x axis spans the iterations of its points, its y axis the finite values of
-//   its series (a flat series +-10% around its value, +-1 around 0); non-finite values are left out.
+//   `total` and the time it was written (UTC), the latest progress line; charts as inline
+//   SVG of loss_d and loss_g (each raw, faint, and smoothed, solid), of bytes synchronised
+//   per step, of the penalty terms when there are any, of ms per step and of it/s; the
+//   latest sample picture inline (a base64 data: URI, so the page alone shows it) and up to
+//   15 earlier ones, evenly spread from the first, by file name relative to <dir>; a table
+//   of each Reducer's phases (buckets, largest bucket, bytes per backward, backwards,
+//   rebuilds); every setting (flag and value); all text HTML-escaped. While running the
+//   page reloads itself every kRefreshSeconds (meta refresh); once finished it does not.
+// - A chart's x axis spans the iterations of its points (labelled at its ends and
+//   quarters), its y axis the finite values of its series (a flat series +-10% around its
+//   value, +-1 around 0); non-finite values are left out.
 //   polyline_points maps (x, y) pairs into the plot area of a chart (kChartWidth x
 //   kChartHeight pixels, the plot inset by kPlotLeft/kPlotRight/kPlotTop/kPlotBottom), as
 //   "x,y" pairs with one decimal, separated by spaces; y grows upwards.
@@ -65,6 +70,7 @@ class RunReport {
   void add_point(const LogPoint& point);
   void add_sample(int64_t iteration, const std::string& path);
   void set_phases(const std::string& reducer, std::vector<PhaseStats> phases);
+  void load_history(int64_t up_to);
   std::string html(RunState state) const;
   std::string write(RunState state) const;
 

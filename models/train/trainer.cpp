@@ -172,6 +172,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
         o.out,
         "tandem-train: " + model->type_name() + " on " + o.data + ", " + std::to_string(size) + " rank(s)",
         report_settings(o, settings), o.iters);
+    if (start > 0) report->load_history(start);  // metrics.jsonl is cut to `start` by now
     out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch "
         << o.batch << " per rank, " << wrap_mode_name(o.wrap)
         << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model->parameters().size()

@@ -122,6 +122,9 @@ TEST_CASE("the report shows losses, speed, sync, samples and settings, and reloa
   CHECK(count_of(running, "text-anchor=\"end\">100.0 kB</text>") == 1);  // the axis in bytes
   CHECK(count_of(running, "text-anchor=\"end\">300.0 kB</text>") == 1);
   CHECK(count_of(running, "<svg ") == 4);  // no penalty terms here: no chart of them
+  // The x axis: iterations at its ends and quarters.
+  for (const char* label : {">100</text>", ">150</text>", ">200</text>", ">250</text>", ">300</text>"})
+    CHECK(count_of(running, label) == 4);
 
   // Phases: buckets, largest, bytes per backward, backwards, rebuilds.
   CHECK(count_of(running,
@@ -135,8 +138,8 @@ TEST_CASE("the report shows losses, speed, sync, samples and settings, and reloa
         1);
   CHECK(count_of(running, "src=\"samples-000100.png\"") == 1);
   // Settings, escaped.
-  CHECK(count_of(running, "<tr><td>--lr</td><td>0.0002</td></tr>") == 1);
-  CHECK(count_of(running, "<tr><td>--out</td><td>runs/&lt;a&amp;b&gt;</td></tr>") == 1);
+  CHECK(count_of(running, "<div><span class=\"flag\">--lr</span> 0.0002</div>") == 1);
+  CHECK(count_of(running, "<div><span class=\"flag\">--out</span> runs/&lt;a&amp;b&gt;</div>") == 1);
   CHECK(count_of(running, "runs/<a") == 0);
   // The title, escaped too.
   CHECK(count_of(running, "<h1>tandem-train: dcgan on fashion-mnist, 2 rank(s)</h1>") == 1);
@@ -176,4 +179,35 @@ TEST_CASE("a report that cannot be written says why and leaves no temporary", "[
   CHECK_THAT(problem, Catch::StartsWith("cannot rename " + tmp.file("report.html.tmp") + " to " +
                                         tmp.file("report.html") + " ("));
   CHECK_FALSE(std::filesystem::exists(tmp.file("report.html.tmp")));
+}
+
+TEST_CASE("a resumed run's report starts with the history in --out up to its checkpoint", "[run_report]") {
+  TempDir tmp("run_report");
+  LogPoint a = point(10, 1.0, 2.0, 5.0), b = point(20, 3.0, 0.0, 4.0), beyond = point(30, 9.0, 9.0, 9.0);
+  b.terms = {{"gp", 0.25}};
+  // Lines as MetricsLog writes them, a ring8 line, a torn one, and one past the checkpoint.
+  write_bytes(tmp.file("metrics.jsonl"),
+              metrics_json(a) + "\n" + metrics_json(b) + "\n" +
+                  "{\"iteration\": 20, \"ring8_modes\": 8, \"ring8_high_quality\": 0.5}\n" +
+                  "{\"iteration\": 25, \"loss_d\": 1.0, \"lo\n" + metrics_json(beyond) + "\n");
+  write_bytes(tmp.file("samples-000020.png"), "foo");
+  write_bytes(tmp.file("samples-000010.png"), "first");
+  write_bytes(tmp.file("samples-000030.png"), "later");
+  write_bytes(tmp.file("samples-latest.png"), "not one of the run's");
+  RunReport report(tmp.path.string(), "t", {}, 40);
+  report.load_history(20);
+  report.add_point(point(40, 2.0, 1.0, 3.0));  // the resumed run goes on from there
+  const std::string html = report.html(RunState::running);
+  // x 10..40, y 0..3.
+  CHECK(points_of(html, "loss_d (raw)") == "64.0,132.0 224.0,12.0 544.0,72.0");
+  CHECK(points_of(html, "loss_g (raw)") == "64.0,72.0 224.0,192.0 544.0,132.0");
+  CHECK(points_of(html, "ms/step") == "64.0,12.0 224.0,102.0 544.0,192.0");
+  CHECK(points_of(html, "gp (raw)") == "224.0,102.0");
+  CHECK(count_of(html, "rss 10.0/11.0 MB") == 1);  // the progress line of the latest point
+  CHECK(count_of(html,
+                 "id=\"latest-sample\" alt=\"samples at iteration 20\" src=\"data:image/png;base64,Zm9v\"") ==
+        1);
+  CHECK(count_of(html, "src=\"samples-000010.png\"") == 1);
+  CHECK(count_of(html, "samples-000030.png") == 0);
+  CHECK(count_of(html, "samples-latest.png") == 0);
 }

@@ -5,9 +5,11 @@
 # Asserts, on the file: it is the finished run's (no reload), its loss curves hold one point
 # per metrics.jsonl line, at the positions those lines' losses give (worked out here from
 # metrics.jsonl, within 0.2 px: the file holds 6 digits), and the latest sample picture is
-# inline, byte for byte the PNG the run wrote. Then, in Chromium: the rendered DOM still has
-# the curves and the picture (the page parses as meant), and a screenshot of 1280x2000 is
-# written. Without Chromium the browser part skips (exit 77), naming what is missing.
+# inline, byte for byte the PNG the run wrote, the earlier ones named. The same after the
+# run is resumed and extended: the report shows the whole run, not only the resumed part.
+# Then, in Chromium: the rendered DOM still has the curves and the picture (the page parses
+# as meant), and a screenshot of 1280x2000 is written. Without Chromium the browser part
+# skips (exit 77), naming what is missing.
 set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
 test_name=report_test
@@ -31,7 +33,6 @@ points_of() {
 # The expected points of loss_d and loss_g from metrics.jsonl: x over the iterations, y over
 # both losses' range (the raw and smoothed curves share it; with 4 points they are the same).
 metrics="$out/metrics.jsonl"
-[ "$(wc -l < "$metrics")" -eq 4 ] || fail "$metrics: expected 4 lines, found $(wc -l < "$metrics")"
 expected() {  # <loss_d|loss_g>
   awk -v key="$1" '
     function value(line, name,   s) { s = line; sub(".*\"" name "\": ", "", s); sub("[,}].*", "", s); return s + 0 }
@@ -53,8 +54,9 @@ same_points() {
     END { exit (bad || NR != n) }' && [ "$(wc -l < "$2")" -eq "$(wc -l < "$3")" ] ||
     { echo "expected:"; cat "$2"; echo "found:"; cat "$3"; fail "$1: the curve is not metrics.jsonl's"; }
 }
-check_report() {  # <html file> <what>
-  local series
+check_report() {  # <html file> <what> <log points> <latest sample's iteration> <earlier ones'...>
+  local series latest earlier
+  [ "$(wc -l < "$metrics")" -eq "$3" ] || fail "$metrics: expected $3 lines, found $(wc -l < "$metrics")"
   for series in "loss_d (raw)" "loss_d (smoothed)" "loss_g (raw)" "loss_g (smoothed)"; do
     expected "${series%% *}" > "$work/expected.txt"
     points_of "$1" "$series" > "$work/found.txt"
@@ -62,13 +64,21 @@ check_report() {  # <html file> <what>
   done
   grep -o '<img id="latest-sample"[^>]*>' "$1" | grep -o 'src="data:image/png;base64,[^"]*"' |
     sed 's/^src="data:image\/png;base64,//; s/"$//' | base64 -d > "$work/latest.png" 2>/dev/null
-  cmp -s "$work/latest.png" "$out/samples-000040.png" ||
-    fail "$2: the inline latest picture is not $out/samples-000040.png"
-  grep -q '<img class="earlier-sample"[^>]*src="samples-000020.png"' "$1" ||
-    fail "$2: no earlier picture samples-000020.png"
+  latest=$(printf 'samples-%06d.png' "$4")
+  cmp -s "$work/latest.png" "$out/$latest" || fail "$2: the inline latest picture is not $out/$latest"
+  for earlier in "${@:5}"; do
+    earlier=$(printf 'samples-%06d.png' "$earlier")
+    grep -q "<img class=\"earlier-sample\"[^>]*src=\"$earlier\"" "$1" || fail "$2: no earlier picture $earlier"
+  done
 }
-check_report "$report" "$report"
+check_report "$report" "$report" 4 40 20
 echo "report_test: $report holds the run's curves and pictures"
+
+"$mpiexec" -np 2 --oversubscribe "$train" --model mlp --batch 16 --iters 60 --log-every 10 --sample-every 20 \
+  --out "$out" --resume > "$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "the resumed run failed"; }
+expect_resumed_from "$work/resume.log" "$out/ckpt-000040.safetensors"
+check_report "$report" "$report after --resume" 6 60 40 20
+echo "report_test: after --resume, $report holds the whole run"
 
 chromium=$(command -v chromium || true)
 if [ -z "$chromium" ]; then
@@ -83,7 +93,7 @@ browse() {
     "file://$report" 2>> "$work/chromium.log"
 }
 browse --dump-dom > "$work/dom.html" || { tail -20 "$work/chromium.log"; fail "chromium --dump-dom failed"; }
-check_report "$work/dom.html" "the DOM chromium rendered"
+check_report "$work/dom.html" "the DOM chromium rendered" 6 60 40 20
 [ "$(grep -c '<svg ' "$work/dom.html")" -eq 4 ] || fail "the rendered DOM does not hold 4 charts"
 browse --screenshot="$work/report.png" --window-size=1280,2000 > /dev/null ||
   { tail -20 "$work/chromium.log"; fail "chromium --screenshot failed"; }
