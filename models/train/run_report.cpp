@@ -28,9 +28,11 @@ std::string fixed1(double v) {
   return text;
 }
 
+// Four significant digits, but whole numbers from 10^4 on rather than an exponent
+// (step times in ms reach them).
 std::string short_number(double v) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.4g", v);
+  std::snprintf(text, sizeof text, std::abs(v) >= 1e4 && std::abs(v) < 1e15 ? "%.0f" : "%.4g", v);
   return text;
 }
 
@@ -103,8 +105,8 @@ std::string chart(const std::string& id, const std::string& title, const std::ve
                     : "middle")
        << "\">" << std::llround(r.x_min + f * (r.x_max - r.x_min)) << "</text>\n";
   }
-  os << "<text x=\"" << kPlotLeft + plot_w * 3 / 8 << "\" y=\"" << label_y
-     << "\" text-anchor=\"middle\" fill-opacity=\"0.6\">iteration</text>\n";
+  os << "<text x=\"" << kPlotLeft - 6 << "\" y=\"" << label_y
+     << "\" text-anchor=\"end\" fill-opacity=\"0.6\">iteration</text>\n";
   for (const Series& s : series) {
     os << "<polyline data-series=\"" << html_escape(s.name) << "\" fill=\"none\" stroke=\"" << s.color
        << "\" stroke-width=\"" << (s.faint ? "1" : "2") << "\"" << (s.faint ? " stroke-opacity=\"0.3\"" : "")

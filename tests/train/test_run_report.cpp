@@ -168,7 +168,19 @@ TEST_CASE("penalty terms get a chart of their own", "[run_report]") {
   CHECK(count_of(html, ">0.9</text>") == 2);  // the losses' chart and the step time's (1 ms)
   CHECK(count_of(html, ">1.1</text>") == 2);
   CHECK(count_of(html, "no sample picture yet") == 1);
+
   CHECK(count_of(html, "no synchronised backward yet") == 1);
+}
+
+TEST_CASE("axis labels have four digits, and whole numbers from 10^4 on", "[run_report]") {
+  TempDir tmp("run_report");
+  RunReport report(tmp.path.string(), "t", {}, 20);
+  report.add_point(point(10, 0.61594, 1.4423, 15970.4));  // a step of 16 s on a busy machine
+  report.add_point(point(20, 0.61594, 1.4423, 753.8));
+  const std::string html = report.html(RunState::finished);
+  for (const char* label : {">15970</text>", ">753.8</text>", ">0.6159</text>", ">1.442</text>"})
+    CHECK(count_of(html, label) == 1);
+  CHECK(count_of(html, "e+") == 0);
 }
 
 TEST_CASE("a report that cannot be written says why and leaves no temporary", "[run_report][errors]") {
