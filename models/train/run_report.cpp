@@ -389,7 +389,8 @@ std::string RunReport::html(RunState state) const {
   os << "</div>\n";
 
   os << "<h2>Synchronisation</h2>\n<table id=\"phases\"><tr><th>reducer</th><th>phase</th><th>buckets</th>"
-        "<th>largest bucket</th><th>bytes per backward</th><th>backwards</th><th>rebuilds</th></tr>\n";
+        "<th>largest bucket</th><th>bytes per backward</th><th>backwards (this "
+        "process)</th><th>rebuilds</th></tr>\n";
   for (const auto& [reducer, phases] : phases_) {
     for (const PhaseStats& phase : phases) {
       size_t largest = 0;

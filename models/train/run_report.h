@@ -19,9 +19,10 @@
 //   per step, of the penalty terms when there are any, of ms per step and of it/s; the
 //   latest sample picture inline (a base64 data: URI, so the page alone shows it) and up to
 //   15 earlier ones, evenly spread from the first, by file name relative to <dir>; a table
-//   of each Reducer's phases (buckets, largest bucket, bytes per backward, backwards,
-//   rebuilds); every setting (flag and value); all text HTML-escaped. While running the
-//   page reloads itself every kRefreshSeconds (meta refresh); once finished it does not.
+//   of each Reducer's phases (buckets, largest bucket, bytes per backward, backwards since
+//   this process started, rebuilds); every setting (flag and value); all text
+//   HTML-escaped. While running the page reloads itself every kRefreshSeconds (meta
+//   refresh); once finished it does not.
 // - A chart's x axis spans the iterations of its points (labelled at its ends and
 //   quarters), its y axis the finite values of its series (a flat series +-10% around its
 //   value, +-1 around 0); non-finite values are left out.
