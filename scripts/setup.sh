@@ -12,6 +12,7 @@ packages=(
   dataset-fashion-mnist # the image dataset
   clang-format          # scripts/format.sh --check (CI)
   iproute2              # scripts/cluster.sh: network namespaces, veth links, tc
+  chromium              # tests/train/mpi/report_test.sh: report.html in a headless browser
 )
 
 missing=()

@@ -6,6 +6,7 @@
 
 #include "models/train/checkpointer.h"
 #include "models/train/metrics_log.h"
+#include "models/train/run_report.h"
 #include "runtime/error.h"
 
 namespace tandem::models {
@@ -20,7 +21,7 @@ bool is_atomic_write_tmp(const std::string& name) {
   const std::string tmp = ".tmp";
   if (!name.ends_with(tmp)) return false;
   const std::string final_name = name.substr(0, name.size() - tmp.size());
-  return final_name == kMetricsFile ||
+  return final_name == kMetricsFile || final_name == kReportFile ||
          (final_name.starts_with(std::string(kCheckpointPrefix) + "-") &&
           final_name.ends_with(".safetensors")) ||
          (final_name.starts_with("samples-") && final_name.ends_with(".png"));

@@ -6,7 +6,7 @@
 //   writable"), or "" when it can. It writes a probe file to find out and removes it.
 // - remove_stale_tmp_files(dir) removes from `dir` the temporaries that tandem-train's
 //   atomic writes leave when a run dies mid-write (ckpt-*.safetensors.tmp,
-//   samples-*.png.tmp, metrics.jsonl.tmp) and returns their names, sorted. Other files,
+//   samples-*.png.tmp, metrics.jsonl.tmp, report.html.tmp) and returns their names, sorted. Other files,
 //   *.tmp or not, are never touched. A file that cannot be removed is an Error naming it.
 // - prepare_out_dir(out, world, log) is collective: only rank 0 writes to --out, so only
 //   rank 0 checks it, takes its lock (out_lock.h: one run per --out; a second run is

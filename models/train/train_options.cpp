@@ -86,7 +86,8 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --backend B           auto | mpi | nccl                                      (auto)
   --device D            cpu | cuda                                              (cpu)
   --seed N              seed of weights, data and noise                           (0)
-  --out DIR             metrics.jsonl, samples and checkpoints go here (runs/default);
+  --out DIR             report.html (open it in a browser), metrics.jsonl, samples
+                        and checkpoints go here (runs/default);
                         one run at a time: a second is refused, naming the first.
                         One that holds checkpoints is refused without --resume or
                         --overwrite

@@ -11,6 +11,7 @@
 #include "models/train/metrics_log.h"
 #include "models/train/out_dir.h"
 #include "models/train/rank_stats.h"
+#include "models/train/run_report.h"
 #include "models/train/run_settings.h"
 #include "models/train/sample_writer.h"
 #include "models/train/settings_agreement.h"
@@ -78,6 +79,29 @@ int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer
 // True at multiples of `every` (0: never) and at the last iteration.
 bool due(int64_t done, int64_t every, bool last) { return (every > 0 && done % every == 0) || last; }
 
+// The report's settings: the run's own, then where its files are.
+std::vector<RunSetting> report_settings(const TrainOptions& o, std::vector<RunSetting> settings) {
+  settings.push_back({.flag = "--out", .value = o.out});
+  settings.push_back({.flag = "--data-dir", .value = o.data_dir});
+  return settings;
+}
+
+// Rewrites the report with each Reducer's phases as they stand; a report that cannot be
+// written is reported once, and the run goes on.
+void write_report(RunReport& report, const WrappedGan& wrapped, RunState state, bool& warned) {
+  const std::vector<const Reducer*> reducers = wrapped.reducers();
+  for (size_t r = 0; r < reducers.size(); ++r) {
+    std::string label = std::to_string(r + 1);
+    label.insert(0, 1, '#');
+    report.set_phases(label, reducers[r]->stats());
+  }
+  const std::string problem = report.write(state);
+  if (!problem.empty() && !warned) {
+    warned = true;
+    write_stderr_line("tandem-train: warning: no run report: " + problem + "; training goes on");
+  }
+}
+
 }  // namespace
 
 GanConfig gan_config(const TrainOptions& o) {
@@ -140,8 +164,15 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const int64_t start = o.resume ? resume_iteration(o, checkpointer, *world, out) : 0;
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
+  std::optional<RunReport> report;
+  bool report_warned = false;
   if (is_rank0) {
     metrics.emplace(o.out, /*resume_iteration=*/start);
+    report.emplace(
+        o.out,
+        "tandem-train: " + model->type_name() + " on " + o.data + ", " + std::to_string(size) + " rank(s)",
+        report_settings(o, settings), o.iters);
+    if (start > 0) report->load_history(start);  // metrics.jsonl is cut to `start` by now
     out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch "
         << o.batch << " per rank, " << wrap_mode_name(o.wrap)
         << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model->parameters().size()
@@ -173,17 +204,18 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       const RankStats stats = gather_rank_stats(*world, log["loss_d"], log["loss_g"], terms);
       const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
       if (metrics) {
-        metrics->log({.iteration = done,
-                      .total = o.iters,
-                      .ms_per_step = interval.ms_per_step,
-                      .loss_d = stats.loss_d,
-                      .loss_g = stats.loss_g,
-                      .terms = stats.terms,
-                      .bytes_per_step = interval.bytes_per_step,
-                      .structure = model->structure(),
-                      .skipped_steps = wrapped.skipped_steps(),
-                      .rss_mb = stats.rss_mb},
-                     out);
+        const LogPoint point = {.iteration = done,
+                                .total = o.iters,
+                                .ms_per_step = interval.ms_per_step,
+                                .loss_d = stats.loss_d,
+                                .loss_g = stats.loss_g,
+                                .terms = stats.terms,
+                                .bytes_per_step = interval.bytes_per_step,
+                                .structure = model->structure(),
+                                .skipped_steps = wrapped.skipped_steps(),
+                                .rss_mb = stats.rss_mb};
+        metrics->log(point, out);
+        report->add_point(point);
       }
       timer.start(Clock::now(), wrapped.total_bytes());
     }
@@ -197,6 +229,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       try {
         Samples samples = sample_writer.write(done);
         if (samples.ring8) ring8 = samples.ring8;
+        report->add_sample(done, samples.path);
         if (last) out << "samples: " << samples.path << "\n";
       } catch (const std::exception& e) {
         out.flush();
@@ -204,6 +237,9 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                           std::to_string(done) + ", training goes on: " + e.what());
       }
     }
+    // After the picture, so that the page shows it; the last one is written below.
+    if (report && !last && (done % o.log_every == 0 || due(done, o.sample_every, false)))
+      write_report(*report, wrapped, RunState::running, report_warned);
   }
   // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).
   world->barrier("end of training")->wait();
@@ -229,6 +265,8 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
           << "\n";
     }
     out << "metrics: " << metrics->path() << "\n";
+    write_report(*report, wrapped, RunState::finished, report_warned);
+    if (!report_warned) out << "report: " << report->path() << "\n";
   }
   for (const Variable& p : model->parameters()) result.parameters.push_back(p.data().to(Device::cpu()));
   return result;

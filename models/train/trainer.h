@@ -20,7 +20,9 @@
 // pictures (<out>/samples-<iter>.png, drawn from an exponential moving average of G's
 // weights unless --ema-decay 0) and checkpoints
 // (<out>/ckpt-<iter>.safetensors: model, both optimizers, the average, the iteration;
-// written atomically).
+// written atomically), and keeps <out>/report.html (run_report.h) up to date: rewritten
+// after each log point and sample picture while running, and once more, "finished", at the
+// end (a report that cannot be written is a warning; training goes on).
 // Data and noise of iteration i on rank r depend only on (seed, r, i), so a resumed run
 // continues exactly as an uninterrupted one would. Errors (missing data, data too small
 // for --batch on this many ranks, bad checkpoint, unwritable --out, an --out another run
@@ -32,7 +34,8 @@
 // (reducer/sync_batch_norm.h) and returns how many (0 without --sync-bn), before wrapping
 // (exposed for tests that drive them on chosen batches).
 // train() is the loop over the pieces beside it, each header stating its part: out_dir,
-// batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log.
+// batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log,
+// run_report.
 #pragma once
 
 #include <memory>

@@ -117,18 +117,18 @@ TEST_CASE("a killed holder leaves no stale --out lock", "[out_dir][lock]") {
 
 TEST_CASE("stale temporaries of atomic writes are removed, and nothing else", "[out_dir]") {
   TempDir tmp("out_dir");
-  for (const char* name :
-       {"ckpt-000010.safetensors.tmp", "samples-000010.png.tmp", "metrics.jsonl.tmp",
-        "ckpt-000010.safetensors", "metrics.jsonl", "notes.tmp", "ckpt-000010.tmp", "my-metrics.jsonl.tmp"}) {
+  for (const char* name : {"ckpt-000010.safetensors.tmp", "samples-000010.png.tmp", "metrics.jsonl.tmp",
+                           "report.html.tmp", "ckpt-000010.safetensors", "metrics.jsonl", "report.html",
+                           "notes.tmp", "ckpt-000010.tmp", "my-metrics.jsonl.tmp"}) {
     std::ofstream(tmp.file(name)) << "bytes";
   }
   fs::create_directory(tmp.file("samples-000020.png.tmp"));  // not a file
-  CHECK(remove_stale_tmp_files(tmp.path.string()) == std::vector<std::string>{"ckpt-000010.safetensors.tmp",
-                                                                              "metrics.jsonl.tmp",
-                                                                              "samples-000010.png.tmp"});
-  CHECK(entries(tmp.path) == 6);
-  for (const char* kept : {"ckpt-000010.safetensors", "metrics.jsonl", "notes.tmp", "ckpt-000010.tmp",
-                           "my-metrics.jsonl.tmp", "samples-000020.png.tmp"}) {
+  CHECK(remove_stale_tmp_files(tmp.path.string()) ==
+        std::vector<std::string>{"ckpt-000010.safetensors.tmp", "metrics.jsonl.tmp", "report.html.tmp",
+                                 "samples-000010.png.tmp"});
+  CHECK(entries(tmp.path) == 7);
+  for (const char* kept : {"ckpt-000010.safetensors", "metrics.jsonl", "report.html", "notes.tmp",
+                           "ckpt-000010.tmp", "my-metrics.jsonl.tmp", "samples-000020.png.tmp"}) {
     CHECK(fs::exists(tmp.file(kept)));
   }
   CHECK(remove_stale_tmp_files(tmp.path.string()).empty());

@@ -1,0 +1,92 @@
+// The run report: <dir>/report.html, one page a person opens in a browser to see a run at a
+// glance, during the run and after it.
+//
+// Contract:
+// - RunReport(dir, title, settings, total) holds the run's history; add_point(p) records a log
+//   point (losses, penalty terms, ms per step, bytes synchronised per step), add_sample(i,
+//   path) a sample picture written at iteration i, set_phases(reducer, phases) the
+//   synchronisation phases of one Reducer (replacing what it held for that reducer).
+// - load_history(up_to), for a resumed run: the log points of <dir>/metrics.jsonl (its
+//   lines as metrics_json writes them; other and torn lines skipped) and the sample
+//   pictures <dir>/samples-<6 digits>.png of iterations <= up_to, so that the report shows
+//   the whole run, not only the part since the resume.
+// - write(state) writes <dir>/report.html atomically (report.html.tmp, renamed over it) and
+//   returns "" or why it could not (the caller warns; the run goes on). The page is
+//   self-contained: no script, no style sheet or font from elsewhere, no network. It shows,
+//   in this order: the title, the state ("running" or "finished"), the last iteration of
+//   `total` and the time it was written (UTC), the latest progress line; charts as inline
+//   SVG of loss_d and loss_g (each raw, faint, and smoothed, solid), of bytes synchronised
+//   per step, of the penalty terms when there are any, of ms per step and of it/s; the
+//   latest sample picture inline (a base64 data: URI, so the page alone shows it) and up to
+//   15 earlier ones, evenly spread from the first, by file name relative to <dir>; a table
+//   of each Reducer's phases (buckets, largest bucket, bytes per backward, backwards since
+//   this process started, rebuilds); every setting (flag and value); all text
+//   HTML-escaped. While running the page reloads itself every kRefreshSeconds (meta
+//   refresh); once finished it does not.
+// - A chart's x axis spans the iterations of its points (labelled at its ends and
+//   quarters), its y axis the finite values of its series (a flat series +-10% around its
+//   value, +-1 around 0); non-finite values are left out.
+//   polyline_points maps (x, y) pairs into the plot area of a chart (kChartWidth x
+//   kChartHeight pixels, the plot inset by kPlotLeft/kPlotRight/kPlotTop/kPlotBottom), as
+//   "x,y" pairs with one decimal, separated by spaces; y grows upwards.
+// - smooth(values) is an exponential moving average over the finite values, span
+//   max(1, n / 10) points (weight 2 / (span + 1) for each new value), starting at the first
+//   finite value; a non-finite value leaves the average as it was.
+// - html_escape escapes & < > " '; base64 encodes with the standard alphabet and padding.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/train/metrics_log.h"
+#include "models/train/run_settings.h"
+#include "reducer/reducer.h"
+
+namespace tandem::models {
+
+constexpr const char* kReportFile = "report.html";
+constexpr int kRefreshSeconds = 10;
+constexpr double kChartWidth = 560, kChartHeight = 220;
+constexpr double kPlotLeft = 64, kPlotRight = 16, kPlotTop = 12, kPlotBottom = 28;
+
+enum class RunState { running, finished };
+
+struct PlotRange {
+  double x_min = 0, x_max = 1, y_min = 0, y_max = 1;
+};
+
+std::string polyline_points(const std::vector<double>& x, const std::vector<double>& y,
+                            const PlotRange& range);
+std::vector<double> smooth(const std::vector<double>& values);
+std::string html_escape(const std::string& text);
+std::string base64(const std::string& bytes);
+
+class RunReport {
+ public:
+  RunReport(std::string dir, std::string title, std::vector<RunSetting> settings, int64_t total);
+
+  const std::string& path() const { return path_; }
+  void add_point(const LogPoint& point);
+  void add_sample(int64_t iteration, const std::string& path);
+  void set_phases(const std::string& reducer, std::vector<PhaseStats> phases);
+  void load_history(int64_t up_to);
+  std::string html(RunState state) const;
+  std::string write(RunState state) const;
+
+ private:
+  struct Sample {
+    int64_t iteration;
+    std::string path;
+  };
+
+  std::string dir_, path_, title_;
+  std::vector<RunSetting> settings_;
+  int64_t total_;
+  std::vector<LogPoint> points_;
+  std::vector<Sample> samples_;
+  std::vector<std::pair<std::string, std::vector<PhaseStats>>> phases_;  // per Reducer
+};
+
+}  // namespace tandem::models
