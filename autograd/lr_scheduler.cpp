@@ -96,30 +96,36 @@ double LrSchedule::factor(int64_t i) const {
 }
 
 std::string LrSchedule::str() const {
-  std::string warm =
-      warmup_iters > 0 ? "warmup:" + std::to_string(warmup_iters) + ":" + shortest(warmup_start_factor) : "";
-  std::string main;
+  std::string out;
+  auto part = [&out](const char* name, const std::string& first, double second) {
+    if (!out.empty()) out += '+';
+    out += name;
+    out += ':';
+    out += first;
+    out += ':';
+    out += shortest(second);
+  };
+  if (warmup_iters > 0) part("warmup", std::to_string(warmup_iters), warmup_start_factor);
   switch (decay) {
     case Decay::none:
       break;
     case Decay::cosine:
-      main = "cosine:" + std::to_string(cosine_iters) + ":" + shortest(cosine_min_factor);
+      part("cosine", std::to_string(cosine_iters), cosine_min_factor);
       break;
     case Decay::step:
-      main = "step:" + std::to_string(step_size) + ":" + shortest(gamma);
+      part("step", std::to_string(step_size), gamma);
       break;
     case Decay::multistep: {
-      main = "multistep:";
+      std::string list;
       for (size_t k = 0; k < milestones.size(); ++k) {
-        if (k > 0) main += ',';
-        main += std::to_string(milestones[k]);
+        if (k > 0) list += ',';
+        list += std::to_string(milestones[k]);
       }
-      main += ":" + shortest(gamma);
+      part("multistep", list, gamma);
       break;
     }
   }
-  if (warm.empty() && main.empty()) return "constant";
-  return warm.empty() ? main : main.empty() ? warm : warm + "+" + main;
+  return out.empty() ? "constant" : out;
 }
 
 LrSchedule parse_lr_schedule(const std::string& spec) {
@@ -191,6 +197,17 @@ void LrScheduler::set_iteration(int64_t iteration) {
   TANDEM_CHECK(iteration >= 0, "LrScheduler::set_iteration: iteration " << iteration << " is negative");
   for (size_t k = 0; k < optimizers_.size(); ++k)
     optimizers_[k]->set_lr(schedule_.lr_at(base_lrs_[k], iteration));
+}
+
+}  // namespace tandem::optim
+
+namespace tandem::optim {
+
+std::optional<double> LrScheduler::scheduled_lr(const Optimizer& optimizer, int64_t iteration) const {
+  for (size_t k = 0; k < optimizers_.size(); ++k) {
+    if (optimizers_[k] == &optimizer) return schedule_.lr_at(base_lrs_[k], iteration);
+  }
+  return std::nullopt;
 }
 
 }  // namespace tandem::optim

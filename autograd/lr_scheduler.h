@@ -23,10 +23,12 @@
 //   schedule is its spec and the iteration.
 // - LrScheduler(optimizers, schedule) takes each optimizer's current lr as its base and
 //   sets it to base * factor(0); set_iteration(i) sets every optimizer's lr to
-//   base * factor(i). lr_at(base, i) is that value.
+//   base * factor(i). lr_at(base, i) is that value; scheduled_lr(optimizer, i) is the rate
+//   set_iteration(i) gives one of its optimizers (nullopt for another optimizer).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,7 @@ class LrScheduler {
   LrScheduler(std::vector<Optimizer*> optimizers, LrSchedule schedule);
 
   void set_iteration(int64_t iteration);
+  std::optional<double> scheduled_lr(const Optimizer& optimizer, int64_t iteration) const;
   const LrSchedule& schedule() const { return schedule_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
 
