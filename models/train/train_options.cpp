@@ -72,6 +72,7 @@ std::string usage() {
 Trains a GAN data-parallel: each rank draws its own data and noise, every backward is
 synchronised over the parameters it reaches. Start every rank with the same flags: only
 --out and --data-dir may differ (node-local paths), and the data there must be the same.
+Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, naming both).
 
   --model NAME          ring8-mlp | mlp | dcgan | pggan          (ring8-mlp)
   --data NAME           ring8 | fashion-mnist       (ring8 for ring8-mlp, else fashion-mnist)
