@@ -22,6 +22,17 @@ Variable GanModel::loss_g(const Variable& fake) {
   return objective.loss == GanLoss::non_saturating ? mean(softplus(-d_fake)) : -mean(d_fake);
 }
 
+namespace {
+
+// The gradient norms before clipping, of each part's latest step (0 before its first), for
+// the parts whose wrapper clips.
+void add_grad_norms(LogVars& log, const OptimWrapper& opt_d, const OptimWrapper& opt_g) {
+  if (opt_d.clip_grad().max_norm > 0) log["grad_norm_d"] = opt_d.last_grad_norm().value_or(0.0);
+  if (opt_g.clip_grad().max_norm > 0) log["grad_norm_g"] = opt_g.last_grad_norm().value_or(0.0);
+}
+
+}  // namespace
+
 void GanModel::update(OptimWrapperDict& optim_wrappers, const char* part, const Variable& loss) {
   OptimWrapper& wrapper = optim_wrappers[part];
   wrapper.zero_grad();
@@ -87,7 +98,10 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   if ((iteration_ + 1) % o.n_critic == 0) {
     // G steps against the updated D: under accumulation its micro-steps wait for D's step.
     pending_fakes_.push_back(fake);
-    if (opt_d.accumulating()) return log;
+    if (opt_d.accumulating()) {
+      add_grad_norms(log, opt_d, opt_g);
+      return log;
+    }
     double loss_g_sum = 0.0;
     for (const Variable& pending : pending_fakes_) {
       Variable g = loss_g(pending);
@@ -104,6 +118,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
                        "both the same initialize_count_status");
   }
   log["loss_g"] = last_loss_g_;
+  add_grad_norms(log, opt_d, opt_g);
   return log;
 }
 

@@ -19,7 +19,9 @@
 //   regularisation: its backward is a phase of its own for the Reducer).
 // - The log values: loss_d (without the penalties), loss_g (of the latest G step; 0 before
 //   the first), and when they apply gp, wdist (mean D(real) - mean D(fake), the critic's
-//   Wasserstein estimate) and r1 (the latest R1 value).
+//   Wasserstein estimate) and r1 (the latest R1 value); grad_norm_d and grad_norm_g when
+//   that part's wrapper clips gradients (OptimWrapper ClipGrad): the norm before clipping
+//   at its latest step (0 before the first), the same on every rank.
 // - Accumulation (OptimWrapper accumulative_counts k, equal for both wrappers, else an
 //   Error): gradients are zeroed only when no accumulation is under way. Each train_step
 //   is a D micro-step; G's micro-steps, one per micro-batch (its fake samples kept),

@@ -12,8 +12,10 @@ WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::Pr
                                          optim::AdamOptions{.lr = options.lr, .betas = options.betas});
   opt_d_ = std::make_shared<optim::Adam>(model_->discriminator->parameters(),
                                          optim::AdamOptions{.lr = options.lr, .betas = options.betas});
-  wrappers_.add("generator", std::make_shared<OptimWrapper>(opt_g_));
-  wrappers_.add("discriminator", std::make_shared<OptimWrapper>(opt_d_));
+  wrappers_.add("generator",
+                std::make_shared<OptimWrapper>(opt_g_, options.accumulative_counts, options.clip_grad));
+  wrappers_.add("discriminator",
+                std::make_shared<OptimWrapper>(opt_d_, options.accumulative_counts, options.clip_grad));
   if (options.wrap == WrapMode::whole) {
     auto whole = std::make_unique<DistributedDataParallel>(model_, group, options.ddp);
     if (options.explicit_prepare) {

@@ -6,6 +6,7 @@
 // model's backwards are preceded by reducer.prepare_for_backward, MMGeneration style);
 // separate is one Reducer per part; none trains the model alone (no communication).
 // explicit_prepare with any wrap but whole is an Error naming the wrap.
+// Both optimizer wrappers take the options' accumulative_counts and clip_grad.
 // train_step runs one D and one G update; reducers()/total_bytes() report what was sent.
 #pragma once
 
@@ -26,6 +27,8 @@ struct WrappedGanOptions {
   bool explicit_prepare = false;
   double lr = 2e-4;
   std::array<double, 2> betas = {0.5, 0.999};
+  int accumulative_counts = 1;  // both optimizer wrappers (GanModel::train_step)
+  ClipGrad clip_grad;           // both optimizer wrappers: each part's averaged gradients
   DdpOptions ddp;
 };
 
@@ -43,6 +46,7 @@ class WrappedGan {
   GanModel& model() { return *model_; }
   optim::Adam& opt_g() { return *opt_g_; }
   optim::Adam& opt_d() { return *opt_d_; }
+  OptimWrapperDict& optim_wrappers() { return wrappers_; }
 
  private:
   std::shared_ptr<GanModel> model_;

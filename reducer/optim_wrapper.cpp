@@ -1,16 +1,25 @@
 #include "reducer/optim_wrapper.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
+#include "autograd/clip_grad.h"
 #include "autograd/ops.h"
 
 namespace tandem {
 
-OptimWrapper::OptimWrapper(std::shared_ptr<optim::Optimizer> optimizer, int accumulative_counts)
-    : optimizer_(std::move(optimizer)), accumulative_counts_(accumulative_counts) {
+OptimWrapper::OptimWrapper(std::shared_ptr<optim::Optimizer> optimizer, int accumulative_counts,
+                           ClipGrad clip_grad)
+    : optimizer_(std::move(optimizer)), accumulative_counts_(accumulative_counts), clip_grad_(clip_grad) {
   TANDEM_CHECK(optimizer_ != nullptr, "OptimWrapper: no optimizer");
   TANDEM_CHECK(accumulative_counts_ >= 1,
                "OptimWrapper: accumulative_counts must be at least 1, got " << accumulative_counts_);
+  TANDEM_CHECK(
+      clip_grad_.max_norm >= 0 && std::isfinite(clip_grad_.max_norm),
+      "OptimWrapper: clip_grad.max_norm must be a finite number >= 0 (0: off), got " << clip_grad_.max_norm);
+  TANDEM_CHECK(clip_grad_.norm_type == 2.0 || clip_grad_.norm_type == std::numeric_limits<double>::infinity(),
+               "OptimWrapper: clip_grad.norm_type must be 2 or infinity, got " << clip_grad_.norm_type);
 }
 
 void OptimWrapper::zero_grad() { optimizer_->zero_grad(); }
@@ -24,6 +33,8 @@ void OptimWrapper::step() {
     ++skipped_steps_;
     return;
   }
+  if (clip_grad_.max_norm > 0)
+    last_grad_norm_ = clip_grad_norm_(optimizer_->params(), clip_grad_.max_norm, clip_grad_.norm_type);
   optimizer_->step();
 }
 

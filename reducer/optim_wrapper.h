@@ -12,6 +12,14 @@
 // also callable one by one. step() is skipped (and counted) when an attached Reducer
 // with the skip_step non-finite policy averaged a NaN/Inf since the last step; the
 // verdict is the same on every rank, so all ranks skip together.
+// Clipping (ClipGrad, MMEngine's clip_grad; off unless max_norm > 0): step() clips the
+// gradients of the optimizer's parameters with clip_grad_norm_ (autograd/clip_grad.h:
+// norm type 2 or infinity) right before the optimizer steps, that is on the averaged
+// gradients (a Reducer has written them back by then). Every rank holds the same averaged
+// gradients and computes the norm locally in a fixed order, so every rank clips by the
+// same, bitwise-equal norm: no collective is added. last_grad_norm() is the norm before
+// clipping at the latest step that clipped (nullopt before one, or when clipping is off);
+// a step skipped for non-finite gradients clips nothing.
 #pragma once
 
 #include <map>
@@ -26,9 +34,16 @@
 
 namespace tandem {
 
+struct ClipGrad {
+  double max_norm = 0.0;   // 0: no clipping
+  double norm_type = 2.0;  // 2 or std::numeric_limits<double>::infinity()
+};
+
 class OptimWrapper {
  public:
-  explicit OptimWrapper(std::shared_ptr<optim::Optimizer> optimizer, int accumulative_counts = 1);
+  // An Error names a bad accumulative_counts, max_norm (negative, not finite) or norm_type.
+  explicit OptimWrapper(std::shared_ptr<optim::Optimizer> optimizer, int accumulative_counts = 1,
+                        ClipGrad clip_grad = {});
 
   void zero_grad();
   void backward(const Variable& loss);
@@ -48,6 +63,8 @@ class OptimWrapper {
   optim::Optimizer& optimizer() { return *optimizer_; }
   int accumulative_counts() const { return accumulative_counts_; }
   int64_t skipped_steps() const { return skipped_steps_; }
+  const ClipGrad& clip_grad() const { return clip_grad_; }
+  std::optional<double> last_grad_norm() const { return last_grad_norm_; }
 
  private:
   bool ends_accumulation(int64_t calls) const {
@@ -63,6 +80,8 @@ class OptimWrapper {
   int64_t max_calls_ = -1;  // unknown until initialize_count_status
   int remainder_ = 0;       // max_calls_ % k
   int64_t skipped_steps_ = 0;
+  ClipGrad clip_grad_;
+  std::optional<double> last_grad_norm_;
   std::vector<Reducer*> reducers_;
 };
 

@@ -223,18 +223,30 @@ int64_t Checkpointer::load(const std::string& path) const {
                                           << joined(written_with) << ", or start a new run in another --out");
   // The optimizers restore their learning rate; it must be this run's --lr (checked here too
   // for checkpoints that do not record lr in their metadata).
+  const int64_t iteration = meta_int("iteration", 0);
   for (const auto& [prefix, optimizer] : optimizers_of(state_)) {
     auto it = file.tensors.find(prefix + "lr");
     if (it == file.tensors.end() || it->second.numel() != 1) continue;  // the optimizer names what is wrong
     const double saved_lr = it->second.to_vector()[0];
     if (!std::isfinite(saved_lr)) continue;
+    const std::optional<double> scheduled =
+        state_.scheduler ? state_.scheduler->scheduled_lr(*optimizer, iteration) : std::nullopt;
+    if (scheduled) {
+      TANDEM_CHECK(
+          saved_lr == *scheduled,
+          path << ": its learning rate at iteration " << iteration << " is " << canonical_number(saved_lr)
+               << " (" << prefix << "lr), but this run's --lr and --lr-schedule "
+               << state_.scheduler->schedule().str() << " give " << canonical_number(*scheduled)
+               << " there. A resume continues the same run: resume with the flags that wrote it, or start "
+                  "a new run in another --out");
+      continue;
+    }
     TANDEM_CHECK(saved_lr == optimizer->lr(),
                  path << ": written with --lr " << canonical_number(saved_lr) << " (" << prefix
                       << "lr), this run has --lr " << canonical_number(optimizer->lr())
                       << ". A resume continues the same run: resume with --lr " << canonical_number(saved_lr)
                       << ", or start a new run in another --out");
   }
-  const int64_t iteration = meta_int("iteration", 0);
   try {
     model.load_state_dict(with_prefix(file.tensors, "model."));
     for (const auto& [prefix, optimizer] : optimizers_of(state_)) {

@@ -25,16 +25,16 @@
 //   same world size; every kept setting it records must equal this run's ("written with
 //   --lr 0.0002, this run has --lr 0.001", all differing ones named; a resume continues
 //   the same run, so such a flag is refused, never overridden); the optimizers' learning
-//   rate must be this run's --lr. Checkpoints written before a setting was recorded resume
-//   without comparing it (their --lr is still compared: the optimizer state holds it).
-//   Then it restores the model, both optimizers and the average, and returns the
-//   checkpoint's iteration. Tensors that do not fit are an Error "<path>: does not fit this
-//   model: ..." naming the first mismatch; a checkpoint without the average (--ema-decay 0)
-//   cannot resume a run that keeps one. Before anything is restored: every floating-point
-//   tensor must be finite, every tensor in the dtype it restores into (a converted file
-//   would not continue the run bit for bit), and the metadata integers (iteration,
-//   world_size) plain decimal integers in range, each problem an Error naming the file and
-//   the tensor or key; the
+//   rate must be this run's --lr, or with a scheduler the rate its schedule gives at the
+//   checkpoint's iteration (the schedule is a function of the iteration: the spec in the
+//   metadata, the iteration and that rate are all of its state). Checkpoints written before a setting was
+//   recorded resume without comparing it (their --lr is still compared: the optimizer state holds it). Then
+//   it restores the model, both optimizers and the average, and returns the checkpoint's iteration. Tensors
+//   that do not fit are an Error "<path>: does not fit this model: ..." naming the first mismatch; a
+//   checkpoint without the average (--ema-decay 0) cannot resume a run that keeps one. Before anything is
+//   restored: every floating-point tensor must be finite, every tensor in the dtype it restores into (a
+//   converted file would not continue the run bit for bit), and the metadata integers (iteration, world_size)
+//   plain decimal integers in range, each problem an Error naming the file and the tensor or key; the
 //   optimizers refuse missing, non-finite or impossible state
 //   (optim::Optimizer::load_state_dict). A file that fails load() is an Error: nothing
 //   falls back to an older checkpoint on its own.
@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/lr_scheduler.h"
 #include "autograd/optim.h"
 #include "models/gan.h"
 #include "models/train/run_settings.h"
@@ -84,6 +85,8 @@ struct TrainState {
   optim::Optimizer& opt_g;
   optim::Optimizer& opt_d;
   std::vector<Tensor>& ema;  // the moving average of G's weights; empty when off
+  // The run's learning-rate schedule (null: the rate is --lr throughout).
+  const optim::LrScheduler* scheduler = nullptr;
 };
 
 class Checkpointer {

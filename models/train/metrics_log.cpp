@@ -22,7 +22,14 @@ std::string progress_line(const LogPoint& p) {
   os << "iter " << std::setw(6) << p.iteration << "/" << p.total << "  " << std::fixed << std::setprecision(1)
      << its << " it/s  " << p.ms_per_step << " ms/step  ETA " << format_duration(eta) << "  loss_d "
      << std::setprecision(4) << p.loss_d << "  loss_g " << p.loss_g;
-  for (const auto& [name, value] : p.terms) os << "  " << name << " " << value;
+  for (const auto& [name, value] : p.terms) {
+    os << "  " << name << " ";
+    if (name == "lr") {  // learning rates are small: significant digits, not decimals
+      os << std::defaultfloat << std::setprecision(4) << value << std::fixed;
+    } else {
+      os << value;
+    }
+  }
   os << "  sync " << format_bytes(p.bytes_per_step) << "/step";
   if (!p.structure.empty()) os << "  [" << p.structure << "]";
   if (p.skipped_steps > 0) os << "  skipped " << p.skipped_steps << " non-finite step(s)";

@@ -54,11 +54,13 @@ struct LogPoint {
   double ms_per_step = 0.0;
   double loss_d = 0.0;  // averaged over the ranks
   double loss_g = 0.0;
-  std::vector<std::pair<std::string, double>> terms = {};  // averaged over the ranks: "gp", "wdist", "r1"
-  double bytes_per_step = 0.0;                             // synchronised
-  std::string structure;                                   // the model's; "" for a model of fixed structure
-  int64_t skipped_steps = 0;                               // non-finite steps skipped so far
-  std::vector<double> rss_mb;                              // every rank's resident size
+  // averaged over the ranks: "lr" (printed with 4 significant digits), "gp", "wdist", "r1",
+  // "grad_norm_d", "grad_norm_g"
+  std::vector<std::pair<std::string, double>> terms = {};
+  double bytes_per_step = 0.0;  // synchronised
+  std::string structure;        // the model's; "" for a model of fixed structure
+  int64_t skipped_steps = 0;    // non-finite steps skipped so far
+  std::vector<double> rss_mb;   // every rank's resident size
 };
 
 std::string progress_line(const LogPoint& point);

@@ -56,6 +56,10 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--iters", o.iters),
       integer("--batch", o.batch, true),
       number("--lr", o.lr, true),
+      value("--lr-schedule", o.lr_schedule, true),
+      number("--clip-grad", o.clip_grad, true),
+      value("--clip-grad-type", o.clip_grad_type, true),
+      integer("--accumulate", o.accumulate, true),
       number("--ema-decay", o.ema_decay),
       value("--wrap", wrap_mode_name(o.wrap)),
       on_off("--prepare", o.explicit_prepare),
@@ -79,6 +83,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--pggan-stage-iters", stage_iters, pggan),
       value("--on-nonfinite", o.on_nonfinite),
       integer("--check-replicas-every", o.check_replicas_every),
+      on_off("--detect-anomalous-params", o.detect_anomalous_params),
   };
 }
 

@@ -13,12 +13,14 @@
 // - Every rank of a run must have the same list (settings_agreement.h): --out and
 //   --data-dir are paths that may differ per node; the data they lead to may not.
 // - kept_on_resume marks the settings that shape the run's trajectory (its data, noise and
-//   updates): --data, --batch, --lr, --seed, --dynamic, --loss, --gp-lambda, --n-critic,
+//   updates): --data, --batch, --lr, --lr-schedule (canonical), --clip-grad,
+//   --clip-grad-type, --accumulate, --seed, --dynamic, --loss, --gp-lambda, --n-critic,
 //   --r1-gamma, --r1-every, and --pggan-stage-iters for pggan. A checkpoint records them
 //   and a resume must match them (checkpointer.h). The others are honoured on resume: a larger --iters
 //   extends the run, and --wrap, --prepare,
 //   --bucket-cap-mb, --backend, --device, --ema-decay, --ckpt-every, --sample-every,
-//   --log-every, --on-nonfinite and --check-replicas-every take effect from the resumed
+//   --log-every, --on-nonfinite, --check-replicas-every and --detect-anomalous-params
+//   take effect from the resumed
 //   iteration. --model is kept by its own rule (the checkpoint's model type).
 // - as_written() is the setting as a command line spells it: "--lr 0.0002", "--dynamic",
 //   "no --dynamic"; metadata_key() is its key in checkpoint metadata: the flag without its

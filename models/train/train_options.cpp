@@ -6,7 +6,9 @@
 #include <functional>
 #include <map>
 
+#include "autograd/lr_scheduler.h"
 #include "models/gan.h"
+#include "runtime/error.h"
 
 namespace tandem::models {
 
@@ -70,6 +72,7 @@ std::string usage() {
 Trains a GAN data-parallel: each rank draws its own data and noise, every backward is
 synchronised over the parameters it reaches. Start every rank with the same flags: only
 --out and --data-dir may differ (node-local paths), and the data there must be the same.
+Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, naming both).
 
   --model NAME          ring8-mlp | mlp | dcgan | pggan          (ring8-mlp)
   --data NAME           ring8 | fashion-mnist       (ring8 for ring8-mlp, else fashion-mnist)
@@ -79,6 +82,21 @@ synchronised over the parameters it reaches. Start every rank with the same flag
   --batch N             batch per rank                                          (64)
   --lr X                Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9)
                                                               (2e-4; wgan-gp 1e-4)
+  --lr-schedule SPEC    learning rate by iteration, a factor of --lr: warmup:N[:F]
+                        (linear from F, default 0.001, to 1 over N iterations),
+                        cosine:T[:M] (cosine from 1 to M, default 0, over T iterations),
+                        step:S[:G] (times G, default 0.1, every S iterations),
+                        multistep:A,B,..[:G] (times G at each milestone), constant; a
+                        warm-up and one other joined by '+' multiply, both counted from
+                        iteration 0 (warmup:500+cosine:20000)                 (constant)
+  --clip-grad MAX       clip each part's averaged gradients to norm MAX before its
+                        optimizer steps; the norm before clipping is logged as
+                        grad_norm_d and grad_norm_g (0: off)                       (0)
+  --clip-grad-type T    with --clip-grad: the norm, 2 or inf                        (2)
+  --accumulate N        gradient accumulation: N iterations (micro-batches) per
+                        optimizer step, gradients averaged once per step; a last
+                        partial group steps at the end. Not with --n-critic > 1 or
+                        lazy R1; --ckpt-every must be a multiple of N            (1)
   --ema-decay X         samples from a moving average of G's weights (0: off) (0.999)
   --wrap whole|separate one Reducer for the model, or one per part          (whole)
   --prepare             call prepare_for_backward before each backward (MMGeneration style)
@@ -93,8 +111,10 @@ synchronised over the parameters it reaches. Start every rank with the same flag
                         --overwrite
   --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
   --resume              continue from the newest checkpoint in --out. It must have this
-                        run's --data, --batch, --lr, --seed, --dynamic, --loss, --gp-lambda,
-                        --n-critic, --r1-gamma, --r1-every (pggan: and --pggan-stage-iters);
+                        run's --data, --batch, --lr, --lr-schedule, --clip-grad,
+                        --clip-grad-type, --accumulate, --seed, --dynamic, --loss,
+                        --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan: and
+                        --pggan-stage-iters);
                         other flags may change (--iters extends).
                         A file that cannot be read is skipped with a warning; when every
                         checkpoint is, or there is none, --resume stops naming --out
@@ -125,6 +145,9 @@ synchronised over the parameters it reaches. Start every rank with the same flag
                         right after broadcasting it from rank 0 (between broadcasts
                         each rank's statistics follow its own data); stop naming the
                         first that differs (0: never)                            (0)
+  --detect-anomalous-params  after each backward, warn (one line per new set) of the
+                        parameters that require grad in a part the backward reaches
+                        but that its loss does not reach
   --help                this text
 )";
 }
@@ -133,6 +156,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   TrainOptions o;
   bool data_given = false, lr_given = false, gp_lambda_given = false, n_critic_given = false,
        r1_every_given = false;
+  bool clip_grad_type_given = false;
   std::map<std::string, std::function<void(const std::string&)>> with_value = {
       {"--model", [&](const std::string& v) { o.model = one_of("--model", v, gan_model_names()); }},
       {"--data",
@@ -148,6 +172,21 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
          o.lr = parse_double("--lr", v);
          lr_given = true;
        }},
+      {"--lr-schedule",
+       [&](const std::string& v) {
+         try {
+           o.lr_schedule = optim::parse_lr_schedule(v).str();
+         } catch (const Error& e) {
+           usage_error("--lr-schedule: " + e.message());
+         }
+       }},
+      {"--clip-grad", [&](const std::string& v) { o.clip_grad = parse_non_negative("--clip-grad", v); }},
+      {"--clip-grad-type",
+       [&](const std::string& v) {
+         o.clip_grad_type = one_of("--clip-grad-type", v, {"2", "inf"});
+         clip_grad_type_given = true;
+       }},
+      {"--accumulate", [&](const std::string& v) { o.accumulate = parse_int("--accumulate", v, 1); }},
       {"--ema-decay",
        [&](const std::string& v) {
          o.ema_decay = v == "0" ? 0.0 : parse_double("--ema-decay", v);
@@ -209,6 +248,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       {"--dynamic", [&] { o.dynamic = true; }},
       {"--prepare", [&] { o.explicit_prepare = true; }},
       {"--sync-bn", [&] { o.sync_bn = true; }},
+      {"--detect-anomalous-params", [&] { o.detect_anomalous_params = true; }},
       {"--help", [&] { o.help = true; }},
       {"-h", [&] { o.help = true; }},
   };
@@ -245,8 +285,20 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   const bool wgan_gp = o.loss == "wgan-gp";
   if (gp_lambda_given && !wgan_gp) usage_error("--gp-lambda goes with --loss wgan-gp");
   if (r1_every_given && o.r1_gamma == 0) usage_error("--r1-every goes with --r1-gamma (a positive value)");
+  if (clip_grad_type_given && o.clip_grad == 0)
+    usage_error("--clip-grad-type goes with --clip-grad (a positive max norm)");
   if (wgan_gp && !n_critic_given) o.n_critic = 5;
   if (wgan_gp && !lr_given) o.lr = 1e-4;
+  if (o.accumulate > 1) {
+    const std::string k = std::to_string(o.accumulate);
+    if (o.n_critic > 1)
+      usage_error("--accumulate " + k + " does not go with --n-critic " + std::to_string(o.n_critic) +
+                  (n_critic_given ? "" : " (wgan-gp's default)"));
+    if (o.r1_every > 1) usage_error("--accumulate " + k + " does not go with lazy R1 (--r1-every > 1)");
+    if (o.ckpt_every % o.accumulate != 0)
+      usage_error("--ckpt-every " + std::to_string(o.ckpt_every) + " is not a multiple of --accumulate " + k +
+                  ": a checkpoint inside an accumulation could not be resumed");
+  }
   return o;
 }
 

@@ -3,7 +3,10 @@
 // Contract: parse_train_options(args) returns the options or throws UsageError (exit
 // code 2) naming the offending flag and why: an unknown flag, a missing or malformed
 // value, a value out of range, a flag that needs another (--resume-allow-fresh without
-// --resume, --gp-lambda without --loss wgan-gp, --r1-every without --r1-gamma). Defaults
+// --resume, --gp-lambda without --loss wgan-gp, --r1-every without --r1-gamma,
+// --clip-grad-type without --clip-grad), a --lr-schedule that does not parse (stored in its
+// canonical form), --accumulate with --n-critic or lazy R1, or a --ckpt-every that is not
+// a multiple of --accumulate (a checkpoint inside an accumulation could not resume). Defaults
 // that depend on the loss are resolved here: --loss wgan-gp without --n-critic or --lr
 // takes 5 and 1e-4 (the WGAN-GP paper's); adam_betas(options) are its Adam betas. Flags take "--flag value"
 // or "--flag=value"; --help sets `help`. usage() is the
@@ -32,6 +35,10 @@ struct TrainOptions {
   int64_t iters = 2000;
   int64_t batch = 64;  // per rank
   double lr = 2e-4;
+  std::string lr_schedule = "constant";  // canonical (optim::LrSchedule::str())
+  double clip_grad = 0.0;                // max norm of each part's averaged gradients; 0: off
+  std::string clip_grad_type = "2";      // 2 | inf
+  int64_t accumulate = 1;                // train_steps per optimizer step (OptimWrapper accumulative_counts)
   double ema_decay = 0.999;         // samples come from an exponential moving average of G's weights; 0: off
   WrapMode wrap = WrapMode::whole;  // --wrap offers whole | separate
   bool explicit_prepare = false;    // MMGeneration style: prepare_for_backward before each backward
@@ -47,15 +54,16 @@ struct TrainOptions {
   int64_t sample_every = 0;         // 0: only at the end
   int64_t log_every = 100;
   bool dynamic = false;
-  std::string loss = "ns";           // ns | hinge | wgan-gp
-  double gp_lambda = 10.0;           // wgan-gp: the gradient penalty's weight
-  int64_t n_critic = 1;              // D steps per G step (wgan-gp: 5 unless given)
-  double r1_gamma = 0.0;             // R1 penalty on reals; 0: off
-  int64_t r1_every = 1;              // lazy R1: a penalty-only D step every N D steps
-  int64_t pggan_stage_iters = 0;     // 0: iters / 3
-  std::string on_nonfinite = "off";  // off | skip | stop: NaN/Inf in averaged gradients
-  bool sync_bn = false;              // batch norms use statistics over every rank's batch
-  int64_t check_replicas_every = 0;  // compare parameter (and broadcast buffer) hashes every N steps
+  std::string loss = "ns";               // ns | hinge | wgan-gp
+  double gp_lambda = 10.0;               // wgan-gp: the gradient penalty's weight
+  int64_t n_critic = 1;                  // D steps per G step (wgan-gp: 5 unless given)
+  double r1_gamma = 0.0;                 // R1 penalty on reals; 0: off
+  int64_t r1_every = 1;                  // lazy R1: a penalty-only D step every N D steps
+  int64_t pggan_stage_iters = 0;         // 0: iters / 3
+  std::string on_nonfinite = "off";      // off | skip | stop: NaN/Inf in averaged gradients
+  bool sync_bn = false;                  // batch norms use statistics over every rank's batch
+  int64_t check_replicas_every = 0;      // compare parameter (and broadcast buffer) hashes every N steps
+  bool detect_anomalous_params = false;  // warn of parameters a part's loss does not reach
   bool help = false;
 };
 

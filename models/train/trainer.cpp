@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <optional>
 
+#include "autograd/lr_scheduler.h"
 #include "models/gan.h"
 #include "models/train/batch_maker.h"
 #include "models/train/checkpointer.h"
@@ -128,6 +130,11 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
   options.betas = adam_betas(o);
   options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
   options.ddp.check_replicas_every = o.check_replicas_every;
+  options.ddp.reducer.detect_anomalous_params = o.detect_anomalous_params;
+  options.accumulative_counts = static_cast<int>(o.accumulate);
+  options.clip_grad = {
+      .max_norm = o.clip_grad,
+      .norm_type = o.clip_grad_type == "inf" ? std::numeric_limits<double>::infinity() : 2.0};
   options.ddp.reducer.non_finite = o.on_nonfinite == "skip"   ? NonFinitePolicy::skip_step
                                    : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
                                                               : NonFinitePolicy::off;
@@ -158,10 +165,19 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const int synced_norms = sync_batch_norms(o, *model, world);
   WrappedGan wrapped(model, world, wrapped_gan_options(o));
   EmaWeights ema(model->generator->parameters(), o.ema_decay);
+  // The learning rate of iteration i is set before it (at 0 here, then after each iteration).
+  optim::LrScheduler scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, optim::parse_lr_schedule(o.lr_schedule));
   const Checkpointer checkpointer(o.out, {.world_size = size, .settings = settings},
-                                  {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors()});
+                                  {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler});
 
   const int64_t start = o.resume ? resume_iteration(o, checkpointer, *world, out) : 0;
+  scheduler.set_iteration(start);
+  // A run whose length is not a multiple of --accumulate steps on its last, partial group.
+  if (o.accumulate > 1) {
+    for (const auto& [name, wrapper] : wrapped.optim_wrappers().items())
+      wrapper->initialize_count_status(start, o.iters);
+  }
+  const bool scheduled = o.lr_schedule != "constant";
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
   std::optional<RunReport> report;
@@ -191,14 +207,17 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   for (int64_t it = start; it < o.iters; ++it) {
     model->set_iteration(it);
     LogVars log = wrapped.train_step(batches.make(it));
+    const double lr_used = wrapped.opt_d().lr();
     ema.update(it);
     timer.step();
 
     const int64_t done = it + 1;
+    scheduler.set_iteration(done);  // before a checkpoint: it holds the next iteration's rate
     const bool last = done == o.iters;
     if (done % o.log_every == 0 || last) {
       std::vector<std::pair<std::string, double>> terms;  // the objective's: the same on every rank
-      for (const char* name : {"gp", "wdist", "r1"}) {
+      if (scheduled) terms.emplace_back("lr", lr_used);
+      for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g"}) {
         if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
       }
       const RankStats stats = gather_rank_stats(*world, log["loss_d"], log["loss_g"], terms);

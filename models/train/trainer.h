@@ -13,7 +13,8 @@
 // as is a checkpoint written with another value of a setting it keeps, or one beyond
 // options.iters. Rank 0 prints a progress line every log_every
 // iterations (iteration/total, it/s, ETA, D and G losses averaged over ranks, and so the
-// penalties' values and wgan-gp's Wasserstein estimate when they apply; bytes
+// penalties' values and wgan-gp's Wasserstein estimate when they apply, the learning rate
+// the iteration used under --lr-schedule, the norms before clipping under --clip-grad; bytes
 // synchronised per step, each rank's resident set size in MB: `rss_mb`) to `out`,
 // appends the same as one JSON object per line to <out>/metrics.jsonl (each iteration
 // once: a resumed run first drops the lines after its checkpoint), writes sample
@@ -23,8 +24,11 @@
 // written atomically), and keeps <out>/report.html (run_report.h) up to date: rewritten
 // after each log point and sample picture while running, and once more, "finished", at the
 // end (a report that cannot be written is a warning; training goes on).
-// Data and noise of iteration i on rank r depend only on (seed, r, i), so a resumed run
-// continues exactly as an uninterrupted one would. Errors (missing data, data too small
+// Data and noise of iteration i on rank r depend only on (seed, r, i), and so does its
+// learning rate (--lr-schedule: set before each iteration from the iteration alone), so a
+// resumed run continues exactly as an uninterrupted one would. --accumulate k steps every
+// k-th iteration and at the last (initialize_count_status), so a resume must start at a
+// multiple of k (--ckpt-every is one). Errors (missing data, data too small
 // for --batch on this many ranks, bad checkpoint, unwritable --out, an --out another run
 // holds) are tandem::Errors naming the file or flag, thrown on every rank before training
 // starts. Rank 0 locks --out for the whole call (out_dir.h).

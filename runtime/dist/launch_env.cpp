@@ -71,6 +71,38 @@ std::vector<int> expand_tasks_per_node(const std::string& launcher, const char* 
   return out;
 }
 
+// This process's command line as a shell would take it back ("<program>" when unknown).
+std::string this_command_line() {
+  std::FILE* file = std::fopen("/proc/self/cmdline", "rb");
+  if (file == nullptr) return "<program and its arguments>";
+  std::string raw;
+  char buffer[4096];
+  size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof buffer, file)) > 0) raw.append(buffer, got);
+  std::fclose(file);
+  std::string out;
+  size_t start = 0;
+  while (start < raw.size()) {
+    size_t end = raw.find('\0', start);
+    if (end == std::string::npos) end = raw.size();
+    std::string arg = raw.substr(start, end - start);
+    const bool plain =
+        !arg.empty() &&
+        arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") ==
+            std::string::npos;
+    if (!out.empty()) out += ' ';
+    if (plain) {
+      out += arg;
+    } else {
+      out += '\'';
+      out += arg;
+      out += '\'';
+    }
+    start = end + 1;
+  }
+  return out.empty() ? "<program and its arguments>" : out;
+}
+
 struct Names {
   const char* rank;
   const char* size;
@@ -157,27 +189,44 @@ LaunchEnv from_pmi() {
   return env;
 }
 
+// torchrun's variables, read only to refuse them: a torchrun job's processes are not an MPI
+// world, and tandem's process groups (NCCL's too: its id goes out over MPI) need one. One
+// process (WORLD_SIZE=1) is a plain single-process run.
 LaunchEnv from_torchrun() {
+  const std::string launcher = "torchrun";
+  const char* because = has("RANK") ? "RANK" : has("WORLD_SIZE") ? "WORLD_SIZE" : "LOCAL_RANK";
   LaunchEnv env;
-  env.launcher = "torchrun";
-  const char* because = has("RANK") ? "RANK" : "WORLD_SIZE";
-  env.rank = required(env.launcher, "RANK", because);
-  env.world_size = required(env.launcher, "WORLD_SIZE", because);
+  env.launcher = launcher;
+  env.rank = required(launcher, "RANK", because);
+  env.world_size = required(launcher, "WORLD_SIZE", because);
   Names names{"RANK", "WORLD_SIZE", "RANK", "WORLD_SIZE"};
   env.local_rank = env.rank;
   env.local_size = env.world_size;
-  if (std::optional<int> local_rank = optional_int(env.launcher, "LOCAL_RANK")) {
+  if (std::optional<int> local_rank = optional_int(launcher, "LOCAL_RANK")) {
     env.local_rank = *local_rank;
     names.local_rank = "LOCAL_RANK";
   }
-  if (std::optional<int> local_size = optional_int(env.launcher, "LOCAL_WORLD_SIZE")) {
+  if (std::optional<int> local_size = optional_int(launcher, "LOCAL_WORLD_SIZE")) {
     env.local_size = *local_size;
     names.local_size = "LOCAL_WORLD_SIZE";
   }
   validate(env, names);
-  return env;
+  if (env.world_size == 1) return LaunchEnv{};
+  const std::string n = std::to_string(env.world_size);
+  const std::string per_host = env.local_size < env.world_size
+                                   ? " --npernode " + std::to_string(env.local_size) + " --host <hosts>"
+                                   : "";
+  const std::string srun_per_host =
+      env.local_size < env.world_size ? " --ntasks-per-node " + std::to_string(env.local_size) : "";
+  const std::string command = this_command_line();
+  TANDEM_FAIL("launch environment: torchrun's variables (RANK="
+              << env.rank << ", WORLD_SIZE=" << env.world_size << ") describe a job of " << n
+              << " processes, but no MPI launcher started this one. torchrun is not a launcher for tandem: "
+                 "its ranks form an MPI world (the NCCL backend too), which torchrun does not start. Start "
+                 "the job with mpirun or srun instead: mpirun -np "
+              << n << per_host << " " << command << ", or srun --ntasks " << n << srun_per_host << " "
+              << command);
 }
-
 }  // namespace
 
 int LaunchEnv::cuda_device(int device_count) const {
@@ -197,7 +246,7 @@ LaunchEnv read_launcher_variables() {
   if (has("OMPI_COMM_WORLD_RANK") || has("OMPI_COMM_WORLD_SIZE")) return from_openmpi();
   if (has("SLURM_PROCID")) return from_slurm();
   if (has("PMI_RANK") || has("PMI_SIZE")) return from_pmi();
-  if (has("RANK") || has("WORLD_SIZE")) return from_torchrun();
+  if (has("RANK") || has("WORLD_SIZE") || has("LOCAL_RANK")) return from_torchrun();
   return LaunchEnv{};
 }
 

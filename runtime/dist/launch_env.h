@@ -11,10 +11,15 @@
 //     "pmi"      PMI_RANK, PMI_SIZE (required); the local rank and size from
 //                MPI_LOCALRANKID/MPI_LOCALNRANKS (Hydra) or PMI_LOCAL_RANK/PMI_LOCAL_SIZE,
 //                else rank and size (one node assumed)
-//     "torchrun" RANK, WORLD_SIZE (required); LOCAL_RANK, LOCAL_WORLD_SIZE, else rank and
-//                size (one node assumed)
 //     "single"   none of the above: rank 0 of 1
-// - A launcher is selected by its rank variable (or, for pmi and torchrun, its size
+// - torchrun is not a launcher for tandem: its processes form no MPI world, and every
+//   process group (NCCL's too, whose id goes out over MPI) needs one. When none of the
+//   launchers above matched and torchrun's RANK, WORLD_SIZE or LOCAL_RANK is set, they are
+//   read (RANK and WORLD_SIZE required, LOCAL_RANK and LOCAL_WORLD_SIZE optional) and
+//   checked as below; WORLD_SIZE=1 is one process ("single"), a larger one throws, before
+//   MPI starts, an Error naming torchrun, mpirun and srun with the equivalent commands
+//   ("mpirun -np 2 <this command line>").
+// - A launcher is selected by its rank variable (or, for openmpi and pmi, its size
 //   variable too); a required variable that is then missing, not an integer, or out of
 //   range (rank >= size, local rank >= local size, local size > size) throws a
 //   tandem::Error whose message names the variable and its value.
@@ -33,7 +38,7 @@ struct LaunchEnv {
   int world_size = 1;
   int local_rank = 0;
   int local_size = 1;
-  // "openmpi", "slurm", "pmi", "torchrun" or "single"; init_process_group reports "mpi"
+  // "openmpi", "slurm", "pmi" or "single"; init_process_group reports "mpi"
   // when MPI runs several ranks that no known launcher described.
   std::string launcher = "single";
 

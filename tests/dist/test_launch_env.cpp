@@ -204,17 +204,46 @@ TEST_CASE("launch env: MPICH / PMI variables", "[launch_env]") {
   }
 }
 
-TEST_CASE("launch env: torchrun variables", "[launch_env]") {
+TEST_CASE("launch env: torchrun is refused, naming mpirun and srun", "[launch_env]") {
   EnvGuard env;
-  env.set("RANK", "5");
-  env.set("WORLD_SIZE", "8");
-  SECTION("all four") {
+  env.set("RANK", "1");
+  env.set("WORLD_SIZE", "4");
+  SECTION("a job of several processes: the equivalent commands") {
     env.set("LOCAL_RANK", "1");
     env.set("LOCAL_WORLD_SIZE", "4");
-    check_env(init_from_env(), 5, 8, 1, 4, "torchrun");
+    CHECK_THROWS_WITH(
+        init_from_env(),
+        Catch::Contains("torchrun's variables (RANK=1, WORLD_SIZE=4) describe a job of 4 processes") &&
+            Catch::Contains("torchrun is not a launcher for tandem") && Catch::Contains("mpirun -np 4 ") &&
+            Catch::Contains("srun --ntasks 4 "));
   }
-  SECTION("without local variables one node is assumed") {
-    check_env(init_from_env(), 5, 8, 5, 8, "torchrun");
+  SECTION("several hosts: processes per host in both commands") {
+    env.set("LOCAL_RANK", "1");
+    env.set("LOCAL_WORLD_SIZE", "2");
+    CHECK_THROWS_WITH(init_from_env(), Catch::Contains("mpirun -np 4 --npernode 2 --host <hosts> ") &&
+                                           Catch::Contains("srun --ntasks 4 --ntasks-per-node 2 "));
+  }
+  SECTION("the command names this program") {
+    CHECK_THROWS_WITH(init_from_env(), Catch::Contains("test_dist"));
+  }
+  SECTION("one process is a plain run") {
+    env.set("RANK", "0");
+    env.set("WORLD_SIZE", "1");
+    env.set("LOCAL_RANK", "0");
+    check_env(init_from_env(), 0, 1, 0, 1, "single");
+  }
+  SECTION("LOCAL_RANK alone is torchrun's too: its RANK is named") {
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    env.set("LOCAL_RANK", "1");
+    CHECK_THROWS_WITH(init_from_env(), Catch::Contains("(torchrun): RANK is not set, but LOCAL_RANK is"));
+  }
+  SECTION("under mpirun the variables are ignored") {
+    env.set("OMPI_COMM_WORLD_RANK", "1");
+    env.set("OMPI_COMM_WORLD_SIZE", "2");
+    env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+    env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+    check_env(init_from_env(), 1, 2, 1, 2, "openmpi");
   }
   SECTION("a missing world size is named") {
     unsetenv("WORLD_SIZE");
@@ -232,7 +261,7 @@ TEST_CASE("launch env: torchrun variables", "[launch_env]") {
   }
   SECTION("a negative rank is named") {
     env.set("RANK", "-1");
-    CHECK_THROWS_WITH(init_from_env(), Catch::Contains("RANK=-1 is not in [0, WORLD_SIZE=8)"));
+    CHECK_THROWS_WITH(init_from_env(), Catch::Contains("RANK=-1 is not in [0, WORLD_SIZE=4)"));
   }
 }
 

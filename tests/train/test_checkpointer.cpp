@@ -190,6 +190,10 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
                                                             {"data", "ring8"},
                                                             {"batch", "8"},
                                                             {"lr", "0.0002"},
+                                                            {"lr_schedule", "constant"},
+                                                            {"clip_grad", "0"},
+                                                            {"clip_grad_type", "2"},
+                                                            {"accumulate", "1"},
                                                             {"seed", "7"},
                                                             {"dynamic", "off"},
                                                             {"loss", "ns"},
@@ -376,4 +380,50 @@ TEST_CASE("a resume that changes a flag shaping the run is refused by name, the 
       Run(elsewhere.path.string(), "ring8-mlp", 1, identity(faster), 0.9, 1e-3).checkpointer.load(old_path),
       Catch::Contains(old_path + ": written with --lr 0.0002 (optim.generator.lr), this run has --lr "
                                  "0.001. A resume continues the same run: resume with --lr 0.0002"));
+}
+
+TEST_CASE("with a learning-rate schedule, a checkpoint's rate must be the schedule's at its iteration",
+          "[checkpointer][errors]") {
+  TempDir tmp("checkpointer"), elsewhere("checkpointer");
+  // A run as train() builds it, its schedule set after each iteration.
+  struct Scheduled {
+    Run run;
+    optim::LrScheduler scheduler;
+    Checkpointer checkpointer;
+    Scheduled(const std::string& dir, const std::string& spec)
+        : run(dir, "ring8-mlp", 1, with_schedule(spec)),
+          scheduler({&run.wrapped.opt_g(), &run.wrapped.opt_d()}, optim::parse_lr_schedule(spec)),
+          checkpointer(
+              dir, with_schedule(spec),
+              {*run.model, run.wrapped.opt_g(), run.wrapped.opt_d(), run.ema.tensors(), &scheduler}) {}
+    static RunIdentity with_schedule(const std::string& spec) {
+      TrainOptions o = flags();
+      o.lr_schedule = optim::parse_lr_schedule(spec).str();
+      return identity(o);
+    }
+  };
+  Scheduled writer(tmp.path.string(), "step:2:0.5");
+  writer.run.train(3);
+  writer.scheduler.set_iteration(3);
+  const std::string path = writer.checkpointer.save(3);  // rate 2e-4 * 0.5
+
+  Scheduled same(elsewhere.path.string(), "step:2:0.5");
+  CHECK(same.run.wrapped.opt_g().lr() == 2e-4);  // iteration 0's
+  CHECK(same.checkpointer.load(path) == 3);
+  CHECK(same.run.wrapped.opt_g().lr() == 1e-4);
+  CHECK(same.run.wrapped.opt_d().lr() == 1e-4);
+
+  // Another schedule is named by the metadata; a checkpoint without that key (older) by its rate.
+  CHECK_THROWS_WITH(
+      Scheduled(elsewhere.path.string(), "step:4:0.5").checkpointer.load(path),
+      Catch::Contains("written with --lr-schedule step:2:0.5, this run has --lr-schedule step:4:0.5"));
+  SafetensorsFile old = load_safetensors(path);
+  REQUIRE(old.metadata.erase("lr_schedule") == 1);
+  const std::string old_path = tmp.file("old.safetensors");
+  save_safetensors(old_path, old.tensors, old.metadata);
+  CHECK_THROWS_WITH(
+      Scheduled(elsewhere.path.string(), "step:4:0.5").checkpointer.load(old_path),
+      Catch::Contains(old_path + ": its learning rate at iteration 3 is 0.0001 (optim.generator.lr), "
+                                 "but this run's --lr and --lr-schedule step:4:0.5 give 0.0002 there"));
+  CHECK(Scheduled(elsewhere.path.string(), "step:2:0.5").checkpointer.load(old_path) == 3);
 }

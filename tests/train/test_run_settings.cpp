@@ -79,8 +79,14 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   for (const RunSetting& s : settings_of({"--model", "mlp"})) {
     if (s.kept_on_resume) kept.insert(s.flag);
   }
-  CHECK(kept == std::set<std::string>{"--data", "--batch", "--lr", "--seed", "--dynamic", "--loss",
+  CHECK(kept == std::set<std::string>{"--data", "--batch", "--lr", "--lr-schedule", "--clip-grad",
+                                      "--clip-grad-type", "--accumulate", "--seed", "--dynamic", "--loss",
                                       "--gp-lambda", "--n-critic", "--r1-gamma", "--r1-every"});
+  // A schedule in its canonical form: two spellings of one schedule agree.
+  CHECK(find(settings_of({"--lr-schedule", "warmup:5+step:10"}), "--lr-schedule").value ==
+        find(settings_of({"--lr-schedule", "step:10:0.1+warmup:5:0.001"}), "--lr-schedule").value);
+  CHECK(find(settings_of({"--detect-anomalous-params"}), "--detect-anomalous-params").as_written() ==
+        "--detect-anomalous-params");
 
   const std::vector<RunSetting> pggan = settings_of({"--model", "pggan", "--iters", "90"});
   CHECK(find(pggan, "--pggan-stage-iters").kept_on_resume);

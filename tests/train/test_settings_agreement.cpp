@@ -40,10 +40,10 @@ TEST_CASE("the differences name each differing flag with its values and ranks", 
         "--lr 0.0002 on ranks 0, 2, --lr 0.001 on ranks 1, 3, --lr 0.01 on rank 4; "
         "no --dynamic on ranks 0-2, 4, --dynamic on rank 3");
   ranks[2].pop_back();  // a build without the last flag
-  CHECK_THAT(
-      describe_setting_differences(ranks),
-      Catch::EndsWith("; --check-replicas-every 0 on ranks 0-1, 3-4, no value for --check-replicas-every on "
-                      "rank 2"));
+  CHECK_THAT(describe_setting_differences(ranks),
+             Catch::EndsWith(
+                 "; no --detect-anomalous-params on ranks 0-1, 3-4, no value for --detect-anomalous-params "
+                 "on rank 2"));
 }
 
 TEST_CASE("ranks with the same settings pass; any difference stops every rank with the same message",

@@ -128,3 +128,45 @@ TEST_CASE("the switch --resume-allow-fresh goes with --resume", "[options]") {
   CHECK_THROWS_WITH(parse_train_options({"--resume-allow-fresh"}),
                     Catch::Contains("--resume-allow-fresh goes with --resume"));
 }
+
+TEST_CASE("optimiser flags: --lr-schedule, --clip-grad, --accumulate, --detect-anomalous-params",
+          "[options]") {
+  TrainOptions d = parse_train_options({});
+  CHECK(d.lr_schedule == "constant");
+  CHECK(d.clip_grad == 0.0);
+  CHECK(d.clip_grad_type == "2");
+  CHECK(d.accumulate == 1);
+  CHECK_FALSE(d.detect_anomalous_params);
+  TrainOptions o = parse_train_options({"--lr-schedule", "warmup:5+multistep:10,20", "--clip-grad", "1.5",
+                                        "--clip-grad-type=inf", "--accumulate", "4", "--ckpt-every", "8",
+                                        "--detect-anomalous-params"});
+  CHECK(o.lr_schedule == "warmup:5:0.001+multistep:10,20:0.1");  // canonical
+  CHECK(o.clip_grad == 1.5);
+  CHECK(o.clip_grad_type == "inf");
+  CHECK(o.accumulate == 4);
+  CHECK(o.detect_anomalous_params);
+  CHECK(parse_train_options({"--clip-grad", "0"}).clip_grad == 0.0);
+}
+
+TEST_CASE("bad optimiser flags are usage errors naming the flag", "[options][errors]") {
+  auto refused = [](std::vector<std::string> args, const std::string& message) {
+    INFO(args[0] << " " << args[1]);
+    CHECK_THROWS_WITH(parse_train_options(args), Catch::Contains(message));
+    CHECK_THROWS_AS(parse_train_options(args), UsageError);
+  };
+  refused({"--clip-grad", "-1"}, "--clip-grad must be a finite number >= 0 (0: off), got -1");
+  refused({"--clip-grad", "inf"}, "--clip-grad must be a finite number >= 0");
+  refused({"--clip-grad", "1", "--clip-grad-type", "1"}, "--clip-grad-type must be one of 2|inf, got '1'");
+  refused({"--clip-grad-type", "inf"}, "--clip-grad-type goes with --clip-grad");
+  refused({"--lr-schedule", "cosine"},
+          "--lr-schedule: learning-rate schedule 'cosine': 'cosine' takes 1 or 2");
+  refused({"--lr-schedule", "poly:5"},
+          "--lr-schedule: learning-rate schedule 'poly:5': unknown schedule 'poly'");
+  refused({"--accumulate", "0"}, "--accumulate must be at least 1, got 0");
+  refused({"--accumulate", "2", "--loss", "wgan-gp"},
+          "--accumulate 2 does not go with --n-critic 5 (wgan-gp's default)");
+  refused({"--accumulate", "2", "--r1-gamma", "1", "--r1-every", "4"},
+          "--accumulate 2 does not go with lazy R1");
+  refused({"--accumulate", "3", "--ckpt-every", "10"}, "--ckpt-every 10 is not a multiple of --accumulate 3");
+  refused({"--detect-anomalous-params=1", "x"}, "--detect-anomalous-params takes no value");
+}
