@@ -79,8 +79,8 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   for (const RunSetting& s : settings_of({"--model", "mlp"})) {
     if (s.kept_on_resume) kept.insert(s.flag);
   }
-  CHECK(kept == std::set<std::string>{"--data", "--batch", "--lr", "--seed", "--dynamic", "--loss",
-                                      "--gp-lambda", "--n-critic", "--r1-gamma", "--r1-every"});
+  CHECK(kept == std::set<std::string>{"--data", "--channels", "--batch", "--lr", "--seed", "--dynamic",
+                                      "--loss", "--gp-lambda", "--n-critic", "--r1-gamma", "--r1-every"});
 
   const std::vector<RunSetting> pggan = settings_of({"--model", "pggan", "--iters", "90"});
   CHECK(find(pggan, "--pggan-stage-iters").kept_on_resume);
