@@ -31,6 +31,8 @@
 //   steps at its last train_step. While D accumulates, loss_g is not logged; in the
 //   train_step that updates G it is the mean over its micro-steps. Accumulation with
 //   n_critic > 1 or lazy R1 is an Error (not supported yet).
+// - Image models (mlp, dcgan, pggan) take GanConfig::channels per pixel, 1 (gray) or 3
+//   (RGB), in their data, their D's input and their G's output; ring8-mlp takes 1 only.
 // - set_iteration(i) lets dynamic models change structure (the `mlp` model's extra D layer
 //   on alternate blocks of 5 iterations; the progressive GAN's stages and fade-in). Every
 //   rank calls it with the same i, so every rank uses the same parameters.
@@ -64,6 +66,7 @@ struct GanConfig {
   GanObjective objective = {};
   int64_t pggan_stage_iters = 200;  // pggan: iterations per stage (first half fades in)
   uint64_t seed = 0;                // initial weights
+  int64_t channels = 1;             // image models: 1 (gray) or 3 (RGB) per pixel
 };
 
 class GanModel : public DataParallelModel {
@@ -73,6 +76,9 @@ class GanModel : public DataParallelModel {
   virtual int64_t noise_dim() const = 0;
   // Shape of one real sample as the discriminator takes it at the current iteration.
   virtual Shape sample_shape() const = 0;
+  // Shape of one real sample as the data must provide it: [channels, 28, 28] for the image
+  // models (pggan at its last stage), [2] for ring8.
+  virtual Shape data_shape() const { return sample_shape(); }
   // Real data at full resolution -> what the discriminator takes now (pggan downsamples).
   virtual Tensor prepare_real(const Tensor& real) const { return real; }
   virtual void set_iteration(int64_t iteration) { iteration_ = iteration; }

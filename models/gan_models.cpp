@@ -53,8 +53,8 @@ class Ring8Mlp final : public GanModel {
 // The classic MLP GAN of DESIGN.md §7. D's layer names follow the reference PyTorch model.
 class MlpDiscriminator final : public nn::Module {
  public:
-  explicit MlpDiscriminator(Generator& gen) {
-    l0 = register_module("l0", std::make_shared<Linear>(784, 256, true, gen));
+  MlpDiscriminator(Generator& gen, int64_t channels) {
+    l0 = register_module("l0", std::make_shared<Linear>(784 * channels, 256, true, gen));
     l1 = register_module("l1", std::make_shared<Linear>(256, 256, true, gen));
     l2 = register_module("l2", std::make_shared<Linear>(256, 1, true, gen));
     extra = register_module("extra", std::make_shared<Linear>(256, 256, true, gen));
@@ -70,33 +70,37 @@ class MlpDiscriminator final : public nn::Module {
 
 class MlpGan final : public GanModel {
  public:
-  MlpGan(Generator& gen, bool dynamic) : dynamic_(dynamic) {
+  MlpGan(Generator& gen, bool dynamic, int64_t channels) : dynamic_(dynamic), channels_(channels) {
     generator = register_module(
-        "generator", std::make_shared<Sequential>(
-                         std::make_shared<Linear>(64, 256, true, gen), std::make_shared<nn::ReLU>(),
-                         std::make_shared<Linear>(256, 256, true, gen), std::make_shared<nn::ReLU>(),
-                         std::make_shared<Linear>(256, 784, true, gen), std::make_shared<nn::Tanh>()));
-    d_ = register_module("discriminator", std::make_shared<MlpDiscriminator>(gen));
+        "generator",
+        std::make_shared<Sequential>(
+            std::make_shared<Linear>(64, 256, true, gen), std::make_shared<nn::ReLU>(),
+            std::make_shared<Linear>(256, 256, true, gen), std::make_shared<nn::ReLU>(),
+            std::make_shared<Linear>(256, 784 * channels, true, gen), std::make_shared<nn::Tanh>()));
+    d_ = register_module("discriminator", std::make_shared<MlpDiscriminator>(gen, channels));
     discriminator = d_;
   }
   std::string type_name() const override { return dynamic_ ? "mlp (dynamic)" : "mlp"; }
   Variable generate(const Variable& z) override { return generator->forward(z); }
   Variable discriminate(const Variable& x) override { return d_->run(flatten(x), uses_extra()); }
   int64_t noise_dim() const override { return 64; }
-  Shape sample_shape() const override { return {1, 28, 28}; }
-  Tensor prepare_real(const Tensor& real) const override { return real.reshape({real.size(0), 784}); }
+  Shape sample_shape() const override { return {channels_, 28, 28}; }
+  Tensor prepare_real(const Tensor& real) const override {
+    return real.reshape({real.size(0), 784 * channels_});
+  }
   std::string structure() const override { return uses_extra() ? "extra D layer in use" : ""; }
   bool uses_extra() const { return dynamic_ && (iteration_ / 5) % 2 == 1; }
 
  private:
   bool dynamic_;
+  int64_t channels_;
   std::shared_ptr<MlpDiscriminator> d_;
 };
 
-// DCGAN for 28x28: G z -> 128x7x7 -> 64x14x14 -> 1x28x28; D the mirror image.
+// DCGAN for 28x28: G z -> 128x7x7 -> 64x14x14 -> Cx28x28 (C channels); D the mirror image.
 class DcGan final : public GanModel {
  public:
-  explicit DcGan(Generator& gen) {
+  DcGan(Generator& gen, int64_t channels) : channels_(channels) {
     auto g = std::make_shared<Sequential>();
     g->push_back(std::make_shared<Linear>(kNoise, 128 * 7 * 7, false, gen));
     g->push_back(std::make_shared<nn::Reshape>(Shape{128, 7, 7}));
@@ -105,11 +109,11 @@ class DcGan final : public GanModel {
     g->push_back(std::make_shared<nn::ConvTranspose2d>(128, 64, 4, 2, 1, 0, false, gen));
     g->push_back(std::make_shared<nn::BatchNorm2d>(64));
     g->push_back(std::make_shared<nn::ReLU>());
-    g->push_back(std::make_shared<nn::ConvTranspose2d>(64, 1, 4, 2, 1, 0, true, gen));
+    g->push_back(std::make_shared<nn::ConvTranspose2d>(64, channels, 4, 2, 1, 0, true, gen));
     g->push_back(std::make_shared<nn::Tanh>());
     generator = register_module("generator", g);
     auto d = std::make_shared<Sequential>();
-    d->push_back(std::make_shared<nn::Conv2d>(1, 64, 4, 2, 1, true, gen));
+    d->push_back(std::make_shared<nn::Conv2d>(channels, 64, 4, 2, 1, true, gen));
     d->push_back(std::make_shared<nn::LeakyReLU>(0.2));
     d->push_back(std::make_shared<nn::Conv2d>(64, 128, 4, 2, 1, true, gen));
     d->push_back(std::make_shared<nn::LeakyReLU>(0.2));
@@ -130,10 +134,11 @@ class DcGan final : public GanModel {
   Variable generate(const Variable& z) override { return generator->forward(z); }
   Variable discriminate(const Variable& x) override { return discriminator->forward(x); }
   int64_t noise_dim() const override { return kNoise; }
-  Shape sample_shape() const override { return {1, 28, 28}; }
+  Shape sample_shape() const override { return {channels_, 28, 28}; }
 
  private:
   static constexpr int64_t kNoise = 64;
+  int64_t channels_;
 };
 
 // Progressive GAN, 7x7 -> 14x14 -> 28x28. Stage s trains at 7 * 2^s; the first half of
@@ -142,13 +147,15 @@ class DcGan final : public GanModel {
 // changes between stages and when a fade ends: the dynamic case for the Reducer.
 class ProgressiveGenerator final : public nn::Module {
  public:
-  ProgressiveGenerator(Generator& gen, int64_t noise, int64_t channels) : channels_(channels) {
+  ProgressiveGenerator(Generator& gen, int64_t noise, int64_t channels, int64_t image_channels)
+      : channels_(channels) {
     fc = register_module("fc", std::make_shared<Linear>(noise, channels * 7 * 7, true, gen));
     for (int s = 0; s < 3; ++s) {
       blocks.push_back(register_module("block" + std::to_string(s),
                                        std::make_shared<nn::Conv2d>(channels, channels, 3, 1, 1, true, gen)));
-      to_rgb.push_back(register_module("to_rgb" + std::to_string(s),
-                                       std::make_shared<nn::Conv2d>(channels, 1, 1, 1, 0, true, gen)));
+      to_rgb.push_back(
+          register_module("to_rgb" + std::to_string(s),
+                          std::make_shared<nn::Conv2d>(channels, image_channels, 1, 1, 0, true, gen)));
     }
   }
   std::string type_name() const override { return "ProgressiveGenerator"; }
@@ -177,10 +184,11 @@ class ProgressiveGenerator final : public nn::Module {
 
 class ProgressiveDiscriminator final : public nn::Module {
  public:
-  ProgressiveDiscriminator(Generator& gen, int64_t channels) {
+  ProgressiveDiscriminator(Generator& gen, int64_t channels, int64_t image_channels) {
     for (int s = 0; s < 3; ++s) {
-      from_rgb.push_back(register_module("from_rgb" + std::to_string(s),
-                                         std::make_shared<nn::Conv2d>(1, channels, 1, 1, 0, true, gen)));
+      from_rgb.push_back(
+          register_module("from_rgb" + std::to_string(s),
+                          std::make_shared<nn::Conv2d>(image_channels, channels, 1, 1, 0, true, gen)));
       blocks.push_back(register_module("block" + std::to_string(s),
                                        std::make_shared<nn::Conv2d>(channels, channels, 3, 1, 1, true, gen)));
     }
@@ -205,10 +213,13 @@ class ProgressiveDiscriminator final : public nn::Module {
 
 class ProgressiveGan final : public GanModel {
  public:
-  ProgressiveGan(Generator& gen, int64_t stage_iters) : stage_iters_(stage_iters) {
+  ProgressiveGan(Generator& gen, int64_t stage_iters, int64_t image_channels)
+      : stage_iters_(stage_iters), image_channels_(image_channels) {
     TANDEM_CHECK(stage_iters > 0, "pggan: iterations per stage must be positive, got " << stage_iters);
-    g_ = register_module("generator", std::make_shared<ProgressiveGenerator>(gen, kNoise, kChannels));
-    d_ = register_module("discriminator", std::make_shared<ProgressiveDiscriminator>(gen, kChannels));
+    g_ = register_module("generator",
+                         std::make_shared<ProgressiveGenerator>(gen, kNoise, kChannels, image_channels));
+    d_ = register_module("discriminator",
+                         std::make_shared<ProgressiveDiscriminator>(gen, kChannels, image_channels));
     generator = g_;
     discriminator = d_;
   }
@@ -218,8 +229,9 @@ class ProgressiveGan final : public GanModel {
   int64_t noise_dim() const override { return kNoise; }
   Shape sample_shape() const override {
     int64_t side = 7 << stage();
-    return {1, side, side};
+    return {image_channels_, side, side};
   }
+  Shape data_shape() const override { return {image_channels_, 28, 28}; }
   Tensor prepare_real(const Tensor& real) const override {
     NoGradGuard no_grad;
     Variable x(real);
@@ -244,6 +256,7 @@ class ProgressiveGan final : public GanModel {
   static constexpr int64_t kNoise = 64;
   static constexpr int64_t kChannels = 32;
   int64_t stage_iters_;
+  int64_t image_channels_;
   std::shared_ptr<ProgressiveGenerator> g_;
   std::shared_ptr<ProgressiveDiscriminator> d_;
 };
@@ -256,16 +269,20 @@ const std::vector<std::string>& gan_model_names() {
 }
 
 std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
+  TANDEM_CHECK(config.channels == 1 || config.channels == 3,
+               "channels per pixel must be 1 (gray) or 3 (RGB), got " << config.channels);
+  TANDEM_CHECK(config.channels == 1 || config.model != "ring8-mlp",
+               "ring8-mlp learns 2-D points: it has no " << config.channels << "-channel form");
   Generator gen(config.seed);
   std::shared_ptr<GanModel> model;
   if (config.model == "ring8-mlp")
     model = std::make_shared<Ring8Mlp>(gen);
   else if (config.model == "mlp")
-    model = std::make_shared<MlpGan>(gen, config.dynamic);
+    model = std::make_shared<MlpGan>(gen, config.dynamic, config.channels);
   else if (config.model == "dcgan")
-    model = std::make_shared<DcGan>(gen);
+    model = std::make_shared<DcGan>(gen, config.channels);
   else if (config.model == "pggan")
-    model = std::make_shared<ProgressiveGan>(gen, config.pggan_stage_iters);
+    model = std::make_shared<ProgressiveGan>(gen, config.pggan_stage_iters, config.channels);
   else {
     std::string known;
     for (const auto& n : gan_model_names()) known += (known.empty() ? "" : ", ") + n;

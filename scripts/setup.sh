@@ -8,7 +8,7 @@ packages=(
   libeigen3-dev         # CPU kernels (GEMM)
   catch2                # tests (v2)
   libopenmpi-dev openmpi-bin  # MPI process group, mpirun
-  libpng-dev zlib1g-dev # sample pictures, gzip dataset files
+  libpng-dev libjpeg-dev zlib1g-dev # sample pictures, image folders, gzip dataset files
   dataset-fashion-mnist # the image dataset
   clang-format          # scripts/format.sh --check (CI)
   iproute2              # scripts/cluster.sh: network namespaces, veth links, tc

@@ -1,6 +1,9 @@
 #include "models/train/batch_maker.h"
 
+#include <chrono>
+
 #include "models/data/dataset_identity.h"
+#include "models/data/image_folder.h"
 #include "runtime/error.h"
 
 namespace tandem::models {
@@ -42,16 +45,53 @@ Batch BatchMaker::make(int64_t iteration) const {
   return batch;
 }
 
-BatchMaker make_batch_maker(const TrainOptions& o, int world_size, int rank, int64_t noise_dim,
-                            Device device) {
+namespace {
+
+data::ImageDataset load_images(const TrainOptions& o, const Shape& data_shape, std::ostream* log) {
+  TANDEM_CHECK(data_shape.size() == 3 && data_shape[1] == data_shape[2],
+               "--data images: --model " << o.model << " does not take square pictures");
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto last_line = start;
+  data::ImageFolderOptions options{
+      .channels = static_cast<int>(data_shape[0]), .side = data_shape[1], .skip_bad = o.skip_bad_images};
+  if (log != nullptr) {
+    options.progress = [&](int64_t done, int64_t total) {
+      const auto now = Clock::now();
+      if (now - last_line < std::chrono::seconds(2) || done == total) return;
+      last_line = now;
+      *log << "loading images from " << o.data_dir << ": " << done << " of " << total << " files"
+           << std::endl;
+    };
+  }
+  data::ImageFolder folder = data::load_image_folder(o.data_dir, options);
+  if (log != nullptr) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    *log << "loaded " << folder.files.size() << " images from " << o.data_dir << " as " << data_shape[0]
+         << "x" << data_shape[1] << "x" << data_shape[2] << " in " << static_cast<int64_t>(seconds * 1000)
+         << " ms\n";
+    if (!folder.skipped.empty()) {
+      *log << "--skip-bad-images: left out " << folder.skipped.size() << " of "
+           << folder.skipped.size() + folder.files.size() << " files; the first: " << folder.skipped.front()
+           << "\n";
+    }
+  }
+  return std::move(folder.dataset);
+}
+
+}  // namespace
+
+BatchMaker make_batch_maker(const TrainOptions& o, int world_size, int rank, int64_t noise_dim, Device device,
+                            const Shape& data_shape, std::ostream* log) {
   const BatchSpec spec{.seed = o.seed,
                        .world_size = world_size,
                        .rank = rank,
                        .batch = o.batch,
                        .noise_dim = noise_dim,
                        .device = device};
-  if (o.data != "fashion-mnist") return BatchMaker(spec);
-  data::ImageDataset images = data::load_fashion_mnist(o.data_dir, true);
+  if (o.data == "ring8") return BatchMaker(spec);
+  data::ImageDataset images =
+      o.data == "images" ? load_images(o, data_shape, log) : data::load_fashion_mnist(o.data_dir, true);
   // The sampler says why the data cannot feed every rank a batch; this adds which data and flags.
   try {
     return BatchMaker(spec, std::move(images));

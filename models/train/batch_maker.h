@@ -19,10 +19,15 @@
 // - An image dataset too small for `batch` on every rank is an Error from the constructor
 //   (the sampler's); make_batch_maker, which loads --data from --data-dir, adds the data,
 //   the flags and what to do about it.
+// - --data images: make_batch_maker loads the folder --data-dir once (models/data/image_folder.h)
+//   at the model's data_shape ([C, side, side]; --skip-bad-images leaves bad files out).
+//   With `log` set (rank 0) it writes a progress line every 2 s of a long load, the count
+//   of images loaded, and the count of files left out with the first reason, once.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "models/data/dataset.h"
@@ -68,6 +73,7 @@ class BatchMaker {
 
 // The batch maker of --data for rank `rank` of `world_size` (seed and batch from the options).
 BatchMaker make_batch_maker(const TrainOptions& options, int world_size, int rank, int64_t noise_dim,
-                            Device device);
+                            Device device, const Shape& data_shape = {1, 28, 28},
+                            std::ostream* log = nullptr);
 
 }  // namespace tandem::models

@@ -45,7 +45,11 @@ Samples SampleWriter::write(int64_t iteration) const {
   if (model_.is_image_model()) {
     Shape shape = model_.sample_shape();
     shape.insert(shape.begin(), count);
-    data::write_png_gray_grid(out.path, samples.reshape(shape), kGridColumns, kGridScale);
+    if (shape[1] == 3) {
+      data::write_png_rgb_grid(out.path, samples.reshape(shape), kGridColumns, kGridScale);
+    } else {
+      data::write_png_gray_grid(out.path, samples.reshape(shape), kGridColumns, kGridScale);
+    }
   } else {
     out.ring8 = data::ring8_quality(samples);
     data::write_ring8_scatter_png(out.path, samples, data::ring8_modes());

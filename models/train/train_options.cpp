@@ -75,8 +75,16 @@ synchronised over the parameters it reaches. Start every rank with the same flag
 Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, naming both).
 
   --model NAME          ring8-mlp | mlp | dcgan | pggan          (ring8-mlp)
-  --data NAME           ring8 | fashion-mnist       (ring8 for ring8-mlp, else fashion-mnist)
-  --data-dir DIR        Fashion-MNIST IDX files        (/usr/share/datasets/fashion-mnist)
+  --data NAME           ring8 | fashion-mnist | images
+                                            (ring8 for ring8-mlp, else fashion-mnist)
+  --data-dir DIR        Fashion-MNIST IDX files        (/usr/share/datasets/fashion-mnist);
+                        with --data images (required): a folder tree of PNG and JPEG
+                        files, every file in it (not hidden) loaded once at start,
+                        centre-cropped and averaged down to 28x28
+  --channels C          image models: 1 (gray) | 3 (RGB, needs --data images); the
+                        images are converted to it                                (1)
+  --skip-bad-images     --data images: leave out (and count) files that are not
+                        readable PNG or JPEG instead of stopping
   --iters N             training iterations: one D update each, and a G update
                         every --n-critic-th                                   (2000)
   --batch N             batch per rank                                          (64)
@@ -111,11 +119,10 @@ Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, nami
                         --overwrite
   --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
   --resume              continue from the newest checkpoint in --out. It must have this
-                        run's --data, --batch, --lr, --lr-schedule, --clip-grad,
-                        --clip-grad-type, --accumulate, --seed, --dynamic, --loss,
-                        --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan: and
-                        --pggan-stage-iters);
-                        other flags may change (--iters extends).
+                        run's --data, --channels, --batch, --lr, --lr-schedule,
+                        --clip-grad, --clip-grad-type, --accumulate, --seed, --dynamic,
+                        --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan:
+                        and --pggan-stage-iters); other flags may change (--iters extends).
                         A file that cannot be read is skipped with a warning; when every
                         checkpoint is, or there is none, --resume stops naming --out
   --resume-allow-fresh  with --resume: start from iteration 0 when --out holds no
@@ -154,17 +161,25 @@ Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, nami
 
 TrainOptions parse_train_options(const std::vector<std::string>& args) {
   TrainOptions o;
-  bool data_given = false, lr_given = false, gp_lambda_given = false, n_critic_given = false,
-       r1_every_given = false;
+  bool data_given = false, data_dir_given = false, lr_given = false, gp_lambda_given = false,
+       n_critic_given = false, r1_every_given = false;
   bool clip_grad_type_given = false;
   std::map<std::string, std::function<void(const std::string&)>> with_value = {
       {"--model", [&](const std::string& v) { o.model = one_of("--model", v, gan_model_names()); }},
       {"--data",
        [&](const std::string& v) {
-         o.data = one_of("--data", v, {"ring8", "fashion-mnist"});
+         o.data = one_of("--data", v, {"ring8", "fashion-mnist", "images"});
          data_given = true;
        }},
-      {"--data-dir", [&](const std::string& v) { o.data_dir = v; }},
+      {"--data-dir",
+       [&](const std::string& v) {
+         o.data_dir = v;
+         data_dir_given = true;
+       }},
+      {"--channels",
+       [&](const std::string& v) {
+         o.channels = std::stoi(one_of("--channels", v, {"1", "3"}));
+       }},
       {"--iters", [&](const std::string& v) { o.iters = parse_int("--iters", v, 1); }},
       {"--batch", [&](const std::string& v) { o.batch = parse_int("--batch", v, 1); }},
       {"--lr",
@@ -249,6 +264,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       {"--prepare", [&] { o.explicit_prepare = true; }},
       {"--sync-bn", [&] { o.sync_bn = true; }},
       {"--detect-anomalous-params", [&] { o.detect_anomalous_params = true; }},
+      {"--skip-bad-images", [&] { o.skip_bad_images = true; }},
       {"--help", [&] { o.help = true; }},
       {"-h", [&] { o.help = true; }},
   };
@@ -276,8 +292,14 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   if (!data_given) o.data = o.model == "ring8-mlp" ? "ring8" : "fashion-mnist";
   if ((o.model == "ring8-mlp") != (o.data == "ring8")) {
     usage_error("--model " + o.model + " cannot train on --data " + o.data +
-                " (ring8-mlp goes with ring8, the image models with fashion-mnist)");
+                " (ring8-mlp goes with ring8, the image models with fashion-mnist or images)");
   }
+  const bool images = o.data == "images";
+  if (images && !data_dir_given)
+    usage_error("--data images needs --data-dir DIR (a folder of PNG/JPEG files)");
+  if (o.skip_bad_images && !images) usage_error("--skip-bad-images goes with --data images");
+  if (o.channels == 3 && !images)
+    usage_error("--channels 3 goes with --data images (" + o.data + " is gray)");
   if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
   if (o.explicit_prepare && o.wrap != WrapMode::whole) usage_error("--prepare goes with --wrap whole");
   if (o.resume_allow_fresh && !o.resume) usage_error("--resume-allow-fresh goes with --resume");

@@ -4,9 +4,11 @@
 // code 2) naming the offending flag and why: an unknown flag, a missing or malformed
 // value, a value out of range, a flag that needs another (--resume-allow-fresh without
 // --resume, --gp-lambda without --loss wgan-gp, --r1-every without --r1-gamma,
-// --clip-grad-type without --clip-grad), a --lr-schedule that does not parse (stored in its
-// canonical form), --accumulate with --n-critic or lazy R1, or a --ckpt-every that is not
-// a multiple of --accumulate (a checkpoint inside an accumulation could not resume). Defaults
+// --clip-grad-type without --clip-grad, --data images without --data-dir,
+// --skip-bad-images without --data images, --channels 3 without --data images), a
+// --lr-schedule that does not parse (stored in its canonical form), --accumulate with
+// --n-critic or lazy R1, or a --ckpt-every that is not a multiple of --accumulate (a
+// checkpoint inside an accumulation could not resume). Defaults
 // that depend on the loss are resolved here: --loss wgan-gp without --n-critic or --lr
 // takes 5 and 1e-4 (the WGAN-GP paper's); adam_betas(options) are its Adam betas. Flags take "--flag value"
 // or "--flag=value"; --help sets `help`. usage() is the
@@ -30,8 +32,10 @@ class UsageError : public std::runtime_error {
 
 struct TrainOptions {
   std::string model = "ring8-mlp";
-  std::string data;  // default: ring8 for ring8-mlp, fashion-mnist otherwise
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string data;  // default: ring8 for ring8-mlp, fashion-mnist otherwise; or images
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";  // --data images: must be given
+  int64_t channels = 1;                                        // image models: 1 (gray) or 3 (RGB)
+  bool skip_bad_images = false;                                // --data images: leave out unreadable files
   int64_t iters = 2000;
   int64_t batch = 64;  // per rank
   double lr = 2e-4;

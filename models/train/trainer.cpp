@@ -119,6 +119,7 @@ GanConfig gan_config(const TrainOptions& o) {
                       .r1_every = o.r1_every};
   config.pggan_stage_iters = pggan_stage_iters(o);
   config.seed = o.seed;
+  config.channels = o.channels;
   return config;
 }
 
@@ -157,7 +158,8 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
   std::shared_ptr<GanModel> model = make_gan(gan_config(o));
   model->to(device);  // before the wrapper and optimizers take their handles
-  const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), device);
+  const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), device, model->data_shape(),
+                                              is_rank0 ? &out : nullptr);
   // Before the first collective whose order depends on a setting (the wrapper's checks).
   const std::vector<RunSetting> settings =
       run_settings(o, dist::backend_name(world->backend()), batches.data_identity());

@@ -7,8 +7,10 @@
 #             with find_package(tandem), is built and run at 2 ranks; then the same program
 #             is built with pkg-config's flags for tandem.pc and run at 2 ranks.
 # subproject: the consumer takes tandem's source tree through add_subdirectory, which must
-#             build only the libraries (no tests, models or benchmarks, so no Catch2 or
-#             libpng); CPU only and -O0, to keep CI short. Run at 2 ranks.
+#             build only the libraries (no tests, models or benchmarks, so no Catch2), with
+#             the data library asked for (-DTANDEM_DATA=ON); CPU only and -O0, to keep CI
+#             short. Run at 2 ranks.
+# Both: data_consumer, linked with tandem::data alone (no models, no MPI), shards a dataset.
 # Prints the seconds each step took.
 set -euo pipefail
 mode=$1 cmake=$2 mpiexec=$3 cxx=$4 src=$5 build=$6 work=$7
@@ -56,6 +58,8 @@ case "$mode" in
       -DREADME_CODE_DIR="$work/readme" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release
     step build "$cmake" --build "$work/build" -j 2
     run_at_2_ranks run "$work/build/consumer"
+    step data_run "$work/build/data_consumer"
+    cat "$work/data_run.log"
 
     pc_dir=$(dirname "$(find "$work/prefix" -name tandem.pc)")
     flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs tandem)
@@ -67,16 +71,19 @@ case "$mode" in
   subproject)
     step configure "$cmake" -S "$consumer_src" -B "$work/build" -DTANDEM_SOURCE_DIR="$src" \
       -DREADME_CODE_DIR="$work/readme" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release \
-      "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG" -DTANDEM_CUDA=OFF
-    for off in "models, data      OFF" "tests (Catch2)    OFF" "benchmarks        OFF" "install rules     OFF"; do
-      grep -qF "tandem: $off" "$work/configure.log" || {
-        echo "consumer_test: as a subproject tandem should report '$off':" >&2
+      "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG" -DTANDEM_CUDA=OFF -DTANDEM_DATA=ON
+    for state in "data              ON" "models            OFF" "tests (Catch2)    OFF" "benchmarks        OFF" \
+      "install rules     OFF"; do
+      grep -qF "tandem: $state" "$work/configure.log" || {
+        echo "consumer_test: as a subproject (with -DTANDEM_DATA=ON) tandem should report '$state':" >&2
         grep "tandem: " "$work/configure.log" >&2
         exit 1
       }
     done
     step build "$cmake" --build "$work/build" -j 2
     run_at_2_ranks run "$work/build/consumer"
+    step data_run "$work/build/data_consumer"
+    cat "$work/data_run.log"
     ;;
   *)
     echo "consumer_test: unknown mode '$mode' (installed or subproject)" >&2

@@ -30,8 +30,9 @@ std::vector<std::vector<double>> snapshot(const GanModel& model) {
 struct Trained {
   std::shared_ptr<GanModel> model;
   EmaWeights ema;
-  explicit Trained(const std::string& name)
-      : model(make_gan(GanConfig{.model = name, .seed = 1})), ema(model->generator->parameters(), 0.5) {
+  explicit Trained(const std::string& name, int64_t channels = 1)
+      : model(make_gan(GanConfig{.model = name, .seed = 1, .channels = channels})),
+        ema(model->generator->parameters(), 0.5) {
     Generator gen(3);
     for (Variable& p : model->generator->parameters()) fill_normal(p.data(), 0.0, 0.1, gen);
     ema.update(50);  // decay 0.5: halfway between the initial and the new weights
@@ -40,8 +41,9 @@ struct Trained {
 
 // What write() must have drawn: the same model built again, the average copied in by hand,
 // noise from a Generator seeded seed + kSampleNoiseSeed, the generator in training mode.
-Tensor reference_samples(const std::string& name, const EmaWeights& ema, uint64_t seed, int64_t count) {
-  std::shared_ptr<GanModel> model = make_gan(GanConfig{.model = name, .seed = 1});
+Tensor reference_samples(const std::string& name, const EmaWeights& ema, uint64_t seed, int64_t count,
+                         int64_t channels = 1) {
+  std::shared_ptr<GanModel> model = make_gan(GanConfig{.model = name, .seed = 1, .channels = channels});
   std::vector<Variable> params = model->generator->parameters();
   for (size_t i = 0; i < params.size(); ++i) params[i].data().copy_(ema.tensors()[i]);
   Tensor z = Tensor::empty({count, model->noise_dim()});
@@ -91,5 +93,14 @@ TEST_CASE("image samples: a grid of the average's samples; batch norm statistics
 
   Tensor want = reference_samples("dcgan", run.ema, 7, 64).reshape({64, 1, 28, 28});
   data::write_png_gray_grid(tmp.file("reference.png"), want, 8, 2);
+  CHECK(read_bytes(got.path) == read_bytes(tmp.file("reference.png")));
+}
+
+TEST_CASE("image samples of a 3-channel model: an RGB grid", "[samples]") {
+  TempDir tmp("samples");
+  Trained run("dcgan", 3);
+  Samples got = SampleWriter(tmp.path.string(), 7, *run.model, run.ema, Device::cpu()).write(3);
+  Tensor want = reference_samples("dcgan", run.ema, 7, 64, 3).reshape({64, 3, 28, 28});
+  data::write_png_rgb_grid(tmp.file("reference.png"), want, 8, 2);
   CHECK(read_bytes(got.path) == read_bytes(tmp.file("reference.png")));
 }

@@ -170,3 +170,24 @@ TEST_CASE("bad optimiser flags are usage errors naming the flag", "[options][err
   refused({"--accumulate", "3", "--ckpt-every", "10"}, "--ckpt-every 10 is not a multiple of --accumulate 3");
   refused({"--detect-anomalous-params=1", "x"}, "--detect-anomalous-params takes no value");
 }
+
+TEST_CASE("image folder flags: --data images needs --data-dir and the others go with it", "[options]") {
+  TrainOptions o = parse_train_options(
+      {"--model", "dcgan", "--data", "images", "--data-dir", "pics", "--channels", "3", "--skip-bad-images"});
+  CHECK(o.data == "images");
+  CHECK(o.data_dir == "pics");
+  CHECK(o.channels == 3);
+  CHECK(o.skip_bad_images);
+  CHECK(parse_train_options({"--model", "dcgan"}).channels == 1);
+  CHECK_FALSE(parse_train_options({"--model", "dcgan"}).skip_bad_images);
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--data", "images"}),
+                    Catch::Contains("--data images needs --data-dir DIR"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--skip-bad-images"}),
+                    Catch::Contains("--skip-bad-images goes with --data images"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--channels", "3"}),
+                    Catch::Contains("--channels 3 goes with --data images"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--channels", "2"}),
+                    Catch::Contains("--channels must be one of 1|3, got '2'"));
+  CHECK_THROWS_WITH(parse_train_options({"--data", "images", "--data-dir", "pics"}),
+                    Catch::Contains("--model ring8-mlp cannot train on --data images"));
+}

@@ -1,0 +1,45 @@
+// A dataset of your own pictures: every PNG and JPEG file of a folder tree.
+//
+// Contract:
+// - list_image_files(dir) is every regular file under `dir`, recursively, following no
+//   symbolic link to a folder, leaving out hidden files and folders (names starting with
+//   '.'), sorted by path (byte order), so every rank and every run sees the same list.
+//   The format is decided by each file's content (image_decode.h), not by its name, so
+//   every file listed must be a picture.
+// - load_image_folder decodes them all once, in that order, converts each to `channels`
+//   (1 gray, 3 RGB: to_channels), fits it to side x side (square_resize: centre crop, area
+//   average) and stores float32 [N, channels, side, side] scaled to [-1, 1] (v / 127.5 - 1,
+//   as Fashion-MNIST). Labels are 0: the folders carry no classes here.
+// - Errors name the folder or file and the reason: `dir` missing or not a folder; no file
+//   in it; a file that cannot be decoded (its path and why). With skip_bad, a file that
+//   cannot be decoded is left out and listed in `skipped` ("path: reason") instead; when
+//   every file is bad it is still an Error (nothing to train on), quoting the first reason.
+// - progress(done, total), when set, is called after each file.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/data/dataset.h"
+
+namespace tandem::data {
+
+struct ImageFolderOptions {
+  int channels = 1;  // 1 or 3
+  int64_t side = 28;
+  bool skip_bad = false;
+  std::function<void(int64_t done, int64_t total)> progress = nullptr;
+};
+
+struct ImageFolder {
+  ImageDataset dataset;
+  std::vector<std::string> files;    // the files in the dataset, in its order
+  std::vector<std::string> skipped;  // with skip_bad: "path: reason" for each file left out
+};
+
+std::vector<std::string> list_image_files(const std::string& dir);
+ImageFolder load_image_folder(const std::string& dir, const ImageFolderOptions& options);
+
+}  // namespace tandem::data
