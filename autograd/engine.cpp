@@ -10,6 +10,7 @@
 #include "autograd/node.h"
 #include "autograd/observer_scope.h"
 #include "kernels/elementwise.h"
+#include "runtime/trace_summary.h"
 
 namespace tandem {
 
@@ -142,6 +143,9 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   }
   for (BackwardObserver* o : watching) o->on_backward_begin(pass);
 
+  // The compute alone: the observers' work at begin (the Reducer's agreement) and end (its
+  // waits) is theirs to record.
+  const int64_t compute_start_ns = trace::enabled() ? trace::now_ns() : -1;
   try {
     std::unordered_map<Node*, Tensor> buffers;
     for (size_t i = 0; i < starts.size(); ++i) accumulate(buffers, starts[i].get(), seeds[i]);
@@ -178,6 +182,7 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   if (!retain_graph) {
     for (const auto& node : graph.nodes) node->release();
   }
+  if (compute_start_ns >= 0) trace::complete("autograd", trace::kBackward, compute_start_ns);
   for (BackwardObserver* o : watching) o->on_backward_end(pass);
 }
 

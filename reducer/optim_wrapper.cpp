@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/ops.h"
+#include "runtime/trace.h"
 
 namespace tandem {
 
@@ -24,6 +25,7 @@ void OptimWrapper::step() {
     ++skipped_steps_;
     return;
   }
+  trace::Span span("optim", "optimizer step");
   optimizer_->step();
 }
 

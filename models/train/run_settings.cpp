@@ -79,6 +79,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--pggan-stage-iters", stage_iters, pggan),
       value("--on-nonfinite", o.on_nonfinite),
       integer("--check-replicas-every", o.check_replicas_every),
+      on_off("--trace", !o.trace.empty()),  // a collective at start and end: on or off everywhere
   };
 }
 

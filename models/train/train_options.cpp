@@ -124,6 +124,9 @@ synchronised over the parameters it reaches. Start every rank with the same flag
                         right after broadcasting it from rank 0 (between broadcasts
                         each rank's statistics follow its own data); stop naming the
                         first that differs (0: never)                            (0)
+  --trace FILE          write a timeline of every step of every rank to FILE (Chrome
+                        trace-event JSON: Perfetto, chrome://tracing) and print each
+                        phase's overlap and exposed communication at the end (off)
   --help                this text
 )";
 }
@@ -200,6 +203,11 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
        }},
       {"--check-replicas-every",
        [&](const std::string& v) { o.check_replicas_every = parse_int("--check-replicas-every", v, 0); }},
+      {"--trace",
+       [&](const std::string& v) {
+         if (v.empty()) usage_error("--trace needs a file name");
+         o.trace = v;
+       }},
   };
   std::map<std::string, std::function<void()>> switches = {
       {"--resume", [&] { o.resume = true; }},

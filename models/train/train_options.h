@@ -56,6 +56,7 @@ struct TrainOptions {
   std::string on_nonfinite = "off";  // off | skip | stop: NaN/Inf in averaged gradients
   bool sync_bn = false;              // batch norms use statistics over every rank's batch
   int64_t check_replicas_every = 0;  // compare parameter (and broadcast buffer) hashes every N steps
+  std::string trace;                 // a Chrome trace of every step goes here (rank 0 writes it); empty: off
   bool help = false;
 };
 
