@@ -59,8 +59,8 @@ std::string args_json(const std::vector<Arg>& args) {
 
 }  // namespace
 
-std::string events_json(const std::vector<Event>& events, const std::vector<std::pair<int, std::string>>& tracks,
-                        int rank) {
+std::string events_json(const std::vector<Event>& events,
+                        const std::vector<std::pair<int, std::string>>& tracks, int rank) {
   const std::string pid = std::to_string(rank);
   std::string out = "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid +
                     ",\"tid\":0,\"args\":{\"name\":\"rank " + pid + "\"}}";

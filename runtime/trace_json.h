@@ -16,8 +16,8 @@
 
 namespace tandem::trace {
 
-std::string events_json(const std::vector<Event>& events, const std::vector<std::pair<int, std::string>>& tracks,
-                        int rank);
+std::string events_json(const std::vector<Event>& events,
+                        const std::vector<std::pair<int, std::string>>& tracks, int rank);
 void write_trace_file(const std::string& path, const std::vector<std::string>& parts);
 
 }  // namespace tandem::trace

@@ -8,8 +8,6 @@ namespace tandem::trace {
 
 namespace {
 
-double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
-
 int64_t overlap_ns(const Event& a, int64_t begin, int64_t end) {
   return std::max<int64_t>(0, std::min(a.end_ns(), end) - std::max(a.ts_ns, begin));
 }
@@ -80,13 +78,13 @@ std::vector<PhaseSummary> summarize(const std::vector<Event>& events) {
       overlapped += overlap_ns(*r, compute_begin, compute_end);
     }
     ++p.steps;
-    p.sync_ms += ms(s->dur_ns);
-    p.reduce_ms += ms(reduce);
-    p.overlapped_ms += ms(overlapped);
-    p.exposed_ms += ms(s->end_ns() - compute_end);
-    p.compute_ms += ms(compute_end - compute_begin - own_in_compute);
-    p.comm_ms += ms(wait);
-    p.reducer_ms += ms(own);
+    p.sync_ns += s->dur_ns;
+    p.reduce_ns += reduce;
+    p.overlapped_ns += overlapped;
+    p.exposed_ns += s->end_ns() - compute_end;
+    p.compute_ns += compute_end - compute_begin - own_in_compute;
+    p.comm_ns += wait;
+    p.reducer_ns += own;
   }
   return out;
 }
@@ -98,8 +96,8 @@ std::string summary_line(const PhaseSummary& p) {
                 "communication %.3f ms per backward; critical path %.3f ms per backward: compute %.0f%%, "
                 "communication %.0f%%, Reducer %.0f%%",
                 p.phase.c_str(), static_cast<long long>(p.steps), 100 * p.overlap_fraction(),
-                p.per_step(p.reduce_ms), p.per_step(p.exposed_ms), p.per_step(p.sync_ms),
-                100 * p.share(p.compute_ms), 100 * p.share(p.comm_ms), 100 * p.share(p.reducer_ms));
+                p.ms_per_step(p.reduce_ns), p.ms_per_step(p.exposed_ns), p.ms_per_step(p.sync_ns),
+                100 * p.share(p.compute_ns), 100 * p.share(p.comm_ns), 100 * p.share(p.reducer_ns));
   return line;
 }
 

@@ -38,17 +38,25 @@ inline constexpr const char* kBackward = "backward";
 
 struct PhaseSummary {
   std::string phase;
-  int64_t steps = 0;        // synced backwards
-  double sync_ms = 0;       // the critical path: the sync spans, summed
-  double reduce_ms = 0;     // reductions, summed
-  double overlapped_ms = 0; // of which inside the backward's compute
-  double exposed_ms = 0;    // summed over the backwards
-  double compute_ms = 0;
-  double comm_ms = 0;       // waiting for reductions
-  double reducer_ms = 0;    // the Reducer's own work
-  double overlap_fraction() const { return reduce_ms > 0 ? overlapped_ms / reduce_ms : 0.0; }
-  double per_step(double total_ms) const { return steps > 0 ? total_ms / static_cast<double>(steps) : 0.0; }
-  double share(double part_ms) const { return sync_ms > 0 ? part_ms / sync_ms : 0.0; }
+  int64_t steps = 0;          // synced backwards
+  int64_t sync_ns = 0;        // the critical path: the sync spans, summed
+  int64_t reduce_ns = 0;      // reductions, summed
+  int64_t overlapped_ns = 0;  // of which inside the backward's compute
+  int64_t exposed_ns = 0;     // summed over the backwards
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;     // waiting for reductions
+  int64_t reducer_ns = 0;  // the Reducer's own work
+  double overlap_fraction() const {
+    return reduce_ns > 0 ? static_cast<double>(overlapped_ns) / static_cast<double>(reduce_ns) : 0.0;
+  }
+  // Milliseconds per synced backward.
+  double ms_per_step(int64_t total_ns) const {
+    return steps > 0 ? static_cast<double>(total_ns) / 1e6 / static_cast<double>(steps) : 0.0;
+  }
+  // A share of the critical path.
+  double share(int64_t part_ns) const {
+    return sync_ns > 0 ? static_cast<double>(part_ns) / static_cast<double>(sync_ns) : 0.0;
+  }
 };
 
 std::vector<PhaseSummary> summarize(const std::vector<Event>& events);
