@@ -70,7 +70,8 @@ TEST_CASE("trace summary: overlap, exposed communication and critical-path share
       span("autograd", trace::kBackward, 3000, 3400, kMain),
       span("comm", "allreduce (sum)", 3100, 3200, kComm, of(3, d, 0)),
   };
-  events.push_back(Event{.phase = 'C', .category = "counter", .name = "bytes in flight", .value = 4, .args = {}});
+  events.push_back(
+      Event{.phase = 'C', .category = "counter", .name = "bytes in flight", .value = 4, .args = {}});
 
   const std::vector<trace::PhaseSummary> phases = trace::summarize(events);
   REQUIRE(phases.size() == 2);
@@ -84,8 +85,8 @@ TEST_CASE("trace summary: overlap, exposed communication and critical-path share
   CHECK(pd.exposed_ns == 300'000 + 100'000);
   CHECK(pd.ms_per_step(pd.exposed_ns) == 0.2);
   CHECK(pd.sync_ns == 1'500'000);
-  CHECK(pd.compute_ns == 560'000 + 400'000);          // the backwards less the Reducer's work in them
-  CHECK(pd.comm_ns == 200'000);                       // waits
+  CHECK(pd.compute_ns == 560'000 + 400'000);  // the backwards less the Reducer's work in them
+  CHECK(pd.comm_ns == 200'000);               // waits
   CHECK(pd.reducer_ns == 100'000 + 30'000 + 10'000 + 50'000);  // agreement, packs, launch, unpack
   CHECK(pd.share(pd.comm_ns) == 200.0 / 1500.0);
 
@@ -134,10 +135,17 @@ TEST_CASE("trace recorder: nothing while off, spans and arguments while on", "[t
 
 TEST_CASE("trace JSON: trace-event objects in microseconds, one file, a named error when unwritable",
           "[trace]") {
-  Event x = span("reducer", "pack", 0, 0, 5, {trace::arg("phase", "a \"quoted\" name"), trace::arg("bucket", 2)});
+  Event x =
+      span("reducer", "pack", 0, 0, 5, {trace::arg("phase", "a \"quoted\" name"), trace::arg("bucket", 2)});
   x.ts_ns = 1'234'567;
   x.dur_ns = 8'001;
-  Event c{.phase = 'C', .category = "counter", .name = "bytes in flight", .ts_ns = 2'000, .tid = 5, .value = 4096, .args = {}};
+  Event c{.phase = 'C',
+          .category = "counter",
+          .name = "bytes in flight",
+          .ts_ns = 2'000,
+          .tid = 5,
+          .value = 4096,
+          .args = {}};
   const std::string text = trace::events_json({x, c}, {{5, "main"}}, 1);
   CHECK(text.find(R"({"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"rank 1"}})") !=
         std::string::npos);
@@ -154,7 +162,8 @@ TEST_CASE("trace JSON: trace-event objects in microseconds, one file, a named er
   std::stringstream whole;
   whole << in.rdbuf();
   CHECK(whole.str().rfind("{\"traceEvents\":[\n", 0) == 0);
-  CHECK(whole.str().find("}},\n{\"ph\":\"M\",\"name\":\"process_name\"") != std::string::npos);  // parts joined
+  CHECK(whole.str().find("}},\n{\"ph\":\"M\",\"name\":\"process_name\"") !=
+        std::string::npos);  // parts joined
   std::remove(path.c_str());
   CHECK_THROWS_WITH(trace::write_trace_file("no-such-dir/t.json", {text}),
                     Catch::Contains("--trace: cannot write no-such-dir/t.json.tmp"));
