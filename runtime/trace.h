@@ -17,8 +17,9 @@
 // - ScopedArgs sets arguments on the calling thread that code underneath may attach to
 //   work it hands elsewhere (a process group attaches them to a collective's span, run on
 //   its communication thread): current_args() returns them (innermost scope wins).
-// The file format is trace_json.h; ranks' time zeros are aligned by
-// dist/trace_collect.h; trace_summary.h derives overlap and exposed communication.
+// The file format is trace_json.h; runtime/dist/trace_collect.h aligns the ranks' time
+// zeros and gathers their events into one file; trace_summary.h derives overlap and
+// exposed communication from them.
 #pragma once
 
 #include <atomic>
