@@ -63,13 +63,14 @@ std::vector<PhaseSummary> summarize(const std::vector<Event>& events) {
     // Without a backward span (not recorded) nothing overlaps and all is exposed.
     const int64_t compute_begin = backward ? backward->ts_ns : s->ts_ns;
     const int64_t compute_end = backward ? backward->end_ns() : s->ts_ns;
-    int64_t own = 0, own_in_compute = 0, wait = 0;
+    int64_t own = 0, own_in_compute = 0, wait = 0, agreement = 0;
     for (const Event* w : reducer_work[k]) {
       if (w->name == kWait) {
         wait += w->dur_ns;
       } else if (w->name == kAgreement || w->name == kPack || w->name == kLaunch || w->name == kUnpack) {
         own += w->dur_ns;
         own_in_compute += overlap_ns(*w, compute_begin, compute_end);
+        if (w->name == kAgreement) agreement += w->dur_ns;
       }
     }
     int64_t reduce = 0, overlapped = 0;
@@ -85,6 +86,7 @@ std::vector<PhaseSummary> summarize(const std::vector<Event>& events) {
     p.compute_ns += compute_end - compute_begin - own_in_compute;
     p.comm_ns += wait;
     p.reducer_ns += own;
+    p.agreement_ns += agreement;
   }
   return out;
 }
@@ -94,10 +96,11 @@ std::string summary_line(const PhaseSummary& p) {
   std::snprintf(line, sizeof line,
                 "trace: %s: %lld synced backwards; overlap %.0f%% of %.3f ms reduction per backward; exposed "
                 "communication %.3f ms per backward; critical path %.3f ms per backward: compute %.0f%%, "
-                "communication %.0f%%, Reducer %.0f%%",
+                "communication %.0f%%, Reducer %.0f%% (of which the agreement %.0f%%)",
                 p.phase.c_str(), static_cast<long long>(p.steps), 100 * p.overlap_fraction(),
                 p.ms_per_step(p.reduce_ns), p.ms_per_step(p.exposed_ns), p.ms_per_step(p.sync_ns),
-                100 * p.share(p.compute_ns), 100 * p.share(p.comm_ns), 100 * p.share(p.reducer_ns));
+                100 * p.share(p.compute_ns), 100 * p.share(p.comm_ns), 100 * p.share(p.reducer_ns),
+                100 * p.share(p.agreement_ns));
   return line;
 }
 

@@ -15,7 +15,9 @@
 // - the critical path is the sync span itself, split into the Reducer's own work (its
 //   "agreement", "pack", "launch" and "unpack" spans), communication (its "wait" spans) and
 //   compute (the backward's compute less the Reducer's work inside it); what is left
-//   (bookkeeping between them) is the remainder of the sync span.
+//   (bookkeeping between them) is the remainder of the sync span. The agreement is a
+//   collective: its time includes waiting for the last rank to arrive, so it is also given
+//   apart.
 // summary_line(s) is one human-readable line of it.
 #pragma once
 
@@ -44,8 +46,9 @@ struct PhaseSummary {
   int64_t overlapped_ns = 0;  // of which inside the backward's compute
   int64_t exposed_ns = 0;     // summed over the backwards
   int64_t compute_ns = 0;
-  int64_t comm_ns = 0;     // waiting for reductions
-  int64_t reducer_ns = 0;  // the Reducer's own work
+  int64_t comm_ns = 0;       // waiting for reductions
+  int64_t reducer_ns = 0;    // the Reducer's own work
+  int64_t agreement_ns = 0;  // of which the agreement (a collective: it waits for the last rank)
   double overlap_fraction() const {
     return reduce_ns > 0 ? static_cast<double>(overlapped_ns) / static_cast<double>(reduce_ns) : 0.0;
   }

@@ -88,6 +88,7 @@ TEST_CASE("trace summary: overlap, exposed communication and critical-path share
   CHECK(pd.compute_ns == 560'000 + 400'000);  // the backwards less the Reducer's work in them
   CHECK(pd.comm_ns == 200'000);               // waits
   CHECK(pd.reducer_ns == 100'000 + 30'000 + 10'000 + 50'000);  // agreement, packs, launch, unpack
+  CHECK(pd.agreement_ns == 100'000);
   CHECK(pd.share(pd.comm_ns) == 200.0 / 1500.0);
 
   const trace::PhaseSummary& pg = phases[1];
