@@ -12,6 +12,7 @@
 #include "autograd/observer_scope.h"
 #include "autograd/ops.h"
 #include "kernels/elementwise.h"
+#include "runtime/trace_summary.h"
 
 namespace tandem {
 
@@ -196,6 +197,9 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   }
   for (BackwardObserver* o : watching) o->on_backward_begin(pass);
 
+  // The compute alone: the observers' work at begin (the Reducer's agreement) and end (its
+  // waits) is theirs to record.
+  const int64_t compute_start_ns = trace::enabled() ? trace::now_ns() : -1;
   try {
     if (options.create_graph) {
       GradModeScope grad_mode(true);  // the rules record, so the gradients carry history
@@ -212,6 +216,7 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   if (!retain_graph) {
     for (const auto& node : graph.nodes) node->release();
   }
+  if (compute_start_ns >= 0) trace::complete("autograd", trace::kBackward, compute_start_ns);
   for (BackwardObserver* o : watching) o->on_backward_end(pass);
 }
 

@@ -2,7 +2,7 @@
 //
 //   mpirun -np 2 --oversubscribe build/bin/step_bench [--models mlp,mlp-dynamic,dcgan]
 //       [--modes single,whole,whole_view,separate,prepare] [--steps 100] [--runs 3] [--warmup 10]
-//       [--batch 64] [--json FILE]
+//       [--batch 64] [--json FILE] [--trace FILE]
 //
 // A step is GanModel::train_step: one D update then one G update (Adam 2e-4, betas 0.5,
 // 0.999), on fresh random data drawn inside the step as the PyTorch anchor does (real
@@ -16,6 +16,10 @@
 //             so the averages are not copied back)
 //   separate  SeparateDistributedDataParallel (one Reducer per part)
 //   prepare   whole wrap + explicit reducer().prepare_for_backward(loss) before each backward
+//   whole_traced  whole, with the step timeline recorded (runtime/trace.h) during its steps:
+//             against whole (tracing compiled in but off), the cost of tracing. Rank 0
+//             prints the trace summary of its steps (overlap, exposed communication per
+//             phase); --trace FILE writes them, every rank's, as one Chrome trace.
 // The time per step of a run is its wall time / --steps, the maximum over ranks; the
 // table gives the median of --runs runs after --warmup steps. ratio = mode / single.
 // The floor of a DDP mode: the same allreduces alone. For every phase its Reducers built
@@ -46,7 +50,9 @@
 #include "runtime/command_line.h"
 #include "runtime/dist/mpi_check.h"
 #include "runtime/dist/process_group.h"
+#include "runtime/dist/trace_collect.h"
 #include "runtime/rng.h"
+#include "runtime/trace_summary.h"
 
 using namespace tandem;
 
@@ -54,7 +60,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const std::string kModes[] = {"single", "whole", "whole_view", "separate", "prepare"};
+const std::string kModes[] = {"single", "whole", "whole_view", "separate", "prepare", "whole_traced"};
 
 struct Options {
   std::vector<std::string> models = {"mlp", "mlp-dynamic"};
@@ -64,6 +70,7 @@ struct Options {
   int warmup = 10;
   int64_t batch = 64;
   std::string json;
+  std::string trace;
 };
 
 // One model under one mode, with its optimizers and wrapper.
@@ -71,6 +78,7 @@ struct Setup {
   std::shared_ptr<models::GanModel> model;
   std::unique_ptr<models::WrappedGan> wrapped;
   Generator gen;
+  bool traced = false;
 
   Setup(const std::string& name, const std::string& mode, std::shared_ptr<dist::ProcessGroup> group, int rank)
       : gen(1234 + static_cast<uint64_t>(rank)) {
@@ -86,19 +94,30 @@ struct Setup {
     options.explicit_prepare = mode == "prepare";
     options.ddp.reducer.gradient_as_bucket_view = mode == "whole_view";
     wrapped = std::make_unique<models::WrappedGan>(model, group, options);
+    traced = mode == "whole_traced";
   }
 
   // One training step at iteration `it`; returns loss_d + loss_g (local).
   double step(int64_t it, int64_t batch_size) {
-    model->set_iteration(it);
-    Shape shape = model->sample_shape();
-    shape.insert(shape.begin(), batch_size);
-    Batch batch;
-    batch.inputs = Tensor::empty(shape);
-    fill_uniform(batch.inputs, -1.0, 1.0, gen);
-    batch.targets = Tensor::empty({batch_size, model->noise_dim()});
-    fill_normal(batch.targets, 0.0, 1.0, gen);
-    LogVars log = wrapped->train_step(batch);
+    if (traced) trace::set_enabled(true);
+    LogVars log;
+    {
+      trace::Span step("train", "step");
+      if (step.on()) step.set_args({trace::arg("iteration", it)});
+      model->set_iteration(it);
+      Batch batch;
+      {
+        trace::Span data("train", "data");
+        Shape shape = model->sample_shape();
+        shape.insert(shape.begin(), batch_size);
+        batch.inputs = Tensor::empty(shape);
+        fill_uniform(batch.inputs, -1.0, 1.0, gen);
+        batch.targets = Tensor::empty({batch_size, model->noise_dim()});
+        fill_normal(batch.targets, 0.0, 1.0, gen);
+      }
+      log = wrapped->train_step(batch);
+    }
+    if (traced) trace::set_enabled(false);
     return log["loss_d"] + log["loss_g"];
   }
 };
@@ -183,12 +202,16 @@ int main(int argc, char** argv) {
   cl.add("--warmup", &o.warmup, "untimed steps per mode first", 0);
   cl.add("--batch", &o.batch, "batch per rank", 1);
   cl.add("--json", &o.json, "also write the results as JSON here", "FILE");
+  cl.add("--trace", &o.trace, "write the whole_traced mode's steps, every rank's, as a Chrome trace here",
+         "FILE");
   cl.parse(argc, argv);
   try {
     dist::DistributedContext context(dist::Backend::mpi);
     std::shared_ptr<dist::ProcessGroup> group = context.world();
     const int n = group->size();
     const bool root = group->rank() == 0;
+    dist::start_trace_aligned(*group);  // time zero on every rank; recording only in whole_traced
+    trace::stop();
     if (root) {
       std::printf(
           "# step_bench: %d ranks, batch %lld per rank, %d runs of %d steps after %d warm-up steps;\n"
@@ -210,6 +233,7 @@ int main(int argc, char** argv) {
       std::vector<Result> rs;
       std::vector<int64_t> its;
       std::vector<bool> finite;
+      const int64_t model_start_ns = trace::now_ns();
       for (const std::string& mode : o.modes) {
         setups.push_back(std::make_unique<Setup>(name, mode, group, group->rank()));
         rs.push_back(Result{name, mode, {}, 0, 0});
@@ -259,6 +283,16 @@ int main(int argc, char** argv) {
         }
         results.push_back(r);
       }
+      if (root && std::find(o.modes.begin(), o.modes.end(), "whole_traced") != o.modes.end()) {
+        std::vector<trace::Event> events = trace::take_events();
+        std::erase_if(events, [&](const trace::Event& e) { return e.ts_ns < model_start_ns; });
+        for (const trace::PhaseSummary& phase : trace::summarize(events))
+          std::printf("# %s whole_traced, rank 0 %s\n", name.c_str(), trace::summary_line(phase).c_str());
+      }
+    }
+    if (!o.trace.empty()) {
+      dist::write_gathered_trace(*group, o.trace);
+      if (root) std::printf("# trace: %s\n", o.trace.c_str());
     }
     if (root) {
       std::printf("# Wrong (non-finite losses, differing replica values) : %lld %s\n",

@@ -1,7 +1,10 @@
 #include "models/gan.h"
 
+#include <optional>
+
 #include "autograd/ops.h"
 #include "models/gradient_penalty.h"
+#include "runtime/trace.h"
 
 namespace tandem::models {
 
@@ -43,6 +46,7 @@ void GanModel::update(OptimWrapperDict& optim_wrappers, const char* part, const 
 LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) {
   const GanObjective& o = objective;
   const bool r1_every_step = o.r1_gamma > 0 && o.r1_every == 1;
+  std::optional<trace::Span> forward_d(std::in_place, "train", "forward (D step)");
   // R1 differentiates D(real) with respect to the reals.
   Variable real(prepare_real(batch.inputs), /*requires_grad=*/r1_every_step);
   Variable z(batch.targets);
@@ -68,6 +72,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
     total_d = total_d + o.r1_gamma / 2 * r1;
     last_r1_ = r1.item();
   }
+  forward_d.reset();
 
   OptimWrapper& opt_d = optim_wrappers["discriminator"];
   OptimWrapper& opt_g = optim_wrappers["generator"];
@@ -104,7 +109,9 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
     }
     double loss_g_sum = 0.0;
     for (const Variable& pending : pending_fakes_) {
+      std::optional<trace::Span> forward_g(std::in_place, "train", "forward (G step)");
       Variable g = loss_g(pending);
+      forward_g.reset();
       if (!opt_g.accumulating()) opt_g.zero_grad();
       if (before_backward && opt_g.should_sync()) before_backward(g);
       opt_g.update_params(g);

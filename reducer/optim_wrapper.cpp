@@ -6,6 +6,7 @@
 
 #include "autograd/clip_grad.h"
 #include "autograd/ops.h"
+#include "runtime/trace.h"
 
 namespace tandem {
 
@@ -35,6 +36,7 @@ void OptimWrapper::step() {
   }
   if (clip_grad_.max_norm > 0)
     last_grad_norm_ = clip_grad_norm_(optimizer_->params(), clip_grad_.max_norm, clip_grad_.norm_type);
+  trace::Span span("optim", "optimizer step");
   optimizer_->step();
 }
 

@@ -1,6 +1,7 @@
 #include "reducer/reducer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "kernels/reduce.h"
 #include "reducer/replica_sync.h"
 #include "runtime/cpu_memory.h"
+#include "runtime/trace_summary.h"
 
 namespace tandem {
 
@@ -23,6 +25,9 @@ bool any_of(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), t
 // One reduction on the tensor's device: x * 0 is 0 for finite x and NaN for NaN/Inf, so
 // the sum is finite exactly when every element is.
 bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels::scale(t, 0.0)).item()); }
+
+// Numbers the synced backwards of every Reducer of the process, for the trace.
+std::atomic<int64_t> g_trace_syncs{0};
 
 // Positions are compared modulo this, so that the sums of squares cannot overflow.
 constexpr int64_t kPositionModulus = int64_t{1} << 20;
@@ -235,11 +240,30 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
   const std::vector<bool> reachable = local;
   for (size_t i = 0; i < local.size(); ++i) local[i] = local[i] || unsynced_used_[i];
   unsynced_used_.assign(params_.size(), false);
+  const bool traced = trace::enabled();
+  trace_sync_ = traced ? ++g_trace_syncs : -1;
+  trace_sync_start_ns_ = traced ? trace::now_ns() : 0;
   if (!options_.negotiate_grads) {  // every parameter, no collective
     activate_phase(std::vector<bool>(params_.size(), true), reachable);
     return;
   }
-  activate_phase(agree_on_used_set(local, backward), reachable);
+  std::vector<bool> global = agree_on_used_set(local, backward);
+  const int64_t agreed_ns = traced ? trace::now_ns() : 0;
+  activate_phase(global, reachable);
+  if (traced) {  // after activation: the phase is known now
+    trace::Event agreement{.category = "reducer",
+                           .name = trace::kAgreement,
+                           .ts_ns = trace_sync_start_ns_,
+                           .dur_ns = agreed_ns - trace_sync_start_ns_,
+                           .args = trace_args(-1)};
+    trace::record(std::move(agreement));
+  }
+}
+
+std::vector<trace::Arg> Reducer::trace_args(int bucket) const {
+  std::vector<trace::Arg> args = {trace::arg("sync", trace_sync_), trace::arg("phase", active_->label)};
+  if (bucket >= 0) args.push_back(trace::arg("bucket", bucket));
+  return args;
 }
 
 std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local, int64_t backward) {
@@ -359,9 +383,15 @@ Reducer::Phase& Reducer::phase_for(const std::vector<bool>& global) {
   Phase& phase = phases_[global];
   phase.id = next_phase_id_++;
   phase.last_used = ++use_clock_;
+  std::vector<std::string> parts;
   for (size_t i = 0; i < global.size(); ++i) {
-    if (global[i]) phase.used.push_back(i);
+    if (!global[i]) continue;
+    phase.used.push_back(i);
+    if (std::find(parts.begin(), parts.end(), part_of(i)) == parts.end()) parts.push_back(part_of(i));
   }
+  phase.label = options_.name + " phase " + std::to_string(phase.id) + " (";
+  for (size_t k = 0; k < parts.size(); ++k) phase.label += (k ? ", " : "") + parts[k];
+  phase.label += ")";
   std::vector<size_t> order(phase.used.rbegin(), phase.used.rend());  // gradients arrive roughly in reverse
   build_layout(phase, order);
   return phase;
@@ -466,6 +496,8 @@ void Reducer::mark_ready(size_t index, const Tensor* grad) {
   const bool is_slot = grad != nullptr && grad->defined() && grad->shares_storage_with(buffer) &&
                        grad->offset() == buffer.offset() + offset;
   if (!is_slot || prescale_ != 1.0) {  // one pass: copy (zeros without a grad) fused with the prescale
+    trace::Span span("reducer", trace::kPack);
+    if (span.on() && trace_sync_ >= 0) span.set_args(trace_args(b));
     kernels::pack_(buffer, {grad != nullptr ? *grad : Tensor()}, {offset}, {params_[index].numel()},
                    prescale_);
   }
@@ -484,7 +516,19 @@ void Reducer::launch_ready_buckets() {
           b.grad_bucket.buffer;  // a handle: in-place changes reach the bucket, reassigning does not
       hook(b.grad_bucket.index, flat);
     }
-    b.work = hook_->launch(b.grad_bucket);
+    if (trace_sync_ >= 0 && trace::enabled()) {
+      const int64_t start_ns = trace::now_ns();
+      std::vector<trace::Arg> args = trace_args(static_cast<int>(next_launch_));
+      {
+        trace::ScopedArgs for_the_collective(args);  // the reduction's span carries them
+        b.work = hook_->launch(b.grad_bucket);
+      }
+      trace::complete("reducer", trace::kLaunch, start_ns, std::move(args));
+      bytes_in_flight_ += static_cast<int64_t>(b.grad_bucket.bytes_sent);
+      trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
+    } else {
+      b.work = hook_->launch(b.grad_bucket);
+    }
     ++next_launch_;
   }
 }
@@ -517,14 +561,25 @@ void Reducer::finish_sync() {
                                      << options_.name << ": parameter '" << names_[i]
                                      << "' was reached by the backward but its gradient never became ready");
   }
+  const bool traced = trace_sync_ >= 0 && trace::enabled();
   size_t bytes = 0;
-  for (Bucket& b : phase.buckets) {
+  for (size_t k = 0; k < phase.buckets.size(); ++k) {
+    Bucket& b = phase.buckets[k];
+    const int64_t start_ns = traced ? trace::now_ns() : 0;
     if (b.work) b.work->wait();
     hook_->finish(b.grad_bucket);
     bytes += b.grad_bucket.bytes_sent;
+    if (traced) {
+      trace::complete("reducer", trace::kWait, start_ns, trace_args(static_cast<int>(k)));
+      bytes_in_flight_ -= static_cast<int64_t>(b.grad_bucket.bytes_sent);
+      trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
+    }
   }
   if (options_.non_finite != NonFinitePolicy::off) check_finite(phase);
-  for (const Bucket& b : phase.buckets) {
+  for (size_t k = 0; k < phase.buckets.size(); ++k) {
+    const Bucket& b = phase.buckets[k];
+    trace::Span span("reducer", trace::kUnpack);
+    if (span.on() && traced) span.set_args(trace_args(static_cast<int>(k)));
     if (options_.gradient_as_bucket_view) {
       for (size_t k = 0; k < b.params.size(); ++k) {
         size_t i = b.params[k];
@@ -548,6 +603,7 @@ void Reducer::finish_sync() {
   last_backward_bytes_ = bytes;
   total_bytes_ += bytes;
   ++synced_backwards_;
+  if (traced) trace::complete("reducer", trace::kSync, trace_sync_start_ns_, trace_args(-1));
 }
 
 void Reducer::check_finite(const Phase& phase) {

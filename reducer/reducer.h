@@ -90,6 +90,12 @@
 //   names are kept (unreached_parameters(), of the latest such backward) and written to
 //   stderr as one warning line the first time each distinct set appears. From the used
 //   set it already finds: no extra graph walk, no communication.
+// - Tracing (runtime/trace.h; off by default, one relaxed load per site then): each synced
+//   backward records its "agreement", each gradient's "pack", each bucket's "launch"
+//   (whose collective's span, on the communication thread or GPU stream, carries the same
+//   arguments), "wait" and "unpack", the whole as a "sync" span, and a "bytes in flight"
+//   counter; every span names the sync's number and the phase ("model phase 2
+//   (discriminator)"), bucket spans the bucket (trace_summary.h reads them).
 // - Ranks must run the same backwards and optimizer steps in the same order while a
 //   Reducer exists. Each agreement carries the rank's position: how many backwards this
 //   Reducer has seen on this rank (every backward, including those that reach none of its
@@ -117,6 +123,7 @@
 #include "reducer/comm_hook.h"
 #include "reducer/reducer_hooks.h"
 #include "runtime/dist/process_group.h"
+#include "runtime/trace.h"
 
 namespace tandem {
 
@@ -238,6 +245,7 @@ class Reducer : public BackwardObserver {
     int64_t backwards = 0;
     size_t bytes = 0;
     uint64_t last_used = 0;  // use_clock_ at its latest activation
+    std::string label;       // "model phase 2 (discriminator)", in traces
   };
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
@@ -267,6 +275,8 @@ class Reducer : public BackwardObserver {
   std::string part_of(size_t index) const;
   // One stderr line naming the PyTorch flags set that change nothing.
   void warn_ignored_options() const;
+  // The active phase's trace arguments: this sync's number, the phase, and the bucket (>= 0).
+  std::vector<trace::Arg> trace_args(int bucket) const;
 
   // Which Reducer watches each parameter, process-wide. Held as a member so that the
   // parameters are released also when the constructor throws after claiming them.
@@ -320,6 +330,9 @@ class Reducer : public BackwardObserver {
   std::vector<std::string> non_finite_names_;     // pending for take_non_finite
   std::vector<std::string> unreached_;            // detect_anomalous_params, latest backward
   std::set<std::vector<bool>> unreached_warned_;  // sets already written to stderr
+  int64_t trace_sync_ = -1;                       // this synced backward's number in the trace; -1: untraced
+  int64_t trace_sync_start_ns_ = 0;
+  int64_t bytes_in_flight_ = 0;  // launched and not yet waited for (traced backwards)
 };
 
 }  // namespace tandem

@@ -155,6 +155,9 @@ Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, nami
   --detect-anomalous-params  after each backward, warn (one line per new set) of the
                         parameters that require grad in a part the backward reaches
                         but that its loss does not reach
+  --trace FILE          write a timeline of every step of every rank to FILE (Chrome
+                        trace-event JSON: Perfetto, chrome://tracing) and print each
+                        phase's overlap and exposed communication at the end (off)
   --help                this text
 )";
 }
@@ -255,6 +258,11 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
        }},
       {"--check-replicas-every",
        [&](const std::string& v) { o.check_replicas_every = parse_int("--check-replicas-every", v, 0); }},
+      {"--trace",
+       [&](const std::string& v) {
+         if (v.empty()) usage_error("--trace needs a file name");
+         o.trace = v;
+       }},
   };
   std::map<std::string, std::function<void()>> switches = {
       {"--resume", [&] { o.resume = true; }},

@@ -20,6 +20,9 @@
 #include "models/train/step_timer.h"
 #include "models/wrapped_gan.h"
 #include "reducer/sync_batch_norm.h"
+#include "runtime/dist/trace_collect.h"
+#include "runtime/trace_json.h"
+#include "runtime/trace_summary.h"
 
 namespace tandem::models {
 
@@ -76,6 +79,21 @@ int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer
                                               << " or more to continue that run");
   if (is_rank0) out << "resuming from " << chosen << " at iteration " << start << "\n";
   return start;
+}
+
+// Rank 0 writes the trace at the end: a path it cannot write is refused now, on every rank,
+// before any training is lost.
+void check_trace_path(const TrainOptions& o, dist::ProcessGroup& world) {
+  std::string refusal;
+  if (world.rank() == 0) {
+    try {
+      trace::write_trace_file(o.trace, {});  // a valid, empty trace until the run's is written
+    } catch (const Error& e) {
+      refusal = e.message();
+    }
+  }
+  refusal = dist::broadcast_string(world, refusal, 0, "trace file check");
+  TANDEM_CHECK(refusal.empty(), (world.rank() == 0 ? "" : "rank 0 cannot write the trace: ") << refusal);
 }
 
 // True at multiples of `every` (0: never) and at the last iteration.
@@ -180,6 +198,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       wrapper->initialize_count_status(start, o.iters);
   }
   const bool scheduled = o.lr_schedule != "constant";
+  if (!o.trace.empty()) check_trace_path(o, *world);
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
   std::optional<RunReport> report;
@@ -205,12 +224,22 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   std::optional<data::Ring8Quality> ring8;
   const auto loop_start = Clock::now();
   StepTimer timer;
+  if (!o.trace.empty()) dist::start_trace_aligned(*world);
   timer.start(loop_start, wrapped.total_bytes());
   for (int64_t it = start; it < o.iters; ++it) {
-    model->set_iteration(it);
-    LogVars log = wrapped.train_step(batches.make(it));
-    const double lr_used = wrapped.opt_d().lr();
-    ema.update(it);
+    LogVars log;
+    double lr_used = 0;
+    {
+      trace::Span step("train", "step");
+      if (step.on()) step.set_args({trace::arg("iteration", it)});
+      model->set_iteration(it);
+      std::optional<trace::Span> data(std::in_place, "train", "data");
+      Batch batch = batches.make(it);
+      data.reset();
+      log = wrapped.train_step(batch);
+      lr_used = wrapped.opt_d().lr();
+      ema.update(it);
+    }
     timer.step();
 
     const int64_t done = it + 1;
@@ -264,6 +293,14 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   }
   // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).
   world->barrier("end of training")->wait();
+  if (!o.trace.empty()) {
+    const std::vector<trace::Event> events = dist::write_gathered_trace(*world, o.trace);
+    if (is_rank0) {
+      for (const trace::PhaseSummary& phase : trace::summarize(events))
+        out << "rank 0 " << trace::summary_line(phase) << "\n";
+      out << "trace: " << o.trace << "\n";
+    }
+  }
 
   result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
   result.iterations = o.iters - start;

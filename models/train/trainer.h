@@ -31,7 +31,11 @@
 // multiple of k (--ckpt-every is one). Errors (missing data, data too small
 // for --batch on this many ranks, bad checkpoint, unwritable --out, an --out another run
 // holds) are tandem::Errors naming the file or flag, thrown on every rank before training
-// starts. Rank 0 locks --out for the whole call (out_dir.h).
+// starts (an --trace file rank 0 cannot write too). Rank 0 locks --out for the whole call
+// (out_dir.h). With options.trace, every rank records the step timeline from the first
+// iteration (runtime/trace.h: a "step" span per iteration, "data" inside it), rank 0 writes
+// it, every rank's, to that file at the end and prints one summary line per phase
+// (trace_summary.h) and "trace: FILE" to `out`.
 // gan_config(options) and wrapped_gan_options(options) are the model and the wrapping that
 // train() builds from the flags, and sync_batch_norms(options, model, world) is what it does
 // for --sync-bn: converts every batch norm of the model to SyncBatchNorm over `world`

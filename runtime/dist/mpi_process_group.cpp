@@ -14,6 +14,7 @@
 #include "runtime/dist/mpi_lifetime.h"
 #include "runtime/dist/mpi_reduce_ops.h"
 #include "runtime/dist/thread_slice.h"
+#include "runtime/trace.h"
 
 #if TANDEM_HAVE_CUDA
 #include "runtime/cuda_check.h"
@@ -54,6 +55,10 @@ class MpiWork;
 struct QueuedOp {
   std::shared_ptr<MpiWork> work;
   std::function<void(MpiGroupState&)> run;
+  // Set when tracing was on at issue: the span the communication thread records.
+  bool traced = false;
+  std::string trace_name;
+  std::vector<trace::Arg> trace_args;
 };
 
 struct MpiGroupState final : StoppableGroup {
@@ -184,6 +189,7 @@ void MpiGroupState::wake_waiters() {
 
 void MpiGroupState::run_loop() {
   request_time_slice(slice_us);  // a hint: without it buckets still complete, only later
+  trace::set_thread_name("communication (" + name + ")");
   for (;;) {
     QueuedOp op;
     bool failed_earlier = false;
@@ -206,7 +212,9 @@ void MpiGroupState::run_loop() {
           Error(__FILE__, __LINE__, op.work->description() + " was not run: " + earlier));
     } else {
       try {
+        const int64_t start_ns = op.traced ? trace::now_ns() : 0;
         op.run(*this);
+        if (op.traced) trace::complete("comm", std::move(op.trace_name), start_ns, std::move(op.trace_args));
       } catch (const std::exception& e) {
         error = std::current_exception();
         std::lock_guard<std::mutex> lock(mu);
@@ -407,9 +415,19 @@ std::shared_ptr<Work> enqueue(const std::shared_ptr<MpiGroupState>& state, std::
     TANDEM_CHECK(g.failure.empty(), description << ": " << g.describe_group()
                                                 << " is unusable after an earlier failure: " << g.failure);
     TANDEM_CHECK(!g.stopping, description << ": " << g.describe_group() << " has been shut down");
+    detail::QueuedOp op;
+    op.run = std::move(run);
+    if (trace::enabled()) {  // the span's name is the op ("allreduce (sum)"), its args the issuer's
+      op.traced = true;
+      op.trace_name = description.substr(0, description.find(" of "));
+      op.trace_args = trace::current_args();
+      op.trace_args.push_back(trace::arg("bytes", static_cast<int64_t>(bytes)));
+      op.trace_args.push_back(trace::arg("what", description));
+    }
     work = std::make_shared<MpiWork>(state, std::move(description), bytes, timeout, ++g.issued,
                                      std::move(tensors));
-    g.queue.push_back({work, std::move(run)});
+    op.work = work;
+    g.queue.push_back(std::move(op));
   }
   g.queue_cv.notify_one();
   return work;

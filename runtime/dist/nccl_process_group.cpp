@@ -14,6 +14,7 @@
 #include "runtime/dist/mpi_check.h"
 #include "runtime/dist/mpi_lifetime.h"
 #include "runtime/dist/mpi_process_group.h"
+#include "runtime/trace.h"
 
 // NCCL calls return ncclResult_t; a failure throws naming the call, file:line and rank.
 #define TANDEM_CHECK_NCCL(call)                                                                    \
@@ -93,10 +94,20 @@ struct NcclGroupState {
   std::string failure;
   std::thread watchdog;
 
+  // Tracing: the GPU stream's spans are timed by CUDA events against a reference event
+  // whose host time (steady_clock) was taken when it completed.
+  int trace_track = 0;
+  cudaEvent_t trace_reference = nullptr;
+  int64_t trace_reference_steady_ns = 0;
+
   std::string describe_group() const {
     return "nccl process group '" + name + "' on cuda:" + std::to_string(device);
   }
   void watch();
+  // With mu held: completes the finished outstanding work in order (recording its spans).
+  void sweep_completed();
+  // With mu held, on the issuing thread: the reference event, made once.
+  void ensure_trace_reference();
   void abort_job(const std::string& message);
 };
 
@@ -118,6 +129,40 @@ class NcclWork final : public Work {
   }
   ~NcclWork() override {
     if (done_event_ != nullptr) cudaEventDestroy(done_event_);
+    if (trace_start_ != nullptr) cudaEventDestroy(trace_start_);
+    if (trace_end_ != nullptr) cudaEventDestroy(trace_end_);
+  }
+
+  // Tracing: events around the operation on the group's stream, and the span's name and
+  // arguments (the issuer's trace::current_args()).
+  void trace_begin(cudaStream_t stream, std::string name, std::vector<trace::Arg> args) {
+    TANDEM_CHECK_CUDA(cudaEventCreate(&trace_start_));
+    TANDEM_CHECK_CUDA(cudaEventCreate(&trace_end_));
+    TANDEM_CHECK_CUDA(cudaEventRecord(trace_start_, stream));
+    trace_name_ = std::move(name);
+    trace_args_ = std::move(args);
+  }
+  void trace_end(cudaStream_t stream) {
+    if (trace_end_ != nullptr) TANDEM_CHECK_CUDA(cudaEventRecord(trace_end_, stream));
+  }
+  // Once the work is done: its span on the stream's track, in host time.
+  void record_trace_span(const NcclGroupState& g) {
+    if (trace_start_ == nullptr) return;
+    float start_ms = 0, end_ms = 0;
+    if (cudaEventElapsedTime(&start_ms, g.trace_reference, trace_start_) != cudaSuccess ||
+        cudaEventElapsedTime(&end_ms, g.trace_reference, trace_end_) != cudaSuccess)
+      return;  // a span lost, not an error of the collective
+    trace::Event e;
+    e.category = "comm";
+    e.name = trace_name_;
+    e.ts_ns = trace::trace_ns_of(g.trace_reference_steady_ns + static_cast<int64_t>(1e6 * start_ms));
+    e.dur_ns = static_cast<int64_t>(1e6 * (end_ms - start_ms));
+    e.tid = g.trace_track;
+    e.args = std::move(trace_args_);
+    trace::record(std::move(e));
+    cudaEventDestroy(trace_start_);
+    cudaEventDestroy(trace_end_);
+    trace_start_ = trace_end_ = nullptr;
   }
 
   cudaEvent_t done_event() const { return done_event_; }
@@ -199,7 +244,28 @@ class NcclWork final : public Work {
   bool host_blocking_wait_;
   cudaEvent_t done_event_ = nullptr;
   std::atomic<bool> completed_{false};
+  cudaEvent_t trace_start_ = nullptr;
+  cudaEvent_t trace_end_ = nullptr;
+  std::string trace_name_;
+  std::vector<trace::Arg> trace_args_;
 };
+
+void NcclGroupState::sweep_completed() {
+  while (!outstanding.empty() && cudaEventQuery(outstanding.front()->done_event()) == cudaSuccess) {
+    outstanding.front()->record_trace_span(*this);
+    outstanding.front()->mark_completed();
+    outstanding.pop_front();
+  }
+}
+
+void NcclGroupState::ensure_trace_reference() {
+  if (trace_reference != nullptr) return;
+  TANDEM_CHECK_CUDA(cudaEventCreate(&trace_reference));
+  TANDEM_CHECK_CUDA(cudaEventRecord(trace_reference, stream));
+  TANDEM_CHECK_CUDA(cudaEventSynchronize(trace_reference));
+  trace_reference_steady_ns = trace::steady_ns();
+  trace_track = trace::track("NCCL stream (" + name + ", cuda:" + std::to_string(device) + ")");
+}
 
 void NcclGroupState::abort_job(const std::string& message) {
   if (comm != nullptr) ncclCommAbort(comm);
@@ -212,10 +278,7 @@ void NcclGroupState::watch() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
     cv.wait_for(lock, std::chrono::milliseconds(100));
-    while (!outstanding.empty() && cudaEventQuery(outstanding.front()->done_event()) == cudaSuccess) {
-      outstanding.front()->mark_completed();
-      outstanding.pop_front();
-    }
+    sweep_completed();
     if (stopping && outstanding.empty()) return;
     if (!outstanding.empty() && Clock::now() > outstanding.front()->deadline() + kWatchdogGrace) {
       std::string message = outstanding.front()->timeout_text();
@@ -273,9 +336,22 @@ std::shared_ptr<Work> launch(const std::shared_ptr<NcclGroupState>& state, std::
   cudaStream_t caller = g.caller.load();
   TANDEM_CHECK_CUDA(cudaEventRecord(g.ready, caller));
   TANDEM_CHECK_CUDA(cudaStreamWaitEvent(g.stream, g.ready, 0));
+  const bool traced = trace::enabled();
+  std::string trace_name = traced ? description.substr(0, description.find(" of ")) : std::string();
+  std::vector<trace::Arg> trace_args;
+  if (traced) {
+    trace_args = trace::current_args();
+    trace_args.push_back(trace::arg("bytes", static_cast<int64_t>(bytes)));
+    trace_args.push_back(trace::arg("what", description));
+  }
   auto work = std::make_shared<NcclWork>(state, std::move(description), bytes, timeout, ++g.issued, caller,
                                          std::move(tensors), host_blocking_wait);
+  if (traced) {
+    g.ensure_trace_reference();
+    work->trace_begin(g.stream, std::move(trace_name), std::move(trace_args));
+  }
   body(g);
+  work->trace_end(g.stream);
   TANDEM_CHECK_CUDA(cudaEventRecord(work->done_event(), g.stream));
   g.outstanding.push_back(work);
   return work;
@@ -305,9 +381,15 @@ NcclProcessGroup::NcclProcessGroup(MPI_Comm comm, int device, std::string name)
   TANDEM_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&g.scratch), sizeof(float)));
   TANDEM_CHECK_NCCL(ncclCommInitRank(&g.comm, size(), id, rank()));
   g.watchdog = std::thread([state = state_.get()] { state->watch(); });
+  trace::add_flusher(state_.get(), [state = state_.get()] {
+    std::lock_guard<std::mutex> lock(state->mu);
+    cudaSetDevice(state->device);
+    state->sweep_completed();
+  });
 }
 
 NcclProcessGroup::~NcclProcessGroup() {
+  trace::remove_flusher(state_.get());
   NcclGroupState& g = *state_;
   {
     std::unique_lock<std::mutex> lock(g.mu);
@@ -325,6 +407,7 @@ NcclProcessGroup::~NcclProcessGroup() {
   if (g.comm != nullptr) ncclCommDestroy(g.comm);
   if (g.scratch != nullptr) cudaFree(g.scratch);
   if (g.ready != nullptr) cudaEventDestroy(g.ready);
+  if (g.trace_reference != nullptr) cudaEventDestroy(g.trace_reference);
   if (g.stream != nullptr) cudaStreamDestroy(g.stream);
   if (g.mpi_comm != MPI_COMM_NULL && detail::mpi_running()) {
     auto lock = detail::lock_mpi();

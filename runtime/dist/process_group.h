@@ -23,6 +23,10 @@
 //   operations throw at once, and destroying it ends the job through abort_on_timeout
 //   (its communication may be stuck for ever, and MPI cannot be shut down around it).
 // - is_completed() is true once the operation finished, successfully or not.
+// - While tracing (runtime/trace.h) is on at issue, the MPI and NCCL backends record each
+//   operation's span where it runs (the communication thread; the NCCL stream, timed by
+//   CUDA events) in category "comm", named by the op ("allreduce (sum)"), with the
+//   issuer's trace::current_args() and the bytes.
 // - new_subgroup(ranks) is collective over this group: every rank passes the same list
 //   of this group's ranks; members get a group whose rank i is ranks[i], the others get
 //   nullptr.
