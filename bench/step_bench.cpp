@@ -25,7 +25,7 @@
 // The floor of a DDP mode: the same allreduces alone. For every phase its Reducers built
 // (D step, G step, ...), that phase's buckets are allreduced through the same process group
 // (all launched, then all waited, as the Reducer does; median of 15 after 3, max over
-// ranks), weighted by the phase's backwards per step. extra = mode - single, and
+// ranks), weighted by the phase's share of the synced backwards per step. extra = mode - single, and
 // extra/ar = extra / that allreduce time: 1.0 means the Reducer costs nothing beyond the
 // communication itself (the target on 2 cores: <= 1.15).
 // Checks (exit 1 on failure): losses finite, and after every DDP mode the parameters are
@@ -150,14 +150,21 @@ double median_of(std::vector<double> v) {
   return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
 }
 
-// Per step, the time of the allreduces a DDP mode's Reducers ran, alone: each phase's
-// buckets allreduced together (launch all, wait all), weighted by the phase's backwards
-// per training step.
+// Per step, the time of the allreduces a DDP mode's Reducers ran, alone: each cached
+// phase's buckets allreduced together (launch all, wait all). A Reducer's synced backwards
+// per step are shared among its phases in proportion to their backwards (a dynamic model's
+// phases may have been evicted and rebuilt, so the counts of the cached ones are partial).
 double allreduce_floor_ms(const models::WrappedGan& wrapped, dist::ProcessGroup& group, int64_t steps) {
   constexpr int kWarmup = 3, kReps = 15;
   double per_step = 0;
   for (const Reducer* reducer : wrapped.reducers()) {
-    for (const PhaseStats& phase : reducer->stats()) {
+    const std::vector<PhaseStats> phases = reducer->stats();
+    int64_t counted = 0;
+    for (const PhaseStats& phase : phases) counted += phase.backwards;
+    if (counted == 0) continue;
+    const double backwards_per_step =
+        static_cast<double>(reducer->synced_backwards()) / static_cast<double>(steps);
+    for (const PhaseStats& phase : phases) {
       std::vector<Tensor> buckets;
       for (size_t bytes : phase.bucket_bytes)
         buckets.push_back(Tensor::ones({static_cast<int64_t>(bytes / sizeof(float))}));
@@ -171,7 +178,8 @@ double allreduce_floor_ms(const models::WrappedGan& wrapped, dist::ProcessGroup&
         double local = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
         if (rep >= kWarmup) ms.push_back(max_over_ranks(local));
       }
-      per_step += median_of(ms) * static_cast<double>(phase.backwards) / static_cast<double>(steps);
+      const double share = static_cast<double>(phase.backwards) / static_cast<double>(counted);
+      per_step += median_of(ms) * share * backwards_per_step;
     }
   }
   return per_step;

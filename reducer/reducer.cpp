@@ -389,7 +389,10 @@ Reducer::Phase& Reducer::phase_for(const std::vector<bool>& global) {
     phase.used.push_back(i);
     if (std::find(parts.begin(), parts.end(), part_of(i)) == parts.end()) parts.push_back(part_of(i));
   }
-  phase.label = options_.name + " phase " + std::to_string(phase.id) + " (";
+  // Names the parameter set, not the phase's id: a phase evicted and rebuilt (a dynamic
+  // model's) keeps its label, so a trace summary adds up all its backwards.
+  phase.label = options_.name + ": " + std::to_string(phase.used.size()) + " of " +
+                std::to_string(params_.size()) + " parameters (";
   for (size_t k = 0; k < parts.size(); ++k) phase.label += (k ? ", " : "") + parts[k];
   phase.label += ")";
   std::vector<size_t> order(phase.used.rbegin(), phase.used.rend());  // gradients arrive roughly in reverse

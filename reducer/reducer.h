@@ -245,7 +245,7 @@ class Reducer : public BackwardObserver {
     int64_t backwards = 0;
     size_t bytes = 0;
     uint64_t last_used = 0;  // use_clock_ at its latest activation
-    std::string label;       // "model phase 2 (discriminator)", in traces
+    std::string label;       // "model: 6 of 12 parameters (discriminator)", in traces
   };
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;

@@ -68,7 +68,7 @@ struct TrainOptions {
   bool sync_bn = false;                  // batch norms use statistics over every rank's batch
   int64_t check_replicas_every = 0;      // compare parameter (and broadcast buffer) hashes every N steps
   bool detect_anomalous_params = false;  // warn of parameters a part's loss does not reach
-  std::string trace;                     // a Chrome trace of every step goes here (rank 0 writes it); empty: off
+  std::string trace;  // a Chrome trace of every step goes here (rank 0 writes it); empty: off
   bool help = false;
 };
 

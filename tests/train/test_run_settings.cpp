@@ -79,9 +79,10 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   for (const RunSetting& s : settings_of({"--model", "mlp"})) {
     if (s.kept_on_resume) kept.insert(s.flag);
   }
-  CHECK(kept == std::set<std::string>{"--data", "--channels", "--batch", "--lr", "--lr-schedule", "--clip-grad",
-                                      "--clip-grad-type", "--accumulate", "--seed", "--dynamic", "--loss",
-                                      "--gp-lambda", "--n-critic", "--r1-gamma", "--r1-every"});
+  CHECK(kept == std::set<std::string>{"--data", "--channels", "--batch", "--lr", "--lr-schedule",
+                                      "--clip-grad", "--clip-grad-type", "--accumulate", "--seed",
+                                      "--dynamic", "--loss", "--gp-lambda", "--n-critic", "--r1-gamma",
+                                      "--r1-every"});
   // A schedule in its canonical form: two spellings of one schedule agree.
   CHECK(find(settings_of({"--lr-schedule", "warmup:5+step:10"}), "--lr-schedule").value ==
         find(settings_of({"--lr-schedule", "step:10:0.1+warmup:5:0.001"}), "--lr-schedule").value);
