@@ -34,6 +34,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
+#include "bench/bench_common.h"
 #include "models/gan.h"
 #include "models/gradient_penalty.h"
 #include "reducer/ddp.h"
@@ -130,34 +131,6 @@ struct Setup {
   }
 };
 
-double max_over_ranks(double v) {
-  double out = 0;
-  TANDEM_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return out;
-}
-
-// D's parameters bitwise identical on every rank: each rank's bytes against rank 0's.
-int64_t replica_mismatches(models::GanModel& model, dist::ProcessGroup& group) {
-  int64_t wrong = 0;
-  for (const auto& [name, p] : model.discriminator->named_parameters()) {
-    Tensor mine = p.data().clone();
-    Tensor theirs = mine.clone();
-    group.broadcast(theirs, 0, "replica check")->wait();
-    const float* a = mine.data<float>();
-    const float* b = theirs.data<float>();
-    for (int64_t k = 0; k < mine.numel(); ++k) wrong += std::memcmp(a + k, b + k, sizeof(float)) != 0;
-  }
-  long long local = wrong, total = 0;
-  TANDEM_CHECK_MPI(MPI_Allreduce(&local, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
-  return total;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t k = v.size();
-  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
-}
-
 struct Row {
   std::string mode, kind;
   double step_ms = 0, forward_ms = 0, inner_ms = 0, backward_ms = 0, optim_ms = 0;
@@ -212,7 +185,7 @@ int main(int argc, char** argv) {
           TANDEM_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
           auto t0 = Clock::now();
           for (int s = 0; s < o.steps; ++s) finite[k] = finite[k] && std::isfinite(setups[k]->step(o.batch));
-          run_ms[k].push_back(max_over_ranks(1e3 * seconds_since(t0) / o.steps));
+          run_ms[k].push_back(bench::max_over_ranks(1e3 * seconds_since(t0) / o.steps));
         }
       }
       const double timed = static_cast<double>(o.runs) * o.steps;
@@ -220,11 +193,11 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < setups.size(); ++k) {
         const Phases& p = setups[k]->phases;
         Row r{mode, setups[k]->kind};
-        r.step_ms = median(run_ms[k]);
-        r.forward_ms = max_over_ranks(1e3 * p.forward / timed);
-        r.inner_ms = max_over_ranks(1e3 * p.inner / timed);
-        r.backward_ms = max_over_ranks(1e3 * p.backward / timed);
-        r.optim_ms = max_over_ranks(1e3 * p.optim / timed);
+        r.step_ms = bench::median_of(run_ms[k]);
+        r.forward_ms = bench::max_over_ranks(1e3 * p.forward / timed);
+        r.inner_ms = bench::max_over_ranks(1e3 * p.inner / timed);
+        r.backward_ms = bench::max_over_ranks(1e3 * p.backward / timed);
+        r.optim_ms = bench::max_over_ranks(1e3 * p.optim / timed);
         if (r.kind == "plain") plain = rows.size();
         const Row& base = r.kind == "plain" ? r : rows[plain];
         r.bwd_ratio = r.backward_ms / base.backward_ms;
@@ -232,7 +205,9 @@ int main(int argc, char** argv) {
         rows.push_back(r);
         long long bad = finite[k] ? 0 : 1, bad_total = 0;
         TANDEM_CHECK_MPI(MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
-        int64_t wrong = bad_total + (mode == "ddp" ? replica_mismatches(*setups[k]->model, *group) : 0);
+        int64_t wrong =
+            bad_total +
+            (mode == "ddp" ? bench::replica_mismatches(*setups[k]->model->discriminator, *group) : 0);
         total_wrong += wrong;
         const Row& w = rows.back();
         if (root) {

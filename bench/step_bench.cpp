@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "autograd/optim.h"
+#include "bench/bench_common.h"
 #include "models/gan.h"
 #include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
@@ -122,34 +123,6 @@ struct Setup {
   }
 };
 
-double max_over_ranks(double v) {
-  double out = 0;
-  TANDEM_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return out;
-}
-
-// Parameters bitwise identical on every rank: compare each rank's bytes with rank 0's.
-int64_t replica_mismatches(const std::shared_ptr<models::GanModel>& model, dist::ProcessGroup& group) {
-  int64_t wrong = 0;
-  for (const auto& [name, p] : model->named_parameters()) {
-    Tensor mine = p.data().clone();
-    Tensor theirs = mine.clone();
-    group.broadcast(theirs, 0, "replica check")->wait();
-    const float* a = mine.data<float>();
-    const float* b = theirs.data<float>();
-    for (int64_t k = 0; k < mine.numel(); ++k) wrong += std::memcmp(a + k, b + k, sizeof(float)) != 0;
-  }
-  long long local = wrong, total = 0;
-  TANDEM_CHECK_MPI(MPI_Allreduce(&local, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
-  return total;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t k = v.size();
-  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
-}
-
 // Per step, the time of the allreduces a DDP mode's Reducers ran, alone: each cached
 // phase's buckets allreduced together (launch all, wait all). A Reducer's synced backwards
 // per step are shared among its phases in proportion to their backwards (a dynamic model's
@@ -176,10 +149,10 @@ double allreduce_floor_ms(const models::WrappedGan& wrapped, dist::ProcessGroup&
         for (Tensor& b : buckets) works.push_back(group.allreduce(b, dist::ReduceOp::sum, "floor"));
         for (auto& w : works) w->wait();
         double local = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
-        if (rep >= kWarmup) ms.push_back(max_over_ranks(local));
+        if (rep >= kWarmup) ms.push_back(bench::max_over_ranks(local));
       }
       const double share = static_cast<double>(phase.backwards) / static_cast<double>(counted);
-      per_step += median_of(ms) * share * backwards_per_step;
+      per_step += bench::median_of(ms) * share * backwards_per_step;
     }
   }
   return per_step;
@@ -259,18 +232,18 @@ int main(int argc, char** argv) {
           for (int s = 0; s < o.steps; ++s)
             finite[m] = finite[m] && std::isfinite(setups[m]->step(its[m]++, o.batch));
           double ms = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count() / o.steps;
-          rs[m].run_ms.push_back(max_over_ranks(ms));
+          rs[m].run_ms.push_back(bench::max_over_ranks(ms));
         }
       }
       double single_ms = 0;
       for (size_t m = 0; m < setups.size(); ++m) {
         Result& r = rs[m];
-        r.median_ms = median_of(r.run_ms);
+        r.median_ms = bench::median_of(r.run_ms);
         if (r.mode != "single") r.allreduce_ms = allreduce_floor_ms(*setups[m]->wrapped, *group, its[m]);
         long long bad = finite[m] ? 0 : 1, bad_total = 0;
         TANDEM_CHECK_MPI(MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
         r.wrong = bad_total;
-        if (r.mode != "single") r.wrong += replica_mismatches(setups[m]->model, *group);
+        if (r.mode != "single") r.wrong += bench::replica_mismatches(*setups[m]->model, *group);
         total_wrong += r.wrong;
         if (r.mode == "single") single_ms = r.median_ms;
         if (root) {

@@ -7,35 +7,16 @@
 #include <fstream>
 
 #include "runtime/error.h"
+#include "runtime/json_subset.h"
 
 namespace tandem::trace {
 
 namespace {
 
 std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  append_json_string(out, text);
+  return out;
 }
 
 std::string microseconds(int64_t ns) {
