@@ -5,7 +5,8 @@
 //   on the whole batch (and close to one CPU process), replicas bitwise identical;
 // - overlap, in order: the first buckets' allreduces are enqueued before the first layer's
 //   backward is issued and, on a GPU of its own, the first completes while most of the
-//   backward still runs (CUDA events on the compute stream and the group's stream).
+//   backward still runs (CUDA events on the compute stream and the group's stream);
+// - SyncBatchNorm over NCCL against BatchNorm on the global batch (sync_bn_oracle.h).
 // Skips with a message without a GPU (as on CI).
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "runtime/dist/process_group.h"
 #include "tests/mpi_gpu_skip.h"
 #include "tests/reducer/gan_fixture.h"
+#include "tests/reducer/sync_bn_oracle.h"
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -83,6 +85,22 @@ TEST_CASE("GPU: GAN training in every MMGeneration style matches the single-proc
       require_close(got, one_gpu, 1e-5);
       require_replicas_identical(got, *cpu_world());
     }
+  }
+}
+
+TEST_CASE("GPU: SyncBatchNorm over NCCL on slices equals BatchNorm on the global batch",
+          "[cuda][sync_batch_norm][oracle]") {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda(gpu_world()->device());
+  const int64_t global_n = 12;  // divisible by 1..3 ranks
+  std::vector<int64_t> starts, counts;
+  for (bool empty_first : {false, true}) {
+    if (empty_first && gpu_world()->size() < 2) continue;
+    INFO((empty_first ? "rank 0 holds no rows" : "equal slices")
+         << ", " << gpu_world()->size() << " GPU ranks");
+    sync_bn::slices(gpu_world()->size(), global_n, empty_first, starts, counts);
+    sync_bn::check_against_oracle(2, starts, counts, global_n, gpu_world(), *cpu_world(), gpu);
+    sync_bn::check_against_oracle(4, starts, counts, global_n, gpu_world(), *cpu_world(), gpu);
   }
 }
 
