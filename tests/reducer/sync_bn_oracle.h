@@ -51,18 +51,21 @@ inline StepResult step(nn::BatchNorm& bn, const Tensor& x_data, const Tensor& w)
 }
 
 inline StepResult on_cpu(const StepResult& s) {
-  return {s.y.to(Device::cpu()), s.dx.to(Device::cpu()), s.dgamma.to(Device::cpu()), s.dbeta.to(Device::cpu())};
+  return {s.y.to(Device::cpu()), s.dx.to(Device::cpu()), s.dgamma.to(Device::cpu()),
+          s.dbeta.to(Device::cpu())};
 }
 
 // Rows [first, first + count) of every tensor.
-inline Tensor rows(const Tensor& t, int64_t first, int64_t count) { return t.narrow_rows(first, count).clone(); }
+inline Tensor rows(const Tensor& t, int64_t first, int64_t count) {
+  return t.narrow_rows(first, count).clone();
+}
 
 // Runs two training steps and one eval step with rank r holding rows
 // [starts[r], starts[r] + counts[r]) of the global batch, against the oracle.
 inline void check_against_oracle(int64_t input_dim, const std::vector<int64_t>& starts,
-                          const std::vector<int64_t>& counts, int64_t global_n,
-                          const std::shared_ptr<dist::ProcessGroup>& sync_group, dist::ProcessGroup& cpu_group,
-                          Device device) {
+                                 const std::vector<int64_t>& counts, int64_t global_n,
+                                 const std::shared_ptr<dist::ProcessGroup>& sync_group,
+                                 dist::ProcessGroup& cpu_group, Device device) {
   const int64_t c = 3;
   const Shape shape = input_dim == 2 ? Shape{global_n, c} : Shape{global_n, c, 4, 5};
   auto oracle = make_bn(input_dim, c);
