@@ -1,11 +1,6 @@
 // Image folders: the PNG and JPEG decoders, channel conversion, centre crop and area
 // average, the folder's order, and the named errors for bad files (with and without
 // skipping them). The pictures are written here with libpng (png_writer) and libjpeg.
-// clang-format off
-#include <cstdio>  // jpeglib.h needs FILE and size_t first
-#include <jpeglib.h>
-// clang-format on
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -14,6 +9,7 @@
 #include "models/data/image_folder.h"
 #include "models/data/image_resize.h"
 #include "models/data/png_writer.h"
+#include "tests/jpeg_writer.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
@@ -23,34 +19,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A baseline JPEG at quality 100 (no chroma subsampling for colour): flat colours survive
-// within a unit or two.
+// A baseline JPEG at quality 100 with no chroma subsampling: flat colours survive within a
+// unit or two.
 void write_jpeg(const std::string& path, int width, int height, int channels,
                 const std::vector<uint8_t>& pixels) {
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr err;
-  cinfo.err = jpeg_std_error(&err);
-  jpeg_create_compress(&cinfo);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  jpeg_stdio_dest(&cinfo, f);
-  cinfo.image_width = static_cast<JDIMENSION>(width);
-  cinfo.image_height = static_cast<JDIMENSION>(height);
-  cinfo.input_components = channels;
-  cinfo.in_color_space = channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, 100, TRUE);
-  if (channels == 3) {
-    for (int c = 0; c < 3; ++c) cinfo.comp_info[c].h_samp_factor = cinfo.comp_info[c].v_samp_factor = 1;
-  }
-  jpeg_start_compress(&cinfo, TRUE);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(&pixels[static_cast<size_t>(cinfo.next_scanline) * width * channels]);
-    jpeg_write_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::fclose(f);
+  tandem::testing::write_jpeg(path, width, height, channels, pixels, 100, /*full_chroma=*/true);
 }
 
 std::vector<uint8_t> flat(int width, int height, std::vector<uint8_t> colour) {

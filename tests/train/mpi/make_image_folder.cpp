@@ -4,11 +4,6 @@
 // Image i goes to <out>/<i % 3>/img-<i>: even i as a 28x28 PNG, odd i as a JPEG at quality 95
 // enlarged to 56x64 (each pixel 2x2, 4 blank rows above and below), so that loading crops
 // and averages it back. rgb tints each picture (red = v, green = 255 - v, blue = v / 2).
-// clang-format off
-#include <cstdio>  // jpeglib.h needs FILE and size_t first
-#include <jpeglib.h>
-// clang-format on
-
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -16,32 +11,13 @@
 
 #include "models/data/dataset.h"
 #include "models/data/png_writer.h"
+#include "tests/jpeg_writer.h"
 
 namespace {
 
 void write_jpeg(const std::string& path, int width, int height, int channels,
                 const std::vector<uint8_t>& pixels) {
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr err;
-  cinfo.err = jpeg_std_error(&err);
-  jpeg_create_compress(&cinfo);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) throw std::runtime_error("cannot write " + path);
-  jpeg_stdio_dest(&cinfo, f);
-  cinfo.image_width = static_cast<JDIMENSION>(width);
-  cinfo.image_height = static_cast<JDIMENSION>(height);
-  cinfo.input_components = channels;
-  cinfo.in_color_space = channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, 95, TRUE);
-  jpeg_start_compress(&cinfo, TRUE);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(&pixels[static_cast<size_t>(cinfo.next_scanline) * width * channels]);
-    jpeg_write_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::fclose(f);
+  tandem::testing::write_jpeg(path, width, height, channels, pixels, 95, /*full_chroma=*/false);
 }
 
 }  // namespace
