@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <sstream>
@@ -26,8 +28,18 @@ bool any_of(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), t
 // the sum is finite exactly when every element is.
 bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels::scale(t, 0.0)).item()); }
 
+// The trace span of a shared bucket's reduction (a collective's span, like "allreduce (sum)").
+constexpr const char* kSharedReduce = "shared-memory allreduce (sum)";
+
 // Numbers the synced backwards of every Reducer of the process, for the trace.
 std::atomic<int64_t> g_trace_syncs{0};
+
+// TANDEM_SHARED_MEMORY_ALLREDUCE=0 turns the shared-memory buckets off (any other value,
+// or none, leaves ReducerOptions::shared_memory_allreduce in charge).
+bool shared_memory_allowed_by_env() {
+  const char* value = std::getenv("TANDEM_SHARED_MEMORY_ALLREDUCE");
+  return value == nullptr || std::string(value) != "0";
+}
 
 // Positions are compared modulo this, so that the sums of squares cannot overflow.
 constexpr int64_t kPositionModulus = int64_t{1} << 20;
@@ -124,8 +136,20 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
   claims_.claim(params_, names_, options_.name);
   verify_replicas(*group_, descriptions, "parameter");
   broadcast_from_rank0(*group_, data, "initial parameters of " + options_.name, options_.broadcast_function);
-  hooks_ = std::make_shared<ReducerHooks>(
-      options_.reduce_function ? reduce_function_hook(options_.reduce_function) : allreduce_hook());
+  if (!options_.reduce_function) default_hook_ = allreduce_hook();
+  hooks_ = std::make_shared<ReducerHooks>(default_hook_ ? default_hook_
+                                                        : reduce_function_hook(options_.reduce_function));
+  shared_wanted_ = options_.shared_memory_allreduce && shared_memory_allowed_by_env() &&
+                   group_->backend() == dist::Backend::mpi && group_->size() > 1;
+  for (const Variable& p : params_) {
+    shared_wanted_ = shared_wanted_ && p.device().is_cpu() && p.dtype() == DType::f32;
+  }
+  if (shared_wanted_ && options_.negotiate_grads) {
+    agreement_shared_ =
+        dist::SharedBuffers::create(*group_, static_cast<int64_t>(agreement_size()),
+                                    "used-parameter agreement of " + options_.name, DType::i64);
+    shared_wanted_ = agreement_shared_ != nullptr;  // the same on every rank
+  }
   hook_ = hooks_->comm_hook();
   warn_ignored_options();
   unsynced_used_.assign(params_.size(), false);
@@ -273,7 +297,7 @@ std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local, int
   // ranks used any; then this rank's position (backward and step counts) and its square,
   // to check that ranks agree.
   const size_t reaching = count + parts_.size(), position = reaching + 1;
-  Tensor counts = Tensor::zeros({static_cast<int64_t>(position + 4)}, DType::i64);
+  Tensor counts = Tensor::zeros({static_cast<int64_t>(agreement_size())}, DType::i64);
   int64_t* c = counts.data<int64_t>();
   for (size_t i = 0; i < count; ++i) {
     if (local[i]) {
@@ -287,7 +311,18 @@ std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local, int
   c[position + 1] = b * b;
   c[position + 2] = s;
   c[position + 3] = s * s;
-  dist::allreduce_host(*group_, counts, dist::ReduceOp::sum, "used-parameter agreement of " + options_.name);
+  if (agreement_shared_) {  // the same sum, without MPI's copies and the communication thread
+    dist::SharedBuffers& shared = *agreement_shared_;
+    shared.begin(++agreement_epoch_);
+    std::memcpy(shared.local().data<int64_t>(), c, counts.bytes());
+    shared.publish(agreement_epoch_);
+    shared.wait_published(agreement_epoch_);
+    shared.sum_range(0, counts.numel(), c);
+    shared.end(agreement_epoch_);
+  } else {
+    dist::allreduce_host(*group_, counts, dist::ReduceOp::sum,
+                         "used-parameter agreement of " + options_.name);
+  }
   ++agreements_;
   const int world = group_->size();
   if (!all_equal(c[position], c[position + 1], world) ||
@@ -355,12 +390,15 @@ void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<
   hook_ = hooks_->comm_hook();  // registrations and removals apply from this backward on
   pre_bucket_ = hooks_->pre_bucket_hooks();
   prescale_ = hook_->prescaled() ? 1.0 / group_->size() : 1.0;
+  shared_sync_ = hook_ == default_hook_;
   slot_ready_.assign(params_.size(), false);
   next_launch_ = 0;
   phase.ready_order.clear();
   for (Bucket& b : phase.buckets) {
     b.pending = b.params.size();
     b.work = nullptr;
+    b.reduced = false;
+    if (b.shared && shared_sync_) b.shared->begin(++b.epoch);  // before anything is packed into it
   }
   // No gradient will arrive here for these (used elsewhere, or only in earlier no_sync
   // backwards): this rank contributes what it has, zeros without a grad.
@@ -456,15 +494,20 @@ void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
     if (bucket.params.size() > 0 && names.size() >= 120) names += ", ...";
     const Variable& first = params_[bucket.params.front()];
     bucket.grad_bucket.index = b;
-    bucket.grad_bucket.buffer = Tensor::zeros({total}, first.dtype(), first.device());
+    bucket.grad_bucket.tag = "bucket " + std::to_string(b) + " of phase " + std::to_string(phase.id) +
+                             " of " + options_.name + " (" + names + ")";
+    if (shared_wanted_) {
+      bucket.shared = dist::SharedBuffers::create(*group_, total, bucket.grad_bucket.tag);
+      shared_wanted_ = bucket.shared != nullptr;  // the same on every rank
+    }
+    bucket.grad_bucket.buffer =
+        bucket.shared ? bucket.shared->local() : Tensor::zeros({total}, first.dtype(), first.device());
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       const size_t i = bucket.params[k];
       bucket.grad_bucket.param_views.push_back(
           bucket.grad_bucket.buffer.view_range(bucket.offsets[k], params_[i].shape()));
     }
     bucket.grad_bucket.group = group_.get();
-    bucket.grad_bucket.tag = "bucket " + std::to_string(b) + " of phase " + std::to_string(phase.id) +
-                             " of " + options_.name + " (" + names + ")";
     phase.buckets.push_back(std::move(bucket));
   }
 }
@@ -519,7 +562,9 @@ void Reducer::launch_ready_buckets() {
           b.grad_bucket.buffer;  // a handle: in-place changes reach the bucket, reassigning does not
       hook(b.grad_bucket.index, flat);
     }
-    if (trace_sync_ >= 0 && trace::enabled()) {
+    if (b.shared && shared_sync_) {
+      launch_shared(b, next_launch_);
+    } else if (trace_sync_ >= 0 && trace::enabled()) {
       const int64_t start_ns = trace::now_ns();
       std::vector<trace::Arg> args = trace_args(static_cast<int>(next_launch_));
       {
@@ -534,6 +579,64 @@ void Reducer::launch_ready_buckets() {
     }
     ++next_launch_;
   }
+}
+
+void Reducer::launch_shared(Bucket& b, size_t k) {
+  b.grad_bucket.bytes_sent = b.grad_bucket.buffer.bytes();
+  const bool traced = trace_sync_ >= 0 && trace::enabled();
+  const int64_t start_ns = traced ? trace::now_ns() : 0;
+  b.shared->publish(b.epoch);
+  if (traced) {
+    trace::complete("reducer", trace::kLaunch, start_ns, trace_args(static_cast<int>(k)));
+    bytes_in_flight_ += static_cast<int64_t>(b.grad_bucket.bytes_sent);
+    trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
+  }
+  // Reduced now when every rank has published it already, strictly in bucket order.
+  const std::vector<Bucket>& buckets = active_->buckets;
+  if (k > 0 && !(buckets[k - 1].reduced || !buckets[k - 1].shared)) return;
+  const int64_t reduce_ns = traced ? trace::now_ns() : 0;
+  b.reduced = b.shared->try_reduce(b.epoch);
+  if (traced && b.reduced) trace::complete("comm", kSharedReduce, reduce_ns, trace_args(static_cast<int>(k)));
+}
+
+void Reducer::reduce_shared(Bucket& b, size_t k) {
+  if (b.reduced) return;
+  const bool traced = trace_sync_ >= 0 && trace::enabled();
+  const int64_t start_ns = traced ? trace::now_ns() : 0;
+  b.shared->reduce(b.epoch);
+  b.reduced = true;
+  if (traced) trace::complete("comm", kSharedReduce, start_ns, trace_args(static_cast<int>(k)));
+}
+
+void Reducer::gather_shared(Bucket& b, bool into_buffer) {
+  dist::SharedBuffers& shared = *b.shared;
+  float* own = b.grad_bucket.buffer.data<float>();
+  std::vector<float*> grads;
+  if (!into_buffer) {
+    for (size_t i : b.params) {
+      if (!params_[i].grad().defined()) {
+        params_[i].set_grad(Tensor::empty(params_[i].shape(), params_[i].dtype(), params_[i].device()));
+      }
+      grads.push_back(params_[i].grad().data<float>());
+    }
+  }
+  for (int q = 0; q < shared.size(); ++q) {
+    const auto [lo, hi] = shared.slice(q);
+    if (lo == hi) continue;
+    const float* source = q == shared.rank() ? own + lo : shared.reduced_slice(q, b.epoch);
+    if (into_buffer) {
+      if (q != shared.rank()) std::memcpy(own + lo, source, static_cast<size_t>(hi - lo) * sizeof(float));
+      continue;
+    }
+    for (size_t k = 0; k < b.params.size(); ++k) {  // the part of each gradient in this slice
+      const int64_t first = b.offsets[k], last = first + params_[b.params[k]].numel();
+      const int64_t from = std::max(lo, first), to = std::min(hi, last);
+      if (from >= to) continue;
+      std::memmove(grads[k] + (from - first), source + (from - lo),
+                   static_cast<size_t>(to - from) * sizeof(float));
+    }
+  }
+  shared.end(b.epoch);
 }
 
 void Reducer::on_backward_end(const BackwardPass& pass) {
@@ -569,7 +672,11 @@ void Reducer::finish_sync() {
   for (size_t k = 0; k < phase.buckets.size(); ++k) {
     Bucket& b = phase.buckets[k];
     const int64_t start_ns = traced ? trace::now_ns() : 0;
-    if (b.work) b.work->wait();
+    if (b.shared && shared_sync_) {
+      reduce_shared(b, k);
+    } else if (b.work) {
+      b.work->wait();
+    }
     hook_->finish(b.grad_bucket);
     bytes += b.grad_bucket.bytes_sent;
     if (traced) {
@@ -578,12 +685,28 @@ void Reducer::finish_sync() {
       trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
     }
   }
-  if (options_.non_finite != NonFinitePolicy::off) check_finite(phase);
-  for (size_t k = 0; k < phase.buckets.size(); ++k) {
-    const Bucket& b = phase.buckets[k];
+  // Shared buckets: each rank reduced one slice. The views and the finiteness check need
+  // every slice in the bucket; otherwise the slices go straight into the gradients below.
+  const bool into_buffer = options_.gradient_as_bucket_view || options_.non_finite != NonFinitePolicy::off;
+  for (size_t k = 0; k < phase.buckets.size() && into_buffer && shared_sync_; ++k) {
+    if (!phase.buckets[k].shared) continue;
     trace::Span span("reducer", trace::kUnpack);
     if (span.on() && traced) span.set_args(trace_args(static_cast<int>(k)));
+    gather_shared(phase.buckets[k], /*into_buffer=*/true);
+  }
+  if (options_.non_finite != NonFinitePolicy::off) check_finite(phase);
+  for (size_t k = 0; k < phase.buckets.size(); ++k) {
+    Bucket& b = phase.buckets[k];
+    trace::Span span("reducer", trace::kUnpack);
+    if (span.on() && traced) span.set_args(trace_args(static_cast<int>(k)));
+    if (b.shared && shared_sync_ && !into_buffer) {
+      gather_shared(b, /*into_buffer=*/false);
+      continue;
+    }
     if (options_.gradient_as_bucket_view) {
+      // The gradients become views of this rank's buffer: once every rank has read it, the
+      // caller may change them (zero_grad, clipping).
+      if (b.shared && shared_sync_) b.shared->wait_finished(b.epoch);
       for (size_t k = 0; k < b.params.size(); ++k) {
         size_t i = b.params[k];
         params_[i].set_grad(b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape()));

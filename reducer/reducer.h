@@ -68,6 +68,19 @@
 //   of its gradients is the sum over the ranks that used it, divided by the world size, as
 //   every averaged gradient is. It also lets ranks that run different steps (a D step here,
 //   a G step there) through, which the check exists to catch.
+// - Shared memory (ReducerOptions::shared_memory_allreduce, on by default): over an MPI
+//   group of two or more ranks on one host, with CPU float32 parameters, each bucket is
+//   made in memory every rank maps (dist/shared_buffers.h; made collectively with the
+//   bucket, and when any rank cannot, every rank keeps the MPI allreduce). With the default
+//   reduction, a full bucket is published at once, its own slice summed as soon as every
+//   rank has published (at launch when they have, else at the end of the backward), and
+//   the end of the backward copies every rank's reduced slice straight into the gradients:
+//   no MPI copies and no copy back of its own. Every rank gets bitwise the same averages
+//   (each element summed once, by one rank). With gradient_as_bucket_view (or a
+//   non_finite policy) the slices are copied into the bucket instead, and the backward
+//   returns once every rank has read this rank's bucket, so that the gradients (views into
+//   it) may change. A registered comm hook or reduce_function reduces shared buckets as
+//   any other. The agreement's counts go through shared memory too.
 // - Hooks (reducer_hooks.h): register_comm_hook(hook) replaces the bucket reduction and
 //   returns a HookHandle whose remove() restores the reduction before it (the default:
 //   allreduce, or ReducerOptions::reduce_function, pytorch-pfn-extras' shape: it gets each
@@ -123,6 +136,7 @@
 #include "reducer/comm_hook.h"
 #include "reducer/reducer_hooks.h"
 #include "runtime/dist/process_group.h"
+#include "runtime/dist/shared_buffers.h"
 #include "runtime/trace.h"
 
 namespace tandem {
@@ -153,6 +167,10 @@ struct ReducerOptions {
   DistFunction broadcast_function = nullptr;
   // Name the parameters a backward's reached parts hold but its roots do not reach.
   bool detect_anomalous_params = false;
+  // MPI groups whose ranks share a host: buckets live in shared memory and the default
+  // reduction reads them directly (dist/shared_buffers.h) instead of going through MPI.
+  // Also off with TANDEM_SHARED_MEMORY_ALLREDUCE=0.
+  bool shared_memory_allreduce = true;
   std::string name = "model";  // in messages and tags
   NonFinitePolicy non_finite = NonFinitePolicy::off;
   // The most bytes the cached phases' buckets may hold, in MB; 0: twice the bytes of the
@@ -207,6 +225,9 @@ class Reducer : public BackwardObserver {
   size_t last_backward_bytes() const { return last_backward_bytes_; }
   uint64_t total_bytes() const { return total_bytes_; }  // over every synced backward so far
   int64_t synced_backwards() const { return synced_backwards_; }
+  // True while this Reducer's buckets (and agreement) are in shared memory: asked for, the
+  // group one host's MPI ranks, and every shared segment made so far made on every rank.
+  bool shared_memory() const { return shared_wanted_; }
   // Agreement collectives issued so far (none with negotiate_grads false).
   int64_t agreements() const { return agreements_; }
   // skip_step policy: true (once) when a backward since the last call averaged a NaN/Inf;
@@ -230,7 +251,10 @@ class Reducer : public BackwardObserver {
     GradBucket grad_bucket;
     size_t pending = 0;
     std::shared_ptr<dist::Work> work;
-    size_t held_bytes() const {  // buffer and scratch
+    std::unique_ptr<dist::SharedBuffers> shared;  // the buffer's shared memory, when used
+    uint64_t epoch = 0;                           // uses of `shared` so far
+    bool reduced = false;                         // this backward's slice already reduced
+    size_t held_bytes() const {                   // buffer and scratch
       return grad_bucket.buffer.bytes() + (grad_bucket.scratch.defined() ? grad_bucket.scratch.bytes() : 0);
     }
   };
@@ -257,6 +281,8 @@ class Reducer : public BackwardObserver {
   // some ranks reach and others do not).
   // `backward` is the position of the backward being synced (its count on this rank).
   std::vector<bool> agree_on_used_set(const std::vector<bool>& local, int64_t backward);
+  // Its counts: per parameter, per part, ranks reaching any, and two positions with squares.
+  size_t agreement_size() const { return params_.size() + parts_.size() + 5; }
   // Every rank's position (one more collective, on the failure path only) for the error.
   [[noreturn]] void fail_out_of_step(int64_t backward, int64_t steps);
   // Makes the phase of `global` the active one and readies its buckets; parameters in it
@@ -269,6 +295,11 @@ class Reducer : public BackwardObserver {
   void maybe_rebuild(Phase& phase);
   void mark_ready(size_t index, const Tensor* grad);
   void launch_ready_buckets();
+  // The shared-memory reduction of bucket `k` (dist/shared_buffers.h): its launch, its own
+  // slice's reduction, and the copy of every slice to where the averages go.
+  void launch_shared(Bucket& b, size_t k);
+  void reduce_shared(Bucket& b, size_t k);
+  void gather_shared(Bucket& b, bool into_buffer);
   void finish_sync();
   void check_finite(const Phase& phase);
   void abandon_sync();
@@ -305,7 +336,12 @@ class Reducer : public BackwardObserver {
   std::shared_ptr<dist::ProcessGroup> group_;
   ReducerOptions options_;
   std::shared_ptr<ReducerHooks> hooks_;
-  std::shared_ptr<CommHook> hook_;         // the comm hook of the backward in flight
+  std::shared_ptr<CommHook> hook_;                         // the comm hook of the backward in flight
+  std::shared_ptr<CommHook> default_hook_;                 // the plain allreduce, when it is the default
+  bool shared_wanted_ = false;                             // buckets made in shared memory while it works
+  bool shared_sync_ = false;                               // this backward reduces shared buckets itself
+  std::unique_ptr<dist::SharedBuffers> agreement_shared_;  // the agreement's counts, when shared
+  uint64_t agreement_epoch_ = 0;
   std::vector<PreBucketHook> pre_bucket_;  // the pre-bucket hooks of the backward in flight
 
   std::map<std::vector<bool>, Phase> phases_;

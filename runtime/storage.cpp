@@ -29,8 +29,13 @@ Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   data_ = allocator_->allocate(bytes, device);
 }
 
+Storage::Storage(void* data, size_t bytes, Device device, std::shared_ptr<void> keeper)
+    : data_(data), bytes_(bytes), device_(device), keeper_(std::move(keeper)) {
+  TANDEM_CHECK(data != nullptr || bytes == 0, "adopted storage of " << bytes << " bytes has no memory");
+}
+
 Storage::~Storage() {
-  if (data_ != nullptr) allocator_->deallocate(data_, bytes_, device_);
+  if (data_ != nullptr && allocator_ != nullptr) allocator_->deallocate(data_, bytes_, device_);
 }
 
 }  // namespace tandem

@@ -111,6 +111,20 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+Tensor Tensor::over_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype) {
+  TANDEM_CHECK(storage != nullptr, "Tensor::over_storage: no storage");
+  Tensor t;
+  t.shape_ = shape;
+  t.numel_ = shape_numel(shape);
+  t.dtype_ = dtype;
+  t.device_ = storage->device();
+  TANDEM_CHECK(t.bytes() <= storage->bytes(),
+               "Tensor::over_storage: " << shape_str(shape) << " " << dtype_name(dtype) << " needs "
+                                        << t.bytes() << " bytes, the storage has " << storage->bytes());
+  t.storage_ = std::move(storage);
+  return t;
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   Tensor t;
   t.shape_ = shape;

@@ -38,6 +38,8 @@ class Tensor {
     return full(shape, 1.0, dtype, device);
   }
   // A CPU tensor holding `values` converted to `dtype`; values.size() must equal numel(shape).
+  // A tensor over the start of `storage` (an adopted one, say): numel(shape) elements must fit.
+  static Tensor over_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype = DType::f32);
   static Tensor from_values(const Shape& shape, const std::vector<double>& values, DType dtype = DType::f32);
   static Tensor scalar(double value, DType dtype = DType::f32) { return from_values({}, {value}, dtype); }
 
