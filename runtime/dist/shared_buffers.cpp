@@ -112,8 +112,11 @@ std::unique_ptr<SharedBuffers> SharedBuffers::create(ProcessGroup& group, int64_
     why = "shm_open " + name + ": " + errno_text();
   } else {
     created = true;
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      why = "ftruncate " + name + ": " + errno_text();
+    // Reserved now, not at the first write: a full /dev/shm is then a failure here (and
+    // the MPI allreduce), never a SIGBUS in the middle of a backward.
+    const int reserved = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (reserved != 0) {
+      why = "posix_fallocate " + name + " (" + std::to_string(bytes) + " bytes): " + std::strerror(reserved);
     } else {
       out->peers_[static_cast<size_t>(rank)] = map_segment(fd, bytes, &why);
     }

@@ -11,7 +11,8 @@
 // - create() is collective over `group` (two small host collectives). Each rank makes a
 //   POSIX shared-memory segment (/dev/shm, unlinked as soon as every rank has mapped it, so
 //   nothing is left behind by a crash after creation) and maps every rank's. When any rank
-//   cannot (ranks on several hosts, no /dev/shm, different mount namespaces), create()
+//   cannot (ranks on several hosts, no /dev/shm or too little of it: the segment's pages are
+//   reserved at creation, different mount namespaces), create()
 //   returns null on every rank, and the caller uses its group's allreduce instead; so it
 //   does, without a collective, for a group of one rank.
 // - dtype float32 (gradient buckets) or int64 (small counts, summed exactly).
