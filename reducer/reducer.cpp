@@ -391,8 +391,6 @@ void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<
   pre_bucket_ = hooks_->pre_bucket_hooks();
   prescale_ = hook_->prescaled() ? 1.0 / group_->size() : 1.0;
   shared_sync_ = hook_ == default_hook_;
-  shared_direct_ = shared_sync_ && group_->size() == 2 && !options_.gradient_as_bucket_view &&
-                   options_.non_finite == NonFinitePolicy::off;
   slot_ready_.assign(params_.size(), false);
   next_launch_ = 0;
   phase.ready_order.clear();
@@ -593,7 +591,6 @@ void Reducer::launch_shared(Bucket& b, size_t k) {
     bytes_in_flight_ += static_cast<int64_t>(b.grad_bucket.bytes_sent);
     trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
   }
-  if (shared_direct_) return;  // summed at the end
   // Reduced now when every rank has published it already, strictly in bucket order.
   const std::vector<Bucket>& buckets = active_->buckets;
   if (k > 0 && !(buckets[k - 1].reduced || !buckets[k - 1].shared)) return;
@@ -609,22 +606,6 @@ void Reducer::reduce_shared(Bucket& b, size_t k) {
   b.shared->reduce(b.epoch);
   b.reduced = true;
   if (traced) trace::complete("comm", kSharedReduce, start_ns, trace_args(static_cast<int>(k)));
-}
-
-void Reducer::sum_shared_into_grads(Bucket& b) {
-  dist::SharedBuffers& shared = *b.shared;
-  const bool traced = trace_sync_ >= 0 && trace::enabled();
-  const int64_t start_ns = traced ? trace::now_ns() : 0;
-  shared.wait_published(b.epoch);
-  if (traced) {  // the reduction proper is the sum below, fused with the copy into the gradients
-    trace::complete("comm", kSharedReduce, start_ns, trace_args(static_cast<int>(b.grad_bucket.index)));
-  }
-  for (size_t k = 0; k < b.params.size(); ++k) {
-    Variable& p = params_[b.params[k]];
-    if (!p.grad().defined()) p.set_grad(Tensor::empty(p.shape(), p.dtype(), p.device()));
-    shared.sum_range(b.offsets[k], p.numel(), p.grad().data<float>());
-  }
-  shared.end(b.epoch);
 }
 
 void Reducer::gather_shared(Bucket& b, bool into_buffer) {
@@ -691,9 +672,7 @@ void Reducer::finish_sync() {
   for (size_t k = 0; k < phase.buckets.size(); ++k) {
     Bucket& b = phase.buckets[k];
     const int64_t start_ns = traced ? trace::now_ns() : 0;
-    if (b.shared && shared_direct_) {
-      // nothing to wait for before the sum below
-    } else if (b.shared && shared_sync_) {
+    if (b.shared && shared_sync_) {
       reduce_shared(b, k);
     } else if (b.work) {
       b.work->wait();
@@ -720,10 +699,6 @@ void Reducer::finish_sync() {
     Bucket& b = phase.buckets[k];
     trace::Span span("reducer", trace::kUnpack);
     if (span.on() && traced) span.set_args(trace_args(static_cast<int>(k)));
-    if (b.shared && shared_direct_) {
-      sum_shared_into_grads(b);
-      continue;
-    }
     if (b.shared && shared_sync_ && !into_buffer) {
       gather_shared(b, /*into_buffer=*/false);
       continue;

@@ -75,8 +75,7 @@
 //   reduction, a full bucket is published at once, its own slice summed as soon as every
 //   rank has published (at launch when they have, else at the end of the backward), and
 //   the end of the backward copies every rank's reduced slice straight into the gradients:
-//   no MPI copies and no copy back of its own. At two ranks each rank instead sums both
-//   buckets straight into its gradients at the end (one pass, one wait, no slices). Every rank gets bitwise
+//   no MPI copies and no copy back of its own. Every rank gets bitwise
 //   the same averages (each element summed once, by one rank). With gradient_as_bucket_view (or a non_finite
 //   policy) the slices are copied into the bucket instead, and the backward returns once every rank has read
 //   this rank's bucket, so that the gradients (views into it) may change. A registered comm hook or
@@ -300,7 +299,6 @@ class Reducer : public BackwardObserver {
   void launch_shared(Bucket& b, size_t k);
   void reduce_shared(Bucket& b, size_t k);
   void gather_shared(Bucket& b, bool into_buffer);
-  void sum_shared_into_grads(Bucket& b);
   void finish_sync();
   void check_finite(const Phase& phase);
   void abandon_sync();
@@ -337,12 +335,10 @@ class Reducer : public BackwardObserver {
   std::shared_ptr<dist::ProcessGroup> group_;
   ReducerOptions options_;
   std::shared_ptr<ReducerHooks> hooks_;
-  std::shared_ptr<CommHook> hook_;          // the comm hook of the backward in flight
-  std::shared_ptr<CommHook> default_hook_;  // the plain allreduce, when it is the default
-  bool shared_wanted_ = false;              // buckets made in shared memory while it works
-  bool shared_sync_ = false;                // this backward reduces shared buckets itself
-  // ... and, at two ranks straight into the gradients, by summing both buckets (no slices).
-  bool shared_direct_ = false;
+  std::shared_ptr<CommHook> hook_;                         // the comm hook of the backward in flight
+  std::shared_ptr<CommHook> default_hook_;                 // the plain allreduce, when it is the default
+  bool shared_wanted_ = false;                             // buckets made in shared memory while it works
+  bool shared_sync_ = false;                               // this backward reduces shared buckets itself
   std::unique_ptr<dist::SharedBuffers> agreement_shared_;  // the agreement's counts, when shared
   uint64_t agreement_epoch_ = 0;
   std::vector<PreBucketHook> pre_bucket_;  // the pre-bucket hooks of the backward in flight
