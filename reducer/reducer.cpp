@@ -127,7 +127,7 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
     if (it == parts_.end()) parts_.push_back(part);
   }
   if (options_.phase_cache_mb == 0) {
-    for (const Variable& p : params_) phase_cache_bytes_ += 2 * p.data().bytes();
+    for (const Variable& p : params_) phase_cache_bytes_ += 4 * p.data().bytes();
   } else {
     const double bytes = options_.phase_cache_mb * 1024 * 1024;
     constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();

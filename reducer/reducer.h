@@ -25,17 +25,20 @@
 // - Each used set is a phase with a cached bucket layout: registration order reversed for
 //   its first backward, rebuilt once at its second backward from the gradient-ready order
 //   rank 0 observed (broadcast, so all ranks agree).
-// - The phase cache is bounded in bytes (ReducerOptions::phase_cache_mb; by default twice
-//   the bytes of the Reducer's parameters). Before a new phase's buckets are made, the
+// - The phase cache is bounded in bytes (ReducerOptions::phase_cache_mb; by default four
+//   times the bytes of the Reducer's parameters). Before a new phase's buckets are made, the
 //   least recently used phases are evicted until the buckets held (buffers and hooks'
 //   scratch) plus the new phase's fit the cap; the new phase is always made, so a phase
 //   larger than the cap still works, alone. Every rank sees the same sequence of agreed
 //   sets, so every rank evicts the same phases. A used set that comes back after eviction
 //   is a new phase (new id, built and rebuilt as above): only the summation order of its
-//   first backward can differ. A GAN's D-step and G-step phases hold G + 2D bytes, within
-//   the default cap, so they are never evicted; nor is a progressive GAN's current stage
-//   (its earlier stages' phases go). A model that switches among more phases than fit
-//   (the dynamic mlp GAN's four, 2.9x its parameters) rebuilds some at each switch, and
+//   first backward can differ. A GAN's D-step and G-step phases hold G + 2D bytes, and the
+//   dynamic mlp GAN's four phases 2.9x its parameters, within the default cap, so they are
+//   never evicted; nor is a progressive GAN's current stage (its earlier stages' phases
+//   go). Rebuilding is not free (buckets made, in shared memory collectively; at a cap of
+//   twice the parameters the dynamic mlp rebuilt a phase every 3 iterations, 0.1-0.3 ms
+//   per step). A model that switches among more phases than fit rebuilds some at each
+//   switch, and
 //   one that draws a new subset of its layers at every step (LayerDrop) holds at most the
 //   cap. Evicted and replaced buckets are freed past the host tensor cache (malloc reuses
 //   them for any size; cpu_memory.h); with gradient_as_bucket_view, a gradient that is a
@@ -172,7 +175,7 @@ struct ReducerOptions {
   bool shared_memory_allreduce = true;
   std::string name = "model";  // in messages and tags
   NonFinitePolicy non_finite = NonFinitePolicy::off;
-  // The most bytes the cached phases' buckets may hold, in MB; 0: twice the bytes of the
+  // The most bytes the cached phases' buckets may hold, in MB; 0: four times the bytes of the
   // Reducer's parameters (a GAN's D and G phases fit). Infinity: never evict.
   double phase_cache_mb = 0.0;
 };

