@@ -189,6 +189,26 @@ std::vector<const Reducer*> SeparateDistributedDataParallel::all_reducers() cons
   return out;
 }
 
+std::vector<Reducer*> SeparateDistributedDataParallel::mutable_reducers() {
+  std::vector<Reducer*> out;
+  for (auto& [name, reducer] : reducers_) out.push_back(reducer.get());
+  return out;
+}
+
+HookHandle DataParallelWrapper::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  TANDEM_CHECK(hook != nullptr, "register_comm_hook: null hook");
+  std::vector<HookHandle> handles;
+  for (Reducer* reducer : mutable_reducers()) handles.push_back(reducer->register_comm_hook(hook));
+  return HookHandle(handles);
+}
+
+HookHandle DataParallelWrapper::register_pre_bucket_hook(PreBucketHook hook) {
+  TANDEM_CHECK(hook != nullptr, "register_pre_bucket_hook: null hook");
+  std::vector<HookHandle> handles;
+  for (Reducer* reducer : mutable_reducers()) handles.push_back(reducer->register_pre_bucket_hook(hook));
+  return HookHandle(handles);
+}
+
 Reducer& SeparateDistributedDataParallel::reducer(const std::string& child) {
   auto it = reducers_.find(child);
   TANDEM_CHECK(it != reducers_.end(),

@@ -29,7 +29,8 @@
 //   parameter registered on the model itself rather than in a child, and a model (or any
 //   parameter) already wrapped by a live wrapper (see Reducer).
 // - Both derive from DataParallelWrapper, which holds what they share (buffers, step
-//   count, replica check, val/test steps, train_step over a dictionary).
+//   count, replica check, val/test steps, train_step over a dictionary, and
+//   register_comm_hook / register_pre_bucket_hook on every Reducer, one handle for all).
 // - DdpOptions embeds the ReducerOptions of every Reducer it makes, with PyTorch's and
 //   pytorch-pfn-extras' names (reducer.h). find_unused_parameters and static_graph are
 //   accepted and change nothing (true: one warning line per Reducer): tandem always scopes
@@ -117,6 +118,10 @@ class DataParallelWrapper {
   virtual void attach(OptimWrapper& wrapper) = 0;
   // Every Reducer this wrapper made (one, or one per child with parameters).
   virtual std::vector<const Reducer*> all_reducers() const = 0;
+  // Registers the hook with every Reducer of this wrapper (reducer_hooks.h); the handle's
+  // remove() takes it from all of them. From the next backward on.
+  HookHandle register_comm_hook(std::shared_ptr<CommHook> hook);
+  HookHandle register_pre_bucket_hook(PreBucketHook hook);
 
  protected:
   DataParallelWrapper(std::shared_ptr<DataParallelModel> model, std::shared_ptr<dist::ProcessGroup> group,
@@ -125,6 +130,8 @@ class DataParallelWrapper {
   ReducerOptions reducer_options(std::string name) const;
   // Verifies and broadcasts the buffers; call once the Reducers exist.
   void wrap_buffers();
+  // The Reducers, to register hooks with.
+  virtual std::vector<Reducer*> mutable_reducers() = 0;
   // Counts a train_step and runs the replica check when it is due.
   void finish_train_step();
 
@@ -150,6 +157,9 @@ class DistributedDataParallel final : public DataParallelWrapper {
   Reducer& reducer() { return *reducer_; }
   [[nodiscard]] Reducer::NoSyncGuard no_sync() { return reducer_->no_sync(); }
 
+ protected:
+  std::vector<Reducer*> mutable_reducers() override { return {reducer_.get()}; }
+
  private:
   std::unique_ptr<Reducer> reducer_;
 };
@@ -164,6 +174,9 @@ class SeparateDistributedDataParallel final : public DataParallelWrapper {
   // The Reducer of one child ("generator", "discriminator"); throws naming it if absent.
   Reducer& reducer(const std::string& child);
   const std::map<std::string, std::unique_ptr<Reducer>>& reducers() const { return reducers_; }
+
+ protected:
+  std::vector<Reducer*> mutable_reducers() override;
 
  private:
   std::map<std::string, std::unique_ptr<Reducer>> reducers_;

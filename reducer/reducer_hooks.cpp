@@ -2,14 +2,23 @@
 
 namespace tandem {
 
+HookHandle::HookHandle(const std::vector<HookHandle>& handles) {
+  for (const HookHandle& h : handles) held_.insert(held_.end(), h.held_.begin(), h.held_.end());
+}
+
 void HookHandle::remove() {
-  if (auto hooks = hooks_.lock()) hooks->remove(id_);
-  hooks_.reset();
+  for (Held& h : held_) {
+    if (auto hooks = h.hooks.lock()) hooks->remove(h.id);
+  }
+  held_.clear();
 }
 
 bool HookHandle::active() const {
-  auto hooks = hooks_.lock();
-  return hooks != nullptr && hooks->contains(id_);
+  for (const Held& h : held_) {
+    auto hooks = h.hooks.lock();
+    if (hooks != nullptr && hooks->contains(h.id)) return true;
+  }
+  return false;
 }
 
 uint64_t ReducerHooks::add_comm_hook(std::shared_ptr<CommHook> hook) {

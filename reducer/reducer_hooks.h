@@ -7,7 +7,8 @@
 // - Pre-bucket hooks run, in registration order, just before each bucket is handed to the
 //   comm hook, with the bucket's index and its flat buffer (see PreBucketHook).
 // - add_* returns a HookHandle. handle.remove() takes that hook away; a second remove(),
-//   or one after the Reducer is gone, does nothing. Dropping a handle keeps the hook.
+//   or one after the Reducer is gone, does nothing. Dropping a handle keeps the hook. The
+//   wrappers register one hook with each of their Reducers and return one handle for all.
 // - Changes apply from the next backward: the Reducer takes a snapshot of the hooks when a
 //   backward's synchronisation begins, so a hook may remove itself or register others.
 #pragma once
@@ -32,14 +33,21 @@ class ReducerHooks;
 class HookHandle {
  public:
   HookHandle() = default;
-  HookHandle(std::weak_ptr<ReducerHooks> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  HookHandle(std::weak_ptr<ReducerHooks> hooks, uint64_t id) { held_.push_back({std::move(hooks), id}); }
+  // One handle for the same hook registered with several Reducers (a wrapper's children):
+  // remove() takes it from every one of them.
+  explicit HookHandle(const std::vector<HookHandle>& handles);
   void remove();
-  // True while the hook is registered (false after remove() or once the Reducer is gone).
+  // True while the hook is registered with any of its Reducers (false after remove(), or
+  // once the Reducers are gone).
   bool active() const;
 
  private:
-  std::weak_ptr<ReducerHooks> hooks_;
-  uint64_t id_ = 0;
+  struct Held {
+    std::weak_ptr<ReducerHooks> hooks;
+    uint64_t id = 0;
+  };
+  std::vector<Held> held_;
 };
 
 class ReducerHooks {

@@ -473,3 +473,77 @@ TEST_CASE("threads: a reduce_function that replaces its tensors is kept; a wrong
   CHECK(error.find("reduce_function replaced the gradient of 'layer.b'") != std::string::npos);
   CHECK(error.find("expected 2 elements") != std::string::npos);
 }
+
+namespace {
+
+// Two children with a parameter each, as a GAN's generator and discriminator.
+class TwoParts : public DataParallelModel {
+ public:
+  TwoParts() {
+    first = register_module("first", std::make_shared<nn::Module>());
+    second = register_module("second", std::make_shared<nn::Module>());
+    a = first->register_parameter("a", zeros({2, 3}));
+    b = second->register_parameter("b", zeros({4}));
+  }
+  std::shared_ptr<nn::Module> first, second;
+  Variable a, b;
+};
+
+}  // namespace
+
+TEST_CASE("threads: both wrappers register a comm hook with each of their Reducers, one handle removes it",
+          "[reducer][threads][pfn][hooks]") {
+  struct Seen {
+    std::vector<double> hooked_a, hooked_b, after_a, after_b;
+    bool active_before = false, active_after = true;
+    int pre_bucket_calls = 0;
+  };
+  for (bool separate : {false, true}) {
+    for (int n = 1; n <= kMaxRanks; ++n) {
+      INFO((separate ? "SeparateDistributedDataParallel" : "DistributedDataParallel")
+           << ", " << n << " thread ranks");
+      std::vector<Seen> seen(static_cast<size_t>(n));
+      run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
+        Seen& s = seen[static_cast<size_t>(g->rank())];
+        auto model = std::make_shared<TwoParts>();
+        std::unique_ptr<DataParallelWrapper> ddp;
+        if (separate) {
+          ddp = std::make_unique<SeparateDistributedDataParallel>(model, g);
+        } else {
+          ddp = std::make_unique<DistributedDataParallel>(model, g);
+        }
+        auto backward = [&] {
+          model->a.set_grad(Tensor());
+          model->b.set_grad(Tensor());
+          Variable loss = sum(model->a * rank_input({2, 3}, g->rank(), n, 1.0)) +
+                          sum(model->b * rank_input({4}, g->rank(), n, 2.0));
+          loss.backward();
+        };
+        HookHandle handle = ddp->register_comm_hook(make_comm_hook(
+            "sevens", [](GradBucket& bucket) { return Tensor::full(bucket.buffer.shape(), 7.0); }));
+        HookHandle pre = ddp->register_pre_bucket_hook([&](size_t, Tensor&) { ++s.pre_bucket_calls; });
+        s.active_before = handle.active();
+        backward();
+        s.hooked_a = grad_values(model->a);
+        s.hooked_b = grad_values(model->b);
+        handle.remove();
+        pre.remove();
+        s.active_after = handle.active() || pre.active();
+        backward();
+        s.after_a = grad_values(model->a);
+        s.after_b = grad_values(model->b);
+      });
+      for (int r = 0; r < n; ++r) {
+        INFO("rank " << r);
+        const Seen& s = seen[static_cast<size_t>(r)];
+        CHECK(s.active_before);
+        CHECK(s.hooked_a == std::vector<double>(6, 7.0));
+        CHECK(s.hooked_b == std::vector<double>(4, 7.0));
+        CHECK(s.pre_bucket_calls >= (separate ? 2 : 1));  // a bucket of each Reducer
+        CHECK_FALSE(s.active_after);
+        CHECK(s.after_a == std::vector<double>(6, exact_average(n, 1.0)));
+        CHECK(s.after_b == std::vector<double>(4, exact_average(n, 2.0)));
+      }
+    }
+  }
+}
