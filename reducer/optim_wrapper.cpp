@@ -44,19 +44,21 @@ void OptimWrapper::attach(Reducer* reducer) {
   if (std::find(reducers_.begin(), reducers_.end(), reducer) == reducers_.end()) reducers_.push_back(reducer);
 }
 
-void OptimWrapper::initialize_count_status(int64_t calls_done, int64_t max_calls) {
+void OptimWrapper::initialize_count_status(int64_t calls_done, int64_t max_calls, bool after_step) {
   TANDEM_CHECK(calls_done >= 0 && max_calls >= calls_done,
                "OptimWrapper::initialize_count_status: calls_done "
                    << calls_done << " and max_calls " << max_calls
                    << " must satisfy 0 <= calls_done <= max_calls");
-  TANDEM_CHECK(calls_done % accumulative_counts_ == 0,
+  TANDEM_CHECK(after_step || calls_done % accumulative_counts_ == 0,
                "OptimWrapper::initialize_count_status: calls_done "
                    << calls_done << " is not a multiple of accumulative_counts " << accumulative_counts_
                    << ": the gradients accumulated before it are in no checkpoint; resume at a multiple of "
-                   << accumulative_counts_);
+                   << accumulative_counts_ << ", or pass after_step = true if the state was saved right "
+                   << "after an optimizer step (the end of a run whose length is not a multiple)");
   calls_ = calls_done;
   max_calls_ = max_calls;
-  remainder_ = static_cast<int>(max_calls % accumulative_counts_);
+  first_call_ = calls_done;
+  remainder_ = static_cast<int>((max_calls - calls_done) % accumulative_counts_);
 }
 
 int OptimWrapper::loss_factor() const {

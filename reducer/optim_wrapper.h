@@ -49,9 +49,12 @@ class OptimWrapper {
   void backward(const Variable& loss);
   void step();
   void update_params(const Variable& loss);
-  // The run has made `calls_done` update_params calls (a multiple of k: what was
-  // accumulated before is in no checkpoint) and makes `max_calls` in all.
-  void initialize_count_status(int64_t calls_done, int64_t max_calls);
+  // The run has made `calls_done` update_params calls and makes `max_calls` in all.
+  // calls_done must be a multiple of k (what was accumulated before is in no checkpoint),
+  // unless `after_step`: the state was saved right after an optimizer step (the end of an
+  // earlier run whose length was not a multiple of k, or one with another k); the
+  // accumulations then count from calls_done.
+  void initialize_count_status(int64_t calls_done, int64_t max_calls, bool after_step = false);
   // True when the next update_params call is an accumulation boundary (it steps): every
   // k-th call, and the run's last.
   bool should_sync() const { return ends_accumulation(calls_ + 1); }
@@ -68,7 +71,7 @@ class OptimWrapper {
 
  private:
   bool ends_accumulation(int64_t calls) const {
-    return calls % accumulative_counts_ == 0 || calls == max_calls_;
+    return (calls - first_call_) % accumulative_counts_ == 0 || calls == max_calls_;
   }
   // What the next update_params divides its loss by: k, or the calls of the run's last,
   // partial accumulation.
@@ -78,7 +81,8 @@ class OptimWrapper {
   int accumulative_counts_;
   int64_t calls_ = 0;
   int64_t max_calls_ = -1;  // unknown until initialize_count_status
-  int remainder_ = 0;       // max_calls_ % k
+  int remainder_ = 0;       // (max_calls_ - first_call_) % k
+  int64_t first_call_ = 0;  // where the accumulations start counting
   int64_t skipped_steps_ = 0;
   ClipGrad clip_grad_;
   std::optional<double> last_grad_norm_;

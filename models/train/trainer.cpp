@@ -193,9 +193,12 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const int64_t start = o.resume ? resume_iteration(o, checkpointer, *world, out) : 0;
   scheduler.set_iteration(start);
   // A run whose length is not a multiple of --accumulate steps on its last, partial group.
+  // Every checkpoint is written right after an optimizer step (at multiples of the count,
+  // --ckpt-every being one, or at a run's last iteration, whose partial group has stepped),
+  // so a run extended from one counts its accumulations from there.
   if (o.accumulate > 1) {
     for (const auto& [name, wrapper] : wrapped.optim_wrappers().items())
-      wrapper->initialize_count_status(start, o.iters);
+      wrapper->initialize_count_status(start, o.iters, /*after_step=*/true);
   }
   const bool scheduled = o.lr_schedule != "constant";
   if (!o.trace.empty()) check_trace_path(o, *world);

@@ -118,7 +118,18 @@ TEST_CASE("GAN: the last, partial accumulation of a run steps with the loss over
   for (const auto& [name, wrapper] : accumulated.wrappers.items()) CHECK_FALSE(wrapper->accumulating());
 
   CHECK_THROWS_WITH(accumulated.wrappers["generator"].initialize_count_status(3, 10),
-                    Catch::Contains("calls_done 3 is not a multiple of accumulative_counts 2"));
+                    Catch::Contains("calls_done 3 is not a multiple of accumulative_counts 2") &&
+                        Catch::Contains("after_step"));
+
+  // Extended from that end (3 calls, right after a step) to 6: the accumulations count
+  // from 3, a step on micro-batches 3 and 4, then one on 5 alone.
+  for (const auto& [name, wrapper] : accumulated.wrappers.items())
+    wrapper->initialize_count_status(3, 6, true);
+  for (int micro = 3; micro < 6; ++micro) accumulated.step({micro});
+  reference.step({3, 4});
+  reference.step({5});
+  require_close(parameter_values(*accumulated.gan), parameter_values(*reference.gan), 1e-5);
+  for (const auto& [name, wrapper] : accumulated.wrappers.items()) CHECK_FALSE(wrapper->accumulating());
 }
 
 TEST_CASE("GAN: different accumulative_counts for G and D are refused, naming both",
