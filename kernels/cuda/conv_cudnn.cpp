@@ -24,6 +24,7 @@ namespace {
 using conv_detail::Geometry;
 
 constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
+constexpr const char* kOffHint = " (TANDEM_CUDNN=off runs convolutions without cuDNN)";
 
 // One handle per device, bound to the compute stream. cuDNN forbids two host threads using
 // one handle at once, so each call holds the device's lock.
@@ -43,8 +44,7 @@ DeviceHandle& device_handle(int device) {
     auto made = std::make_unique<DeviceHandle>();
     TANDEM_CHECK_CUDA(cudaSetDevice(device));
     TANDEM_CHECK_CUDNN(cudnnCreate(&made->handle),
-                       "creating the cuDNN handle of cuda:"
-                           << device << " (TANDEM_CUDNN=off runs convolutions without cuDNN)");
+                       "creating the cuDNN handle of cuda:" << device << kOffHint);
     TANDEM_CHECK_CUDNN(cudnnSetStream(made->handle, tandem::cuda::compute_stream()),
                        "binding the cuDNN handle of cuda:" << device << " to the compute stream");
     slot = std::move(made);
@@ -239,7 +239,7 @@ bool cudnn_conv_forward(const char* op, const Tensor& x, const Tensor& weight, T
                               weight.raw_data(), plan->desc->conv,
                               static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo), scratch.raw_data(),
                               plan->workspace_bytes, s.zero(x.dtype()), plan->desc->y, y.raw_data()),
-      op << ": " << key_of(ConvPass::forward, x, g, mode).str());
+      op << ": " << key_of(ConvPass::forward, x, g, mode).str() << kOffHint);
   return true;
 }
 
@@ -273,7 +273,7 @@ bool cudnn_conv_backward_input(const char* op, const Tensor& grad, const Tensor&
                                    plan->desc->y, grad.raw_data(), plan->desc->conv,
                                    static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo), scratch.raw_data(),
                                    plan->workspace_bytes, s.zero(grad.dtype()), plan->desc->x, dx.raw_data()),
-      op << ": " << key_of(ConvPass::backward_data, grad, g, mode).str());
+      op << ": " << key_of(ConvPass::backward_data, grad, g, mode).str() << kOffHint);
   return true;
 }
 
@@ -307,7 +307,7 @@ bool cudnn_conv_backward_weight(const char* op, const Tensor& grad, const Tensor
                                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo),
                                                     scratch.raw_data(), plan->workspace_bytes,
                                                     s.zero(x.dtype()), plan->desc->w, dweight.raw_data()),
-                     op << ": " << key_of(ConvPass::backward_filter, x, g, mode).str());
+                     op << ": " << key_of(ConvPass::backward_filter, x, g, mode).str() << kOffHint);
   return true;
 }
 
