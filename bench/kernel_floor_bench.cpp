@@ -249,7 +249,7 @@ int run(const Options& o) {
   for (const auto& [call, count] : record.convs) rows.push_back(measure_conv(call, count, seed += 2, o));
   for (const auto& [call, count] : record.gemms) rows.push_back(measure_gemm(call, count, seed += 2, o));
 
-  std::printf("#\n# %-72s %6s %10s %10s %9s %9s %6s\n", "kernel", "calls", "us/call", "us/step", "GFLOP",
+  std::printf("#\n# %-96s %6s %10s %10s %9s %9s %6s\n", "kernel", "calls", "us/call", "us/step", "GFLOP",
               "TFLOP/s", "#wrong");
   double floor_us = 0, step_flops = 0;
   int wrong = 0;
@@ -258,7 +258,7 @@ int run(const Options& o) {
     floor_us += per_step;
     step_flops += r.flops * static_cast<double>(r.calls);
     wrong += r.wrong;
-    std::printf("  %-72s %6lld %10.1f %10.1f %9.3f %9.2f %6d\n", r.kernel.c_str(),
+    std::printf("  %-96s %6lld %10.1f %10.1f %9.3f %9.2f %6d\n", r.kernel.c_str(),
                 static_cast<long long>(r.calls), r.us, per_step, r.flops / 1e9, r.flops / (r.us * 1e6),
                 r.wrong);
   }

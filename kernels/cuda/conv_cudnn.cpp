@@ -62,6 +62,7 @@ struct Descriptors {
   Descriptors() = default;
   Descriptors(const Descriptors&) = delete;
   Descriptors& operator=(const Descriptors&) = delete;
+  // Unchecked: a destructor may not throw, and a failed destroy leaks a small host struct.
   ~Descriptors() {
     if (x != nullptr) cudnnDestroyTensorDescriptor(x);
     if (y != nullptr) cudnnDestroyTensorDescriptor(y);
