@@ -5,6 +5,7 @@
 // gemm: C = alpha * op(A) op(B) + beta * C (C preallocated, shape checked; with beta = 0
 //   C's old contents are never read, so NaN there does not leak).
 // matmul: returns op(A) op(B). Shape errors name the op and both operand shapes.
+// Every gemm call (on any device) is seen by the kernel recorder (kernel_recorder.h).
 // check_gemm: the checks gemm makes on its operands (device-agnostic), returning
 //   {m, k, n}; shared by the CPU and CUDA kernels.
 #pragma once

@@ -4,15 +4,16 @@
 # GPU when there are fewer GPUs than ranks, each then its own NCCL host over sockets on
 # loopback: runtime/dist/nccl_shared_device.h) the NCCL process-group suite, the Reducer's
 # GPU suite (single-process oracle in every wrap style, static and dynamic GANs; overlap)
-# and GPU-vs-CPU training; the kernel bandwidth table; a short dcgan run on the GPU.
+# and GPU-vs-CPU training; the kernel bandwidth table; the dcgan and dcgan64 steps against
+# the floor of their own kernels (kernel_floor_bench); a short dcgan run on the GPU.
 #   scripts/gpu.sh                  build in build-gpu/ (TANDEM_CUDA=ON), then run
 #   scripts/gpu.sh --prebuilt DIR   run binaries built elsewhere (DIR/bin), no build
 #   scripts/gpu.sh --no-setup       build without scripts/setup.sh (a machine with the
 #                                   dependencies but no package registry); extra CMake
 #                                   arguments in $GPU_CMAKE_ARGS (e.g. -DCatch2_DIR=...)
 #   scripts/gpu.sh ... --only NAME  one step: tests | bench | train
-# Environment: GPU_RANKS (default "1 2 3"). Logs go to $GPU_LOG_DIR (default
-# build-gpu/logs). Exit status: non-zero if a step failed.
+# Environment: GPU_RANKS (default "1 2 3"), FLOOR_MODELS (default "dcgan dcgan64"). Logs
+# go to $GPU_LOG_DIR (default build-gpu/logs). Exit status: non-zero if a step failed.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -66,6 +67,15 @@ if [ -z "$only" ] || [ "$only" = tests ]; then
 fi
 if [ -z "$only" ] || [ "$only" = bench ]; then
   step kernels_bench "$bin/kernels_bench"
+  # Each GAN step against the floor of its own convolutions and GEMMs (kernel_floor_bench),
+  # for the models of $FLOOR_MODELS this build knows.
+  for model in ${FLOOR_MODELS:-dcgan dcgan64}; do
+    if "$bin/kernel_floor_bench" --help | grep -- "--model" | tr ' |' '\n\n' | grep -qx "$model"; then
+      step "kernel_floor_$model" "$bin/kernel_floor_bench" --model "$model"
+    else
+      echo "== kernel_floor_$model: skipped (this build has no model $model)"
+    fi
+  done
 fi
 if [ -z "$only" ] || [ "$only" = train ]; then
   out="${TRAIN_OUT:-$logs/dcgan}"

@@ -4,8 +4,9 @@
 //
 // Several samples share one im2col buffer of shape [K, nb * L] (K = C kh kw, L = Ho Wo)
 // so each GEMM is wide enough to run near peak even on 7x7 feature maps; the [O, nb * L]
-// result is then scattered back to NCHW. CUDA tensors go to kernels/cuda/conv.cu,
-// which follows the same plan with device kernels.
+// result is then scattered back to NCHW. CUDA tensors go to kernels/cuda/conv.cu
+// (cuDNN, or the same plan with device kernels). Each entry point is what the kernel
+// recorder (kernel_recorder.h) sees.
 #include "kernels/conv.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "kernels/conv_geometry.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
+#include "kernels/kernel_recorder.h"
 
 #if TANDEM_HAVE_CUDA
 #include "kernels/cuda/conv_cuda.h"
@@ -219,6 +221,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
   check_params(op, p, false);
   Geometry g = conv_geometry(op, x.shape(), weight.shape(), p);
   Tensor y = Tensor::empty({g.n, g.o, g.ho, g.wo}, x.dtype(), x.device());
+  ConvRecordScope record(ConvOp::conv2d, x.shape(), weight.shape(), y.shape(), p, x.dtype());
   run_forward(op, x, weight, y, g);
   return y;
 }
@@ -231,6 +234,8 @@ Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Sha
   Geometry g = conv_geometry(op, x_shape, weight.shape(), p);
   check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
   Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
+  ConvRecordScope record(ConvOp::conv2d_backward_input, grad.shape(), weight.shape(), x_shape, p,
+                         grad.dtype());
   run_backward_input(op, grad, weight, dx, g);
   return dx;
 }
@@ -243,6 +248,7 @@ Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& 
   Geometry g = conv_geometry(op, x.shape(), weight_shape, p);
   check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
   Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  ConvRecordScope record(ConvOp::conv2d_backward_weight, grad.shape(), x.shape(), weight_shape, p, x.dtype());
   run_backward_weight(op, grad, x, dw, g);
   return dw;
 }
@@ -253,6 +259,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParam
   check_params(op, p, true);
   Geometry g = transpose_geometry(op, x.shape(), weight.shape(), p);
   Tensor y = Tensor::empty({g.n, g.c, g.h, g.w}, x.dtype(), x.device());
+  ConvRecordScope record(ConvOp::conv_transpose2d, x.shape(), weight.shape(), y.shape(), p, x.dtype());
   run_backward_input(op, x, weight, y, g);
   return y;
 }
@@ -265,6 +272,8 @@ Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight,
   Geometry g = transpose_geometry(op, x_shape, weight.shape(), p);
   check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
   Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
+  ConvRecordScope record(ConvOp::conv_transpose2d_backward_input, grad.shape(), weight.shape(), x_shape, p,
+                         grad.dtype());
   run_forward(op, grad, weight, dx, g);
   return dx;
 }
@@ -277,6 +286,8 @@ Tensor conv_transpose2d_backward_weight(const Tensor& grad, const Tensor& x, con
   Geometry g = transpose_geometry(op, x.shape(), weight_shape, p);
   check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
   Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  ConvRecordScope record(ConvOp::conv_transpose2d_backward_weight, grad.shape(), x.shape(), weight_shape, p,
+                         x.dtype());
   run_backward_weight(op, x, grad, dw, g);
   return dw;
 }

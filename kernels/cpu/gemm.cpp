@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 
 #include "kernels/dispatch.h"
+#include "kernels/kernel_recorder.h"
 
 #if TANDEM_HAVE_CUDA
 #include "kernels/cuda/gemm_cuda.h"
@@ -70,6 +71,10 @@ GemmShape check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const T
 }
 
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  if (kernel_recording()) {
+    const GemmShape s = check_gemm(a, ta, b, tb, c);
+    record_gemm({s.m, s.n, s.k, ta, tb, a.dtype()});
+  }
   TANDEM_CUDA_ROUTE(a, cuda::gemm(a, ta, b, tb, c, alpha, beta));
   check_gemm(a, ta, b, tb, c);
   require_cpu("matmul", a);

@@ -1,10 +1,12 @@
-// The three convolution kernels of conv_cuda.h: im2col / col2im device kernels around
-// cuBLAS GEMMs, following the plan of kernels/cpu/conv.cpp with one launch per chunk of
-// samples where the CPU loops over them.
+// The three convolution kernels of conv_cuda.h: cuDNN where it takes the call, else
+// im2col / col2im device kernels around cuBLAS GEMMs, following the plan of kernels/cpu/conv.cpp with one
+// launch per chunk of samples where the CPU loops over them.
 #include <algorithm>
 
+#include "kernels/conv_algorithm.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cuda/conv_cuda.h"
+#include "kernels/cuda/conv_cudnn.h"
 #include "kernels/cuda/cuda_kernel_util.cuh"
 #include "kernels/cuda/gemm_cuda.h"
 #include "kernels/dispatch.h"
@@ -185,20 +187,31 @@ void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, 
 
 }  // namespace
 
+// Each entry point tries cuDNN first (conv_cudnn.h), which declines when the mode is off or
+// the shape is not for it; im2col + cuBLAS then does the work.
 void conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
   TANDEM_CHECK_CUDA(cudaSetDevice(x.device().index));
+  const bool by_cudnn = cudnn_conv_forward(op, x, weight, y, g);
+  count_conv_dispatch(by_cudnn);
+  if (by_cudnn) return;
   dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
 }
 
 void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx,
                          const Geometry& g) {
   TANDEM_CHECK_CUDA(cudaSetDevice(grad.device().index));
+  const bool by_cudnn = cudnn_conv_backward_input(op, grad, weight, dx, g);
+  count_conv_dispatch(by_cudnn);
+  if (by_cudnn) return;
   dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
 }
 
 void conv_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight,
                           const Geometry& g) {
   TANDEM_CHECK_CUDA(cudaSetDevice(x.device().index));
+  const bool by_cudnn = cudnn_conv_backward_weight(op, grad, x, dweight, g);
+  count_conv_dispatch(by_cudnn);
+  if (by_cudnn) return;
   dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dweight, g); });
 }
 

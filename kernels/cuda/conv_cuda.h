@@ -1,10 +1,13 @@
-// The three convolution kernels on CUDA tensors: im2col / col2im kernels + cuBLAS GEMM.
-// CUDA builds only; the entry points of kernels/conv.h check the operands, work out the
-// Geometry, allocate the output and call these for tensors on a GPU.
+// The three convolution kernels on CUDA tensors: cuDNN (conv_cudnn.h) unless the mode
+// (kernels/conv_algorithm.h) is off or cuDNN declines the shape, else im2col / col2im
+// kernels + cuBLAS GEMM. CUDA builds only; the entry points of kernels/conv.h check the
+// operands, work out the Geometry, allocate the output and call these for tensors on a GPU.
 //
-// Contract: the same results as the CPU twins in kernels/cpu/conv.cpp up to the GEMM's
-// summation order. col2im gathers each input element's window contributions in a fixed
-// order (no atomics), so results are deterministic run to run. Runs on the compute stream.
+// Contract: the same results as the CPU twins in kernels/cpu/conv.cpp up to the summation
+// order. Both paths are deterministic run to run: col2im gathers each input element's
+// window contributions in a fixed order (no atomics), and cuDNN is limited to its
+// deterministic algorithms. Runs on the compute stream. Each call counts in
+// conv_dispatch_counts() under the path that ran it.
 // `op` names the caller in errors (an unsupported dtype).
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "autograd/lr_scheduler.h"
+#include "kernels/conv_algorithm.h"
 #include "models/gan.h"
 #include "models/train/batch_maker.h"
 #include "models/train/checkpointer.h"
@@ -170,6 +171,9 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const int rank = world->rank(), size = world->size();
   const bool is_rank0 = rank == 0;
   check_device(o, *world);
+  // The convolutions' TANDEM_CUDNN setting is read here, so a bad value is named before the
+  // output folder is touched rather than at the first GPU convolution (CPU runs ignore it).
+  kernels::conv_algorithm_mode();
   const Device device = world->tensor_device();
   const OutReuse reuse = o.resume ? OutReuse::resume : o.overwrite ? OutReuse::overwrite : OutReuse::new_run;
   const OutDirLock out_lock = prepare_out_dir(o.out, reuse, *world, out);  // held by rank 0 for the whole run

@@ -49,6 +49,13 @@ expect_every_rank_fails unwritable_out "--out $out: " --out "$out"
 grep -qF "[rank 0] --out $out: cannot create the directory (Not a directory)" "$work/unwritable_out.log" ||
   { cat "$work/unwritable_out.log"; fail "unwritable_out: rank 0 did not say why"; }
 
+# 2b. A bad TANDEM_CUDNN (the GPU convolutions' algorithm mode), named by every rank before
+# --out is created, on a CPU run too.
+TANDEM_CUDNN=fast expect_every_rank_fails bad_cudnn_mode \
+  "TANDEM_CUDNN='fast' is not a convolution algorithm mode (use off, on or benchmark)" \
+  --model mlp --out "$work/bad_cudnn_mode"
+[ ! -e "$work/bad_cudnn_mode" ] || fail "bad_cudnn_mode: --out was created"
+
 # 3. A failure on one rank only (its --data-dir is wrong; MPMD launch): the others are
 # already waiting for it in a collective. The job must end within seconds with that rank's
 # cause first, not after the collective timeout (60 s here) with a message about collectives.
