@@ -138,6 +138,7 @@ GanConfig gan_config(const TrainOptions& o) {
   config.pggan_stage_iters = pggan_stage_iters(o);
   config.seed = o.seed;
   config.channels = o.channels;
+  config.width = o.width;
   return config;
 }
 
