@@ -8,6 +8,7 @@
 #include "autograd/lr_scheduler.h"
 #include "models/gan.h"
 #include "models/train/batch_maker.h"
+#include "models/train/batch_prefetcher.h"
 #include "models/train/checkpointer.h"
 #include "models/train/ema_weights.h"
 #include "models/train/metrics_log.h"
@@ -177,8 +178,9 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
   std::shared_ptr<GanModel> model = make_gan(gan_config(o));
   model->to(device);  // before the wrapper and optimizers take their handles
-  const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), device, model->data_shape(),
-                                              is_rank0 ? &out : nullptr);
+  // Made on the CPU; on a GPU the prefetcher uploads each one a step ahead from pinned memory.
+  const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), Device::cpu(),
+                                              model->data_shape(), is_rank0 ? &out : nullptr);
   // Before the first collective whose order depends on a setting (the wrapper's checks).
   const std::vector<RunSetting> settings =
       run_settings(o, dist::backend_name(world->backend()), batches.data_identity());
@@ -226,6 +228,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const auto loop_start = Clock::now();
   StepTimer timer;
   if (!o.trace.empty()) dist::start_trace_aligned(*world);
+  BatchPrefetcher prefetcher(batches, device);
   timer.start(loop_start, wrapped.total_bytes());
   for (int64_t it = start; it < o.iters; ++it) {
     LogVars log;
@@ -235,7 +238,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       if (step.on()) step.set_args({trace::arg("iteration", it)});
       model->set_iteration(it);
       std::optional<trace::Span> data(std::in_place, "train", "data");
-      Batch batch = batches.make(it);
+      Batch batch = prefetcher.take(it, it + 1 < o.iters ? it + 1 : -1);
       data.reset();
       log = wrapped.train_step(batch);
       lr_used = wrapped.opt_d().lr();

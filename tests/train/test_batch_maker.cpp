@@ -8,6 +8,7 @@
 #include "models/data/image_resize.h"
 #include "models/data/sampler.h"
 #include "models/train/batch_maker.h"
+#include "models/train/batch_prefetcher.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
@@ -125,6 +126,16 @@ TEST_CASE("image batches come at the model's side: 28x28 pictures resized for dc
   CHECK(resized.targets.to_vector() == as_stored.targets.to_vector());
   at64.side = 28;  // already the model's side: as stored
   CHECK(BatchMaker(at64, images).make(3).inputs.to_vector() == as_stored.inputs.to_vector());
+}
+
+TEST_CASE("on the CPU the prefetcher hands out the maker's batches as they are, in any order",
+          "[batch_maker]") {
+  const BatchMaker maker(ring8_spec(5, 1));
+  BatchPrefetcher prefetcher(maker, Device::cpu());
+  for (auto [it, next] : {std::pair<int64_t, int64_t>{0, 1}, {1, 2}, {5, 6}, {2, -1}}) {
+    INFO("iteration " << it);
+    CHECK(same(prefetcher.take(it, next), maker.make(it)));
+  }
 }
 
 TEST_CASE("data too small for the batch names the data, the flags and the remedy", "[batch_maker][errors]") {
