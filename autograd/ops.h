@@ -7,7 +7,7 @@
 // Second order (grad() with create_graph, engine.h): these ops have differentiable
 // backward rules -- add, sub, mul, neg, scale, add_scalar, square, sqrt, add_bias, sum and
 // mean (all and per axis), reshape, flatten, concat, slice, matmul, linear, relu,
-// leaky_relu, tanh, sigmoid, softplus, bce_with_logits, conv2d, conv_transpose2d,
+// leaky_relu, tanh, sigmoid, softplus, bias_activation, bce_with_logits, conv2d, conv_transpose2d,
 // conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x and avg_pool2x. relu and
 // leaky_relu use their local slope as a constant (zero second derivative away from the
 // kink). The rules are built from ops that have rules themselves, so every order is exact
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "kernels/bias_activation.h"
 #include "kernels/conv.h"
 
 namespace tandem {
@@ -67,6 +68,10 @@ Variable leaky_relu(const Variable& x, double slope = kLeakyReluDefaultSlope);
 Variable tanh(const Variable& x);
 Variable sigmoid(const Variable& x);
 Variable softplus(const Variable& x);
+// act(x + bias[c]) in one kernel each way (kernels/bias_activation.h): the same values as
+// activation(add_bias(x, bias)), bit for bit on the CPU. slope: leaky_relu's (> 0).
+Variable bias_activation(const Variable& x, const Variable& bias, kernels::Activation act,
+                         double slope = 0.0);
 
 // Losses (elementwise; reduce with mean()).
 Variable bce_with_logits(const Variable& logits, const Variable& targets);

@@ -31,8 +31,11 @@
 //   steps at its last train_step. While D accumulates, loss_g is not logged; in the
 //   train_step that updates G it is the mean over its micro-steps. Accumulation with
 //   n_critic > 1 or lazy R1 is an Error (not supported yet).
-// - Image models (mlp, dcgan, pggan) take GanConfig::channels per pixel, 1 (gray) or 3
-//   (RGB), in their data, their D's input and their G's output; ring8-mlp takes 1 only.
+// - Image models (mlp, dcgan, dcgan64, pggan) take GanConfig::channels per pixel, 1 (gray)
+//   or 3 (RGB), in their data, their D's input and their G's output; ring8-mlp takes 1 only.
+//   dcgan64 takes [C, 64, 64] samples (the data is resized to it), the others [C, 28, 28];
+//   GanConfig::width sets dcgan64's ngf = ndf (0: 64) and is an Error for other models.
+//   dcgan and dcgan64 fuse each biased layer with its activation (models/fused_layers.h).
 // - set_iteration(i) lets dynamic models change structure (the `mlp` model's extra D layer
 //   on alternate blocks of 5 iterations; the progressive GAN's stages and fade-in). Every
 //   rank calls it with the same i, so every rank uses the same parameters.
@@ -61,12 +64,13 @@ struct GanObjective {
 };
 
 struct GanConfig {
-  std::string model = "ring8-mlp";  // ring8-mlp | mlp | dcgan | pggan
+  std::string model = "ring8-mlp";  // ring8-mlp | mlp | dcgan | dcgan64 | pggan
   bool dynamic = false;             // mlp only: the extra D layer on alternate blocks of 5
   GanObjective objective = {};
   int64_t pggan_stage_iters = 200;  // pggan: iterations per stage (first half fades in)
   uint64_t seed = 0;                // initial weights
   int64_t channels = 1;             // image models: 1 (gray) or 3 (RGB) per pixel
+  int64_t width = 0;                // dcgan64: ngf = ndf; 0: 64
 };
 
 class GanModel : public DataParallelModel {
@@ -77,7 +81,7 @@ class GanModel : public DataParallelModel {
   // Shape of one real sample as the discriminator takes it at the current iteration.
   virtual Shape sample_shape() const = 0;
   // Shape of one real sample as the data must provide it: [channels, 28, 28] for the image
-  // models (pggan at its last stage), [2] for ring8.
+  // models (pggan at its last stage), [channels, 64, 64] for dcgan64, [2] for ring8.
   virtual Shape data_shape() const { return sample_shape(); }
   // Real data at full resolution -> what the discriminator takes now (pggan downsamples).
   virtual Tensor prepare_real(const Tensor& real) const { return real; }

@@ -1,4 +1,4 @@
-// The GAN models: ring8-mlp, mlp (optionally dynamic), dcgan and pggan.
+// The GAN models: ring8-mlp, mlp (optionally dynamic), dcgan, dcgan64 and pggan.
 #include <algorithm>
 #include <cmath>
 
@@ -6,6 +6,7 @@
 #include "autograd/init.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
+#include "models/fused_layers.h"
 #include "models/gan.h"
 #include "models/gradient_penalty.h"
 
@@ -131,14 +132,90 @@ class DcGan final : public GanModel {
     }
   }
   std::string type_name() const override { return "dcgan"; }
-  Variable generate(const Variable& z) override { return generator->forward(z); }
-  Variable discriminate(const Variable& x) override { return discriminator->forward(x); }
+  // G's last layer and D's first two fuse their bias with the activation after them.
+  Variable generate(const Variable& z) override { return forward_fused(sequential(generator), z); }
+  Variable discriminate(const Variable& x) override { return forward_fused(sequential(discriminator), x); }
   int64_t noise_dim() const override { return kNoise; }
   Shape sample_shape() const override { return {channels_, 28, 28}; }
 
  private:
+  static const nn::Sequential& sequential(const std::shared_ptr<nn::Module>& part) {
+    return static_cast<const nn::Sequential&>(*part);
+  }
   static constexpr int64_t kNoise = 64;
   int64_t channels_;
+};
+
+// The classic DCGAN at 64x64 (Radford et al.): G z [nz] as [nz, 1, 1] -> 8w x 4 x 4 ->
+// 4w x 8 x 8 -> 2w x 16 x 16 -> w x 32 x 32 -> C x 64 x 64 (transposed convolutions of 4,
+// batch norm and ReLU between, tanh at the end); D the mirror image with strided
+// convolutions and LeakyReLU(0.2), batch norm on all but its first layer, a 4x4 valid
+// convolution to one logit. w = ngf = ndf (64 unless GanConfig::width says). The layers
+// followed by batch norm have no bias (it would cancel); the others have one, fused with
+// their activation.
+class DcGan64 final : public GanModel {
+ public:
+  DcGan64(Generator& gen, int64_t channels, int64_t width) : channels_(channels), width_(width) {
+    const int64_t w = width;
+    auto g = std::make_shared<Sequential>();
+    int64_t in = kNoise;
+    for (int64_t out : {8 * w, 4 * w, 2 * w, w}) {
+      const bool first = in == kNoise;
+      g->push_back(
+          std::make_shared<nn::ConvTranspose2d>(in, out, 4, first ? 1 : 2, first ? 0 : 1, 0, false, gen));
+      g->push_back(std::make_shared<nn::BatchNorm2d>(out));
+      g->push_back(std::make_shared<nn::ReLU>());
+      in = out;
+    }
+    g->push_back(std::make_shared<nn::ConvTranspose2d>(w, channels, 4, 2, 1, 0, true, gen));
+    g->push_back(std::make_shared<nn::Tanh>());
+    generator = register_module("generator", g);
+    auto d = std::make_shared<Sequential>();
+    d->push_back(std::make_shared<nn::Conv2d>(channels, w, 4, 2, 1, true, gen));
+    d->push_back(std::make_shared<nn::LeakyReLU>(0.2));
+    for (int64_t out : {2 * w, 4 * w, 8 * w}) {
+      d->push_back(std::make_shared<nn::Conv2d>(out / 2, out, 4, 2, 1, false, gen));
+      d->push_back(std::make_shared<nn::BatchNorm2d>(out));
+      d->push_back(std::make_shared<nn::LeakyReLU>(0.2));
+    }
+    d->push_back(std::make_shared<nn::Conv2d>(8 * w, 1, 4, 1, 0, true, gen));
+    d->push_back(std::make_shared<nn::Flatten>());
+    discriminator = register_module("discriminator", d);
+    // DCGAN initialisation: convolution weights N(0, 0.02); batch-norm gamma N(1, 0.02),
+    // beta 0; convolution biases keep their default draw (as dcgan's).
+    for (const Sequential* part : {g.get(), d.get()}) {
+      for (size_t i = 0; i < part->size(); ++i) {
+        nn::Module& m = *(*part)[i];
+        if (auto* bn = dynamic_cast<nn::BatchNorm*>(&m)) {
+          nn::init::normal_(bn->weight, 1.0, 0.02, gen);
+          nn::init::zeros_(bn->bias);
+        } else if (auto* c = dynamic_cast<nn::Conv2d*>(&m)) {
+          nn::init::normal_(c->weight, 0.0, 0.02, gen);
+        } else if (auto* t = dynamic_cast<nn::ConvTranspose2d*>(&m)) {
+          nn::init::normal_(t->weight, 0.0, 0.02, gen);
+        }
+      }
+    }
+  }
+  std::string type_name() const override { return "dcgan64"; }
+  Variable generate(const Variable& z) override {
+    return forward_fused(static_cast<const Sequential&>(*generator), reshape(z, {z.size(0), kNoise, 1, 1}));
+  }
+  Variable discriminate(const Variable& x) override {
+    return forward_fused(static_cast<const Sequential&>(*discriminator), x);
+  }
+  int64_t noise_dim() const override { return kNoise; }
+  Shape sample_shape() const override { return {channels_, 64, 64}; }
+  std::string structure() const override {
+    return width_ == kDefaultWidth ? "" : "width " + std::to_string(width_) + " (ngf = ndf)";
+  }
+
+  static constexpr int64_t kDefaultWidth = 64;
+
+ private:
+  static constexpr int64_t kNoise = 100;
+  int64_t channels_;
+  int64_t width_;
 };
 
 // Progressive GAN, 7x7 -> 14x14 -> 28x28. Stage s trains at 7 * 2^s; the first half of
@@ -264,7 +341,7 @@ class ProgressiveGan final : public GanModel {
 }  // namespace
 
 const std::vector<std::string>& gan_model_names() {
-  static const std::vector<std::string> names = {"ring8-mlp", "mlp", "dcgan", "pggan"};
+  static const std::vector<std::string> names = {"ring8-mlp", "mlp", "dcgan", "dcgan64", "pggan"};
   return names;
 }
 
@@ -281,6 +358,9 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
     model = std::make_shared<MlpGan>(gen, config.dynamic, config.channels);
   else if (config.model == "dcgan")
     model = std::make_shared<DcGan>(gen, config.channels);
+  else if (config.model == "dcgan64")
+    model = std::make_shared<DcGan64>(gen, config.channels,
+                                      config.width > 0 ? config.width : DcGan64::kDefaultWidth);
   else if (config.model == "pggan")
     model = std::make_shared<ProgressiveGan>(gen, config.pggan_stage_iters, config.channels);
   else {
@@ -288,6 +368,10 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
     for (const auto& n : gan_model_names()) known += (known.empty() ? "" : ", ") + n;
     TANDEM_FAIL("unknown model '" << config.model << "' (known: " << known << ")");
   }
+  TANDEM_CHECK(config.width >= 0, "width (dcgan64's ngf = ndf) must be at least 1 (0: the default "
+                                      << DcGan64::kDefaultWidth << "), got " << config.width);
+  TANDEM_CHECK(config.width == 0 || config.model == "dcgan64",
+               "--width applies to the dcgan64 model only, not '" << config.model << "'");
   TANDEM_CHECK(!config.dynamic || config.model == "mlp",
                "--dynamic applies to the mlp model only, not '" << config.model << "'");
   const GanObjective& o = config.objective;

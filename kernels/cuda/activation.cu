@@ -1,8 +1,12 @@
 // Activation kernels: one small functor per op for the map kernels of cuda_kernel_util.cuh,
 // so the formulas read like their CPU twins (sigmoid and softplus branch on the sign of x,
 // as there, so exp never overflows).
+//
+// bias_activation's backward is one pass: the channel sums of sums.cuh load each element
+// once, and the load computes act'(y) * grad, stores it as grad_x and hands it to the sum.
 #include "kernels/cuda/activation_cuda.h"
 #include "kernels/cuda/cuda_kernel_util.cuh"
+#include "kernels/cuda/sums.cuh"
 
 namespace tandem::kernels::cuda {
 
@@ -50,6 +54,65 @@ struct SoftplusBackwardOp {
 };
 // clang-format on
 
+// The fused op's activation and its backward from the output, as the CPU twin's.
+template <typename T>
+__device__ T activate(T v, Activation act, T slope) {
+  switch (act) {
+    case Activation::none:
+      return v;
+    case Activation::relu:
+      return max_zero(v);
+    case Activation::leaky_relu:
+      return v > T(0) ? v : slope * v;
+    case Activation::tanh:
+      return d_tanh(v);
+    case Activation::sigmoid:
+      return stable_sigmoid(v);
+  }
+  return v;
+}
+
+template <typename T>
+__device__ T activate_backward(T g, T y, Activation act, T slope) {
+  switch (act) {
+    case Activation::none:
+      return g;
+    case Activation::relu:
+      return y > T(0) ? g : y <= T(0) ? T(0) : y;
+    case Activation::leaky_relu:
+      return y > T(0) ? g : y <= T(0) ? slope * g : y;
+    case Activation::tanh:
+      return g * (T(1) - y * y);
+    case Activation::sigmoid:
+      return g * y * (T(1) - y);
+  }
+  return g;
+}
+
+template <typename T>
+__global__ void bias_activation_kernel(const T* x, const T* bias, T* out, int64_t count, int64_t channels,
+                                       int64_t inner, Activation act, T slope) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(blockDim.x) * gridDim.x)
+    out[i] = activate(x[i] + bias[(i / inner) % channels], act, slope);
+}
+
+// The channel sums' load for the backward: grad_x[index] = act'(y) * grad, stored as it
+// is summed (each element is loaded exactly once).
+template <typename T>
+struct GradXLoad {
+  const T* grad;
+  const T* y;
+  T* grad_x;
+  Activation act;
+  T slope;
+  __device__ double operator()(int64_t index, int64_t) const {
+    const T g = activate_backward(grad[index], y[index], act, slope);
+    grad_x[index] = g;
+    return static_cast<double>(g);
+  }
+};
+
 // out[i] = f(grad[i], saved[i]); the checks of the CPU activations' backward.
 template <typename F>
 Tensor activation_backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
@@ -79,6 +142,41 @@ Tensor sigmoid_backward(const Tensor& grad, const Tensor& y) {
 Tensor softplus(const Tensor& x) { return unary("softplus", "input", x, SoftplusOp{}); }
 Tensor softplus_backward(const Tensor& grad, const Tensor& x) {
   return activation_backward("softplus_backward", grad, x, SoftplusBackwardOp{});
+}
+
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope) {
+  const char* op = "bias_activation";
+  check_bias_activation(op, x, bias, act, slope);
+  require_cuda(op, x);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const int64_t count = x.numel();
+  if (count == 0) return out;
+  const int64_t c = x.size(1), inner = count / (x.size(0) * c);
+  set_device(x);
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    bias_activation_kernel<<<blocks_for(count), kThreads, 0, stream()>>>(
+        ptr<T>(x), ptr<T>(bias), mut_ptr<T>(out), count, c, inner, act, static_cast<T>(slope));
+    TANDEM_CHECK_LAUNCH();
+  });
+  return out;
+}
+
+BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
+                                             double slope) {
+  const char* op = "bias_activation_backward";
+  check_same_layout(op, grad, "gradient", y, "output");
+  TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
+  check_activation_slope(op, act, slope);
+  const int64_t n = grad.size(0), c = grad.size(1), inner = grad.numel() / (n * c == 0 ? 1 : n * c);
+  BiasActivationGrads out{Tensor::empty(grad.shape(), grad.dtype(), grad.device()),
+                          Tensor::empty({c}, grad.dtype(), grad.device())};
+  set_device(grad);
+  dispatch_float(op, grad.dtype(), [&]<typename T>() {
+    channel_sums(grad.device(),
+                 GradXLoad<T>{ptr<T>(grad), ptr<T>(y), mut_ptr<T>(out.x), act, static_cast<T>(slope)},
+                 mut_ptr<T>(out.bias), n, c, inner, int64_t{0});
+  });
+  return out;
 }
 
 }  // namespace tandem::kernels::cuda

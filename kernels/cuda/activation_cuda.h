@@ -1,9 +1,12 @@
 // CUDA twins of kernels/activation.h. CUDA builds only.
 //
 // Contract: same signatures, formulas (the sign-branching stable sigmoid and softplus)
-// and errors as the CPU kernels; runs on the compute stream without waiting.
+// and errors as the CPU kernels; runs on the compute stream without waiting. The fused
+// bias + activation (kernels/bias_activation.h) lives here too: its backward sums the
+// bias gradient in double with the deterministic channel sums of sums.cuh.
 #pragma once
 
+#include "kernels/bias_activation.h"
 #include "runtime/tensor.h"
 
 namespace tandem::kernels::cuda {
@@ -18,5 +21,8 @@ Tensor sigmoid(const Tensor& x);
 Tensor sigmoid_backward(const Tensor& grad, const Tensor& y);
 Tensor softplus(const Tensor& x);
 Tensor softplus_backward(const Tensor& grad, const Tensor& x);
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope);
+BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
+                                             double slope);
 
 }  // namespace tandem::kernels::cuda

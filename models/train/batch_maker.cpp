@@ -4,6 +4,7 @@
 
 #include "models/data/dataset_identity.h"
 #include "models/data/image_folder.h"
+#include "models/data/image_resize.h"
 #include "runtime/error.h"
 
 namespace tandem::models {
@@ -31,6 +32,8 @@ Batch BatchMaker::make(int64_t iteration) const {
     int64_t per_epoch = sampler_->batches_per_epoch();
     batch.inputs = data::gather_rows(images_.images,
                                      sampler_->batch_indices(iteration / per_epoch, iteration % per_epoch));
+    if (spec_.side > 0 && batch.inputs.size(2) != spec_.side)
+      batch.inputs = data::resize_images(batch.inputs, spec_.side);
   } else {
     Generator data_gen = random_stream(spec_.seed, spec_.rank, iteration, kDataStream);
     batch.inputs = data::make_ring8(spec_.batch, data_gen);
@@ -88,7 +91,8 @@ BatchMaker make_batch_maker(const TrainOptions& o, int world_size, int rank, int
                        .rank = rank,
                        .batch = o.batch,
                        .noise_dim = noise_dim,
-                       .device = device};
+                       .device = device,
+                       .side = data_shape.size() == 3 ? data_shape[1] : 0};
   if (o.data == "ring8") return BatchMaker(spec);
   data::ImageDataset images =
       o.data == "images" ? load_images(o, data_shape, log) : data::load_fashion_mnist(o.data_dir, true);

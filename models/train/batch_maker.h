@@ -12,8 +12,9 @@
 //   `batch` points drawn with data::make_ring8 from the data stream of (seed, rank, i);
 //   for an image dataset, the rows the
 //   DistributedSampler (world_size, rank, batch, seed) gives this rank at step
-//   i % batches_per_epoch of epoch i / batches_per_epoch. make() keeps no state from call
-//   to call: any i can be drawn first.
+//   i % batches_per_epoch of epoch i / batches_per_epoch, resized to side x side
+//   (data::resize_images) when `side` is set and the pictures have another size (Fashion-MNIST's
+//   28x28 for dcgan64's 64x64). make() keeps no state from call to call: any i can be drawn first.
 // - data_identity() is "" for ring8 (drawn from the seed) and data::dataset_identity of
 //   the images otherwise (their count, shape and a content hash), computed once.
 // - An image dataset too small for `batch` on every rank is an Error from the constructor
@@ -52,6 +53,7 @@ struct BatchSpec {
   int64_t batch = 64;  // per rank
   int64_t noise_dim = 0;
   Device device = Device::cpu();
+  int64_t side = 0;  // images: the model's side; 0: as stored
 };
 
 class BatchMaker {
@@ -71,7 +73,8 @@ class BatchMaker {
   std::unique_ptr<data::DistributedSampler> sampler_;
 };
 
-// The batch maker of --data for rank `rank` of `world_size` (seed and batch from the options).
+// The batch maker of --data for rank `rank` of `world_size` (seed and batch from the options;
+// pictures at data_shape's side).
 BatchMaker make_batch_maker(const TrainOptions& options, int world_size, int rank, int64_t noise_dim,
                             Device device, const Shape& data_shape = {1, 28, 28},
                             std::ostream* log = nullptr);

@@ -54,6 +54,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       value("--model", o.model),
       value("--data", data_identity.empty() ? o.data : o.data + " (" + data_identity + ")", true),
       integer("--channels", o.channels, true),
+      integer("--width", o.width, true),
       on_off("--skip-bad-images", o.skip_bad_images),
       integer("--iters", o.iters),
       integer("--batch", o.batch, true),

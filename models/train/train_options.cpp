@@ -74,20 +74,23 @@ synchronised over the parameters it reaches. Start every rank with the same flag
 --out and --data-dir may differ (node-local paths), and the data there must be the same.
 Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, naming both).
 
-  --model NAME          ring8-mlp | mlp | dcgan | pggan          (ring8-mlp)
+  --model NAME          ring8-mlp | mlp | dcgan | dcgan64 | pggan   (ring8-mlp)
   --data NAME           ring8 | fashion-mnist | images
                                             (ring8 for ring8-mlp, else fashion-mnist)
   --data-dir DIR        Fashion-MNIST IDX files        (/usr/share/datasets/fashion-mnist);
                         with --data images (required): a folder tree of PNG and JPEG
                         files, every file in it (not hidden) loaded once at start,
-                        centre-cropped and averaged down to 28x28
+                        centre-cropped and averaged down to 28x28 (dcgan64: 64x64;
+                        it also enlarges Fashion-MNIST to 64x64 by the same rule)
   --channels C          image models: 1 (gray) | 3 (RGB, needs --data images); the
                         images are converted to it                                (1)
   --skip-bad-images     --data images: leave out (and count) files that are not
                         readable PNG or JPEG instead of stopping
   --iters N             training iterations: one D update each, and a G update
                         every --n-critic-th                                   (2000)
-  --batch N             batch per rank                                          (64)
+  --batch N             batch per rank                          (64; dcgan64 128)
+  --width W             dcgan64: ngf = ndf, the channels of G's last and D's first
+                        layer (the others 2, 4, 8 times that)                   (64)
   --lr X                Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9)
                                                               (2e-4; wgan-gp 1e-4)
   --lr-schedule SPEC    learning rate by iteration, a factor of --lr: warmup:N[:F]
@@ -119,7 +122,7 @@ Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, nami
                         --overwrite
   --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
   --resume              continue from the newest checkpoint in --out. It must have this
-                        run's --data, --channels, --batch, --lr, --lr-schedule,
+                        run's --data, --channels, --width, --batch, --lr, --lr-schedule,
                         --clip-grad, --clip-grad-type, --accumulate, --seed, --dynamic,
                         --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan:
                         and --pggan-stage-iters); other flags may change (--iters extends).
@@ -143,7 +146,7 @@ Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, nami
   --pggan-stage-iters N pggan: iterations per stage (0: iters / 3)                (0)
   --on-nonfinite P      NaN/Inf in an averaged gradient: off | skip (the step, on
                         every rank) | stop (with the parameter names)            (off)
-  --sync-bn             batch norms (dcgan's G) normalise with the statistics of every
+  --sync-bn             batch norms (dcgan's G, dcgan64's) normalise with the statistics of every
                         rank's batch (SyncBatchNorm), so that N ranks train as one
                         process on the global batch; without it each rank's batch
                         norms see its own batch only
@@ -166,7 +169,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   TrainOptions o;
   bool data_given = false, data_dir_given = false, lr_given = false, gp_lambda_given = false,
        n_critic_given = false, r1_every_given = false;
-  bool clip_grad_type_given = false;
+  bool clip_grad_type_given = false, batch_given = false;
   std::map<std::string, std::function<void(const std::string&)>> with_value = {
       {"--model", [&](const std::string& v) { o.model = one_of("--model", v, gan_model_names()); }},
       {"--data",
@@ -184,7 +187,12 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
          o.channels = std::stoi(one_of("--channels", v, {"1", "3"}));
        }},
       {"--iters", [&](const std::string& v) { o.iters = parse_int("--iters", v, 1); }},
-      {"--batch", [&](const std::string& v) { o.batch = parse_int("--batch", v, 1); }},
+      {"--batch",
+       [&](const std::string& v) {
+         o.batch = parse_int("--batch", v, 1);
+         batch_given = true;
+       }},
+      {"--width", [&](const std::string& v) { o.width = parse_int("--width", v, 1); }},
       {"--lr",
        [&](const std::string& v) {
          o.lr = parse_double("--lr", v);
@@ -309,6 +317,8 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   if (o.channels == 3 && !images)
     usage_error("--channels 3 goes with --data images (" + o.data + " is gray)");
   if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
+  if (o.width != 0 && o.model != "dcgan64") usage_error("--width applies to --model dcgan64 only");
+  if (o.model == "dcgan64" && !batch_given) o.batch = 128;
   if (o.explicit_prepare && o.wrap != WrapMode::whole) usage_error("--prepare goes with --wrap whole");
   if (o.resume_allow_fresh && !o.resume) usage_error("--resume-allow-fresh goes with --resume");
   if (o.overwrite && o.resume) usage_error("--overwrite and --resume do not go together");

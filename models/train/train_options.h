@@ -37,7 +37,8 @@ struct TrainOptions {
   int64_t channels = 1;                                        // image models: 1 (gray) or 3 (RGB)
   bool skip_bad_images = false;                                // --data images: leave out unreadable files
   int64_t iters = 2000;
-  int64_t batch = 64;  // per rank
+  int64_t batch = 64;  // per rank (dcgan64: 128 unless given)
+  int64_t width = 0;   // dcgan64: ngf = ndf; 0: the model's 64
   double lr = 2e-4;
   std::string lr_schedule = "constant";  // canonical (optim::LrSchedule::str())
   double clip_grad = 0.0;                // max norm of each part's averaged gradients; 0: off

@@ -9,6 +9,7 @@
 #include "kernels/conv_algorithm.h"
 #include "models/gan.h"
 #include "models/train/batch_maker.h"
+#include "models/train/batch_prefetcher.h"
 #include "models/train/checkpointer.h"
 #include "models/train/ema_weights.h"
 #include "models/train/metrics_log.h"
@@ -139,6 +140,7 @@ GanConfig gan_config(const TrainOptions& o) {
   config.pggan_stage_iters = pggan_stage_iters(o);
   config.seed = o.seed;
   config.channels = o.channels;
+  config.width = o.width;
   return config;
 }
 
@@ -180,8 +182,9 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
   std::shared_ptr<GanModel> model = make_gan(gan_config(o));
   model->to(device);  // before the wrapper and optimizers take their handles
-  const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), device, model->data_shape(),
-                                              is_rank0 ? &out : nullptr);
+  // Made on the CPU; on a GPU the prefetcher uploads each one a step ahead from pinned memory.
+  const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), Device::cpu(),
+                                              model->data_shape(), is_rank0 ? &out : nullptr);
   // Before the first collective whose order depends on a setting (the wrapper's checks).
   const std::vector<RunSetting> settings =
       run_settings(o, dist::backend_name(world->backend()), batches.data_identity());
@@ -232,6 +235,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const auto loop_start = Clock::now();
   StepTimer timer;
   if (!o.trace.empty()) dist::start_trace_aligned(*world);
+  BatchPrefetcher prefetcher(batches, device);
   timer.start(loop_start, wrapped.total_bytes());
   for (int64_t it = start; it < o.iters; ++it) {
     LogVars log;
@@ -241,7 +245,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       if (step.on()) step.set_args({trace::arg("iteration", it)});
       model->set_iteration(it);
       std::optional<trace::Span> data(std::in_place, "train", "data");
-      Batch batch = batches.make(it);
+      Batch batch = prefetcher.take(it, it + 1 < o.iters ? it + 1 : -1);
       data.reset();
       log = wrapped.train_step(batch);
       lr_used = wrapped.opt_d().lr();

@@ -215,3 +215,34 @@ TEST_CASE("mismatched operands: the error names the op and both shapes", "[error
   CHECK_THROWS_WITH(bce_with_logits(a, c), Catch::Contains("bce_with_logits") && Catch::Contains("[2, 3]") &&
                                                Catch::Contains("[3, 2]"));
 }
+
+namespace {
+
+// Moves x so that no x + bias[c] (channel c on axis 1) lies within 0.1 of 0: a central
+// difference never straddles relu's kink.
+Variable away_from_kink(Variable x, const Variable& bias) {
+  double* p = x.data().data<double>();
+  const double* b = bias.data().data<double>();
+  const int64_t c = x.size(1), inner = x.numel() / (x.size(0) * c);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double z = p[i] + b[(i / inner) % c];
+    if (std::abs(z) < 0.1) p[i] += z < 0 ? -0.2 : 0.2;
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: bias_activation for each activation on [N, F] and NCHW inputs", "[gradcheck][fused]") {
+  using kernels::Activation;
+  for (Activation act :
+       {Activation::none, Activation::relu, Activation::leaky_relu, Activation::tanh, Activation::sigmoid}) {
+    for (const Shape& shape : {Shape{3, 4}, Shape{2, 3, 2, 2}}) {
+      Variable bias = random_input({shape[1]}, 50);
+      Variable x = away_from_kink(random_input(shape, 51), bias);
+      expect_gradients_match(
+          std::string("bias_activation ") + kernels::activation_name(act) + " " + shape_str(shape),
+          [act](const std::vector<Variable>& v) { return bias_activation(v[0], v[1], act, 0.2); }, {x, bias});
+    }
+  }
+}

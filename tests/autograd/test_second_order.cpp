@@ -168,6 +168,20 @@ TEST_CASE("second order: unary elementwise ops and sqrt", "[second_order][elemen
   expect_second_order_matches("add_bias 4-D", bias, {random_input({2, 3, 2, 2}, 24), random_input({3}, 25)});
 }
 
+TEST_CASE("second order: bias_activation for each activation", "[second_order][fused]") {
+  using kernels::Activation;
+  for (Activation act :
+       {Activation::none, Activation::relu, Activation::leaky_relu, Activation::tanh, Activation::sigmoid}) {
+    Fn fn = [act](const std::vector<Variable>& v) { return bias_activation(v[0], v[1], act, 0.2); };
+    // A zero bias keeps the inputs' distance from relu's kink.
+    Variable bias = act == Activation::relu || act == Activation::leaky_relu
+                        ? Variable(Tensor::zeros({3}, DType::f64), true)
+                        : random_input({3}, 27);
+    expect_second_order_matches(std::string("bias_activation ") + kernels::activation_name(act), fn,
+                                {away_from_zero(random_input({2, 3, 2, 2}, 26)), bias});
+  }
+}
+
 TEST_CASE("sqrt: value, and derivatives to third order, 0 (not inf) at 0", "[second_order][elementwise]") {
   Variable x = tensor({3}, {0.0, 4.0, 0.25}, true, DType::f64);
   Variable y = sqrt(x);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/bias_activation.h"
 #include "kernels/elementwise.h"
 #include "kernels/loss.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -126,6 +127,30 @@ TEST_CASE("cuda elementwise: add_bias and bias_grad match the CPU per channel") 
       require_close(kernels::bias_grad(on_gpu(grad)), kernels::bias_grad(grad),
                     label("bias_grad", dt, shape));
     }
+}
+
+TEST_CASE("cuda bias_activation: forward, grad_x and grad_bias match the CPU twin") {
+  using kernels::Activation;
+  const Shape shapes[] = {{5, 7}, {64, 256}, {3, 5, 7, 9}, {64, 128, 4, 4}, {300, 2, 1001}, {1, 1}};
+  for (DType dt : kFloatTypes)
+    for (const Shape& shape : shapes)
+      for (Activation act : {Activation::none, Activation::relu, Activation::leaky_relu, Activation::tanh,
+                             Activation::sigmoid}) {
+        const std::string what =
+            label(std::string("bias_activation ") + kernels::activation_name(act), dt, shape);
+        Tensor x = random_cpu(shape, dt, fresh_seed(), -2, 2);
+        Tensor bias = random_cpu({shape[1]}, dt, fresh_seed());
+        Tensor y = kernels::bias_activation(x, bias, act, 0.2);
+        Tensor y_gpu = kernels::bias_activation(on_gpu(x), on_gpu(bias), act, 0.2);
+        require_close(y_gpu, y, what + " forward");
+        Tensor grad = random_grid(shape, dt, fresh_seed());
+        // Both backwards from the CPU's output, so only the backward kernels differ.
+        kernels::BiasActivationGrads cpu = kernels::bias_activation_backward(grad, y, act, 0.2);
+        kernels::BiasActivationGrads gpu =
+            kernels::bias_activation_backward(on_gpu(grad), on_gpu(y), act, 0.2);
+        require_close(gpu.x, cpu.x, what + " grad_x");
+        require_close(gpu.bias, cpu.bias, what + " grad_bias");
+      }
 }
 
 TEST_CASE("cuda activations: forward and backward match the CPU") {

@@ -136,6 +136,29 @@ TEST_CASE("square_resize: centre crop then the area average", "[image]") {
   CHECK(square_resize(rgb, 1) == std::vector<float>{10, 20, 30});
 }
 
+TEST_CASE("resize_images: square_resize's rule on a batch of float pictures", "[image]") {
+  // Two 1-channel 2x2 pictures and one 3-channel picture, each enlarged as square_resize
+  // enlarges the same pixels.
+  Tensor gray2 = Tensor::from_values({2, 1, 2, 2}, {0, 100, 200, 40, 1, 2, 3, 4});
+  Tensor out = resize_images(gray2, 3);
+  REQUIRE(out.shape() == Shape{2, 1, 3, 3});
+  std::vector<float> first = square_resize(gray(2, 2, {0, 100, 200, 40}), 3);
+  std::vector<float> second = square_resize(gray(2, 2, {1, 2, 3, 4}), 3);
+  std::vector<double> got = out.to_vector();
+  for (size_t i = 0; i < 9; ++i) {
+    CHECK(got[i] == first[i]);
+    CHECK(got[9 + i] == second[i]);
+  }
+  // 28x28 Fashion-MNIST values in [-1, 1] to 64x64: a flat picture stays flat, in range.
+  Tensor flat28 = Tensor::full({1, 1, 28, 28}, -0.5);
+  for (double v : resize_images(flat28, 64).to_vector()) CHECK(v == Approx(-0.5).epsilon(1e-6));
+  Tensor planar = Tensor::from_values({1, 3, 1, 1}, {10, 20, 30});
+  CHECK(resize_images(planar, 2).to_vector() ==
+        std::vector<double>{10, 10, 10, 10, 20, 20, 20, 20, 30, 30, 30, 30});
+  CHECK_THROWS_WITH(resize_images(Tensor::zeros({1, 1, 2, 3}), 4),
+                    Catch::Contains("resize_images: needs square float32 pictures [N, C, S, S]"));
+}
+
 TEST_CASE("an image folder: every file sorted and recursive and scaled to -1..1", "[image]") {
   TempDir dir("image_folder");
   fs::create_directories(dir.path / "b" / "c");

@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "models/data/dataset.h"
+#include "models/data/image_resize.h"
 #include "models/data/sampler.h"
 #include "models/train/batch_maker.h"
+#include "models/train/batch_prefetcher.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
@@ -105,6 +107,35 @@ TEST_CASE("image batches are each rank's sampler shard: disjoint, covering the e
     CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == static_cast<size_t>(count));
   }
   CHECK(row_ids(ranks[0].make(0).inputs) != row_ids(ranks[0].make(2).inputs));  // a new permutation per epoch
+}
+
+TEST_CASE("image batches come at the model's side: 28x28 pictures resized for dcgan64", "[batch_maker]") {
+  data::ImageDataset images;
+  images.images = Tensor::empty({8, 1, 28, 28});
+  Generator gen(3);
+  fill_uniform(images.images, -1.0, 1.0, gen);
+  images.labels.assign(8, 0);
+  const BatchSpec spec{.seed = 1, .world_size = 2, .rank = 1, .batch = 2, .noise_dim = 100};
+  const Batch as_stored = BatchMaker(spec, images).make(3);
+  BatchSpec at64 = spec;
+  at64.side = 64;
+  const Batch resized = BatchMaker(at64, images).make(3);
+  CHECK(as_stored.inputs.shape() == Shape{2, 1, 28, 28});
+  REQUIRE(resized.inputs.shape() == Shape{2, 1, 64, 64});
+  CHECK(resized.inputs.to_vector() == data::resize_images(as_stored.inputs, 64).to_vector());
+  CHECK(resized.targets.to_vector() == as_stored.targets.to_vector());
+  at64.side = 28;  // already the model's side: as stored
+  CHECK(BatchMaker(at64, images).make(3).inputs.to_vector() == as_stored.inputs.to_vector());
+}
+
+TEST_CASE("on the CPU the prefetcher hands out the maker's batches as they are, in any order",
+          "[batch_maker]") {
+  const BatchMaker maker(ring8_spec(5, 1));
+  BatchPrefetcher prefetcher(maker, Device::cpu());
+  for (auto [it, next] : {std::pair<int64_t, int64_t>{0, 1}, {1, 2}, {5, 6}, {2, -1}}) {
+    INFO("iteration " << it);
+    CHECK(same(prefetcher.take(it, next), maker.make(it)));
+  }
 }
 
 TEST_CASE("data too small for the batch names the data, the flags and the remedy", "[batch_maker][errors]") {

@@ -188,6 +188,7 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
                                                             {"iteration", "3"},
                                                             {"world_size", "2"},
                                                             {"data", "ring8"},
+                                                            {"width", "0"},
                                                             {"channels", "1"},
                                                             {"batch", "8"},
                                                             {"lr", "0.0002"},

@@ -79,7 +79,7 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   for (const RunSetting& s : settings_of({"--model", "mlp"})) {
     if (s.kept_on_resume) kept.insert(s.flag);
   }
-  CHECK(kept == std::set<std::string>{"--data", "--channels", "--batch", "--lr", "--lr-schedule",
+  CHECK(kept == std::set<std::string>{"--data", "--channels", "--width", "--batch", "--lr", "--lr-schedule",
                                       "--clip-grad", "--clip-grad-type", "--accumulate", "--seed",
                                       "--dynamic", "--loss", "--gp-lambda", "--n-critic", "--r1-gamma",
                                       "--r1-every"});

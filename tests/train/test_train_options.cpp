@@ -171,6 +171,18 @@ TEST_CASE("bad optimiser flags are usage errors naming the flag", "[options][err
   refused({"--detect-anomalous-params=1", "x"}, "--detect-anomalous-params takes no value");
 }
 
+TEST_CASE("dcgan64: batch 128 unless given, and --width goes with it alone", "[options]") {
+  CHECK(parse_train_options({"--model", "dcgan64"}).batch == 128);
+  CHECK(parse_train_options({"--model", "dcgan64", "--batch", "8"}).batch == 8);
+  CHECK(parse_train_options({"--model", "dcgan"}).batch == 64);  // the others keep theirs
+  CHECK(parse_train_options({"--model", "dcgan64"}).width == 0);
+  CHECK(parse_train_options({"--model", "dcgan64", "--width", "8"}).width == 8);
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--width", "8"}),
+                    Catch::Contains("--width applies to --model dcgan64 only"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan64", "--width", "0"}),
+                    Catch::Contains("--width must be at least 1, got 0"));
+}
+
 TEST_CASE("image folder flags: --data images needs --data-dir and the others go with it", "[options]") {
   TrainOptions o = parse_train_options(
       {"--model", "dcgan", "--data", "images", "--data-dir", "pics", "--channels", "3", "--skip-bad-images"});

@@ -1,0 +1,45 @@
+#include "autograd/function.h"
+#include "autograd/ops.h"
+#include "kernels/bias_activation.h"
+
+namespace tandem {
+
+namespace {
+
+using Grads = std::vector<Variable>;
+using kernels::Activation;
+
+// add_bias's gradient for the bias, as Variable ops: sum over every axis but 1.
+Variable bias_grad_of(Variable g) {
+  while (g.dim() > 2) g = sum(g, g.dim() - 1);
+  return sum(g, 0);
+}
+
+}  // namespace
+
+Variable bias_activation(const Variable& x, const Variable& bias, Activation act, double slope) {
+  Tensor y = kernels::bias_activation(x.data(), bias.data(), act, slope);
+  return make_result(
+      y, "bias_activation", {x, bias},
+      [y, act, slope](const Tensor& g, const FunctionNode&) {
+        kernels::BiasActivationGrads grads = kernels::bias_activation_backward(g, y, act, slope);
+        return std::vector<Tensor>{grads.x, grads.bias};
+      },
+      // The unfused ops' rules: relu and leaky_relu scale by their local slope (a constant
+      // read from y's sign), tanh and sigmoid recompute their output from the inputs.
+      [x, bias, y, act, slope](const Variable& g, const FunctionNode&) {
+        Variable gz = g;
+        if (act == Activation::relu || act == Activation::leaky_relu) {
+          Tensor ones = Tensor::ones(y.shape(), y.dtype(), y.device());
+          gz = mul(g, Variable(kernels::bias_activation_backward(ones, y, act, slope).x, false));
+        } else if (act == Activation::tanh) {
+          gz = mul(g, add_scalar(neg(square(tanh(add_bias(x, bias)))), 1.0));  // g (1 - y^2)
+        } else if (act == Activation::sigmoid) {
+          Variable s = sigmoid(add_bias(x, bias));
+          gz = mul(g, mul(s, add_scalar(neg(s), 1.0)));  // g s (1 - s)
+        }
+        return Grads{gz, bias_grad_of(gz)};
+      });
+}
+
+}  // namespace tandem

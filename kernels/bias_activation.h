@@ -1,0 +1,42 @@
+// A bias followed by an activation in one pass, for layer outputs with channels on axis 1
+// (NCHW convolution outputs, [N, F] linear outputs).
+//
+// Contract:
+// - bias_activation(x, bias, act, slope): x [N, C, ...], bias [C] (same dtype and device)
+//   -> y = act(x + bias[c]) for every element of channel c. act is none, relu, leaky_relu
+//   (slope > 0, used only there), tanh or sigmoid, with the formulas of activation.h.
+// - bias_activation_backward(grad, y, act, slope): the incoming gradient and the forward's
+//   output -> {grad_x, grad_bias} in one pass: grad_x = act'(y) * grad as the activation's
+//   backward computes it, grad_bias[c] = sum of grad_x over every axis but 1. The slope of
+//   relu and leaky_relu is read from the sign of y (the same as the input's for slope > 0).
+// - On the CPU both equal, bit for bit, add_bias then the activation (forward) and the
+//   activation's backward then bias_grad (backward): the same operations in the same order.
+//   The CUDA twin (kernels/cuda/activation_cuda.h) sums grad_bias in double, as bias_grad
+//   does there.
+// - Errors name the op: a bias that does not match axis 1, mismatched dtypes or devices, a
+//   leaky_relu slope <= 0.
+#pragma once
+
+#include "runtime/tensor.h"
+
+namespace tandem::kernels {
+
+enum class Activation { none, relu, leaky_relu, tanh, sigmoid };
+
+const char* activation_name(Activation act);
+
+struct BiasActivationGrads {
+  Tensor x;     // x's shape
+  Tensor bias;  // [C]
+};
+
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope = 0.0);
+BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
+                                             double slope = 0.0);
+
+// The forward's checks, which both devices share (the backward's are check_same_operands
+// on grad and y, and the slope's).
+void check_bias_activation(const char* op, const Tensor& x, const Tensor& bias, Activation act, double slope);
+void check_activation_slope(const char* op, Activation act, double slope);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,159 @@
+// Bias + activation: plain loops over [N, C, inner] that do, element by element, what
+// add_bias, the activation and bias_grad do, so the fused path rounds exactly as the
+// unfused one (kernels/bias_activation.h).
+#include "kernels/bias_activation.h"
+
+#include <cmath>
+
+#include "kernels/dispatch.h"
+
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/activation_cuda.h"
+#endif
+
+namespace tandem::kernels {
+
+namespace {
+
+template <typename T>
+T stable_sigmoid(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+template <typename T>
+T activate(T v, Activation act, T slope) {
+  switch (act) {
+    case Activation::none:
+      return v;
+    case Activation::relu:
+      return v < T(0) ? T(0) : v;
+    case Activation::leaky_relu:
+      return v > T(0) ? v : slope * v;
+    case Activation::tanh:
+      return std::tanh(v);
+    case Activation::sigmoid:
+      return stable_sigmoid(v);
+  }
+  return v;
+}
+
+// The activation's backward from its output y (activation.h's formulas; relu and
+// leaky_relu test y's sign, which is the input's for slope > 0).
+template <typename T>
+T activate_backward(T g, T y, Activation act, T slope) {
+  switch (act) {
+    case Activation::none:
+      return g;
+    case Activation::relu:
+      return y > T(0) ? g : y <= T(0) ? T(0) : y;
+    case Activation::leaky_relu:
+      return y > T(0) ? g : y <= T(0) ? slope * g : y;
+    case Activation::tanh:
+      return g * (T(1) - y * y);
+    case Activation::sigmoid:
+      return g * y * (T(1) - y);
+  }
+  return g;
+}
+
+// x as [n, c, inner].
+void split_channels(const Tensor& x, int64_t& n, int64_t& c, int64_t& inner) {
+  n = x.size(0);
+  c = x.size(1);
+  inner = x.numel() / (n * c == 0 ? 1 : n * c);
+}
+
+}  // namespace
+
+const char* activation_name(Activation act) {
+  switch (act) {
+    case Activation::none:
+      return "none";
+    case Activation::relu:
+      return "relu";
+    case Activation::leaky_relu:
+      return "leaky_relu";
+    case Activation::tanh:
+      return "tanh";
+    case Activation::sigmoid:
+      return "sigmoid";
+  }
+  return "?";
+}
+
+void check_activation_slope(const char* op, Activation act, double slope) {
+  TANDEM_CHECK(
+      act != Activation::leaky_relu || (slope > 0 && std::isfinite(slope)),
+      op << ": leaky_relu needs a finite slope > 0 (the backward reads the sign from the output), got "
+         << slope);
+}
+
+void check_bias_activation(const char* op, const Tensor& x, const Tensor& bias, Activation act,
+                           double slope) {
+  check_defined(op, x, "input");
+  check_defined(op, bias, "bias");
+  TANDEM_CHECK(x.dim() >= 2 && bias.dim() == 1 && bias.size(0) == x.size(1),
+               op << ": bias " << shape_str(bias.shape()) << " does not match channels (axis 1) of input "
+                  << shape_str(x.shape()));
+  check_same_dtype(op, x, bias);
+  check_same_device(op, x, bias);
+  check_activation_slope(op, act, slope);
+}
+
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope) {
+  TANDEM_CUDA_ROUTE(x, cuda::bias_activation(x, bias, act, slope));
+  const char* op = "bias_activation";
+  check_bias_activation(op, x, bias, act, slope);
+  require_cpu(op, x);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  int64_t n = 0, c = 0, inner = 0;
+  split_channels(x, n, c, inner);
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pb = bias.data<T>();
+    T* po = out.data<T>();
+    const T s = static_cast<T>(slope);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        const int64_t base = (i * c + j) * inner;
+        for (int64_t k = 0; k < inner; ++k) po[base + k] = activate(px[base + k] + pb[j], act, s);
+      }
+  });
+  return out;
+}
+
+BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
+                                             double slope) {
+  TANDEM_CUDA_ROUTE(grad, cuda::bias_activation_backward(grad, y, act, slope));
+  const char* op = "bias_activation_backward";
+  check_same_layout(op, grad, "gradient", y, "output");
+  TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
+  check_activation_slope(op, act, slope);
+  int64_t n = 0, c = 0, inner = 0;
+  split_channels(grad, n, c, inner);
+  BiasActivationGrads out{Tensor::empty(grad.shape(), grad.dtype(), grad.device()),
+                          Tensor::zeros({c}, grad.dtype(), grad.device())};
+  dispatch_float(op, grad.dtype(), [&]<typename T>() {
+    const T* pg = grad.data<T>();
+    const T* py = y.data<T>();
+    T* px = out.x.data<T>();
+    T* pb = out.bias.data<T>();
+    const T s = static_cast<T>(slope);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        const int64_t base = (i * c + j) * inner;
+        T sum = 0;
+        for (int64_t k = 0; k < inner; ++k) {
+          const T gx = activate_backward(pg[base + k], py[base + k], act, s);
+          px[base + k] = gx;
+          sum += gx;
+        }
+        pb[j] += sum;
+      }
+  });
+  return out;
+}
+
+}  // namespace tandem::kernels
