@@ -123,18 +123,28 @@ std::unique_ptr<SharedBuffers> SharedBuffers::create(ProcessGroup& group, int64_
     close(fd);
   }
 
-  // Every rank's name, then every rank maps every other's.
-  Tensor mine = Tensor::zeros({static_cast<int64_t>(kNameBytes)}, DType::u8);
+  // Every rank's segment name and host name; then, all on one host, every rank maps every
+  // other's segment. (Ranks on different hosts could share /dev/shm only in a simulated
+  // cluster, whose hosts must use their network.)
+  char host[kNameBytes] = {};
+  gethostname(host, kNameBytes - 1);
+  Tensor mine = Tensor::zeros({static_cast<int64_t>(2 * kNameBytes)}, DType::u8);
   if (out->peers_[static_cast<size_t>(rank)] != nullptr) {
     std::memcpy(mine.data<uint8_t>(), name.data(), std::min(name.size(), kNameBytes - 1));
   }
-  Tensor names = Tensor::zeros({static_cast<int64_t>(kNameBytes) * size}, DType::u8);
+  std::memcpy(mine.data<uint8_t>() + kNameBytes, host, kNameBytes - 1);
+  Tensor names = Tensor::zeros({static_cast<int64_t>(2 * kNameBytes) * size}, DType::u8);
   group.allgather_flat(names, mine, "shared-memory segment names of " + tag)->wait();
   for (int q = 0; q < size && why.empty(); ++q) {
     if (q == rank) continue;
     const char* text =
-        reinterpret_cast<const char*>(names.data<uint8_t>() + kNameBytes * static_cast<size_t>(q));
+        reinterpret_cast<const char*>(names.data<uint8_t>() + 2 * kNameBytes * static_cast<size_t>(q));
     const std::string peer(text, strnlen(text, kNameBytes));
+    const std::string peer_host(text + kNameBytes, strnlen(text + kNameBytes, kNameBytes));
+    if (peer_host != host) {
+      why = "rank " + std::to_string(q) + " is on host " + peer_host + ", this one on " + host;
+      break;
+    }
     if (peer.empty()) {
       why = "rank " + std::to_string(q) + " made no segment";
       break;

@@ -11,10 +11,11 @@
 // - create() is collective over `group` (two small host collectives). Each rank makes a
 //   POSIX shared-memory segment (/dev/shm, unlinked as soon as every rank has mapped it, so
 //   nothing is left behind by a crash after creation) and maps every rank's. When any rank
-//   cannot (ranks on several hosts, no /dev/shm or too little of it: the segment's pages are
-//   reserved at creation, different mount namespaces), create()
-//   returns null on every rank, and the caller uses its group's allreduce instead; so it
-//   does, without a collective, for a group of one rank.
+//   cannot (ranks on hosts of different names, even where they could share /dev/shm, as
+//   the simulated cluster's; no /dev/shm, or too little of it: the segment's pages are
+//   reserved at creation; different mount namespaces), create() returns null on every
+//   rank, and the caller uses its group's allreduce instead; so it does, without a
+//   collective, for a group of one rank.
 // - dtype float32 (gradient buckets) or int64 (small counts, summed exactly).
 // - local() is this rank's buffer, zero-filled at creation, as a CPU tensor; the
 //   tensor keeps the mapping alive on its own (a gradient viewing the bucket may outlive

@@ -22,9 +22,12 @@ args() {
   run_args=("$train" --model "$1" --wrap "$2" --iters $iters --batch 16 --ckpt-every $((iters / 2))
             --log-every $iters --seed 3 --out "$3")
 }
+# On one host the ranks would average through shared memory, summing in another order than
+# MPI's allreduce does across the hosts: the one-host runs use MPI too, so that both sum alike
+# and their checkpoints can be compared byte for byte.
 on_one_host() {  # log, tandem-train args...
   local log="$1"; shift
-  "$mpiexec" -np 4 --oversubscribe "$@" > "$log" 2>&1
+  TANDEM_SHARED_MEMORY_ALLREDUCE=0 "$mpiexec" -np 4 --oversubscribe -x TANDEM_SHARED_MEMORY_ALLREDUCE "$@" > "$log" 2>&1
 }
 received_bytes() {  # bytes host 1 has received over its link
   ip netns exec "$(host_namespace 1)" cat /sys/class/net/eth0/statistics/rx_bytes
