@@ -11,7 +11,8 @@ thread_local StepCapture* t_capture = nullptr;
 StepCapture* active_capture() { return t_capture; }
 
 void begin_capture(StepCapture* capture) {
-  TANDEM_CHECK(t_capture == nullptr, "a step capture is already under way on this thread: captures do not nest");
+  TANDEM_CHECK(t_capture == nullptr,
+               "a step capture is already under way on this thread: captures do not nest");
   t_capture = capture;
 }
 

@@ -8,9 +8,9 @@
 //   (runtime/step_capture.h), and the caching allocator serves the thread from a private
 //   pool (cuda_memory.h) that lives as long as the graph: the addresses the graph uses
 //   stay valid for every replay. fn must not read the device on the host (no .item(), no
-//   synchronising copy) nor run host collectives; CUDA refuses such calls during capture,
-//   and the error names the capture. A throw from fn ends the capture, discards the
-//   graph, and is rethrown.
+//   copy between host and device: an Error naming the capture, cuda_memory.h) nor run
+//   host collectives. A throw from fn ends the capture, discards the graph, and is
+//   rethrown.
 // - launch() runs the captured work on the compute stream (the legacy default stream,
 //   ordered after whatever was queued before it) and returns without waiting. The first
 //   launch after a capture performs the captured step itself; each later one is a replay,

@@ -199,6 +199,14 @@ void copy_with_cuda(void* dst, Device dst_device, const void* src, Device src_de
     TANDEM_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda::compute_stream()));
     return;
   }
+  // The legacy stream is not the capturing one: the copy would run now and read a value the
+  // captured work has not written yet.
+  TANDEM_CHECK(!cuda::compute_stream_capturing(),
+               "a copy between host and "
+                   << (dst_device.is_cuda() ? dst_device : src_device).str() << " of " << bytes
+                   << " bytes inside a CUDA graph capture: the captured work has not "
+                      "run, and a replay would not repeat the copy (read device values "
+                      "such as .item() after launching the graph)");
   // Touches the host: cudaMemcpy on the legacy stream returns when the host side is done.
   TANDEM_CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }

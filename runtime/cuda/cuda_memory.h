@@ -9,6 +9,8 @@
 //   is CUDA's legacy default stream. A freed block returns to the cache at once and may be
 //   handed out again: work queued on the compute stream is ordered after the work that
 //   used it. Work on other streams (NCCL's) keeps its tensors alive until it completes.
+// - A copy between host and device inside a CUDA graph capture (cuda_graph.h) is an Error
+//   naming the capture: the captured work has not run, and replays would not repeat it.
 // - The cache rounds requests up (512 B below 1 MiB, then to whole MiB), reuses the
 //   smallest cached block that fits with at most 25% (small) or 1 MiB (large) slack, and
 //   calls cudaMalloc only on a miss. When cudaMalloc runs out of memory the cache is

@@ -340,7 +340,7 @@ std::shared_ptr<Work> launch(const std::shared_ptr<NcclGroupState>& state, std::
   // capture, and the caller's wait() joins it back. Nothing runs now, so the work is not
   // watched (its events cannot be queried during capture) nor traced.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  TANDEM_CHECK_CUDA(cudaStreamIsCapturing(caller, &capture));
+  if (caller != cudaStreamLegacy) TANDEM_CHECK_CUDA(cudaStreamIsCapturing(caller, &capture));
   const bool capturing = capture != cudaStreamCaptureStatusNone;
   TANDEM_CHECK(!capturing || !host_blocking_wait,
                description << ": a host-blocking collective cannot be captured into a CUDA graph");

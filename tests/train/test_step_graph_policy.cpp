@@ -56,8 +56,9 @@ TEST_CASE("the policy's notes name the capture and the change", "[train][cuda-gr
   policy.next("mlp real[8, 784]");
   CHECK(policy.note().empty());
   policy.next("mlp real[3, 784]");
-  CHECK(policy.note() == "cuda graphs: the step changed (mlp real[8, 784] -> mlp real[3, 784]): graph "
-                         "discarded, 2 eager iterations before capturing again");
+  CHECK(policy.note() ==
+        "cuda graphs: the step changed (mlp real[8, 784] -> mlp real[3, 784]): graph "
+        "discarded, 2 eager iterations before capturing again");
 }
 
 TEST_CASE("a warm-up below 2 is refused, naming it", "[train][cuda-graphs]") {
