@@ -96,7 +96,9 @@ GraphedGanStep::GraphedGanStep(WrappedGan&, int64_t, std::ostream*) {
 }
 GraphedGanStep::~GraphedGanStep() = default;
 const StepGraphPolicy& GraphedGanStep::policy() const { return state_->policy; }
-LogVars GraphedGanStep::step(const Batch&, int64_t) { TANDEM_FAIL("--cuda-graphs: this build of tandem has no CUDA"); }
+LogVars GraphedGanStep::step(const Batch&, int64_t) {
+  TANDEM_FAIL("--cuda-graphs: this build of tandem has no CUDA");
+}
 
 #endif
 

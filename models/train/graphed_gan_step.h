@@ -42,7 +42,8 @@ std::string step_graph_key(const GanModel& model, const Batch& batch);
 
 class GraphedGanStep {
  public:
-  explicit GraphedGanStep(WrappedGan& wrapped, int64_t warmup = kDefaultGraphWarmup, std::ostream* log = nullptr);
+  explicit GraphedGanStep(WrappedGan& wrapped, int64_t warmup = kDefaultGraphWarmup,
+                          std::ostream* log = nullptr);
   ~GraphedGanStep();
   GraphedGanStep(const GraphedGanStep&) = delete;
   GraphedGanStep& operator=(const GraphedGanStep&) = delete;

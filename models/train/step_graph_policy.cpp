@@ -17,9 +17,10 @@ const char* step_mode_name(StepMode mode) {
 }
 
 StepGraphPolicy::StepGraphPolicy(int64_t warmup) : warmup_(warmup) {
-  TANDEM_CHECK(warmup >= 2, "CUDA graphs: the warm-up must be at least 2 eager iterations (a Reducer phase "
-                            "is rebuilt at its second backward), got "
-                                << warmup);
+  TANDEM_CHECK(warmup >= 2,
+               "CUDA graphs: the warm-up must be at least 2 eager iterations (a Reducer phase "
+               "is rebuilt at its second backward), got "
+                   << warmup);
 }
 
 StepMode StepGraphPolicy::next(const std::string& key) {
@@ -43,8 +44,8 @@ StepMode StepGraphPolicy::next(const std::string& key) {
   if (same_key_runs_ <= warmup_) return StepMode::eager;
   captured_ = true;
   ++captures_;
-  note_ = "cuda graphs: capturing the step (" + key + ") after " + std::to_string(warmup_) +
-          " eager iterations";
+  note_ =
+      "cuda graphs: capturing the step (" + key + ") after " + std::to_string(warmup_) + " eager iterations";
   return StepMode::capture;
 }
 
