@@ -50,6 +50,21 @@ const StepGraphPolicy& GraphedGanStep::policy() const { return state_->policy; }
 
 namespace {
 
+// Captured collectives are not watched by their group: a replay stuck on a rank that is
+// gone must still end the job at the group's timeout, as the eager step's would.
+void wait_for_launch(cuda::CudaGraph& graph, WrappedGan& wrapped, int64_t iteration) {
+  const std::vector<const Reducer*> reducers = wrapped.reducers();
+  if (reducers.empty()) return;  // nothing to wait for that could hang: the log read waits
+  dist::ProcessGroup& group = reducers.front()->group();
+  if (graph.wait_for(group.timeout())) return;
+  dist::abort_on_timeout(
+      Error(__FILE__, __LINE__,
+            dist::timeout_message(
+                "the captured training step (CUDA graph) of iteration " + std::to_string(iteration),
+                group.timeout(), group.rank(), group.size(),
+                "its NCCL collectives did not complete; another rank may have stopped")));
+}
+
 Tensor clone_defined(const Tensor& t) { return t.defined() ? t.clone() : Tensor(); }
 void copy_defined(Tensor& to, const Tensor& from) {
   if (to.defined()) to.copy_(from);  // on the compute stream: before the launch that reads it
@@ -73,6 +88,7 @@ LogVars GraphedGanStep::step(const Batch& batch, int64_t iteration) {
       s.graph = std::make_unique<cuda::CudaGraph>(s.inputs.inputs.device().index);
       s.graph->capture([&] { s.captured_log = s.wrapped.train_step(s.inputs); });
       s.graph->launch();  // the captured iteration itself
+      wait_for_launch(*s.graph, s.wrapped, iteration);
       return s.wrapped.model().read_captured_log(s.captured_log);
     }
     case StepMode::replay:
@@ -80,6 +96,7 @@ LogVars GraphedGanStep::step(const Batch& batch, int64_t iteration) {
       copy_defined(s.inputs.targets, batch.targets);
       copy_defined(s.inputs.aux, batch.aux);
       s.graph->launch();
+      wait_for_launch(*s.graph, s.wrapped, iteration);
       return s.wrapped.model().read_captured_log(s.captured_log);
   }
   return {};

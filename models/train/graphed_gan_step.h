@@ -21,7 +21,9 @@
 //   the graph and each replay uses its iteration's own numbers.
 // - The log is read after each launch from the tensors the graph wrote
 //   (GanModel::read_captured_log): it waits for the device, as the eager step's .item()
-//   does.
+//   does. That wait has the process group's timeout: a launch not done by then (a rank
+//   gone, its collectives never matched) ends the job through abort_on_timeout, with a
+//   message naming the captured step and its iteration.
 // - parse_train_options refuses --cuda-graphs with what a captured step cannot replay
 //   (train_options.h).
 // - CUDA builds only: elsewhere the constructor is an Error naming --cuda-graphs. The

@@ -1,5 +1,8 @@
 #include "runtime/cuda/cuda_graph.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/cuda_check.h"
@@ -8,7 +11,10 @@ namespace tandem::cuda {
 
 CudaGraph::CudaGraph(int device) : device_(device) {}
 
-CudaGraph::~CudaGraph() { discard(); }
+CudaGraph::~CudaGraph() {
+  discard();
+  if (done_ != nullptr) cudaEventDestroy(done_);
+}
 
 void CudaGraph::discard() {
   cudaSetDevice(device_);
@@ -67,7 +73,23 @@ void CudaGraph::launch() {
   TANDEM_CHECK_CUDA(cudaSetDevice(device_));
   capture_->run_launch_callbacks(/*advance=*/launches_ > 0);
   TANDEM_CHECK_CUDA(cudaGraphLaunch(exec_, cudaStreamLegacy));
+  if (done_ == nullptr) TANDEM_CHECK_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  TANDEM_CHECK_CUDA(cudaEventRecord(done_, cudaStreamLegacy));
   ++launches_;
+}
+
+bool CudaGraph::wait_for(std::chrono::milliseconds timeout) {
+  if (done_ == nullptr) return true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    const cudaError_t rc = cudaEventQuery(done_);
+    if (rc == cudaSuccess) return true;
+    TANDEM_CHECK(rc == cudaErrorNotReady, "a launch of a CUDA graph failed: " << cudaGetErrorString(rc));
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
 }
 
 }  // namespace tandem::cuda

@@ -17,7 +17,10 @@
 //   preceded by the StepCapture's launch callbacks with advance = true (the host state the
 //   step keeps, such as step counts, moves on one step, and the per-step constants the
 //   graph reads from device memory are uploaded on the compute stream); the first launch
-//   runs them with advance = false (upload only).
+//   runs them with advance = false (upload only). wait_for(timeout) waits for the latest
+//   launch with a deadline: captured collectives are not watched by their process group,
+//   so whoever replays them bounds the wait (GraphedGanStep ends the job at the group's
+//   timeout, naming the replay).
 // - Everything the graph reads or writes outside its private pool (parameters, optimizer
 //   state, bucket buffers, the static input buffers the caller copies each step's inputs
 //   into before launch) must stay allocated while the graph exists. Destruction waits for
@@ -26,6 +29,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -44,6 +48,8 @@ class CudaGraph {
 
   void capture(const std::function<void()>& fn);
   void launch();
+  // Waits for the latest launch to finish, polling: false when `timeout` passed first.
+  bool wait_for(std::chrono::milliseconds timeout);
   bool captured() const { return exec_ != nullptr; }
   int64_t launches() const { return launches_; }
   StepCapture& step_capture() { return *capture_; }
@@ -53,6 +59,7 @@ class CudaGraph {
 
   int device_;
   std::unique_ptr<CudaStream> stream_;
+  cudaEvent_t done_ = nullptr;            // recorded after each launch
   std::unique_ptr<StepCapture> capture_;  // kept alive with the graph: what it reads lives here
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;

@@ -23,7 +23,8 @@ std::vector<Variable> make_params(uint64_t seed) {
 }
 
 void set_grads(std::vector<Variable>& params, uint64_t seed) {
-  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(on_gpu(random_cpu(params[i].shape(), DType::f32, seed + i)));
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i].set_grad(on_gpu(random_cpu(params[i].shape(), DType::f32, seed + i)));
 }
 
 }  // namespace
