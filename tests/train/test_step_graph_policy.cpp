@@ -1,9 +1,12 @@
 // StepGraphPolicy: when a step runs eagerly, is captured into a CUDA graph, or replays it
 // (host logic, no GPU), and the lines it leaves for the log.
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "models/gan.h"
+#include "models/train/graphed_gan_step.h"
 #include "models/train/step_graph_policy.h"
 #include "runtime/error.h"
 
@@ -63,4 +66,26 @@ TEST_CASE("the policy's notes name the capture and the change", "[train][cuda-gr
 
 TEST_CASE("a warm-up below 2 is refused, naming it", "[train][cuda-graphs]") {
   CHECK_THROWS_WITH(StepGraphPolicy(1), Catch::Contains("warm-up must be at least 2"));
+}
+
+TEST_CASE("the step key tells apart what a captured step bakes in", "[train][cuda-graphs]") {
+  // pggan's description rounds its fade-in alpha; its kernels take the exact value.
+  models::GanConfig config;
+  config.model = "pggan";
+  config.pggan_stage_iters = 2000;  // a fade of 1000 iterations: alpha moves by 0.001
+  std::shared_ptr<models::GanModel> model = models::make_gan(config);
+  const Batch batch{Tensor::zeros({4, 1, 28, 28}), Tensor::zeros({4, model->noise_dim()})};
+  model->set_iteration(2001);
+  const std::string structure = model->structure(), key = models::step_graph_key(*model, batch);
+  model->set_iteration(2002);
+  CHECK(model->structure() == structure);
+  CHECK(models::step_graph_key(*model, batch) != key);
+  // Past the fade the stage is stable: equal keys.
+  model->set_iteration(3500);
+  const std::string stable = models::step_graph_key(*model, batch);
+  model->set_iteration(3501);
+  CHECK(models::step_graph_key(*model, batch) == stable);
+  // A batch of another size is another step.
+  const Batch smaller{Tensor::zeros({3, 1, 28, 28}), Tensor::zeros({3, model->noise_dim()})};
+  CHECK(models::step_graph_key(*model, smaller) != stable);
 }
