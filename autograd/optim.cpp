@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <set>
 #include <sstream>
 
 #include "kernels/optim.h"
+#include "runtime/step_capture.h"
 
 namespace tandem::optim {
 
@@ -204,6 +207,26 @@ std::vector<std::string> SGD::moment_keys() const {
   return {"momentum_buffer"};
 }
 
+void Optimizer::check_state_exists(const StepCapture* capture, size_t i) const {
+  TANDEM_CHECK(capture == nullptr, "optim::" << name_ << ": parameter " << param_label(i)
+                                             << " takes its first step inside a CUDA graph capture, whose "
+                                                "replays would reset its state every time; take a step "
+                                                "eagerly first (the warm-up)");
+}
+
+void Optimizer::advance_on_replay(StepCapture& capture) {
+  // Replays advance what this step() advanced at the capture: the thread's step count and
+  // the step counts of the parameters it updated (those with a gradient).
+  std::vector<size_t> updated;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) updated.push_back(i);
+  capture.on_launch([this, updated = std::move(updated)](bool advance) {
+    if (!advance) return;
+    ++t_steps_taken;
+    for (size_t i : updated) ++state_[i].step;
+  });
+}
+
 // ---- Grouping -------------------------------------------------------------------------
 
 namespace {
@@ -214,14 +237,32 @@ struct UpdateGroup {
   Device device;
   DType dtype;
   int64_t key;
+  size_t first_index;  // the parameter that opened the group
   std::vector<Tensor> params, grads, state_a, state_b;
 };
 
-UpdateGroup& group_for(std::vector<UpdateGroup>& groups, const Variable& p, int64_t key) {
+UpdateGroup& group_for(std::vector<UpdateGroup>& groups, const Variable& p, int64_t key, size_t index) {
   for (UpdateGroup& g : groups)
     if (g.device == p.device() && g.dtype == p.dtype() && g.key == key) return g;
-  groups.push_back(UpdateGroup{p.device(), p.dtype(), key, {}, {}, {}, {}});
+  groups.push_back(UpdateGroup{p.device(), p.dtype(), key, index, {}, {}, {}, {}});
   return groups.back();
+}
+
+// A step captured into a CUDA graph (runtime/step_capture.h): the kernels read their
+// per-step constants from a small device array, which each launch of the graph refreshes
+// from the host state beforehand: `values` computes them, after `advance` has moved the
+// host state on one step (replays only). The array is allocated during the capture, from
+// the graph's own memory, and kept alive by it.
+const double* graph_scalars(StepCapture& capture, Device device, size_t count,
+                            std::function<std::vector<double>()> values) {
+  auto scalars = std::make_shared<Tensor>(Tensor::empty({static_cast<int64_t>(count)}, DType::f64, device));
+  capture.keep_alive(scalars);
+  capture.on_launch([scalars, values = std::move(values)](bool) {
+    const std::vector<double> v = values();
+    scalars->copy_(
+        Tensor::from_values({static_cast<int64_t>(v.size())}, v, DType::f64));  // before the launch
+  });
+  return static_cast<const double*>(scalars->raw_data());
 }
 
 }  // namespace
@@ -253,16 +294,19 @@ void SGD::step() {
     if (use_momentum) {
       auto it = st.tensors.find("momentum_buffer");
       if (it == st.tensors.end()) {
+        check_state_exists(active_capture(), i);
         it = st.tensors.emplace("momentum_buffer", Tensor::empty(p.shape(), p.dtype(), p.device())).first;
         first = true;
       }
       buf = it->second;
     }
-    UpdateGroup& g = group_for(groups, p, first ? 1 : 0);
+    UpdateGroup& g = group_for(groups, p, first ? 1 : 0, i);
     g.params.push_back(p.data());
     g.grads.push_back(p.grad());
     if (use_momentum) g.state_a.push_back(buf);
   }
+  StepCapture* capture = active_capture();
+  if (capture != nullptr) advance_on_replay(*capture);
   for (const UpdateGroup& g : groups) {
     kernels::SgdStep s;
     s.lr = lr_;
@@ -271,6 +315,9 @@ void SGD::step() {
     s.weight_decay = options_.weight_decay;
     s.nesterov = options_.nesterov;
     s.first = g.key == 1;
+    if (capture != nullptr && g.device.is_cuda()) {
+      s.device_scalars = graph_scalars(*capture, g.device, 1, [this] { return std::vector<double>{lr_}; });
+    }
     kernels::sgd_update_(g.params, g.grads, g.state_a, s);
   }
 }
@@ -311,18 +358,21 @@ void Adam::step() {
     ParamState& st = state_[i];
     auto m_it = st.tensors.find("exp_avg");
     if (m_it == st.tensors.end()) {
+      check_state_exists(active_capture(), i);
       m_it = st.tensors.emplace("exp_avg", Tensor::zeros(p.shape(), p.dtype(), p.device())).first;
     }
     auto v_it = st.tensors.find("exp_avg_sq");
     if (v_it == st.tensors.end()) {
       v_it = st.tensors.emplace("exp_avg_sq", Tensor::zeros(p.shape(), p.dtype(), p.device())).first;
     }
-    UpdateGroup& g = group_for(groups, p, ++st.step);
+    UpdateGroup& g = group_for(groups, p, ++st.step, i);
     g.params.push_back(p.data());
     g.grads.push_back(p.grad());
     g.state_a.push_back(m_it->second);
     g.state_b.push_back(v_it->second);
   }
+  StepCapture* capture = active_capture();
+  if (capture != nullptr) advance_on_replay(*capture);
   for (const UpdateGroup& g : groups) {
     kernels::AdamStep s;
     s.lr = lr_;
@@ -332,6 +382,16 @@ void Adam::step() {
     s.weight_decay = options_.weight_decay;
     s.decoupled = decoupled_;
     s.step = g.key;
+    if (capture != nullptr && g.device.is_cuda()) {
+      // The group's step count: that of its first parameter (all of the group share it).
+      s.device_scalars = graph_scalars(*capture, g.device, 3, [this, s, first = g.first_index] {
+        kernels::AdamStep now = s;
+        now.lr = lr_;
+        now.step = state_[first].step;
+        const kernels::AdamCoeffs c = kernels::adam_coeffs(now);
+        return std::vector<double>{c.step_size, c.bc2_sqrt, c.decay};
+      });
+    }
     kernels::adam_update_(g.params, g.grads, g.state_a, g.state_b, s);
   }
 }

@@ -27,6 +27,15 @@
 // - steps_taken_on_this_thread() counts every step() call of every optimizer on the
 //   calling thread (ranks that run as threads each count their own). The Reducer sends it
 //   with each agreement, so a rank that stepped when the others did not is caught.
+// - CUDA graphs (runtime/step_capture.h, runtime/cuda/cuda_graph.h): a step() captured
+//   into a graph updates the same parameters at every replay (those with a gradient at
+//   the capture), with the learning rate and step counts of the replay's own moment: its
+//   kernels read their per-step constants from a device array that each launch refreshes
+//   from lr() and the step counts, which each replay advances as step() would (and the
+//   thread's steps_taken_on_this_thread). So N replays equal N eager steps bit for bit,
+//   and a schedule's set_lr between replays applies. The optimizer must outlive the graph
+//   (and not load_state_dict while it exists). A parameter's first step (its moments or
+//   momentum buffer made) cannot be captured (replays would repeat it): an Error.
 // - Options are plain structs: optim::Adam opt(params, {.lr = 2e-4, .betas = {0.5, 0.999}}).
 #pragma once
 
@@ -38,6 +47,7 @@
 
 #include "autograd/module.h"
 #include "autograd/variable.h"
+#include "runtime/step_capture.h"
 
 namespace tandem::optim {
 
@@ -76,6 +86,10 @@ class Optimizer {
   std::string param_label(size_t i) const;
   // Checks a parameter that is about to be updated (device, dtype, grad).
   void check_updatable(size_t i) const;
+  // In a captured step: replays advance the step counts this step() advances.
+  void advance_on_replay(StepCapture& capture);
+  // Parameter i's state is about to be made: an Error inside a capture (replays would reset it).
+  void check_state_exists(const StepCapture* capture, size_t i) const;
   // The moments a parameter holds once it has been updated (none for plain SGD).
   virtual std::vector<std::string> moment_keys() const { return {}; }
 

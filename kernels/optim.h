@@ -16,6 +16,12 @@
 //     p -= lr g.
 // - sgd_update_ takes one momentum buffer per parameter when momentum != 0, and an empty
 //   list otherwise. With `first` set the buffers' old contents are not read.
+// - device_scalars (CUDA only; for steps captured into a CUDA graph, whose kernel
+//   arguments are fixed at capture): the per-step constants are read at run time from
+//   this device array of doubles instead, rounded to the dtype on the device exactly as
+//   the host would: Adam {step_size, bc2_sqrt, decay} (AdamCoeffs; the decay is applied
+//   whenever AdamW's weight decay is non-zero, a factor 1 changing nothing), SGD {lr}.
+//   step.lr and step.step then only decide nothing but the checks.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +37,9 @@ struct AdamStep {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
-  bool decoupled = false;  // AdamW: p *= 1 - lr wd instead of g += wd p
-  int64_t step = 1;        // t, the parameters' step count after this update (>= 1)
+  bool decoupled = false;                  // AdamW: p *= 1 - lr wd instead of g += wd p
+  int64_t step = 1;                        // t, the parameters' step count after this update (>= 1)
+  const double* device_scalars = nullptr;  // see the contract
 };
 
 struct SgdStep {
@@ -41,7 +48,8 @@ struct SgdStep {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
-  bool first = false;  // the momentum buffers are new: b = g
+  bool first = false;                      // the momentum buffers are new: b = g
+  const double* device_scalars = nullptr;  // see the contract
 };
 
 void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,

@@ -1,9 +1,11 @@
 #include "models/gan.h"
 
+#include <limits>
 #include <optional>
 
 #include "autograd/ops.h"
 #include "models/gradient_penalty.h"
+#include "runtime/step_capture.h"
 #include "runtime/trace.h"
 
 namespace tandem::models {
@@ -43,8 +45,26 @@ void GanModel::update(OptimWrapperDict& optim_wrappers, const char* part, const 
   wrapper.update_params(loss);
 }
 
+double GanModel::log_value(const char* name, const Variable& v) {
+  if (active_capture() == nullptr) return v.item();
+  captured_log_[name] = v.data();  // the graph writes it at every replay
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+LogVars GanModel::read_captured_log(LogVars log) const {
+  for (const auto& [name, value] : captured_log_) log[name] = value.item();
+  return log;
+}
+
 LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) {
   const GanObjective& o = objective;
+  if (active_capture() != nullptr) {
+    TANDEM_CHECK(o.n_critic == 1 && !(o.r1_gamma > 0 && o.r1_every > 1),
+                 type_name() << ": a step captured into a CUDA graph must be the same at every iteration; "
+                             << "n_critic " << o.n_critic << " and lazy R1 (r1_every " << o.r1_every
+                             << ") change it from one iteration to the next");
+    captured_log_.clear();
+  }
   const bool r1_every_step = o.r1_gamma > 0 && o.r1_every == 1;
   std::optional<trace::Span> forward_d(std::in_place, "train", "forward (D step)");
   // R1 differentiates D(real) with respect to the reals.
@@ -56,7 +76,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   Variable d_real = discriminate(real);
   auto [fake_term, real_term] = losses_d(d_real, discriminate(fake.detach()));
   Variable loss_d = add(fake_term, real_term);
-  log["loss_d"] = loss_d.item();
+  log["loss_d"] = log_value("loss_d", loss_d);
   Variable total_d = loss_d;
   if (o.loss == GanLoss::wgan_gp) {
     TANDEM_CHECK(batch.aux.defined(),
@@ -64,13 +84,13 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
     Variable x_hat = interpolate(real.data(), fake.data(), batch.aux);
     Variable gp = wgan_gp_penalty(discriminate(x_hat), x_hat);
     total_d = total_d + o.gp_lambda * gp;
-    log["gp"] = gp.item();
-    log["wdist"] = -loss_d.item();
+    log["gp"] = log_value("gp", gp);
+    log["wdist"] = active_capture() != nullptr ? log_value("wdist", -loss_d) : -loss_d.item();
   }
   if (r1_every_step) {
     Variable r1 = r1_penalty(d_real, real);
     total_d = total_d + o.r1_gamma / 2 * r1;
-    last_r1_ = r1.item();
+    last_r1_ = log_value("r1", r1);
   }
   forward_d.reset();
 
@@ -115,7 +135,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
       if (!opt_g.accumulating()) opt_g.zero_grad();
       if (before_backward && opt_g.should_sync()) before_backward(g);
       opt_g.update_params(g);
-      loss_g_sum += g.item();
+      loss_g_sum += log_value("loss_g", g);
     }
     last_loss_g_ = loss_g_sum / static_cast<double>(pending_fakes_.size());
     pending_fakes_.clear();

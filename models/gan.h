@@ -41,9 +41,15 @@
 //   rank calls it with the same i, so every rank uses the same parameters.
 // - Losses: non-saturating (softplus) by default, hinge and wgan-gp (critic: mean D(fake) -
 //   mean D(real); generator: -mean D(fake)) as options.
+// - Inside a step captured into a CUDA graph (runtime/step_capture.h) train_step reads no
+//   value on the host: its log holds NaN for loss_d, loss_g, gp, wdist and r1, and the
+//   tensors the graph writes them into are kept; read_captured_log(log) fills those
+//   entries from the latest launch (it waits for the device). n_critic > 1 and lazy R1
+//   change the step from one iteration to the next and are refused in a capture.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +96,10 @@ class GanModel : public DataParallelModel {
   virtual bool is_image_model() const { return true; }
   // A short description of the structure in use ("stage 1 (14x14), alpha 0.40").
   virtual std::string structure() const { return ""; }
+  // Everything about the structure that a step's kernels take from the host: equal keys
+  // mean a captured step replays exactly (models/train/step_graph_policy.h). structure()
+  // unless a model's description rounds something off (pggan's alpha).
+  virtual std::string step_key() const { return structure(); }
 
   LogVars train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) override;
   // The D loss's fake and real terms from the critic's outputs, and the G loss.
@@ -97,6 +107,9 @@ class GanModel : public DataParallelModel {
   Variable loss_g(const Variable& fake);
 
   GanObjective objective = {};
+  // After a launch of a captured step: `log` (the capture's) with the values it wrote.
+  LogVars read_captured_log(LogVars log) const;
+
   // Called with each loss right before its backward when set: the MMGeneration-style
   // explicit reducer.prepare_for_backward(loss).
   std::function<void(const Variable&)> before_backward;
@@ -110,7 +123,11 @@ class GanModel : public DataParallelModel {
   // An update of one part: zero_grad, before_backward, backward and step.
   void update(OptimWrapperDict& optim_wrappers, const char* part, const Variable& loss);
 
+  // v's value for the log: now, or NaN inside a capture (the tensor kept in captured_log_).
+  double log_value(const char* name, const Variable& v);
+
   std::vector<Variable> pending_fakes_;  // G's micro-batches waiting for D's step
+  std::map<std::string, Tensor> captured_log_;
   double last_loss_g_ = 0.0, last_r1_ = 0.0;
 };
 

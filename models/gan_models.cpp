@@ -1,6 +1,7 @@
 // The GAN models: ring8-mlp, mlp (optionally dynamic), dcgan, dcgan64 and pggan.
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "autograd/grad_mode.h"
 #include "autograd/init.h"
@@ -320,6 +321,12 @@ class ProgressiveGan final : public GanModel {
     std::string out = "stage " + std::to_string(stage()) + " (" + side + "x" + side + ")";
     if (alpha() < 1.0) out += ", fade-in alpha " + std::to_string(alpha()).substr(0, 4);
     return out;
+  }
+  std::string step_key() const override {  // the exact alpha: the fade's kernels take it as an argument
+    std::ostringstream os;
+    os.precision(17);
+    os << "stage " << stage() << " alpha " << alpha();
+    return os.str();
   }
   int stage() const { return static_cast<int>(std::min<int64_t>(2, iteration_ / stage_iters_)); }
   double alpha() const {

@@ -16,6 +16,7 @@
 #include "kernels/reduce.h"
 #include "reducer/replica_sync.h"
 #include "runtime/cpu_memory.h"
+#include "runtime/step_capture.h"
 #include "runtime/trace_summary.h"
 
 namespace tandem {
@@ -231,6 +232,11 @@ void Reducer::detect_unreached(const std::vector<bool>& local, int64_t backward)
 
 void Reducer::on_backward_begin(const BackwardPass& pass) {
   ++backwards_seen_;
+  if (StepCapture* capture = active_capture()) {  // each replay is this backward again
+    capture->on_launch([this](bool advance) {
+      if (advance) ++backwards_seen_;
+    });
+  }
   if (prepared_) {  // prepare_for_backward already agreed on this backward's set
     prepared_ = false;
     return;
@@ -267,6 +273,10 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
   const bool traced = trace::enabled();
   trace_sync_ = traced ? ++g_trace_syncs : -1;
   trace_sync_start_ns_ = traced ? trace::now_ns() : 0;
+  if (StepCapture* capture = active_capture()) {
+    begin_captured_sync(*capture, local, reachable);
+    return;
+  }
   if (!options_.negotiate_grads) {  // every parameter, no collective
     activate_phase(std::vector<bool>(params_.size(), true), reachable);
     return;
@@ -282,6 +292,41 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
                            .args = trace_args(-1)};
     trace::record(std::move(agreement));
   }
+}
+
+void Reducer::begin_captured_sync(StepCapture& capture, const std::vector<bool>& local,
+                                  const std::vector<bool>& reachable) {
+  // No agreement: its collective reads the device on the host, which a capture refuses,
+  // and replays would not repeat it anyway. The captured backward must be a stable phase
+  // that this rank's own used set names (see the contract).
+  TANDEM_CHECK(local == reachable, "Reducer for "
+                                       << options_.name
+                                       << ": a backward captured into a CUDA graph cannot synchronise "
+                                          "gradients accumulated under no_sync (accumulation)");
+  TANDEM_CHECK(
+      options_.non_finite == NonFinitePolicy::off,
+      "Reducer for " << options_.name
+                     << ": the non-finite gradient check reads the device on the host after every "
+                        "backward, which a CUDA graph cannot replay; turn it off to capture the step");
+  const std::vector<bool> global = options_.negotiate_grads ? local : std::vector<bool>(params_.size(), true);
+  auto found = phases_.find(global);
+  TANDEM_CHECK(found != phases_.end() && found->second.rebuilds > 0,
+               "Reducer for " << options_.name << ": a backward captured into a CUDA graph reaches a set of "
+                              << std::count(global.begin(), global.end(), true) << " parameters that has "
+                              << (found == phases_.end() ? "no phase yet"
+                                                         : "a phase whose bucket layout is not rebuilt yet")
+                              << "; run each step of the phase eagerly at least twice (the warm-up) before "
+                                 "capturing it, so that its layout is agreed and stable");
+  activate_phase(global, reachable);
+  capture.on_launch([this, global](bool advance) {
+    if (!advance) return;
+    ++synced_backwards_;
+    auto it = phases_.find(global);
+    if (it == phases_.end()) return;
+    ++it->second.backwards;
+    last_backward_bytes_ = it->second.bytes;
+    total_bytes_ += it->second.bytes;
+  });
 }
 
 std::vector<trace::Arg> Reducer::trace_args(int bucket) const {

@@ -124,6 +124,18 @@
 //   backward may legitimately reach none of the parameters calls prepare_for_backward(loss)
 //   on every rank before every backward: it then takes part in the agreement with an
 //   empty set and contributes its current gradients (zeros when it has none).
+// - CUDA graphs (runtime/step_capture.h): a backward captured into a graph runs no
+//   agreement (its collective reads the device on the host, and replays repeat device work
+//   only). Its phase is the one its own used set names, which must already exist with its
+//   rebuilt layout (two eager backwards of it: the warm-up), else an Error says so; no_sync
+//   accumulation and the non-finite check cannot be captured (an Error names them). Each
+//   replay is a promise, as static_graph is elsewhere, that every rank's backward reaches
+//   the captured set: ranks capture at the same iteration, because they decide from the
+//   same iteration and structure (models/train/step_graph.h), and replay in step. Replays
+//   advance the counts (backwards seen, synced backwards, the phase's backwards and bytes)
+//   as the captured backward did, so an eager backward after them agrees on positions. The
+//   captured phase's buckets must not be evicted while the graph exists (a new phase made
+//   eagerly may evict it: discard the graph first, as StepGraph does on any change).
 #pragma once
 
 #include <map>
@@ -139,6 +151,7 @@
 #include "reducer/reducer_hooks.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/dist/shared_buffers.h"
+#include "runtime/step_capture.h"
 #include "runtime/trace.h"
 
 namespace tandem {
@@ -279,6 +292,9 @@ class Reducer : public BackwardObserver {
   void detect_unreached(const std::vector<bool>& local, int64_t backward);
   // Agreement, then activation: begin_sync runs both for a synced backward.
   void begin_sync(std::vector<bool> local, int64_t backward);
+  // A backward captured into a CUDA graph: no agreement, a stable phase named by `local`.
+  void begin_captured_sync(StepCapture& capture, const std::vector<bool>& local,
+                           const std::vector<bool>& reachable);
   // One collective: the parameters used on at least one rank (throws naming a part that
   // some ranks reach and others do not).
   // `backward` is the position of the backward being synced (its count on this rank).

@@ -140,6 +140,7 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   if (params.empty()) return;
   TANDEM_CUDA_ROUTE(params[0], cuda::adam_update_(params, grads, exp_avg, exp_avg_sq, step));
   require_cpu(op, params[0]);
+  TANDEM_CHECK(step.device_scalars == nullptr, op << ": device_scalars are for CUDA parameters only");
   const AdamCoeffs c = adam_coeffs(step);
   dispatch_float(op, params[0].dtype(), [&]<typename T>() {
     for (size_t i = 0; i < params.size(); ++i)
@@ -162,6 +163,7 @@ void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   if (params.empty()) return;
   TANDEM_CUDA_ROUTE(params[0], cuda::sgd_update_(params, grads, momentum_buffers, step));
   require_cpu(op, params[0]);
+  TANDEM_CHECK(step.device_scalars == nullptr, op << ": device_scalars are for CUDA parameters only");
   dispatch_float(op, params[0].dtype(), [&]<typename T>() {
     for (size_t i = 0; i < params.size(); ++i)
       sgd_update(params[i].data<T>(), grads[i].data<T>(),

@@ -10,20 +10,42 @@
 
 namespace tandem::kernels::cuda {
 
+namespace {
+
+// cuBLAS's default workspace pool may allocate at a capture's first use of a stream, which
+// a graph capture refuses; a workspace of our own, set again whenever the stream changes
+// (cublasSetStream resets it), keeps cuBLAS off cudaMalloc.
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+struct Handle {
+  cublasHandle_t handle = nullptr;
+  cudaStream_t stream = nullptr;
+  void* workspace = nullptr;
+};
+
+}  // namespace
+
 cublasHandle_t cublas_handle(int device) {
   static std::mutex mutex;
-  static std::vector<cublasHandle_t> handles;
+  static std::vector<Handle> handles;
   std::lock_guard<std::mutex> lock(mutex);
-  if (static_cast<size_t>(device) >= handles.size()) handles.resize(static_cast<size_t>(device) + 1, nullptr);
-  cublasHandle_t& h = handles[static_cast<size_t>(device)];
-  if (h == nullptr) {
+  if (static_cast<size_t>(device) >= handles.size()) handles.resize(static_cast<size_t>(device) + 1);
+  Handle& h = handles[static_cast<size_t>(device)];
+  if (h.handle == nullptr) {
     // Never destroyed: a static destructor would run after the driver may have shut down.
     TANDEM_CHECK_CUDA(cudaSetDevice(device));
-    TANDEM_CHECK_CUBLAS(cublasCreate(&h));
-    TANDEM_CHECK_CUBLAS(cublasSetStream(h, tandem::cuda::compute_stream()));
-    TANDEM_CHECK_CUBLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    TANDEM_CHECK_CUBLAS(cublasCreate(&h.handle));
+    TANDEM_CHECK_CUBLAS(cublasSetMathMode(h.handle, CUBLAS_DEFAULT_MATH));
+    TANDEM_CHECK_CUDA(cudaMalloc(&h.workspace, kCublasWorkspaceBytes));
+    h.stream = reinterpret_cast<cudaStream_t>(-1);  // set below
   }
-  return h;
+  const cudaStream_t stream = tandem::cuda::compute_stream();  // a graph's capture stream, or the legacy one
+  if (h.stream != stream) {
+    TANDEM_CHECK_CUBLAS(cublasSetStream(h.handle, stream));
+    TANDEM_CHECK_CUBLAS(cublasSetWorkspace(h.handle, h.workspace, kCublasWorkspaceBytes));
+    h.stream = stream;
+  }
+  return h.handle;
 }
 
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {

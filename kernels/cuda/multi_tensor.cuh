@@ -25,6 +25,7 @@
 
 #include "runtime/cuda/stream.h"
 #include "runtime/cuda_check.h"
+#include "runtime/step_capture.h"
 #include "runtime/tensor.h"
 
 namespace tandem::kernels::cuda::multi_tensor_detail {
@@ -68,6 +69,7 @@ struct Staging {
 
   const Slot* upload(const std::vector<Slot>& slots) {
     const size_t bytes = slots.size() * sizeof(Slot);
+    if (StepCapture* capture = active_capture()) return upload_for_graph(*capture, slots, bytes);
     ++clock;
     for (Entry& e : cache) {
       if (e.slots.size() == slots.size() && std::memcmp(e.slots.data(), slots.data(), bytes) == 0) {
@@ -101,6 +103,29 @@ struct Staging {
     e.slots = slots;
     e.last_use = clock;
     return static_cast<const Slot*>(e.array);
+  }
+
+  // While a step is captured into a graph the cached arrays cannot serve: an eager call
+  // may rewrite one between replays. The graph gets arrays of its own (kept alive by its
+  // StepCapture), filled by a captured copy from a pinned buffer whose contents never
+  // change (the same descriptors at every replay).
+  static const Slot* upload_for_graph(StepCapture& capture, const std::vector<Slot>& slots, size_t bytes) {
+    void* array = nullptr;
+    void* host = nullptr;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // neither call is a stream operation
+    TANDEM_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+    const cudaError_t malloc_rc = cudaMalloc(&array, bytes);
+    const cudaError_t host_rc =
+        malloc_rc == cudaSuccess ? cudaHostAlloc(&host, bytes, cudaHostAllocDefault) : cudaSuccess;
+    TANDEM_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+    if (array != nullptr) capture.keep_alive(std::shared_ptr<void>(array, [](void* p) { cudaFree(p); }));
+    if (host != nullptr) capture.keep_alive(std::shared_ptr<void>(host, [](void* p) { cudaFreeHost(p); }));
+    TANDEM_CHECK_CUDA(malloc_rc);
+    TANDEM_CHECK_CUDA(host_rc);
+    std::memcpy(host, slots.data(), bytes);
+    TANDEM_CHECK_CUDA(
+        cudaMemcpyAsync(array, host, bytes, cudaMemcpyHostToDevice, tandem::cuda::compute_stream()));
+    return static_cast<const Slot*>(array);
   }
 };
 

@@ -20,6 +20,7 @@ struct AdamOp {
   static constexpr int64_t kChunk = 8192;
   T b1, one_b1, b2, one_b2, eps, l2, decay, step_size, bc2_sqrt;
   bool use_l2, use_decay;
+  const double* scalars;  // non-null: step_size, bc2_sqrt and decay from here (a graph's step)
 
   template <int W, int U>
   __device__ __forceinline__ void operator()(const Slot& s, int64_t i, int64_t stride) const {
@@ -31,19 +32,22 @@ struct AdamOp {
       load<W>(s.ptr[2], i + u * stride, m[u]);
       load<W>(s.ptr[3], i + u * stride, v[u]);
     }
+    const T step_size_t = scalars != nullptr ? static_cast<T>(scalars[0]) : step_size;
+    const T bc2_sqrt_t = scalars != nullptr ? static_cast<T>(scalars[1]) : bc2_sqrt;
+    const T decay_t = scalars != nullptr ? static_cast<T>(scalars[2]) : decay;
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int k = 0; k < W; ++k) {
         T gi = g[u][k], pi = p[u][k];
         if (use_l2) gi = add(gi, mul(l2, pi));
-        if (use_decay) pi = mul(pi, decay);
+        if (use_decay) pi = mul(pi, decay_t);
         const T mi = add(mul(b1, m[u][k]), mul(one_b1, gi));
         const T vi = add(mul(b2, v[u][k]), mul(mul(one_b2, gi), gi));
-        const T denom = add(div(sqrt_rn(vi), bc2_sqrt), eps);
+        const T denom = add(div(sqrt_rn(vi), bc2_sqrt_t), eps);
         m[u][k] = mi;
         v[u][k] = vi;
-        p[u][k] = sub(pi, mul(step_size, div(mi, denom)));
+        p[u][k] = sub(pi, mul(step_size_t, div(mi, denom)));
       }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -61,10 +65,12 @@ struct SgdOp {
   static constexpr int64_t kChunk = 8192;
   T lr, momentum, keep, wd;
   bool use_wd, use_momentum, nesterov, first;
+  const double* scalars;  // non-null: lr from here (a graph's step)
 
   template <int W, int U>
   __device__ __forceinline__ void operator()(const Slot& s, int64_t i, int64_t stride) const {
     T p[U][W], g[U][W], b[U][W];
+    const T lr_t = scalars != nullptr ? static_cast<T>(scalars[0]) : lr;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       load<W>(s.ptr[0], i + u * stride, p[u]);
@@ -81,7 +87,7 @@ struct SgdOp {
           b[u][k] = first ? gi : add(mul(momentum, b[u][k]), mul(keep, gi));
           gi = nesterov ? add(gi, mul(momentum, b[u][k])) : b[u][k];
         }
-        p[u][k] = sub(p[u][k], mul(lr, gi));
+        p[u][k] = sub(p[u][k], mul(lr_t, gi));
       }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -116,7 +122,9 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
     op.step_size = static_cast<T>(c.step_size);
     op.bc2_sqrt = static_cast<T>(c.bc2_sqrt);
     op.use_l2 = c.l2 != 0.0;
-    op.use_decay = c.decay != 1.0;
+    op.use_decay =
+        step.device_scalars != nullptr ? step.decoupled && step.weight_decay != 0.0 : c.decay != 1.0;
+    op.scalars = step.device_scalars;
     launch<T>(params[0].device(), slots, op);
   });
 }
@@ -141,6 +149,7 @@ void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
     op.use_momentum = use_momentum;
     op.nesterov = step.nesterov;
     op.first = step.first;
+    op.scalars = step.device_scalars;
     launch<T>(params[0].device(), slots, op);
   });
 }

@@ -85,7 +85,8 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--r1-every", o.r1_every, true),
       integer("--pggan-stage-iters", stage_iters, pggan),
       value("--on-nonfinite", o.on_nonfinite),
-      on_off("--trace", !o.trace.empty()),  // a collective at start and end: on or off everywhere
+      on_off("--cuda-graphs", o.cuda_graphs),  // replays skip the agreement: on or off everywhere
+      on_off("--trace", !o.trace.empty()),     // a collective at start and end: on or off everywhere
       integer("--check-replicas-every", o.check_replicas_every),
       on_off("--detect-anomalous-params", o.detect_anomalous_params),
   };

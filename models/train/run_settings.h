@@ -19,7 +19,8 @@
 //   and a resume must match them (checkpointer.h). The others are honoured on resume: a larger --iters
 //   extends the run, and --wrap, --prepare,
 //   --bucket-cap-mb, --backend, --device, --ema-decay, --ckpt-every, --sample-every,
-//   --log-every, --on-nonfinite, --check-replicas-every and --detect-anomalous-params
+//   --log-every, --on-nonfinite, --cuda-graphs, --check-replicas-every and
+//   --detect-anomalous-params
 //   take effect from the resumed
 //   iteration. --model is kept by its own rule (the checkpoint's model type).
 // - as_written() is the setting as a command line spells it: "--lr 0.0002", "--dynamic",

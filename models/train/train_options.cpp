@@ -158,6 +158,12 @@ Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, nami
   --detect-anomalous-params  after each backward, warn (one line per new set) of the
                         parameters that require grad in a part the backward reaches
                         but that its loss does not reach
+  --cuda-graphs         --device cuda: capture the whole step (forwards, backwards,
+                        bucket allreduces, optimizer steps) into a CUDA graph once it
+                        is stable (3 eager iterations) and replay it; recaptured when
+                        the model's structure or the batch's shape changes. Not with
+                        --clip-grad, --accumulate, --on-nonfinite, --n-critic > 1,
+                        lazy R1, --check-replicas-every, --sync-bn
   --trace FILE          write a timeline of every step of every rank to FILE (Chrome
                         trace-event JSON: Perfetto, chrome://tracing) and print each
                         phase's overlap and exposed communication at the end (off)
@@ -281,6 +287,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       {"--sync-bn", [&] { o.sync_bn = true; }},
       {"--detect-anomalous-params", [&] { o.detect_anomalous_params = true; }},
       {"--skip-bad-images", [&] { o.skip_bad_images = true; }},
+      {"--cuda-graphs", [&] { o.cuda_graphs = true; }},
       {"--help", [&] { o.help = true; }},
       {"-h", [&] { o.help = true; }},
   };
@@ -329,6 +336,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
     usage_error("--clip-grad-type goes with --clip-grad (a positive max norm)");
   if (wgan_gp && !n_critic_given) o.n_critic = 5;
   if (wgan_gp && !lr_given) o.lr = 1e-4;
+  if (o.cuda_graphs) check_cuda_graph_options(o);
   if (o.accumulate > 1) {
     const std::string k = std::to_string(o.accumulate);
     if (o.n_critic > 1)
@@ -340,6 +348,27 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
                   ": a checkpoint inside an accumulation could not be resumed");
   }
   return o;
+}
+
+void check_cuda_graph_options(const TrainOptions& o) {
+  auto refuse = [](const std::string& why) { usage_error("--cuda-graphs " + why); };
+  if (o.device != "cuda")
+    refuse("needs --device cuda (a CUDA graph captures GPU work), got --device " + o.device);
+  if (o.clip_grad > 0) refuse("does not go with --clip-grad (its norm is read on the host at every step)");
+  if (o.accumulate > 1) refuse("does not go with --accumulate (the step differs within an accumulation)");
+  if (o.on_nonfinite != "off")
+    refuse("does not go with --on-nonfinite " + o.on_nonfinite +
+           " (its check is read on the host at every step)");
+  if (o.n_critic > 1)
+    refuse("does not go with --n-critic " + std::to_string(o.n_critic) +
+           (o.loss == "wgan-gp" ? " (wgan-gp's default; pass --n-critic 1)" : "") +
+           " (G steps only at some iterations, so the step changes from one to the next)");
+  if (o.r1_gamma > 0 && o.r1_every > 1)
+    refuse("does not go with lazy R1 (--r1-every " + std::to_string(o.r1_every) +
+           ": a step of its own every " + std::to_string(o.r1_every) + " iterations)");
+  if (o.check_replicas_every > 0)
+    refuse("does not go with --check-replicas-every (its hashes are compared on the host)");
+  if (o.sync_bn) refuse("does not go with --sync-bn (its statistics are gathered through the host)");
 }
 
 std::array<double, 2> adam_betas(const TrainOptions& o) {

@@ -6,7 +6,10 @@
 // --resume, --gp-lambda without --loss wgan-gp, --r1-every without --r1-gamma,
 // --clip-grad-type without --clip-grad, --data images without --data-dir,
 // --skip-bad-images without --data images, --channels 3 without --data images), a
-// --lr-schedule that does not parse (stored in its canonical form), --accumulate with
+// --lr-schedule that does not parse (stored in its canonical form), --cuda-graphs
+// without --device cuda or with a flag whose work a replayed step cannot repeat
+// (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop, --n-critic > 1 including
+// wgan-gp's default, lazy R1, --check-replicas-every, --sync-bn), --accumulate with
 // --n-critic or lazy R1, or a --ckpt-every that is not a multiple of --accumulate (a
 // checkpoint inside an accumulation could not resume). Defaults
 // that depend on the loss are resolved here: --loss wgan-gp without --n-critic or --lr
@@ -69,6 +72,7 @@ struct TrainOptions {
   bool sync_bn = false;                  // batch norms use statistics over every rank's batch
   int64_t check_replicas_every = 0;      // compare parameter (and broadcast buffer) hashes every N steps
   bool detect_anomalous_params = false;  // warn of parameters a part's loss does not reach
+  bool cuda_graphs = false;              // capture the step into a CUDA graph and replay it
   std::string trace;  // a Chrome trace of every step goes here (rank 0 writes it); empty: off
   bool help = false;
 };
@@ -81,5 +85,8 @@ std::array<double, 2> adam_betas(const TrainOptions& options);
 
 // pggan's iterations per stage: --pggan-stage-iters, or iters / 3 (at least 1) when 0.
 int64_t pggan_stage_iters(const TrainOptions& options);
+
+// --cuda-graphs' checks (parse_train_options runs them): UsageError naming the flag.
+void check_cuda_graph_options(const TrainOptions& options);
 
 }  // namespace tandem::models

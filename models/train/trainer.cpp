@@ -12,6 +12,7 @@
 #include "models/train/batch_prefetcher.h"
 #include "models/train/checkpointer.h"
 #include "models/train/ema_weights.h"
+#include "models/train/graphed_gan_step.h"
 #include "models/train/metrics_log.h"
 #include "models/train/out_dir.h"
 #include "models/train/rank_stats.h"
@@ -191,6 +192,8 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   check_settings_agree(*world, settings);
   const int synced_norms = sync_batch_norms(o, *model, world);
   WrappedGan wrapped(model, world, wrapped_gan_options(o));
+  std::optional<GraphedGanStep> graphed;  // --cuda-graphs
+  if (o.cuda_graphs) graphed.emplace(wrapped, kDefaultGraphWarmup, is_rank0 ? &out : nullptr);
   EmaWeights ema(model->generator->parameters(), o.ema_decay);
   // The learning rate of iteration i is set before it (at 0 here, then after each iteration).
   optim::LrScheduler scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, optim::parse_lr_schedule(o.lr_schedule));
@@ -247,7 +250,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       std::optional<trace::Span> data(std::in_place, "train", "data");
       Batch batch = prefetcher.take(it, it + 1 < o.iters ? it + 1 : -1);
       data.reset();
-      log = wrapped.train_step(batch);
+      log = graphed ? graphed->step(batch, it) : wrapped.train_step(batch);
       lr_used = wrapped.opt_d().lr();
       ema.update(it);
     }

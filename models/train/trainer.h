@@ -41,6 +41,9 @@
 // for --sync-bn: converts every batch norm of the model to SyncBatchNorm over `world`
 // (reducer/sync_batch_norm.h) and returns how many (0 without --sync-bn), before wrapping
 // (exposed for tests that drive them on chosen batches).
+// With options.cuda_graphs each iteration's step goes through GraphedGanStep
+// (graphed_gan_step.h): the same results, eager, captured or replayed; rank 0 writes its
+// capture and discard lines to `out`.
 // train() is the loop over the pieces beside it, each header stating its part: out_dir,
 // batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log,
 // run_report.

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -16,6 +17,8 @@ namespace tandem {
 namespace {
 
 constexpr size_t kSmallRound = 512;
+
+thread_local int t_private_pool = 0;  // 0: the shared pool
 constexpr size_t kLargeRound = size_t{1} << 20;
 
 size_t round_request(size_t bytes) {
@@ -37,19 +40,21 @@ class CachingAllocator final : public Allocator {
   void* allocate(size_t bytes, Device device) override {
     const size_t size = round_request(bytes);
     std::lock_guard<std::mutex> lock(mu_);
-    Pool& pool = pools_[device.index];
+    const int pool_id = t_private_pool;
+    Pool& pool = pools_[{device.index, pool_id}];
     ++stats_.allocations;
     Block block = take_cached(pool, size);
     if (block.ptr != nullptr) {
       ++stats_.cache_hits;
     } else {
-      block = device_malloc(pool, size, device);
+      block = device_malloc(pool, size, device, pool_id != 0);
     }
     void* ptr = block.ptr;
     pool.in_use.emplace(ptr, block.size);  // a cached block keeps its own size and bin
+    pool_of_[ptr] = pool_id;
     stats_.bytes_in_use += block.size;
     stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-    if (poison_) {
+    if (poison_ && pool_id == 0) {  // in a capture the fill would replay over what is uploaded before launch
       TANDEM_CHECK_CUDA(cudaSetDevice(device.index));
       TANDEM_CHECK_CUDA(cudaMemsetAsync(ptr, 0xFF, size, cuda::compute_stream()));
     }
@@ -59,12 +64,38 @@ class CachingAllocator final : public Allocator {
   // Never throws: it runs from Storage's destructor.
   void deallocate(void* ptr, size_t, Device device) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Pool& pool = pools_[device.index];
-    auto it = pool.in_use.find(ptr);
-    if (it == pool.in_use.end()) return;
-    stats_.bytes_in_use -= it->second;
-    pool.cached.emplace(it->second, ptr);
-    pool.in_use.erase(it);
+    auto owner = pool_of_.find(ptr);
+    if (owner == pool_of_.end()) return;
+    Pool& from = pools_[{device.index, owner->second}];
+    auto it = from.in_use.find(ptr);
+    if (it == from.in_use.end()) return;
+    // Freed while this thread captures: the graph may use the block, so its pool keeps it.
+    // A released pool's blocks go back to the shared cache.
+    int to_id = t_private_pool != 0 ? t_private_pool : owner->second;
+    if (released_.count(to_id) != 0) to_id = 0;
+    const size_t size = it->second;
+    stats_.bytes_in_use -= size;
+    from.in_use.erase(it);
+    pool_of_.erase(owner);
+    pools_[{device.index, to_id}].cached.emplace(size, ptr);
+  }
+
+  int begin_private_pool() {
+    std::lock_guard<std::mutex> lock(mu_);
+    TANDEM_CHECK(t_private_pool == 0, "a private CUDA memory pool is already in use on this thread");
+    t_private_pool = next_private_pool_++;
+    return t_private_pool;
+  }
+  void end_private_pool() { t_private_pool = 0; }
+  void release_private_pool(int id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_.insert(id);
+    for (auto& [key, pool] : pools_) {
+      if (key.second != id) continue;
+      Pool& shared = pools_[{key.first, 0}];
+      shared.cached.insert(pool.cached.begin(), pool.cached.end());
+      pool.cached.clear();
+    }
   }
 
   CudaMemoryStats stats() {
@@ -78,7 +109,9 @@ class CachingAllocator final : public Allocator {
   }
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [index, pool] : pools_) release_cached(pool, index);
+    for (auto& [key, pool] : pools_) {
+      if (key.second == 0) release_cached(pool, key.first);  // private pools belong to their graphs
+    }
   }
   void set_poison(bool on) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -106,11 +139,16 @@ class CachingAllocator final : public Allocator {
     return block;
   }
 
-  Block device_malloc(Pool& pool, size_t size, Device device) {
+  Block device_malloc(Pool& pool, size_t size, Device device, bool capturing) {
     TANDEM_CHECK_CUDA(cudaSetDevice(device.index));
     void* ptr = nullptr;
+    // During a capture cudaMalloc is allowed in relaxed mode only; it is not a stream
+    // operation, so the graph does not repeat it: the block stays the graph's.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (capturing) TANDEM_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
     cudaError_t rc = cudaMalloc(&ptr, size);
-    if (rc == cudaErrorMemoryAllocation) {
+    if (capturing) TANDEM_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+    if (rc == cudaErrorMemoryAllocation && !capturing) {  // emptying the cache synchronises the device
       cudaGetLastError();
       release_cached(pool, device.index);
       rc = cudaMalloc(&ptr, size);
@@ -142,7 +180,10 @@ class CachingAllocator final : public Allocator {
   }
 
   std::mutex mu_;
-  std::unordered_map<int, Pool> pools_;
+  std::map<std::pair<int, int>, Pool> pools_;  // by (device, pool): pool 0 is shared, others private
+  std::unordered_map<void*, int> pool_of_;     // the pool of each block in use
+  std::set<int> released_;                     // private pools whose graphs are gone
+  int next_private_pool_ = 1;
   CudaMemoryStats stats_;
   bool poison_ = false;
 };
@@ -158,6 +199,14 @@ void copy_with_cuda(void* dst, Device dst_device, const void* src, Device src_de
     TANDEM_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda::compute_stream()));
     return;
   }
+  // The legacy stream is not the capturing one: the copy would run now and read a value the
+  // captured work has not written yet.
+  TANDEM_CHECK(!cuda::compute_stream_capturing(),
+               "a copy between host and "
+                   << (dst_device.is_cuda() ? dst_device : src_device).str() << " of " << bytes
+                   << " bytes inside a CUDA graph capture: the captured work has not "
+                      "run, and a replay would not repeat the copy (read device values "
+                      "such as .item() after launching the graph)");
   // Touches the host: cudaMemcpy on the legacy stream returns when the host side is done.
   TANDEM_CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
@@ -179,5 +228,8 @@ CudaMemoryStats cuda_memory_stats() { return caching_allocator().stats(); }
 void reset_cuda_peak_stats() { caching_allocator().reset_peaks(); }
 void empty_cuda_cache() { caching_allocator().empty_cache(); }
 void set_cuda_memory_poison(bool on) { caching_allocator().set_poison(on); }
+int begin_private_cuda_pool() { return caching_allocator().begin_private_pool(); }
+void end_private_cuda_pool() { caching_allocator().end_private_pool(); }
+void release_private_cuda_pool(int id) { caching_allocator().release_private_pool(id); }
 
 }  // namespace tandem

@@ -21,6 +21,13 @@ bool device_available(std::string* why) {
   return true;
 }
 
+bool compute_stream_capturing() {
+  if (detail::t_compute_stream == nullptr) return false;  // the legacy stream is never captured
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TANDEM_CHECK_CUDA(cudaStreamIsCapturing(detail::t_compute_stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 CudaStream::CudaStream() { TANDEM_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
 CudaStream::~CudaStream() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);

@@ -1,8 +1,10 @@
 // CUDA streams, events and pinned host buffers as RAII types. CUDA builds only.
 //
 // Contract:
-// - compute_stream() is the stream every kernel of kernels/cuda runs on (the legacy
-//   default stream; see cuda_memory.h for why that keeps the caching allocator safe).
+// - compute_stream() is the stream every kernel of kernels/cuda runs on: the legacy
+//   default stream (see cuda_memory.h for why that keeps the caching allocator safe),
+//   except on a thread inside a ComputeStreamScope, where it is the scope's stream. A
+//   CUDA graph's capture (cuda_graph.h) uses one: capture cannot run on the legacy stream.
 // - CudaStream owns a non-blocking stream; CudaEvent owns an event (timing enabled when
 //   asked) with record / wait-on-stream / synchronize / elapsed.
 // - PinnedBuffer owns page-locked host memory (cudaHostAlloc), which makes host<->device
@@ -17,7 +19,30 @@
 
 namespace tandem::cuda {
 
-inline cudaStream_t compute_stream() { return cudaStreamLegacy; }
+namespace detail {
+inline thread_local cudaStream_t t_compute_stream = nullptr;  // nullptr: the legacy default stream
+}  // namespace detail
+
+inline cudaStream_t compute_stream() {
+  return detail::t_compute_stream != nullptr ? detail::t_compute_stream : cudaStreamLegacy;
+}
+
+// Makes `stream` this thread's compute stream for the scope's lifetime.
+class ComputeStreamScope {
+ public:
+  explicit ComputeStreamScope(cudaStream_t stream) : previous_(detail::t_compute_stream) {
+    detail::t_compute_stream = stream;
+  }
+  ~ComputeStreamScope() { detail::t_compute_stream = previous_; }
+  ComputeStreamScope(const ComputeStreamScope&) = delete;
+  ComputeStreamScope& operator=(const ComputeStreamScope&) = delete;
+
+ private:
+  cudaStream_t previous_;
+};
+
+// True while work queued on compute_stream() is being captured into a graph.
+bool compute_stream_capturing();
 
 // True when a CUDA device can be used here; else `why` says what failed.
 bool device_available(std::string* why = nullptr);

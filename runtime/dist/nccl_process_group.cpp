@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "runtime/cuda/cuda_memory.h"
+#include "runtime/cuda/stream.h"
 #include "runtime/cuda_check.h"
 #include "runtime/dist/mpi_check.h"
 #include "runtime/dist/mpi_lifetime.h"
@@ -81,7 +82,7 @@ struct NcclGroupState {
   int size = 1;
   std::string name;
   cudaStream_t stream = nullptr;              // the group's own stream
-  std::atomic<cudaStream_t> caller{nullptr};  // nullptr: the legacy default stream
+  std::atomic<cudaStream_t> caller{nullptr};  // nullptr: the issuing thread's compute stream
   cudaEvent_t ready = nullptr;                // recorded on the caller's stream per operation
   float* scratch = nullptr;                   // one float on the device, for barrier()
 
@@ -334,9 +335,18 @@ std::shared_ptr<Work> launch(const std::shared_ptr<NcclGroupState>& state, std::
   TANDEM_CHECK(!g.stopping, description << ": " << g.describe_group() << " has been shut down");
   TANDEM_CHECK_CUDA(cudaSetDevice(g.device));
   cudaStream_t caller = g.caller.load();
+  if (caller == nullptr) caller = tandem::cuda::compute_stream();
+  // Captured into a CUDA graph: the event and the wait fork the group's stream into the
+  // capture, and the caller's wait() joins it back. Nothing runs now, so the work is not
+  // watched (its events cannot be queried during capture) nor traced.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (caller != cudaStreamLegacy) TANDEM_CHECK_CUDA(cudaStreamIsCapturing(caller, &capture));
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  TANDEM_CHECK(!capturing || !host_blocking_wait,
+               description << ": a host-blocking collective cannot be captured into a CUDA graph");
   TANDEM_CHECK_CUDA(cudaEventRecord(g.ready, caller));
   TANDEM_CHECK_CUDA(cudaStreamWaitEvent(g.stream, g.ready, 0));
-  const bool traced = trace::enabled();
+  const bool traced = trace::enabled() && !capturing;
   std::string trace_name = traced ? description.substr(0, description.find(" of ")) : std::string();
   std::vector<trace::Arg> trace_args;
   if (traced) {
@@ -353,7 +363,7 @@ std::shared_ptr<Work> launch(const std::shared_ptr<NcclGroupState>& state, std::
   body(g);
   work->trace_end(g.stream);
   TANDEM_CHECK_CUDA(cudaEventRecord(work->done_event(), g.stream));
-  g.outstanding.push_back(work);
+  if (!capturing) g.outstanding.push_back(work);
   return work;
 }
 

@@ -7,9 +7,16 @@
 //   CUDA device `device`. Every tensor given to the group must live on that device.
 //   It installs the CUDA memory of cuda_memory.h, so its caller can make CUDA tensors.
 // - The group owns a CUDA stream. Each operation first makes that stream wait on an event
-//   recorded on the caller's stream (set_stream; the legacy default stream unless set), so
-//   it sees everything the caller queued before; it then runs on the group's stream in
-//   issue order. Issuing never blocks the host.
+//   recorded on the caller's stream (set_stream; unless set, the issuing thread's
+//   compute_stream() of runtime/cuda/stream.h, the legacy default stream outside a graph
+//   capture), so it sees everything the caller queued before; it then runs on the group's
+//   stream in issue order. Issuing never blocks the host.
+// - Inside a CUDA graph capture (runtime/cuda/cuda_graph.h) an operation is captured: the
+//   group's stream joins the capture, and the Work's wait() joins it back to the caller's
+//   stream (every captured operation must be waited on before the capture ends). Captured
+//   work is neither watched nor traced (it has not run), and synchronize() or barrier()
+//   cannot be used on it. Each replay of the graph runs the operation again, in the
+//   order captured: every rank must replay the same graphs in the same order.
 // - Work::wait() makes the stream that was the caller's at issue wait for the operation;
 //   the host does not block (except for barrier(), whose wait() blocks the host as a
 //   barrier should). Work::synchronize() blocks the host until the operation finished,

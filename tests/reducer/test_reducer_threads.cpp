@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "autograd/observer_scope.h"
+#include "autograd/ops.h"
 #include "kernels/elementwise.h"
 #include "reducer/ddp.h"
 #include "runtime/dist/thread_process_group.h"
+#include "runtime/step_capture.h"
 #include "tests/reducer/gan_fixture.h"
 #include "tests/reducer/layer_drop_fixture.h"
 
@@ -497,5 +499,72 @@ TEST_CASE("threads: a phase_cache_mb that is negative or NaN is refused by name"
     });
     CHECK(error.find("phase_cache_mb must be 0 (twice the parameters' bytes) or positive, got") !=
           std::string::npos);
+  }
+}
+
+TEST_CASE("threads: a captured backward skips the agreement and its replays count as backwards",
+          "[reducer][threads][cuda-graphs]") {
+  // A step captured into a CUDA graph (runtime/step_capture.h) runs its host code once;
+  // on the CPU nothing is captured, but the Reducer's bookkeeping is the same.
+  struct Seen {
+    std::string too_early;
+    int64_t agreements_before = -1, agreements_after = -1, synced_after_capture = -1,
+            synced_after_replays = -1;
+    int64_t phase_backwards = -1;
+    std::vector<double> grad;
+    std::string eager_after;
+  };
+  constexpr int kRanks = 2;
+  std::vector<Seen> seen(kRanks);
+  run_reducer_ranks(kRanks, [&](std::shared_ptr<dist::ProcessGroup> g) {
+    Seen& s = seen[static_cast<size_t>(g->rank())];
+    Variable w(Tensor::from_values({2}, {1, 2}), true);
+    Reducer reducer({w}, {"net.w"}, g);
+    const Tensor x = Tensor::from_values({2}, {1.0 + g->rank(), 3});
+    auto backward = [&] { sum(mul(w, Variable(x))).backward(); };
+    {
+      StepCapture capture;  // before the phase exists: refused, naming the warm-up
+      ActiveCaptureScope active(&capture);
+      try {
+        backward();
+      } catch (const Error& e) {
+        s.too_early = e.message();
+      }
+    }
+    w.set_grad(Tensor());
+    backward();  // the warm-up: the phase is made, then rebuilt
+    w.set_grad(Tensor());
+    backward();
+    s.agreements_before = reducer.agreements();
+    StepCapture capture;
+    {
+      ActiveCaptureScope active(&capture);
+      w.set_grad(Tensor());
+      backward();
+    }
+    s.agreements_after = reducer.agreements();
+    s.synced_after_capture = reducer.synced_backwards();
+    s.grad = w.grad().to_vector();
+    capture.run_launch_callbacks(false);
+    for (int replay = 0; replay < 3; ++replay) capture.run_launch_callbacks(true);
+    s.synced_after_replays = reducer.synced_backwards();
+    s.phase_backwards = reducer.stats().at(0).backwards;
+    try {  // positions advanced by the replays agree with the other rank's
+      w.set_grad(Tensor());
+      backward();
+    } catch (const Error& e) {
+      s.eager_after = e.message();
+    }
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    const Seen& s = seen[static_cast<size_t>(r)];
+    INFO("rank " << r);
+    CHECK_THAT(s.too_early, Catch::Contains("has no phase yet") && Catch::Contains("warm-up"));
+    CHECK(s.agreements_after == s.agreements_before);  // no agreement in the captured backward
+    CHECK(s.synced_after_capture == 3);
+    CHECK(s.grad == std::vector<double>{1.5, 3.0});  // still averaged over the ranks: (1 + 2) / 2, 3
+    CHECK(s.synced_after_replays == 6);
+    CHECK(s.phase_backwards == 6);
+    CHECK(s.eager_after.empty());
   }
 }

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "models/train/train_options.h"
 
@@ -202,4 +204,33 @@ TEST_CASE("image folder flags: --data images needs --data-dir and the others go 
                     Catch::Contains("--channels must be one of 1|3, got '2'"));
   CHECK_THROWS_WITH(parse_train_options({"--data", "images", "--data-dir", "pics"}),
                     Catch::Contains("--model ring8-mlp cannot train on --data images"));
+}
+
+TEST_CASE("cuda graphs: the flag needs --device cuda and refuses what a replayed step cannot repeat",
+          "[options][errors][cuda-graphs]") {
+  CHECK_FALSE(parse_train_options({}).cuda_graphs);
+  CHECK(parse_train_options({"--device", "cuda", "--cuda-graphs"}).cuda_graphs);
+  CHECK(parse_train_options({"--cuda-graphs", "--model", "dcgan", "--device=cuda"}).cuda_graphs);
+  CHECK_THROWS_WITH(parse_train_options({"--cuda-graphs"}),
+                    Catch::Contains("--cuda-graphs needs --device cuda") && Catch::Contains("--device cpu"));
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--clip-grad", "1"}, "--clip-grad"},
+      {{"--accumulate", "2"}, "--accumulate"},
+      {{"--on-nonfinite", "skip"}, "--on-nonfinite skip"},
+      {{"--n-critic", "2"}, "--n-critic 2"},
+      {{"--loss", "wgan-gp"}, "--n-critic 5 (wgan-gp's default; pass --n-critic 1)"},
+      {{"--r1-gamma", "1", "--r1-every", "4"}, "lazy R1 (--r1-every 4"},
+      {{"--check-replicas-every", "3"}, "--check-replicas-every"},
+      {{"--model", "dcgan", "--sync-bn"}, "--sync-bn"},
+  };
+  for (const auto& [flags, named] : refused) {
+    std::vector<std::string> args = {"--device", "cuda", "--cuda-graphs"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    INFO(named);
+    CHECK_THROWS_WITH(parse_train_options(args), Catch::Contains("--cuda-graphs does not go with " + named));
+  }
+  // What a replay repeats exactly is allowed: wgan-gp with one D step per G step, R1 in every D loss.
+  CHECK_NOTHROW(
+      parse_train_options({"--device", "cuda", "--cuda-graphs", "--loss", "wgan-gp", "--n-critic", "1"}));
+  CHECK_NOTHROW(parse_train_options({"--device", "cuda", "--cuda-graphs", "--r1-gamma", "1"}));
 }

@@ -143,6 +143,71 @@ TEST_CASE("a checkpoint written on the GPU resumes bitwise on the GPU", "[cuda][
     CHECK(resumed.parameters[i].to_vector() == whole.parameters[i].to_vector());
 }
 
+// --cuda-graphs: the step captured once stable and replayed must train bit for bit as the
+// eager loop does, over NCCL at every rank count; the dynamic mlp's phases change every 5
+// iterations, so its graph is discarded and captured again.
+TEST_CASE(
+    "cuda graphs: tandem-train --cuda-graphs trains bitwise as the eager loop, recapturing when the step "
+    "changes",
+    "[cuda][train][cuda-graphs]") {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    std::string model;
+    bool dynamic;
+    int captures;  // in 12 iterations with the warm-up of 3
+  };
+  for (const Case& c :
+       {Case{"ring8-mlp", false, 1}, Case{"mlp", false, 1}, Case{"dcgan", false, 1}, Case{"mlp", true, 2}}) {
+    DYNAMIC_SECTION(c.model << (c.dynamic ? " dynamic" : "")) {
+      models::TrainOptions eager = run_options(c.model, "cuda", fresh_dir("eager"));
+      models::TrainOptions graphs = run_options(c.model, "cuda", fresh_dir("graphs"));
+      if (!have_data(eager)) {
+        WARN("no Fashion-MNIST in " << eager.data_dir << "; " << c.model << " skipped");
+        continue;
+      }
+      for (models::TrainOptions* o : {&eager, &graphs}) {
+        o->iters = 12;
+        o->dynamic = c.dynamic;
+      }
+      graphs.cuda_graphs = true;
+      std::ostringstream eager_log, graphs_log;
+      models::TrainResult want = models::train(eager, gpu_world(), eager_log);
+      models::TrainResult got = models::train(graphs, gpu_world(), graphs_log);
+      INFO(graphs_log.str());
+      if (gpu_world()->rank() == 0) {
+        size_t captures = 0;
+        for (size_t at = 0; (at = graphs_log.str().find("capturing the step", at)) != std::string::npos; ++at)
+          ++captures;
+        CHECK(captures == static_cast<size_t>(c.captures));
+      }
+      REQUIRE(got.parameters.size() == want.parameters.size());
+      for (size_t i = 0; i < want.parameters.size(); ++i) {
+        INFO("parameter " << i << " " << want.parameters[i].str());
+        CHECK(got.parameters[i].to_vector() == want.parameters[i].to_vector());
+      }
+      // The log's losses come from the graph's own tensors: equal to the eager loop's lines.
+      const std::string last = "12/12 ";
+      auto line_of = [&](const std::string& text) {
+        const size_t at = text.find(last);
+        return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+      };
+      if (gpu_world()->rank() == 0) {
+        const std::string want_line = line_of(eager_log.str()), got_line = line_of(graphs_log.str());
+        auto losses = [](const std::string& line) {  // "loss_d X  loss_g Y", the rest (times, memory) aside
+          const size_t at = line.find("loss_d");
+          std::istringstream in(at == std::string::npos ? std::string() : line.substr(at));
+          std::string d_name, d, g_name, g;
+          in >> d_name >> d >> g_name >> g;
+          return d_name + " " + d + " " + g_name + " " + g;
+        };
+        CHECK(want_line.find("loss_d") != std::string::npos);
+        CHECK(got_line.find("loss_d") != std::string::npos);
+        CHECK(losses(got_line) == losses(want_line));
+      }
+    }
+  }
+}
+
 // Needs no GPU: the trainer refuses before it touches one.
 TEST_CASE("--device cuda with the mpi backend is refused with both names", "[cuda][train]") {
   models::TrainOptions o = run_options("mlp", "cuda", fresh_dir("refused"));
