@@ -27,7 +27,9 @@
 // (all launched, then all waited, as the Reducer does; median of 15 after 3, max over
 // ranks), weighted by the phase's share of the synced backwards per step. extra = mode - single, and
 // extra/ar = extra / that allreduce time: 1.0 means the Reducer costs nothing beyond the
-// communication itself (the issue's target on 2 cores: <= 1.15).
+// communication itself (the issue's target on 2 cores: <= 1.15). shm = the same buckets
+// through the shared-memory reduction alone (reduced, and copied out as into gradients),
+// which the Reducer uses on one host: what tandem's own communication costs.
 // Checks (exit 1 on failure): losses finite, and after every DDP mode the parameters are
 // bitwise identical on all ranks.
 #include <mpi.h>
@@ -51,6 +53,7 @@
 #include "runtime/command_line.h"
 #include "runtime/dist/mpi_check.h"
 #include "runtime/dist/process_group.h"
+#include "runtime/dist/shared_buffers.h"
 #include "runtime/dist/trace_collect.h"
 #include "runtime/rng.h"
 #include "runtime/trace_summary.h"
@@ -127,8 +130,12 @@ struct Setup {
 // phase's buckets allreduced together (launch all, wait all). A Reducer's synced backwards
 // per step are shared among its phases in proportion to their backwards (a dynamic model's
 // phases may have been evicted and rebuilt, so the counts of the cached ones are partial).
-double allreduce_floor_ms(const models::WrappedGan& wrapped, dist::ProcessGroup& group, int64_t steps) {
-  constexpr int kWarmup = 3, kReps = 15;
+// Per step, the time of one phase's buckets reduced alone (`time_phase`: median ms over
+// repetitions, max over ranks), weighted as the Reducers' synced backwards fall on their
+// phases (a dynamic model's phases may have been evicted and rebuilt, so the counts of the
+// cached ones are partial: each is taken in proportion).
+template <typename TimePhase>
+double floor_ms(const models::WrappedGan& wrapped, int64_t steps, TimePhase time_phase) {
   double per_step = 0;
   for (const Reducer* reducer : wrapped.reducers()) {
     const std::vector<PhaseStats> phases = reducer->stats();
@@ -138,24 +145,73 @@ double allreduce_floor_ms(const models::WrappedGan& wrapped, dist::ProcessGroup&
     const double backwards_per_step =
         static_cast<double>(reducer->synced_backwards()) / static_cast<double>(steps);
     for (const PhaseStats& phase : phases) {
-      std::vector<Tensor> buckets;
-      for (size_t bytes : phase.bucket_bytes)
-        buckets.push_back(Tensor::ones({static_cast<int64_t>(bytes / sizeof(float))}));
-      std::vector<double> ms;
-      for (int rep = 0; rep < kWarmup + kReps; ++rep) {
-        TANDEM_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-        auto t0 = Clock::now();
-        std::vector<std::shared_ptr<dist::Work>> works;
-        for (Tensor& b : buckets) works.push_back(group.allreduce(b, dist::ReduceOp::sum, "floor"));
-        for (auto& w : works) w->wait();
-        double local = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
-        if (rep >= kWarmup) ms.push_back(bench::max_over_ranks(local));
-      }
       const double share = static_cast<double>(phase.backwards) / static_cast<double>(counted);
-      per_step += bench::median_of(ms) * share * backwards_per_step;
+      per_step += time_phase(phase.bucket_bytes) * share * backwards_per_step;
     }
   }
   return per_step;
+}
+
+constexpr int kFloorWarmup = 3, kFloorReps = 15;
+
+// The allreduces alone: each bucket through the group, all launched, then all waited.
+double allreduce_floor_ms(const models::WrappedGan& wrapped, dist::ProcessGroup& group, int64_t steps) {
+  return floor_ms(wrapped, steps, [&](const std::vector<size_t>& bucket_bytes) {
+    std::vector<Tensor> buckets;
+    for (size_t bytes : bucket_bytes)
+      buckets.push_back(Tensor::ones({static_cast<int64_t>(bytes / sizeof(float))}));
+    std::vector<double> ms;
+    for (int rep = 0; rep < kFloorWarmup + kFloorReps; ++rep) {
+      TANDEM_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+      auto t0 = Clock::now();
+      std::vector<std::shared_ptr<dist::Work>> works;
+      for (Tensor& b : buckets) works.push_back(group.allreduce(b, dist::ReduceOp::sum, "floor"));
+      for (auto& w : works) w->wait();
+      double local = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
+      if (rep >= kFloorWarmup) ms.push_back(bench::max_over_ranks(local));
+    }
+    return bench::median_of(ms);
+  });
+}
+
+// The shared-memory reduction alone (dist/shared_buffers.h), as the Reducer runs it: each
+// bucket published, this rank's slice summed, and every slice copied out into this rank's
+// own memory (where the Reducer's gradients are). NaN where the ranks cannot share memory.
+double shared_floor_ms(const models::WrappedGan& wrapped, dist::ProcessGroup& group, int64_t steps) {
+  return floor_ms(wrapped, steps, [&](const std::vector<size_t>& bucket_bytes) {
+    std::vector<std::unique_ptr<dist::SharedBuffers>> shared;
+    std::vector<Tensor> out;
+    for (size_t bytes : bucket_bytes) {
+      const auto numel = static_cast<int64_t>(bytes / sizeof(float));
+      shared.push_back(dist::SharedBuffers::create(group, numel, "shared floor"));
+      if (!shared.back()) return std::nan("");
+      Tensor mine = shared.back()->local();  // a handle: fills the shared buffer
+      mine.fill_(1.0);
+      out.push_back(Tensor::zeros({numel}));
+    }
+    std::vector<double> ms;
+    for (int rep = 0; rep < kFloorWarmup + kFloorReps; ++rep) {
+      const auto epoch = static_cast<uint64_t>(rep + 1);
+      for (auto& s : shared) s->begin(epoch);
+      TANDEM_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+      auto t0 = Clock::now();
+      for (auto& s : shared) s->publish(epoch);
+      for (auto& s : shared) s->reduce(epoch);
+      for (size_t k = 0; k < shared.size(); ++k) {
+        dist::SharedBuffers& s = *shared[k];
+        for (int q = 0; q < s.size(); ++q) {
+          const auto [first, last] = s.slice(q);
+          if (first == last) continue;
+          const float* from = q == s.rank() ? s.local().data<float>() + first : s.reduced_slice(q, epoch);
+          std::memcpy(out[k].data<float>() + first, from, static_cast<size_t>(last - first) * sizeof(float));
+        }
+        s.end(epoch);
+      }
+      double local = 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
+      if (rep >= kFloorWarmup) ms.push_back(bench::max_over_ranks(local));
+    }
+    return bench::median_of(ms);
+  });
 }
 
 struct Result {
@@ -164,6 +220,7 @@ struct Result {
   std::vector<double> run_ms;
   double median_ms = 0;
   double allreduce_ms = 0;  // DDP modes: the same allreduces alone, per step
+  double shared_ms = 0;     // ... and the same buckets through the shared-memory reduction alone
   int64_t wrong = 0;
 };
 
@@ -199,10 +256,10 @@ int main(int argc, char** argv) {
           "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
           "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
           n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
-      std::printf("# %12s %10s %10s %26s %7s %8s %8s %8s %7s\n", "model", "mode", "step", "runs", "ratio",
-                  "extra", "ar", "extra/ar", "#wrong");
-      std::printf("# %12s %10s %10s %26s %7s %8s %8s %8s %7s\n", "", "", "(ms)", "(ms)", "", "(ms)", "(ms)",
-                  "", "");
+      std::printf("# %12s %10s %10s %26s %7s %8s %8s %8s %8s %7s\n", "model", "mode", "step", "runs", "ratio",
+                  "extra", "ar", "extra/ar", "shm", "#wrong");
+      std::printf("# %12s %10s %10s %26s %7s %8s %8s %8s %8s %7s\n", "", "", "(ms)", "(ms)", "", "(ms)",
+                  "(ms)", "", "(ms)", "");
       std::fflush(stdout);
     }
     std::vector<Result> results;
@@ -239,7 +296,10 @@ int main(int argc, char** argv) {
       for (size_t m = 0; m < setups.size(); ++m) {
         Result& r = rs[m];
         r.median_ms = bench::median_of(r.run_ms);
-        if (r.mode != "single") r.allreduce_ms = allreduce_floor_ms(*setups[m]->wrapped, *group, its[m]);
+        if (r.mode != "single") {
+          r.allreduce_ms = allreduce_floor_ms(*setups[m]->wrapped, *group, its[m]);
+          r.shared_ms = shared_floor_ms(*setups[m]->wrapped, *group, its[m]);
+        }
         long long bad = finite[m] ? 0 : 1, bad_total = 0;
         TANDEM_CHECK_MPI(MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
         r.wrong = bad_total;
@@ -255,11 +315,11 @@ int main(int argc, char** argv) {
           }
           const double extra = r.median_ms - single_ms;
           const bool ddp = r.mode != "single" && single_ms > 0;
-          std::printf("  %12s %10s %10.2f %26s %7.2f %8.2f %8.2f %8.2f %7lld\n", name.c_str(), r.mode.c_str(),
-                      r.median_ms, runs.str().c_str(), single_ms > 0 ? r.median_ms / single_ms : NAN,
-                      ddp ? extra : NAN, ddp ? r.allreduce_ms : NAN,
-                      ddp && r.allreduce_ms > 0 ? extra / r.allreduce_ms : NAN,
-                      static_cast<long long>(r.wrong));
+          std::printf("  %12s %10s %10.2f %26s %7.2f %8.2f %8.2f %8.2f %8.2f %7lld\n", name.c_str(),
+                      r.mode.c_str(), r.median_ms, runs.str().c_str(),
+                      single_ms > 0 ? r.median_ms / single_ms : NAN, ddp ? extra : NAN,
+                      ddp ? r.allreduce_ms : NAN, ddp && r.allreduce_ms > 0 ? extra / r.allreduce_ms : NAN,
+                      ddp ? r.shared_ms : NAN, static_cast<long long>(r.wrong));
           std::fflush(stdout);
         }
         results.push_back(r);
@@ -286,7 +346,7 @@ int main(int argc, char** argv) {
           const Result& r = results[i];
           js << (i ? ", " : "") << "{\"model\": \"" << r.model << "\", \"mode\": \"" << r.mode
              << "\", \"step_ms\": " << r.median_ms << ", \"allreduce_ms\": " << r.allreduce_ms
-             << ", \"runs_ms\": [";
+             << ", \"shared_ms\": " << r.shared_ms << ", \"runs_ms\": [";
           for (size_t k = 0; k < r.run_ms.size(); ++k) js << (k ? ", " : "") << r.run_ms[k];
           js << "]}";
         }
