@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/relative_error.h"
 #include "kernels/conv.h"
 #include "kernels/conv_algorithm.h"
 #include "kernels/gemm.h"
@@ -79,17 +80,7 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, Device device = Device::
   return device.is_cuda() ? t.to(device) : t;
 }
 
-double relative_error(const Tensor& got, const Tensor& want) {
-  std::vector<double> g = got.to_vector(), w = want.to_vector();
-  if (g.size() != w.size()) return INFINITY;
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!std::isfinite(g[i])) return INFINITY;
-    diff += (g[i] - w[i]) * (g[i] - w[i]);
-    norm += w[i] * w[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-300);
-}
+using bench::relative_error;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/relative_error.h"
 #include "kernels/activation.h"
 #include "kernels/bucket_ops.h"
 #include "kernels/elementwise.h"
@@ -51,17 +52,7 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, double lo = -1.0, double
 
 Tensor gpu(const Tensor& t) { return t.to(Device::cuda()); }
 
-double relative_error(const Tensor& got, const Tensor& want) {
-  std::vector<double> g = got.to_vector(), w = want.to_vector();
-  if (g.size() != w.size()) return INFINITY;
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!std::isfinite(g[i])) return INFINITY;
-    diff += (g[i] - w[i]) * (g[i] - w[i]);
-    norm += w[i] * w[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-300);
-}
+using bench::relative_error;
 
 // Median time in microseconds of one call, each bracketed by events and waited for.
 double median_us(const std::function<void()>& fn, const Options& o) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "kernels/bias_activation_backward.h"
 #include "kernels/dispatch.h"
 
 #if TANDEM_HAVE_CUDA
@@ -37,25 +38,6 @@ T activate(T v, Activation act, T slope) {
       return stable_sigmoid(v);
   }
   return v;
-}
-
-// The activation's backward from its output y (activation.h's formulas; relu and
-// leaky_relu test y's sign, which is the input's for slope > 0).
-template <typename T>
-T activate_backward(T g, T y, Activation act, T slope) {
-  switch (act) {
-    case Activation::none:
-      return g;
-    case Activation::relu:
-      return y > T(0) ? g : y <= T(0) ? T(0) : y;
-    case Activation::leaky_relu:
-      return y > T(0) ? g : y <= T(0) ? slope * g : y;
-    case Activation::tanh:
-      return g * (T(1) - y * y);
-    case Activation::sigmoid:
-      return g * y * (T(1) - y);
-  }
-  return g;
 }
 
 // x as [n, c, inner].

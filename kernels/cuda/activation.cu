@@ -4,6 +4,7 @@
 //
 // bias_activation's backward is one pass: the channel sums of sums.cuh load each element
 // once, and the load computes act'(y) * grad, stores it as grad_x and hands it to the sum.
+#include "kernels/bias_activation_backward.h"
 #include "kernels/cuda/activation_cuda.h"
 #include "kernels/cuda/cuda_kernel_util.cuh"
 #include "kernels/cuda/sums.cuh"
@@ -54,7 +55,7 @@ struct SoftplusBackwardOp {
 };
 // clang-format on
 
-// The fused op's activation and its backward from the output, as the CPU twin's.
+// The fused op's activation, as the CPU twin's (its backward: kernels/bias_activation_backward.h).
 template <typename T>
 __device__ T activate(T v, Activation act, T slope) {
   switch (act) {
@@ -70,23 +71,6 @@ __device__ T activate(T v, Activation act, T slope) {
       return stable_sigmoid(v);
   }
   return v;
-}
-
-template <typename T>
-__device__ T activate_backward(T g, T y, Activation act, T slope) {
-  switch (act) {
-    case Activation::none:
-      return g;
-    case Activation::relu:
-      return y > T(0) ? g : y <= T(0) ? T(0) : y;
-    case Activation::leaky_relu:
-      return y > T(0) ? g : y <= T(0) ? slope * g : y;
-    case Activation::tanh:
-      return g * (T(1) - y * y);
-    case Activation::sigmoid:
-      return g * y * (T(1) - y);
-  }
-  return g;
 }
 
 template <typename T>
