@@ -26,6 +26,9 @@ Tensor log(const Tensor& a);
 
 // x: [N, C, ...]; bias: [C]. Adds bias[c] to every element of channel c (axis 1).
 Tensor add_bias(const Tensor& x, const Tensor& bias);
+// add_bias's argument checks (shared by the CPU and CUDA paths and the fused bias_activation):
+// both defined, bias [C] for x's axis 1, same dtype and device; an Error naming `op` otherwise.
+void check_channel_bias(const char* op, const Tensor& x, const Tensor& bias);
 // The gradient of add_bias with respect to bias: sums grad over every axis except 1.
 Tensor bias_grad(const Tensor& grad);
 

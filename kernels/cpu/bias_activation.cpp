@@ -7,6 +7,7 @@
 
 #include "kernels/bias_activation_backward.h"
 #include "kernels/dispatch.h"
+#include "kernels/elementwise.h"
 
 #if TANDEM_HAVE_CUDA
 #include "kernels/cuda/activation_cuda.h"
@@ -74,13 +75,7 @@ void check_activation_slope(const char* op, Activation act, double slope) {
 
 void check_bias_activation(const char* op, const Tensor& x, const Tensor& bias, Activation act,
                            double slope) {
-  check_defined(op, x, "input");
-  check_defined(op, bias, "bias");
-  TANDEM_CHECK(x.dim() >= 2 && bias.dim() == 1 && bias.size(0) == x.size(1),
-               op << ": bias " << shape_str(bias.shape()) << " does not match channels (axis 1) of input "
-                  << shape_str(x.shape()));
-  check_same_dtype(op, x, bias);
-  check_same_device(op, x, bias);
+  check_channel_bias(op, x, bias);
   check_activation_slope(op, act, slope);
 }
 

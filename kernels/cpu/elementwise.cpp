@@ -120,9 +120,7 @@ void add_(Tensor& y, const Tensor& x) {
   });
 }
 
-Tensor add_bias(const Tensor& x, const Tensor& bias) {
-  TANDEM_CUDA_ROUTE(x, cuda::add_bias(x, bias));
-  const char* op = "add_bias";
+void check_channel_bias(const char* op, const Tensor& x, const Tensor& bias) {
   check_defined(op, x, "input");
   check_defined(op, bias, "bias");
   TANDEM_CHECK(x.dim() >= 2 && bias.dim() == 1 && bias.size(0) == x.size(1),
@@ -130,6 +128,12 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
                   << shape_str(x.shape()));
   check_same_dtype(op, x, bias);
   check_same_device(op, x, bias);
+}
+
+Tensor add_bias(const Tensor& x, const Tensor& bias) {
+  TANDEM_CUDA_ROUTE(x, cuda::add_bias(x, bias));
+  const char* op = "add_bias";
+  check_channel_bias(op, x, bias);
   require_cpu(op, x);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   int64_t n = x.size(0), c = x.size(1), inner = x.numel() / (n * c == 0 ? 1 : n * c);

@@ -5,6 +5,7 @@
 #include "kernels/cuda/elementwise_cuda.h"
 #include "kernels/cuda/sums.cuh"
 #include "kernels/dispatch.h"
+#include "kernels/elementwise.h"
 
 namespace tandem::kernels::cuda {
 
@@ -101,13 +102,7 @@ void add_(Tensor& y, const Tensor& x) {
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
   const char* op = "add_bias";
-  check_defined(op, x, "input");
-  check_defined(op, bias, "bias");
-  TANDEM_CHECK(x.dim() >= 2 && bias.dim() == 1 && bias.size(0) == x.size(1),
-               op << ": bias " << shape_str(bias.shape()) << " does not match channels (axis 1) of input "
-                  << shape_str(x.shape()));
-  check_same_dtype(op, x, bias);
-  check_same_device(op, x, bias);
+  check_channel_bias(op, x, bias);
   require_cuda(op, x);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t count = x.numel();
