@@ -188,7 +188,21 @@ LrScheduler::LrScheduler(std::vector<Optimizer*> optimizers, LrSchedule schedule
     : optimizers_(std::move(optimizers)), schedule_(std::move(schedule)) {
   for (Optimizer* o : optimizers_) {
     TANDEM_CHECK(o != nullptr, "LrScheduler: a null optimizer");
-    base_lrs_.push_back(o->lr());
+    if (!o->initial_lr()) o->set_initial_lr(o->lr());
+    base_lrs_.push_back(*o->initial_lr());
+  }
+  set_iteration(0);
+}
+
+LrScheduler::LrScheduler(std::vector<Optimizer*> optimizers, LrSchedule schedule,
+                         std::vector<double> base_lrs)
+    : optimizers_(std::move(optimizers)), base_lrs_(std::move(base_lrs)), schedule_(std::move(schedule)) {
+  TANDEM_CHECK(
+      base_lrs_.size() == optimizers_.size(),
+      "LrScheduler: " << base_lrs_.size() << " base rates for " << optimizers_.size() << " optimizers");
+  for (size_t k = 0; k < optimizers_.size(); ++k) {
+    TANDEM_CHECK(optimizers_[k] != nullptr, "LrScheduler: a null optimizer");
+    optimizers_[k]->set_initial_lr(base_lrs_[k]);
   }
   set_iteration(0);
 }
@@ -197,6 +211,46 @@ void LrScheduler::set_iteration(int64_t iteration) {
   TANDEM_CHECK(iteration >= 0, "LrScheduler::set_iteration: iteration " << iteration << " is negative");
   for (size_t k = 0; k < optimizers_.size(); ++k)
     optimizers_[k]->set_lr(schedule_.lr_at(base_lrs_[k], iteration));
+  iteration_ = iteration;
+}
+
+StateDict LrScheduler::state_dict() const {
+  StateDict out;
+  for (size_t k = 0; k < base_lrs_.size(); ++k)
+    out.emplace("base_lr." + std::to_string(k), Tensor::scalar(base_lrs_[k], DType::f64));
+  Tensor iteration = Tensor::empty({}, DType::i64);
+  iteration.data<int64_t>()[0] = iteration_;
+  out.emplace("iteration", iteration);
+  return out;
+}
+
+void LrScheduler::load_state_dict(const StateDict& state) {
+  std::vector<double> bases(base_lrs_.size());
+  for (size_t k = 0; k < bases.size(); ++k) {
+    const std::string key = "base_lr." + std::to_string(k);
+    auto it = state.find(key);
+    TANDEM_CHECK(it != state.end() && it->second.defined() && it->second.numel() == 1,
+                 "LrScheduler::load_state_dict: no entry '" << key << "' (the scheduler has " << bases.size()
+                                                            << " optimizers)");
+    bases[k] = it->second.item();
+    TANDEM_CHECK(std::isfinite(bases[k]) && bases[k] > 0, "LrScheduler::load_state_dict: entry '"
+                                                              << key << "' is " << bases[k]
+                                                              << ", not a positive finite learning rate");
+  }
+  auto it = state.find("iteration");
+  TANDEM_CHECK(it != state.end() && it->second.defined() && it->second.numel() == 1,
+               "LrScheduler::load_state_dict: no entry 'iteration'");
+  const Tensor& t = it->second;
+  const int64_t iteration =
+      t.dtype() == DType::i64 && t.device().is_cpu() ? t.data<int64_t>()[0] : static_cast<int64_t>(t.item());
+  TANDEM_CHECK(iteration >= 0, "LrScheduler::load_state_dict: entry 'iteration' is " << iteration);
+  const size_t expected = bases.size() + 1;
+  TANDEM_CHECK(state.size() == expected, "LrScheduler::load_state_dict: " << state.size()
+                                                                          << " entries, expected " << expected
+                                                                          << " (base_lr.<k> and iteration)");
+  base_lrs_ = std::move(bases);
+  for (size_t k = 0; k < optimizers_.size(); ++k) optimizers_[k]->set_initial_lr(base_lrs_[k]);
+  set_iteration(iteration);
 }
 
 }  // namespace tandem::optim

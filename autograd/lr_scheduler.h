@@ -21,10 +21,20 @@
 // - factor(i) is a pure function of i (no state), so a run resumed at iteration i continues
 //   with the very learning rates of an uninterrupted one: what a checkpoint must hold of the
 //   schedule is its spec and the iteration.
-// - LrScheduler(optimizers, schedule) takes each optimizer's current lr as its base and
-//   sets it to base * factor(0); set_iteration(i) sets every optimizer's lr to
-//   base * factor(i). lr_at(base, i) is that value; scheduled_lr(optimizer, i) is the rate
-//   set_iteration(i) gives one of its optimizers (nullopt for another optimizer).
+// - LrScheduler(optimizers, schedule) scales each optimizer's base rate, its initial_lr()
+//   (autograd/optim.h): the one an earlier schedule or a loaded state_dict fixed, else its
+//   current lr(), which becomes its initial_lr() (PyTorch's setdefault('initial_lr')). So a
+//   scheduler built before or after loading a checkpoint resumes with the same rates: the
+//   optimizer's state_dict carries the base, not just the scheduled rate of the moment.
+//   LrScheduler(optimizers, schedule, base_lrs) takes the bases explicitly (one per
+//   optimizer, positive and finite) and makes them the optimizers' initial_lr(). Either sets
+//   every optimizer's lr to base * factor(0).
+// - set_iteration(i) sets every optimizer's lr to base * factor(i). lr_at(base, i) is that
+//   value; scheduled_lr(optimizer, i) is the rate set_iteration(i) gives one of its
+//   optimizers (nullopt for another optimizer).
+// - state_dict() holds "base_lr.<k>" per optimizer and "iteration" (the last
+//   set_iteration); load_state_dict() checks the count and values first (an Error naming the
+//   entry), then restores the bases (and the optimizers' initial_lr) and sets that iteration.
 #pragma once
 
 #include <cstdint>
@@ -58,8 +68,12 @@ LrSchedule parse_lr_schedule(const std::string& spec);
 class LrScheduler {
  public:
   LrScheduler(std::vector<Optimizer*> optimizers, LrSchedule schedule);
+  LrScheduler(std::vector<Optimizer*> optimizers, LrSchedule schedule, std::vector<double> base_lrs);
 
   void set_iteration(int64_t iteration);
+  int64_t iteration() const { return iteration_; }
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
   std::optional<double> scheduled_lr(const Optimizer& optimizer, int64_t iteration) const;
   const LrSchedule& schedule() const { return schedule_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
@@ -68,6 +82,7 @@ class LrScheduler {
   std::vector<Optimizer*> optimizers_;
   std::vector<double> base_lrs_;
   LrSchedule schedule_;
+  int64_t iteration_ = 0;
 };
 
 }  // namespace tandem::optim

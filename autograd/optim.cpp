@@ -50,6 +50,11 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
+void Optimizer::set_initial_lr(double lr) {
+  TANDEM_CHECK(std::isfinite(lr) && lr > 0.0, "optim::" << name_ << ": invalid initial learning rate " << lr);
+  initial_lr_ = lr;
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (auto& p : params_) {
     if (set_to_none) {
@@ -81,6 +86,7 @@ void Optimizer::check_updatable(size_t i) const {
 StateDict Optimizer::state_dict() const {
   StateDict out;
   out.emplace("lr", Tensor::scalar(lr_, DType::f64));
+  if (initial_lr_) out.emplace("initial_lr", Tensor::scalar(*initial_lr_, DType::f64));
   for (size_t i = 0; i < state_.size(); ++i) {
     if (state_[i].step == 0 && state_[i].tensors.empty()) continue;
     const std::string prefix = "state." + std::to_string(i) + ".";
@@ -102,12 +108,13 @@ void Optimizer::load_state_dict(const StateDict& state) {
   std::vector<Entry> entries;
   std::vector<std::string> problems;
   const Tensor* lr = nullptr;
+  const Tensor* initial_lr = nullptr;
   for (const auto& [name, t] : state) {
-    if (name == "lr") {
+    if (name == "lr" || name == "initial_lr") {
       if (!t.defined() || t.numel() != 1) {
-        problems.push_back("entry 'lr' must hold one number");
+        problems.push_back("entry '" + name + "' must hold one number");
       } else {
-        lr = &t;
+        (name == "lr" ? lr : initial_lr) = &t;
       }
       continue;
     }
@@ -149,6 +156,11 @@ void Optimizer::load_state_dict(const StateDict& state) {
     problems.push_back("no entry 'lr'");
   } else if (const double v = lr->item(); !std::isfinite(v) || v <= 0) {
     problems.push_back("entry 'lr' is " + std::to_string(v) + ", not a positive finite learning rate");
+  }
+  if (initial_lr != nullptr) {
+    if (const double v = initial_lr->item(); !std::isfinite(v) || v <= 0)
+      problems.push_back("entry 'initial_lr' is " + std::to_string(v) +
+                         ", not a positive finite learning rate");
   }
   std::vector<std::map<std::string, const Tensor*>> by_param(params_.size());
   for (const Entry& e : entries) by_param[e.index][e.key] = e.tensor;
@@ -200,6 +212,8 @@ void Optimizer::load_state_dict(const StateDict& state) {
   }
   state_ = std::move(fresh);
   if (lr) lr_ = lr->item();
+  // Absent in a state_dict saved before any schedule was attached: the base stays as it is.
+  if (initial_lr) initial_lr_ = initial_lr->item();
 }
 
 std::vector<std::string> SGD::moment_keys() const {

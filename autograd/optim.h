@@ -12,7 +12,11 @@
 //   "lr" (a 0-d float64 tensor), and for each parameter i that has state
 //   "state.<i>.step" (0-d float64) and its moment tensors ("state.<i>.momentum_buffer" for
 //   SGD, "state.<i>.exp_avg" and "state.<i>.exp_avg_sq" for Adam/AdamW), as handles on
-//   the live state (clone to snapshot). load_state_dict() checks every entry first (index
+//   the live state (clone to snapshot), and "initial_lr" once a learning-rate schedule has
+//   fixed the optimizer's base rate (initial_lr(); PyTorch's param_groups' 'initial_lr'):
+//   restored with the rest, it makes a schedule built after loading a checkpoint start
+//   from the run's base rate, not from the scheduled rate the checkpoint holds in "lr".
+//   load_state_dict() checks every entry first (index
 //   in range, known key, shape equal to the parameter's) and throws an Error naming the
 //   entry, the parameter and both shapes; then it copies.
 // - Updates (g = grad, p = parameter, t = step count after increment):
@@ -42,6 +46,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +70,10 @@ class Optimizer {
 
   double lr() const { return lr_; }
   void set_lr(double lr);
+  // The base rate a learning-rate schedule scales (autograd/lr_scheduler.h); none until a
+  // schedule is attached or a state_dict holding one is loaded.
+  std::optional<double> initial_lr() const { return initial_lr_; }
+  void set_initial_lr(double lr);
   const std::vector<Variable>& params() const { return params_; }
   // The step count of parameter i (0 before its first update).
   int64_t step_count(size_t i) const { return state_.at(i).step; }
@@ -96,6 +105,7 @@ class Optimizer {
   std::vector<Variable> params_;
   std::vector<ParamState> state_;
   double lr_;
+  std::optional<double> initial_lr_;
   const char* name_;
 };
 
