@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_common.h"
+#include "bench/bench_harness.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/mpi_check.h"
 #include "runtime/dist/process_group.h"
@@ -97,12 +99,6 @@ double average_over_ranks(double value, int n) {
   return sum / n;
 }
 
-int64_t sum_over_ranks(int64_t value) {
-  long long v = value, sum = 0;
-  TANDEM_CHECK_MPI(MPI_Allreduce(&v, &sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
-  return sum;
-}
-
 struct Result {
   double time_us = 0;
   double algbw = 0;
@@ -116,7 +112,7 @@ Result finish(double local_seconds_per_op, size_t bytes, int n, int64_t local_wr
   r.time_us = t * 1e6;
   r.algbw = static_cast<double>(bytes) / t / 1e9;
   r.busbw = r.algbw * 2.0 * (n - 1) / n;
-  r.wrong = sum_over_ranks(local_wrong);
+  r.wrong = bench::sum_over_ranks(local_wrong);
   return r;
 }
 
@@ -199,11 +195,38 @@ int main(int argc, char** argv) {
   if (o.raw && (o.backend != Backend::mpi || (o.dtype != DType::f32 && o.dtype != DType::f64))) {
     cl.exit_usage("--raw compares with MPI_Allreduce: it needs --backend mpi and float32 or float64");
   }
-  try {
-    DistributedContext context(o.backend);
-    ProcessGroup& group = *context.world();
-    const int n = group.size();
-    const bool root = group.rank() == 0;
+  int64_t total_wrong = 0;
+  double sum_busbw = 0, sum_raw_busbw = 0;
+  int sizes = 0;
+  bench::Bench plugin{.name = "allreduce_bench", .backend = o.backend, .wrong_label = "Out of bounds values"};
+  plugin.header = [&](const bench::World& world) {
+    std::printf("# allreduce_bench: backend %s, %d ranks, %s %s, in place, %d iterations after %d warm-up\n",
+                backend_name(o.backend), world.size, dtype_name(o.dtype), reduce_op_name(o.op), o.iters,
+                o.warmup);
+    std::printf("# busbw = algbw * 2(n-1)/n; time averaged over ranks; #wrong summed over ranks\n#\n");
+    std::vector<bench::Column> columns = {
+        {12, "size", "(B)"},
+        {12, "count", "(elements)"},
+        {8, "type"},
+        {6, "redop"},
+        {10, "time", "(us)"},
+        {8, "algbw", "(GB/s)"},
+        {8, "busbw", "(GB/s)"},
+        {7, "#wrong"},
+    };
+    if (o.raw) {
+      columns.insert(columns.end(), {{1, "|", "|"},  // the bar between ours and plain MPI_Allreduce
+                                     {10, "raw time", "(us)"},
+                                     {8, "algbw", "(GB/s)"},
+                                     {8, "busbw", "(GB/s)"},
+                                     {7, "#wrong"},
+                                     {6, "ratio"}});
+    }
+    bench::print_columns(columns);
+  };
+  plugin.rows = [&](const bench::World& world) {
+    ProcessGroup& group = *world.group;
+    const int n = world.size;
     Device device = Device::cpu();
 #if TANDEM_HAVE_CUDA
     if (o.backend == Backend::nccl) {
@@ -212,23 +235,6 @@ int main(int argc, char** argv) {
     }
 #endif
     const size_t element_bytes = dtype_size(o.dtype);
-    if (root) {
-      std::printf(
-          "# allreduce_bench: backend %s, %d ranks, %s %s, in place, %d iterations after %d warm-up\n",
-          backend_name(o.backend), n, dtype_name(o.dtype), reduce_op_name(o.op), o.iters, o.warmup);
-      std::printf("# busbw = algbw * 2(n-1)/n; time averaged over ranks; #wrong summed over ranks\n#\n");
-      std::printf("# %12s %12s %8s %6s %10s %8s %8s %7s", "size", "count", "type", "redop", "time", "algbw",
-                  "busbw", "#wrong");
-      if (o.raw) std::printf(" | %10s %8s %8s %7s %6s", "raw time", "algbw", "busbw", "#wrong", "ratio");
-      std::printf("\n# %12s %12s %8s %6s %10s %8s %8s %7s", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
-                  "(GB/s)", "");
-      if (o.raw) std::printf(" | %10s %8s %8s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "", "");
-      std::printf("\n");
-      std::fflush(stdout);
-    }
-    int64_t total_wrong = 0;
-    double sum_busbw = 0, sum_raw_busbw = 0;
-    int sizes = 0;
     for (int64_t want = o.min_bytes; want <= o.max_bytes; want *= 4) {
       const int64_t count = want / static_cast<int64_t>(element_bytes);
       const size_t bytes = static_cast<size_t>(count) * element_bytes;
@@ -251,7 +257,7 @@ int main(int argc, char** argv) {
       sum_busbw += ours.busbw;
       sum_raw_busbw += raw.busbw;
       ++sizes;
-      if (root) {
+      if (world.root()) {
         std::printf("  %12zu %12lld %8s %6s %10.1f %8.2f %8.2f %7lld", bytes, static_cast<long long>(count),
                     dtype_name(o.dtype), reduce_op_name(o.op), ours.time_us, ours.algbw, ours.busbw,
                     static_cast<long long>(ours.wrong));
@@ -269,25 +275,16 @@ int main(int argc, char** argv) {
       }
       if (want > o.max_bytes / 4) break;  // the next x4 would pass the cap (or overflow)
     }
-    if (root && sizes > 0) {
-      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
-                  total_wrong ? "WRONG" : "OK");
-      std::printf("# Avg bus bandwidth    : %.3f GB/s", sum_busbw / sizes);
-      if (o.raw) {
-        std::printf(" (plain MPI_Allreduce %.3f GB/s", sum_raw_busbw / sizes);
-        if (n > 1) std::printf("; ratio %.2f", sum_busbw / sum_raw_busbw);
-        std::printf(")");
-      }
-      std::printf("\n");
+    return total_wrong;
+  };
+  plugin.footer = [&](const bench::World& world, int64_t) {
+    std::printf("# Avg bus bandwidth    : %.3f GB/s", sum_busbw / sizes);
+    if (o.raw) {
+      std::printf(" (plain MPI_Allreduce %.3f GB/s", sum_raw_busbw / sizes);
+      if (world.size > 1) std::printf("; ratio %.2f", sum_busbw / sum_raw_busbw);
+      std::printf(")");
     }
-    if (total_wrong != 0) {
-      if (root)
-        std::fprintf(stderr, "allreduce_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
-      return 1;
-    }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
-    abort_on_timeout(e);  // ends every rank, not only this one
-  }
-  return 0;
+    std::printf("\n");
+  };
+  return bench::run_bench(plugin);
 }

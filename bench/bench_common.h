@@ -1,9 +1,10 @@
-// What the MPI benchmarks share: a value's maximum over ranks, the median of a run list,
-// and a bitwise replica check.
+// What the MPI benchmarks share: a value's maximum and a count's sum over ranks, the median
+// of a run list, and a bitwise replica check.
 //
 // Contract: every function here is a collective over MPI_COMM_WORLD (except median_of):
 // every rank calls it, in the same order.
 // - max_over_ranks(v): the largest v of any rank.
+// - sum_over_ranks(n): the sum of every rank's n.
 // - median_of(v): the median (the mean of the middle two for an even count); v non-empty.
 // - replica_mismatches(module, group): broadcasts each float32 parameter from rank 0 over
 //   `group` and counts the elements whose bytes differ from this rank's, summed over ranks
@@ -29,6 +30,12 @@ inline double max_over_ranks(double v) {
   return out;
 }
 
+inline int64_t sum_over_ranks(int64_t n) {
+  long long mine = n, total = 0;
+  TANDEM_CHECK_MPI(MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+  return total;
+}
+
 inline double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t k = v.size();
@@ -45,9 +52,7 @@ inline int64_t replica_mismatches(nn::Module& module, dist::ProcessGroup& group)
     const float* b = theirs.data<float>();
     for (int64_t k = 0; k < mine.numel(); ++k) wrong += std::memcmp(a + k, b + k, sizeof(float)) != 0;
   }
-  long long local = wrong, total = 0;
-  TANDEM_CHECK_MPI(MPI_Allreduce(&local, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
-  return total;
+  return sum_over_ranks(wrong);
 }
 
 }  // namespace tandem::bench

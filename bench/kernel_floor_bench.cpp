@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_harness.h"
 #include "bench/relative_error.h"
 #include "kernels/conv.h"
 #include "kernels/conv_algorithm.h"
@@ -44,7 +45,6 @@
 #include "runtime/rng.h"
 
 #if TANDEM_HAVE_CUDA
-#include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/cuda_check.h"
 #endif
@@ -180,7 +180,7 @@ double sgemm_tflops(int64_t n, const Options& o) {
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / (us * 1e6);
 }
 
-int run(const Options& o) {
+int64_t run(const Options& o) {
   const int64_t batch = o.batch > 0 ? o.batch : (o.model == "dcgan64" ? 128 : 64);
   cudaDeviceProp prop{};
   TANDEM_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -240,10 +240,16 @@ int run(const Options& o) {
   for (const auto& [call, count] : record.convs) rows.push_back(measure_conv(call, count, seed += 2, o));
   for (const auto& [call, count] : record.gemms) rows.push_back(measure_gemm(call, count, seed += 2, o));
 
-  std::printf("#\n# %-96s %6s %10s %10s %9s %9s %6s\n", "kernel", "calls", "us/call", "us/step", "GFLOP",
-              "TFLOP/s", "#wrong");
+  std::printf("#\n");
+  bench::print_columns({{-96, "kernel"},
+                        {6, "calls"},
+                        {10, "us/call"},
+                        {10, "us/step"},
+                        {9, "GFLOP"},
+                        {9, "TFLOP/s"},
+                        {6, "#wrong"}});
   double floor_us = 0, step_flops = 0;
-  int wrong = 0;
+  int64_t wrong = 0;
   for (const Row& r : rows) {
     const double per_step = r.us * static_cast<double>(r.calls);
     floor_us += per_step;
@@ -263,8 +269,7 @@ int run(const Options& o) {
       "floor %.1f%%\n",
       static_cast<long long>(o.gemm_size), peak, 100.0 * step_flops / (step_us * 1e6) / peak,
       100.0 * step_flops / (floor_us * 1e6) / peak);
-  std::printf("# #wrong: %d\n", wrong);
-  return wrong == 0 ? 0 : 1;
+  return wrong;
 }
 
 #endif
@@ -297,21 +302,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kernel_floor_bench: %s (see --help)\n", e.what());
     return 2;
   }
+  bench::Bench plugin{.name = "kernel_floor_bench",
+                      .needs_gpu = true,
+                      .wrong_label = "Wrong (kernels disagreeing with their CPU twins)"};
 #if TANDEM_HAVE_CUDA
-  std::string why;
-  if (!cuda::device_available(&why)) {
-    std::printf("kernel_floor_bench: needs a GPU (%s); nothing measured\n", why.c_str());
-    return 0;
-  }
-  install_cuda_memory();
-  try {
-    return run(o);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kernel_floor_bench: %s\n", e.what());
-    return 1;
-  }
-#else
-  std::printf("kernel_floor_bench: needs a GPU (this build has no CUDA); nothing measured\n");
-  return 0;
+  plugin.rows = [&](const bench::World&) { return run(o); };
 #endif
+  return bench::run_bench(plugin);
 }

@@ -4,8 +4,8 @@
 // GB/s counts the bytes a kernel reads plus the bytes it writes; %copy compares that with
 // cudaMemcpyAsync device-to-device of the same size in the same run.
 //   kernels_bench [--sizes 1M,4M,16M,64M,256M] [--reps N] [--warmup N] [--parts N]
-// Without a GPU (or a CUDA build) it prints "no GPU: <reason>" and exits 0; it exits 1
-// when a kernel disagrees with its CPU twin.
+// Without a GPU (or a CUDA build) it says so and exits 0; it exits 1 when a kernel
+// disagrees with its CPU twin (bench/bench_harness.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_harness.h"
 #include "bench/relative_error.h"
 #include "kernels/activation.h"
 #include "kernels/bucket_ops.h"
@@ -25,7 +26,6 @@
 #if TANDEM_HAVE_CUDA
 #include <cublas_v2.h>
 
-#include "runtime/cuda/cuda_memory.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/cuda_check.h"
 #endif
@@ -331,25 +331,23 @@ int main(int argc, char** argv) {
   cl.add("--warmup", &o.warmup, "untimed calls per kernel first", 0);
   cl.add("--parts", &o.parts, "tensors a bucket is cut into (pack, unpack, adam)", 1);
   cl.parse(argc, argv);
+  bench::Bench plugin{.name = "kernels_bench",
+                      .needs_gpu = true,
+                      .wrong_label = "Wrong (kernels disagreeing with their CPU twins)"};
 #if TANDEM_HAVE_CUDA
-  std::string why;
-  if (!cuda::device_available(&why)) {
-    std::printf("no GPU: %s\n", why.c_str());
-    return 0;
-  }
-  install_cuda_memory();
-  cudaDeviceProp prop{};
-  TANDEM_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  std::printf("# kernels_bench on %s (%d SMs), median of %d reps after %d warm-ups\n", prop.name,
-              prop.multiProcessorCount, o.reps, o.warmup);
-  std::printf("# validation against the CPU twins:\n");
-  const int wrong = validate(o);
-  bench_memory(o);
-  bench_gemm(o);
-  std::printf("# #wrong: %d\n", wrong);
-  return wrong == 0 ? 0 : 1;
-#else
-  std::printf("no GPU: this build has no CUDA\n");
-  return 0;
+  plugin.header = [&](const bench::World&) {
+    cudaDeviceProp prop{};
+    TANDEM_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    std::printf("# kernels_bench on %s (%d SMs), median of %d reps after %d warm-ups\n", prop.name,
+                prop.multiProcessorCount, o.reps, o.warmup);
+  };
+  plugin.rows = [&](const bench::World&) {
+    std::printf("# validation against the CPU twins:\n");
+    const int64_t wrong = validate(o);
+    bench_memory(o);
+    bench_gemm(o);
+    return wrong;
+  };
 #endif
+  return bench::run_bench(plugin);
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/bench_harness.h"
 #include "kernels/gemm.h"
 #include "runtime/command_line.h"
 #include "runtime/rng.h"
@@ -55,31 +56,38 @@ int main(int argc, char** argv) {
       {256, 64, 784, true, false, "D l0 weight grad  g^T x"},
       {64, 256, 256, false, true, "hidden 256x256"},
   };
-  std::printf("%-32s %8s %8s %8s %10s %10s %8s\n", "shape (m x k x n)", "m", "k", "n", "time(us)", "GFLOP/s",
-              "maxerr");
-  Generator gen(1);
-  int bad = 0;
-  for (const Shape3& s : shapes) {
-    Tensor a = Tensor::empty(s.ta ? Shape{s.k, s.m} : Shape{s.m, s.k});
-    Tensor b = Tensor::empty(s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n});
-    fill_normal(a, 0, 1, gen);
-    fill_normal(b, 0, 1, gen);
-    double err = max_error_vs_naive(a, b, s);
-    if (err > 1e-4) ++bad;
-    Tensor c = Tensor::empty({s.m, s.n});
-    for (int w = 0; w < 3; ++w) kernels::gemm(a, s.ta, b, s.tb, c);
-    std::vector<double> us;
-    for (int r = 0; r < iters; ++r) {
-      auto t0 = std::chrono::steady_clock::now();
-      kernels::gemm(a, s.ta, b, s.tb, c);
-      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  bench::Bench plugin{.name = "matmul_bench",
+                      .wrong_label = "Wrong (shapes disagreeing with the naive product)"};
+  plugin.header = [](const bench::World&) {
+    std::printf("%-32s %8s %8s %8s %10s %10s %8s\n", "shape (m x k x n)", "m", "k", "n", "time(us)",
+                "GFLOP/s", "maxerr");
+  };
+  plugin.rows = [&](const bench::World&) {
+    Generator gen(1);
+    int64_t bad = 0;
+    for (const Shape3& s : shapes) {
+      Tensor a = Tensor::empty(s.ta ? Shape{s.k, s.m} : Shape{s.m, s.k});
+      Tensor b = Tensor::empty(s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n});
+      fill_normal(a, 0, 1, gen);
+      fill_normal(b, 0, 1, gen);
+      double err = max_error_vs_naive(a, b, s);
+      if (err > 1e-4) ++bad;
+      Tensor c = Tensor::empty({s.m, s.n});
+      for (int w = 0; w < 3; ++w) kernels::gemm(a, s.ta, b, s.tb, c);
+      std::vector<double> us;
+      for (int r = 0; r < iters; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        kernels::gemm(a, s.ta, b, s.tb, c);
+        us.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(us.begin(), us.end());
+      double median = us[us.size() / 2];
+      double gflops = 2.0 * double(s.m) * double(s.k) * double(s.n) / (median * 1e3);
+      std::printf("%-32s %8lld %8lld %8lld %10.1f %10.1f %8.1e\n", s.what, (long long)s.m, (long long)s.k,
+                  (long long)s.n, median, gflops, err);
     }
-    std::sort(us.begin(), us.end());
-    double median = us[us.size() / 2];
-    double gflops = 2.0 * double(s.m) * double(s.k) * double(s.n) / (median * 1e3);
-    std::printf("%-32s %8lld %8lld %8lld %10.1f %10.1f %8.1e\n", s.what, (long long)s.m, (long long)s.k,
-                (long long)s.n, median, gflops, err);
-  }
-  if (bad) std::fprintf(stderr, "matmul_bench: %d shape(s) disagree with the naive product\n", bad);
-  return bad ? 1 : 0;
+    return bad;
+  };
+  return bench::run_bench(plugin);
 }

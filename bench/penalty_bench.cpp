@@ -35,6 +35,7 @@
 #include "autograd/ops.h"
 #include "autograd/optim.h"
 #include "bench/bench_common.h"
+#include "bench/bench_harness.h"
 #include "models/gan.h"
 #include "models/gradient_penalty.h"
 #include "reducer/ddp.h"
@@ -150,29 +151,33 @@ int main(int argc, char** argv) {
   cl.add("--batch", &o.batch, "batch per rank", 1);
   cl.add("--json", &o.json, "also write the results as JSON here", "FILE");
   cl.parse(argc, argv);
-  try {
-    dist::DistributedContext context(dist::Backend::mpi);
-    std::shared_ptr<dist::ProcessGroup> group = context.world();
-    const int n = group->size();
-    const bool root = group->rank() == 0;
-    if (root) {
-      std::printf(
-          "# penalty_bench: mlp GAN D update, %d ranks, batch %lld per rank, %d runs of %d updates after %d\n"
-          "# warm-up; step = wall time / updates (max over ranks, median of runs); phases are means,\n"
-          "# max over ranks. single = unwrapped on every rank at once; ratios against plain, same mode\n#\n",
-          n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
-      std::printf("# %6s %8s %8s %8s %8s %8s %8s %9s %10s %7s\n", "mode", "kind", "step", "forward", "inner",
-                  "backward", "optim", "bwd/plain", "step/plain", "#wrong");
-      std::printf("# %6s %8s %8s %8s %8s %8s %8s %9s %10s %7s\n", "", "", "(ms)", "(ms)", "(ms)", "(ms)",
-                  "(ms)", "", "", "");
-      std::fflush(stdout);
-    }
-    std::vector<Row> rows;
+  std::vector<Row> rows;
+  bench::Bench plugin{.name = "penalty_bench",
+                      .backend = dist::Backend::mpi,
+                      .wrong_label = "Wrong (non-finite losses, differing replica values)"};
+  plugin.header = [&](const bench::World& world) {
+    std::printf(
+        "# penalty_bench: mlp GAN D update, %d ranks, batch %lld per rank, %d runs of %d updates after %d\n"
+        "# warm-up; step = wall time / updates (max over ranks, median of runs); phases are means,\n"
+        "# max over ranks. single = unwrapped on every rank at once; ratios against plain, same mode\n#\n",
+        world.size, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
+    bench::print_columns({{6, "mode"},
+                          {8, "kind"},
+                          {8, "step", "(ms)"},
+                          {8, "forward", "(ms)"},
+                          {8, "inner", "(ms)"},
+                          {8, "backward", "(ms)"},
+                          {8, "optim", "(ms)"},
+                          {9, "bwd/plain"},
+                          {10, "step/plain"},
+                          {7, "#wrong"}});
+  };
+  plugin.rows = [&](const bench::World& world) {
     int64_t total_wrong = 0;
     for (const std::string& mode : kModes) {
       std::vector<std::unique_ptr<Setup>> setups;
       for (const std::string& kind : kKinds)
-        setups.push_back(std::make_unique<Setup>(kind, mode, group, group->rank()));
+        setups.push_back(std::make_unique<Setup>(kind, mode, world.group, world.rank));
       std::vector<bool> finite(setups.size(), true);
       std::vector<std::vector<double>> run_ms(setups.size());
       for (size_t k = 0; k < setups.size(); ++k) {
@@ -203,14 +208,11 @@ int main(int argc, char** argv) {
         r.bwd_ratio = r.backward_ms / base.backward_ms;
         r.step_ratio = r.step_ms / base.step_ms;
         rows.push_back(r);
-        long long bad = finite[k] ? 0 : 1, bad_total = 0;
-        TANDEM_CHECK_MPI(MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
-        int64_t wrong =
-            bad_total +
-            (mode == "ddp" ? bench::replica_mismatches(*setups[k]->model->discriminator, *group) : 0);
+        int64_t wrong = bench::sum_over_ranks(finite[k] ? 0 : 1);
+        if (mode == "ddp") wrong += bench::replica_mismatches(*setups[k]->model->discriminator, *world.group);
         total_wrong += wrong;
         const Row& w = rows.back();
-        if (root) {
+        if (world.root()) {
           std::printf("  %6s %8s %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f %10.2f %7lld\n", w.mode.c_str(),
                       w.kind.c_str(), w.step_ms, w.forward_ms, w.inner_ms, w.backward_ms, w.optim_ms,
                       w.bwd_ratio, w.step_ratio, static_cast<long long>(wrong));
@@ -218,31 +220,21 @@ int main(int argc, char** argv) {
         }
       }
     }
-    if (root) {
-      std::printf("# Wrong (non-finite losses, differing replica values) : %lld %s\n",
-                  static_cast<long long>(total_wrong), total_wrong ? "WRONG" : "OK");
-      if (!o.json.empty()) {
-        std::ofstream js(o.json);
-        js << "{\"ranks\": " << n << ", \"batch\": " << o.batch << ", \"rows\": [";
-        for (size_t i = 0; i < rows.size(); ++i) {
-          const Row& r = rows[i];
-          js << (i ? ", " : "") << "{\"mode\": \"" << r.mode << "\", \"kind\": \"" << r.kind
-             << "\", \"step_ms\": " << r.step_ms << ", \"forward_ms\": " << r.forward_ms
-             << ", \"inner_ms\": " << r.inner_ms << ", \"backward_ms\": " << r.backward_ms
-             << ", \"optim_ms\": " << r.optim_ms << ", \"bwd_ratio\": " << r.bwd_ratio
-             << ", \"step_ratio\": " << r.step_ratio << "}";
-        }
-        js << "], \"wrong\": " << total_wrong << "}\n";
-      }
+    return total_wrong;
+  };
+  plugin.footer = [&](const bench::World& world, int64_t wrong) {
+    if (o.json.empty()) return;
+    std::ofstream js(o.json);
+    js << "{\"ranks\": " << world.size << ", \"batch\": " << o.batch << ", \"rows\": [";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      js << (i ? ", " : "") << "{\"mode\": \"" << r.mode << "\", \"kind\": \"" << r.kind
+         << "\", \"step_ms\": " << r.step_ms << ", \"forward_ms\": " << r.forward_ms
+         << ", \"inner_ms\": " << r.inner_ms << ", \"backward_ms\": " << r.backward_ms
+         << ", \"optim_ms\": " << r.optim_ms << ", \"bwd_ratio\": " << r.bwd_ratio
+         << ", \"step_ratio\": " << r.step_ratio << "}";
     }
-    if (total_wrong != 0) {
-      if (root)
-        std::fprintf(stderr, "penalty_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
-      return 1;
-    }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "penalty_bench: %s\n", e.what());
-    dist::abort_on_timeout(e);
-  }
-  return 0;
+    js << "], \"wrong\": " << wrong << "}\n";
+  };
+  return bench::run_bench(plugin);
 }

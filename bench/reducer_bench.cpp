@@ -39,6 +39,8 @@
 
 #include "autograd/engine.h"
 #include "autograd/function.h"
+#include "bench/bench_common.h"
+#include "bench/bench_harness.h"
 #include "models/gan.h"
 #include "reducer/reducer.h"
 #include "runtime/command_line.h"
@@ -167,12 +169,6 @@ double median_of_max(std::vector<double> local) {
   return n % 2 ? global[n / 2] : 0.5 * (global[n / 2 - 1] + global[n / 2]);
 }
 
-int64_t sum_over_ranks(int64_t value) {
-  long long v = value, sum = 0;
-  TANDEM_CHECK_MPI(MPI_Allreduce(&v, &sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
-  return sum;
-}
-
 int64_t count_wrong(const Tensor& t, float expected) {
   const float* p = t.data<float>();
   int64_t wrong = 0;
@@ -293,7 +289,7 @@ Row run_sweep_point(const GradSet& set, double cap, bool view, const Options& o,
   row.plain_ms = 1e3 * median_of_max(t_plain);
   row.raw_ms = 1e3 * median_of_max(t_raw);
   row.bucketed_ms = 1e3 * median_of_max(t_bucketed);
-  row.wrong = sum_over_ranks(wrong);
+  row.wrong = bench::sum_over_ranks(wrong);
   return row;
 }
 
@@ -342,8 +338,34 @@ OverlapRow run_overlap(const GradSet& set, double cap, bool view, double plain_m
   row.compute_ms = 1e3 * median_of_max(t_alone);
   row.plain_ms = plain_ms;
   row.bucketed_ms = bucketed_ms;
-  row.wrong = sum_over_ranks(wrong);
+  row.wrong = bench::sum_over_ranks(wrong);
   return row;
+}
+
+void write_json(const std::string& path, int ranks, int iters, const std::vector<Row>& rows,
+                const std::vector<OverlapRow>& overlaps, int64_t wrong) {
+  std::ofstream js(path);
+  js << "{\"ranks\": " << ranks << ", \"iters\": " << iters << ", \"sweep\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"view\": " << (r.view ? "true" : "false")
+       << ", \"cap_mb\": " << r.cap_mb << ", \"tensors\": " << r.tensors << ", \"bytes\": " << r.bytes
+       << ", \"buckets\": " << r.buckets << ", \"reducer_ms\": " << r.reducer_ms
+       << ", \"plain_ms\": " << r.plain_ms << ", \"raw_ms\": " << r.raw_ms
+       << ", \"ratio\": " << r.reducer_ms / r.plain_ms << ", \"bucketed_ms\": " << r.bucketed_ms
+       << ", \"ratio_bucketed\": " << r.reducer_ms / r.bucketed_ms << "}";
+  }
+  js << "], \"overlap\": [";
+  for (size_t i = 0; i < overlaps.size(); ++i) {
+    const OverlapRow& r = overlaps[i];
+    js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"view\": " << (r.view ? "true" : "false")
+       << ", \"cap_mb\": " << r.cap_mb << ", \"us_per_tensor\": " << r.us_per_tensor
+       << ", \"compute_ms\": " << r.compute_ms << ", \"with_comm_ms\": " << r.with_ms
+       << ", \"exposed_ms\": " << r.exposed_ms() << ", \"plain_ms\": " << r.plain_ms
+       << ", \"exposed_fraction\": " << r.fraction() << ", \"bucketed_ms\": " << r.bucketed_ms
+       << ", \"exposed_fraction_bucketed\": " << r.fraction_bucketed() << "}";
+  }
+  js << "], \"wrong\": " << wrong << "}\n";
 }
 
 }  // namespace
@@ -363,11 +385,37 @@ int main(int argc, char** argv) {
   cl.add("--compute-factor", &o.compute_factor, "overlap busy-wait in total, times the plain allreduce", 0);
   cl.add("--json", &o.json, "also write the results as JSON here", "FILE");
   cl.parse(argc, argv);
-  try {
-    dist::DistributedContext context(dist::Backend::mpi);
-    std::shared_ptr<dist::ProcessGroup> group = context.world();
-    const int n = group->size();
-    const bool root = group->rank() == 0;
+  int64_t total_wrong = 0;
+  std::vector<Row> rows;
+  std::vector<OverlapRow> overlaps;
+  bench::Bench plugin{
+      .name = "reducer_bench", .backend = dist::Backend::mpi, .wrong_label = "Out of bounds values"};
+  plugin.header = [&](const bench::World& world) {
+    std::printf(
+        "# reducer_bench: %d ranks, float32, %d iterations after %d warm-up; median over iterations of "
+        "the\n"
+        "# maximum over ranks. reducer = backward() from begin to every gradient averaged and written "
+        "back;\n"
+        "# plain = one ProcessGroup allreduce (sum) of the same bytes; raw = one MPI_Allreduce; ratio = "
+        "reducer / plain;\n"
+        "# bucketed = plain allreduces of the Reducer's bucket sizes, back to back; ratio_b = reducer / "
+        "bucketed\n#\n",
+        world.size, o.iters, o.warmup);
+    bench::print_columns({{6, "set"},
+                          {5, "grads"},
+                          {8, "cap", "(MB)"},
+                          {8, "tensors"},
+                          {12, "bytes", "(B)"},
+                          {8, "buckets"},
+                          {11, "reducer", "(ms)"},
+                          {11, "plain", "(ms)"},
+                          {11, "raw", "(ms)"},
+                          {7, "ratio"},
+                          {11, "bucketed", "(ms)"},
+                          {7, "ratio_b"},
+                          {7, "#wrong"}});
+  };
+  plugin.rows = [&](const bench::World& world) {
     std::vector<GradSet> sets;
     for (const auto& s : o.sets) {
       if (s == "25m")
@@ -375,27 +423,6 @@ int main(int argc, char** argv) {
       else
         sets.push_back(gan_set(s));
     }
-    if (root) {
-      std::printf(
-          "# reducer_bench: %d ranks, float32, %d iterations after %d warm-up; median over iterations of "
-          "the\n"
-          "# maximum over ranks. reducer = backward() from begin to every gradient averaged and written "
-          "back;\n"
-          "# plain = one ProcessGroup allreduce (sum) of the same bytes; raw = one MPI_Allreduce; ratio = "
-          "reducer / plain;\n"
-          "# bucketed = plain allreduces of the Reducer's bucket sizes, back to back; ratio_b = reducer / "
-          "bucketed\n#\n",
-          n, o.iters, o.warmup);
-      std::printf("# %6s %5s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "set", "grads", "cap",
-                  "tensors", "bytes", "buckets", "reducer", "plain", "raw", "ratio", "bucketed", "ratio_b",
-                  "#wrong");
-      std::printf("# %6s %5s %8s %8s %12s %8s %11s %11s %11s %7s %11s %7s %7s\n", "", "", "(MB)", "", "(B)",
-                  "", "(ms)", "(ms)", "(ms)", "", "(ms)", "", "");
-      std::fflush(stdout);
-    }
-    int64_t total_wrong = 0;
-    std::vector<Row> rows;
-    std::vector<OverlapRow> overlaps;
     for (const auto& set : sets) {
       double plain_at_default = 0, bucketed_at_default = 0;
       // Every cap with gradients copied out of the buckets (the default), then the default
@@ -404,14 +431,14 @@ int main(int argc, char** argv) {
       for (double cap : o.caps) points.emplace_back(cap, false);
       points.emplace_back(kDefaultCapMb, true);
       for (auto [cap, view] : points) {
-        Row r = run_sweep_point(set, cap, view, o, group);
+        Row r = run_sweep_point(set, cap, view, o, world.group);
         total_wrong += r.wrong;
         if ((cap == kDefaultCapMb && !view) || plain_at_default == 0) {
           plain_at_default = r.plain_ms;
           bucketed_at_default = r.bucketed_ms;
         }
         rows.push_back(r);
-        if (root) {
+        if (world.root()) {
           std::printf("  %6s %5s %8.0f %8zu %12zu %8zu %11.3f %11.3f %11.3f %7.3f %11.3f %7.3f %7lld\n",
                       r.set.c_str(), r.view ? "view" : "copy", r.cap_mb, r.tensors, r.bytes, r.buckets,
                       r.reducer_ms, r.plain_ms, r.raw_ms, r.reducer_ms / r.plain_ms, r.bucketed_ms,
@@ -421,63 +448,38 @@ int main(int argc, char** argv) {
       }
       for (bool view : {false, true}) {
         overlaps.push_back(
-            run_overlap(set, kDefaultCapMb, view, plain_at_default, bucketed_at_default, o, group));
+            run_overlap(set, kDefaultCapMb, view, plain_at_default, bucketed_at_default, o, world.group));
         total_wrong += overlaps.back().wrong;
       }
     }
-    if (root) {
+    if (world.root()) {
       std::printf(
           "#\n# overlap at cap 25 MB: a busy-wait per tensor before the Reducer's hook; compute = the same\n"
           "# busy-waits alone (twin leaves); exposed = with - compute; fraction = exposed / plain (target <= "
           "0.20);\n"
           "# fraction_b = exposed / bucketed plain\n#\n");
-      std::printf("# %6s %5s %10s %11s %11s %11s %11s %9s %11s %10s %7s\n", "set", "grads", "wait", "compute",
-                  "with comm", "exposed", "plain", "fraction", "bucketed", "fraction_b", "#wrong");
-      std::printf("# %6s %5s %10s %11s %11s %11s %11s %9s %11s %10s %7s\n", "", "", "(us/tens)", "(ms)",
-                  "(ms)", "(ms)", "(ms)", "", "(ms)", "", "");
+      bench::print_columns({{6, "set"},
+                            {5, "grads"},
+                            {10, "wait", "(us/tens)"},
+                            {11, "compute", "(ms)"},
+                            {11, "with comm", "(ms)"},
+                            {11, "exposed", "(ms)"},
+                            {11, "plain", "(ms)"},
+                            {9, "fraction"},
+                            {11, "bucketed", "(ms)"},
+                            {10, "fraction_b"},
+                            {7, "#wrong"}});
       for (const auto& r : overlaps) {
         std::printf("  %6s %5s %10.0f %11.3f %11.3f %11.3f %11.3f %9.3f %11.3f %10.3f %7lld\n", r.set.c_str(),
                     r.view ? "view" : "copy", r.us_per_tensor, r.compute_ms, r.with_ms, r.exposed_ms(),
                     r.plain_ms, r.fraction(), r.bucketed_ms, r.fraction_bucketed(),
                     static_cast<long long>(r.wrong));
       }
-      std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
-                  total_wrong ? "WRONG" : "OK");
-      std::fflush(stdout);
-      if (!o.json.empty()) {
-        std::ofstream js(o.json);
-        js << "{\"ranks\": " << n << ", \"iters\": " << o.iters << ", \"sweep\": [";
-        for (size_t i = 0; i < rows.size(); ++i) {
-          const Row& r = rows[i];
-          js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"view\": " << (r.view ? "true" : "false")
-             << ", \"cap_mb\": " << r.cap_mb << ", \"tensors\": " << r.tensors << ", \"bytes\": " << r.bytes
-             << ", \"buckets\": " << r.buckets << ", \"reducer_ms\": " << r.reducer_ms
-             << ", \"plain_ms\": " << r.plain_ms << ", \"raw_ms\": " << r.raw_ms
-             << ", \"ratio\": " << r.reducer_ms / r.plain_ms << ", \"bucketed_ms\": " << r.bucketed_ms
-             << ", \"ratio_bucketed\": " << r.reducer_ms / r.bucketed_ms << "}";
-        }
-        js << "], \"overlap\": [";
-        for (size_t i = 0; i < overlaps.size(); ++i) {
-          const OverlapRow& r = overlaps[i];
-          js << (i ? ", " : "") << "{\"set\": \"" << r.set << "\", \"view\": " << (r.view ? "true" : "false")
-             << ", \"cap_mb\": " << r.cap_mb << ", \"us_per_tensor\": " << r.us_per_tensor
-             << ", \"compute_ms\": " << r.compute_ms << ", \"with_comm_ms\": " << r.with_ms
-             << ", \"exposed_ms\": " << r.exposed_ms() << ", \"plain_ms\": " << r.plain_ms
-             << ", \"exposed_fraction\": " << r.fraction() << ", \"bucketed_ms\": " << r.bucketed_ms
-             << ", \"exposed_fraction_bucketed\": " << r.fraction_bucketed() << "}";
-        }
-        js << "], \"wrong\": " << total_wrong << "}\n";
-      }
     }
-    if (total_wrong != 0) {
-      if (root)
-        std::fprintf(stderr, "reducer_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
-      return 1;
-    }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "reducer_bench: %s\n", e.what());
-    dist::abort_on_timeout(e);
-    return 1;
-  }
-  return 0;
+    return total_wrong;
+  };
+  plugin.footer = [&](const bench::World& world, int64_t wrong) {
+    if (!o.json.empty()) write_json(o.json, world.size, o.iters, rows, overlaps, wrong);
+  };
+  return bench::run_bench(plugin);
 }

@@ -47,6 +47,7 @@
 
 #include "autograd/optim.h"
 #include "bench/bench_common.h"
+#include "bench/bench_harness.h"
 #include "models/gan.h"
 #include "models/wrapped_gan.h"
 #include "reducer/ddp.h"
@@ -243,27 +244,32 @@ int main(int argc, char** argv) {
   cl.add("--trace", &o.trace, "write the whole_traced mode's steps, every rank's, as a Chrome trace here",
          "FILE");
   cl.parse(argc, argv);
-  try {
-    dist::DistributedContext context(dist::Backend::mpi);
-    std::shared_ptr<dist::ProcessGroup> group = context.world();
-    const int n = group->size();
-    const bool root = group->rank() == 0;
-    dist::start_trace_aligned(*group);  // time zero on every rank; recording only in whole_traced
+  std::vector<Result> results;
+  int64_t total_wrong = 0;
+  bench::Bench plugin{.name = "step_bench",
+                      .backend = dist::Backend::mpi,
+                      .wrong_label = "Wrong (non-finite losses, differing replica values)"};
+  plugin.header = [&](const bench::World& world) {
+    std::printf(
+        "# step_bench: %d ranks, batch %lld per rank, %d runs of %d steps after %d warm-up steps;\n"
+        "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
+        "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
+        world.size, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
+    bench::print_columns({{12, "model"},
+                          {10, "mode"},
+                          {10, "step", "(ms)"},
+                          {26, "runs", "(ms)"},
+                          {7, "ratio"},
+                          {8, "extra", "(ms)"},
+                          {8, "ar", "(ms)"},
+                          {8, "extra/ar"},
+                          {8, "shm", "(ms)"},
+                          {7, "#wrong"}});
+  };
+  plugin.rows = [&](const bench::World& world) {
+    dist::ProcessGroup& group = *world.group;
+    dist::start_trace_aligned(group);  // time zero on every rank; recording only in whole_traced
     trace::stop();
-    if (root) {
-      std::printf(
-          "# step_bench: %d ranks, batch %lld per rank, %d runs of %d steps after %d warm-up steps;\n"
-          "# per-step time = run wall time / steps, maximum over ranks, median over runs.\n"
-          "# single = unwrapped model on every rank at once (no communication); ratio = mode / single\n#\n",
-          n, static_cast<long long>(o.batch), o.runs, o.steps, o.warmup);
-      std::printf("# %12s %10s %10s %26s %7s %8s %8s %8s %8s %7s\n", "model", "mode", "step", "runs", "ratio",
-                  "extra", "ar", "extra/ar", "shm", "#wrong");
-      std::printf("# %12s %10s %10s %26s %7s %8s %8s %8s %8s %7s\n", "", "", "(ms)", "(ms)", "", "(ms)",
-                  "(ms)", "", "(ms)", "");
-      std::fflush(stdout);
-    }
-    std::vector<Result> results;
-    int64_t total_wrong = 0;
     for (const auto& name : o.models) {
       // All four modes live side by side and their runs are interleaved (run 1 of every
       // mode, then run 2, ...), so drift on the shared machine affects every mode alike.
@@ -273,7 +279,7 @@ int main(int argc, char** argv) {
       std::vector<bool> finite;
       const int64_t model_start_ns = trace::now_ns();
       for (const std::string& mode : o.modes) {
-        setups.push_back(std::make_unique<Setup>(name, mode, group, group->rank()));
+        setups.push_back(std::make_unique<Setup>(name, mode, world.group, world.rank));
         rs.push_back(Result{name, mode, {}, 0, 0});
         its.push_back(0);
         finite.push_back(true);
@@ -297,16 +303,14 @@ int main(int argc, char** argv) {
         Result& r = rs[m];
         r.median_ms = bench::median_of(r.run_ms);
         if (r.mode != "single") {
-          r.allreduce_ms = allreduce_floor_ms(*setups[m]->wrapped, *group, its[m]);
-          r.shared_ms = shared_floor_ms(*setups[m]->wrapped, *group, its[m]);
+          r.allreduce_ms = allreduce_floor_ms(*setups[m]->wrapped, group, its[m]);
+          r.shared_ms = shared_floor_ms(*setups[m]->wrapped, group, its[m]);
         }
-        long long bad = finite[m] ? 0 : 1, bad_total = 0;
-        TANDEM_CHECK_MPI(MPI_Allreduce(&bad, &bad_total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
-        r.wrong = bad_total;
-        if (r.mode != "single") r.wrong += bench::replica_mismatches(*setups[m]->model, *group);
+        r.wrong = bench::sum_over_ranks(finite[m] ? 0 : 1);
+        if (r.mode != "single") r.wrong += bench::replica_mismatches(*setups[m]->model, group);
         total_wrong += r.wrong;
         if (r.mode == "single") single_ms = r.median_ms;
-        if (root) {
+        if (world.root()) {
           std::ostringstream runs;
           for (size_t i = 0; i < r.run_ms.size(); ++i) {
             char buf[32];
@@ -324,7 +328,7 @@ int main(int argc, char** argv) {
         }
         results.push_back(r);
       }
-      if (root && std::find(o.modes.begin(), o.modes.end(), "whole_traced") != o.modes.end()) {
+      if (world.root() && std::find(o.modes.begin(), o.modes.end(), "whole_traced") != o.modes.end()) {
         std::vector<trace::Event> events = trace::take_events();
         std::erase_if(events, [&](const trace::Event& e) { return e.ts_ns < model_start_ns; });
         for (const trace::PhaseSummary& phase : trace::summarize(events))
@@ -332,34 +336,25 @@ int main(int argc, char** argv) {
       }
     }
     if (!o.trace.empty()) {
-      dist::write_gathered_trace(*group, o.trace);
-      if (root) std::printf("# trace: %s\n", o.trace.c_str());
+      dist::write_gathered_trace(group, o.trace);
+      if (world.root()) std::printf("# trace: %s\n", o.trace.c_str());
     }
-    if (root) {
-      std::printf("# Wrong (non-finite losses, differing replica values) : %lld %s\n",
-                  static_cast<long long>(total_wrong), total_wrong ? "WRONG" : "OK");
-      if (!o.json.empty()) {
-        std::ofstream js(o.json);
-        js << "{\"ranks\": " << n << ", \"batch\": " << o.batch << ", \"steps\": " << o.steps
-           << ", \"runs\": " << o.runs << ", \"results\": [";
-        for (size_t i = 0; i < results.size(); ++i) {
-          const Result& r = results[i];
-          js << (i ? ", " : "") << "{\"model\": \"" << r.model << "\", \"mode\": \"" << r.mode
-             << "\", \"step_ms\": " << r.median_ms << ", \"allreduce_ms\": " << r.allreduce_ms
-             << ", \"shared_ms\": " << r.shared_ms << ", \"runs_ms\": [";
-          for (size_t k = 0; k < r.run_ms.size(); ++k) js << (k ? ", " : "") << r.run_ms[k];
-          js << "]}";
-        }
-        js << "], \"wrong\": " << total_wrong << "}\n";
-      }
+    return total_wrong;
+  };
+  plugin.footer = [&](const bench::World& world, int64_t wrong) {
+    if (o.json.empty()) return;
+    std::ofstream js(o.json);
+    js << "{\"ranks\": " << world.size << ", \"batch\": " << o.batch << ", \"steps\": " << o.steps
+       << ", \"runs\": " << o.runs << ", \"results\": [";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      js << (i ? ", " : "") << "{\"model\": \"" << r.model << "\", \"mode\": \"" << r.mode
+         << "\", \"step_ms\": " << r.median_ms << ", \"allreduce_ms\": " << r.allreduce_ms
+         << ", \"shared_ms\": " << r.shared_ms << ", \"runs_ms\": [";
+      for (size_t k = 0; k < r.run_ms.size(); ++k) js << (k ? ", " : "") << r.run_ms[k];
+      js << "]}";
     }
-    if (total_wrong != 0) {
-      if (root) std::fprintf(stderr, "step_bench: %lld wrong values\n", static_cast<long long>(total_wrong));
-      return 1;
-    }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "step_bench: %s\n", e.what());
-    dist::abort_on_timeout(e);
-  }
-  return 0;
+    js << "], \"wrong\": " << wrong << "}\n";
+  };
+  return bench::run_bench(plugin);
 }

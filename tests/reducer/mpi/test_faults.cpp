@@ -13,15 +13,12 @@
 #include "autograd/optim.h"
 #include "reducer/ddp.h"
 #include "runtime/dist/process_group.h"
+#include "tests/mpi_world.h"
 
 using namespace tandem;
+using tandem::testing::world;
 
 namespace {
-
-std::shared_ptr<dist::ProcessGroup> world() {
-  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
-  return group;
-}
 
 class Regressor : public DataParallelModel {
  public:

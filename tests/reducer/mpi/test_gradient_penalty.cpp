@@ -17,17 +17,13 @@
 #include "reducer/ddp.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/rng.h"
+#include "tests/mpi_world.h"
 #include "tests/reducer/gan_fixture.h"
 
 using namespace tandem;
 using namespace tandem::testing;
 
 namespace {
-
-std::shared_ptr<dist::ProcessGroup> world() {
-  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
-  return group;
-}
 
 enum class Penalty { wgan_gp, r1, lazy_r1 };
 

@@ -16,6 +16,7 @@
 #include "reducer/ddp.h"
 #include "runtime/cpu_memory.h"
 #include "runtime/dist/process_group.h"
+#include "tests/mpi_world.h"
 #include "tests/reducer/gan_fixture.h"
 #include "tests/reducer/layer_drop_fixture.h"
 
@@ -23,11 +24,6 @@ using namespace tandem;
 using namespace tandem::testing;
 
 namespace {
-
-std::shared_ptr<dist::ProcessGroup> world() {
-  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
-  return group;
-}
 
 double resident_mb() {
   std::ifstream statm("/proc/self/statm");

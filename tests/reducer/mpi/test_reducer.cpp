@@ -12,6 +12,7 @@
 #include "reducer/ddp.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/rng.h"
+#include "tests/mpi_world.h"
 #include "tests/reducer/counting_group.h"
 #include "tests/reducer/gan_fixture.h"
 
@@ -19,11 +20,6 @@ using namespace tandem;
 using namespace tandem::testing;
 
 namespace {
-
-std::shared_ptr<dist::ProcessGroup> world() {
-  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
-  return group;
-}
 
 // Rows of a global batch that belong to this rank.
 Tensor my_slice(const Tensor& global) { return slice_rows(global, world()->rank(), world()->size()); }

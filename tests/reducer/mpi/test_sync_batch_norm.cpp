@@ -9,6 +9,7 @@
 
 #include "reducer/sync_batch_norm.h"
 #include "runtime/dist/process_group.h"
+#include "tests/mpi_world.h"
 #include "tests/reducer/sync_bn_oracle.h"
 
 using namespace tandem;
@@ -16,11 +17,6 @@ using namespace tandem::testing;
 using namespace tandem::testing::sync_bn;
 
 namespace {
-
-std::shared_ptr<dist::ProcessGroup> world() {
-  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
-  return group;
-}
 
 void check_against_oracle(int64_t input_dim, const std::vector<int64_t>& starts,
                           const std::vector<int64_t>& counts, int64_t global_n) {

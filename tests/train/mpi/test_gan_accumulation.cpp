@@ -11,17 +11,13 @@
 #include "models/gan.h"
 #include "reducer/ddp.h"
 #include "runtime/dist/process_group.h"
+#include "tests/mpi_world.h"
 #include "tests/reducer/gan_fixture.h"
 
 using namespace tandem;
 using namespace tandem::testing;
 
 namespace {
-
-std::shared_ptr<dist::ProcessGroup> world() {
-  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
-  return group;
-}
 
 constexpr int64_t kMicroRows = 8;  // global rows per micro-batch: 4 per rank (ring8's D packs 4)
 

@@ -17,17 +17,14 @@
 #include "models/train/trainer.h"
 #include "runtime/checkpoint.h"
 #include "runtime/dist/process_group.h"
+#include "tests/mpi_world.h"
 #include "tests/train/json_reader.h"
 
 using namespace tandem;
+using tandem::testing::world;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::shared_ptr<dist::ProcessGroup> world() {
-  static std::shared_ptr<dist::ProcessGroup> group = dist::init_process_group();
-  return group;
-}
 
 // A fresh directory shared by the ranks (rank 0 creates it).
 std::string fresh_dir(const std::string& name) {
