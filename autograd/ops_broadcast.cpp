@@ -12,7 +12,9 @@ Variable sum_to(const Variable& x, const Shape& shape) {
       [in = x.shape()](const Tensor& g, const FunctionNode&) {
         return std::vector<Tensor>{kernels::broadcast_to(g, in)};
       },
-      [in = x.shape()](const Variable& g, const FunctionNode&) { return std::vector<Variable>{broadcast_to(g, in)}; });
+      [in = x.shape()](const Variable& g, const FunctionNode&) {
+        return std::vector<Variable>{broadcast_to(g, in)};
+      });
 }
 
 Variable broadcast_to(const Variable& x, const Shape& shape) {
@@ -21,7 +23,9 @@ Variable broadcast_to(const Variable& x, const Shape& shape) {
       [in = x.shape()](const Tensor& g, const FunctionNode&) {
         return std::vector<Tensor>{kernels::reduce_to_shape(g, in)};
       },
-      [in = x.shape()](const Variable& g, const FunctionNode&) { return std::vector<Variable>{sum_to(g, in)}; });
+      [in = x.shape()](const Variable& g, const FunctionNode&) {
+        return std::vector<Variable>{sum_to(g, in)};
+      });
 }
 
 }  // namespace tandem

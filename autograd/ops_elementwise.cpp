@@ -28,7 +28,9 @@ Tensor sum_back(const Tensor& g, const std::optional<Shape>& shape) {
   return shape ? kernels::reduce_to_shape(g, *shape) : g;
 }
 
-Variable sum_back(const Variable& g, const std::optional<Shape>& shape) { return shape ? sum_to(g, *shape) : g; }
+Variable sum_back(const Variable& g, const std::optional<Shape>& shape) {
+  return shape ? sum_to(g, *shape) : g;
+}
 
 }  // namespace
 
@@ -86,8 +88,9 @@ Variable div(const Variable& a, const Variable& b) {
       [A = a.data(), B = b.data(), sa, sb](const Tensor& g, const FunctionNode& n) {
         return std::vector<Tensor>{
             n.needs_input_grad(0) ? sum_back(kernels::div(g, B), sa) : Tensor(),
-            n.needs_input_grad(1) ? sum_back(kernels::neg(kernels::div(kernels::mul(g, A), kernels::mul(B, B))), sb)
-                                  : Tensor()};
+            n.needs_input_grad(1)
+                ? sum_back(kernels::neg(kernels::div(kernels::mul(g, A), kernels::mul(B, B))), sb)
+                : Tensor()};
       },
       [a, b, sa, sb](const Variable& g, const FunctionNode& n) {
         return Grads{n.needs_input_grad(0) ? sum_back(div(g, b), sa) : Variable(),

@@ -26,15 +26,14 @@ void check_index_values(const char* op, const Tensor& index, int64_t bound, cons
   const Tensor host = index.device().is_cpu() ? index : index.to(Device::cpu());
   const int64_t* p = host.data<int64_t>();
   for (int64_t i = 0, n = host.numel(); i < n; ++i)
-    TANDEM_CHECK(p[i] >= 0 && p[i] < bound,
-                 op << ": index " << p[i] << " (at position " << i << ") is out of range [0, " << bound << ") of "
-                    << what);
+    TANDEM_CHECK(p[i] >= 0 && p[i] < bound, op << ": index " << p[i] << " (at position " << i
+                                               << ") is out of range [0, " << bound << ") of " << what);
 }
 
 // Checks x (or the gradient of x) and a 1-D index along `dim`; returns the split of
 // `x_shape` around the normalised dim.
-void index_select_layout(const char* op, const Tensor& x, const Shape& x_shape, int64_t& dim, const Tensor& index,
-                         int64_t& outer, int64_t& size, int64_t& inner) {
+void index_select_layout(const char* op, const Tensor& x, const Shape& x_shape, int64_t& dim,
+                         const Tensor& index, int64_t& outer, int64_t& size, int64_t& inner) {
   check_defined(op, x, "input");
   check_index_tensor(op, index);
   TANDEM_CHECK(index.dim() == 1, op << ": the index must be 1-D, got " << index.str());
@@ -74,9 +73,9 @@ Tensor index_select_backward(const Tensor& grad, const Shape& x_shape, int64_t d
   const int64_t count = index.numel();
   Shape grad_shape = x_shape;
   grad_shape[static_cast<size_t>(dim)] = count;
-  TANDEM_CHECK(grad.shape() == grad_shape, op << ": gradient " << shape_str(grad.shape()) << " for x "
-                                              << shape_str(x_shape) << " and " << count << " indices along dim "
-                                              << dim << " (expected " << shape_str(grad_shape) << ")");
+  TANDEM_CHECK(grad.shape() == grad_shape,
+               op << ": gradient " << shape_str(grad.shape()) << " for x " << shape_str(x_shape) << " and "
+                  << count << " indices along dim " << dim << " (expected " << shape_str(grad_shape) << ")");
   Tensor out = Tensor::zeros(x_shape, grad.dtype(), grad.device());
   TANDEM_CUDA_ROUTE(grad, cuda::index_select_backward(grad, index, size, inner, out));
   const int64_t* pi = index.data<int64_t>();

@@ -88,8 +88,8 @@ void launch_broadcast(const char* op, const Tensor& a, const Tensor& b, const Br
   if (count == 0) return;
   set_device(out);
   dispatch_float(op, out.dtype(), [&]<typename T>() {
-    broadcast_kernel<<<blocks_for(count), kThreads, 0, stream()>>>(ptr<T>(a), ptr<T>(b), mut_ptr<T>(out), count,
-                                                                     l, f);
+    broadcast_kernel<<<blocks_for(count), kThreads, 0, stream()>>>(ptr<T>(a), ptr<T>(b), mut_ptr<T>(out),
+                                                                   count, l, f);
     TANDEM_CHECK_LAUNCH();
   });
 }
@@ -119,7 +119,8 @@ Tensor reduce_to_shape(const Tensor& grad, Tensor out) {
   const ReduceLayout r = make_reduce_layout(grad.shape(), out.shape());
   set_device(grad);
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
-    reduce_to_shape_kernel<<<blocks_for(count), kThreads, 0, stream()>>>(ptr<T>(grad), mut_ptr<T>(out), count, r);
+    reduce_to_shape_kernel<<<blocks_for(count), kThreads, 0, stream()>>>(ptr<T>(grad), mut_ptr<T>(out), count,
+                                                                         r);
     TANDEM_CHECK_LAUNCH();
   });
   return out;

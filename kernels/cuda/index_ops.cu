@@ -49,9 +49,8 @@ Tensor index_select(const Tensor& x, const Tensor& index, int64_t size, int64_t 
   if (total == 0) return out;
   set_device(x);
   dispatch_float(op, x.dtype(), [&]<typename T>() {
-    index_select_kernel<<<blocks_for(total), kThreads, 0, stream()>>>(ptr<T>(x), ptr<int64_t>(index),
-                                                                       mut_ptr<T>(out), total, index.numel(), size,
-                                                                       inner);
+    index_select_kernel<<<blocks_for(total), kThreads, 0, stream()>>>(
+        ptr<T>(x), ptr<int64_t>(index), mut_ptr<T>(out), total, index.numel(), size, inner);
     TANDEM_CHECK_LAUNCH();
   });
   return out;
@@ -80,7 +79,7 @@ Tensor one_hot(const Tensor& index, int64_t classes, Tensor out) {
   set_device(index);
   dispatch_float(op, out.dtype(), [&]<typename T>() {
     one_hot_kernel<<<blocks_for(count), kThreads, 0, stream()>>>(ptr<int64_t>(index), mut_ptr<T>(out), count,
-                                                                  classes);
+                                                                 classes);
     TANDEM_CHECK_LAUNCH();
   });
   return out;

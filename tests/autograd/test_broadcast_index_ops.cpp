@@ -44,10 +44,15 @@ TEST_CASE("gradcheck: add, sub, mul and div with broadcasting", "[gradcheck][bro
   uint64_t seed = 300;
   for (const auto& [sa, sb] : kShapePairs) {
     const std::string shapes = shape_str(sa) + " and " + shape_str(sb);
-    auto inputs = [&, sa = sa, sb = sb] { return std::vector<Variable>{random_input(sa, ++seed), random_input(sb, ++seed)}; };
-    expect_gradients_match("add " + shapes, [](const std::vector<Variable>& v) { return v[0] + v[1]; }, inputs());
-    expect_gradients_match("sub " + shapes, [](const std::vector<Variable>& v) { return v[0] - v[1]; }, inputs());
-    expect_gradients_match("mul " + shapes, [](const std::vector<Variable>& v) { return v[0] * v[1]; }, inputs());
+    auto inputs = [&, sa = sa, sb = sb] {
+      return std::vector<Variable>{random_input(sa, ++seed), random_input(sb, ++seed)};
+    };
+    expect_gradients_match(
+        "add " + shapes, [](const std::vector<Variable>& v) { return v[0] + v[1]; }, inputs());
+    expect_gradients_match(
+        "sub " + shapes, [](const std::vector<Variable>& v) { return v[0] - v[1]; }, inputs());
+    expect_gradients_match(
+        "mul " + shapes, [](const std::vector<Variable>& v) { return v[0] * v[1]; }, inputs());
     expect_gradients_match("div " + shapes, [](const std::vector<Variable>& v) { return v[0] / v[1]; },
                            {random_input(sa, ++seed), positive(random_input(sb, ++seed))});
   }
@@ -60,10 +65,14 @@ TEST_CASE("gradcheck: add, sub, mul and div with broadcasting", "[gradcheck][bro
 
 TEST_CASE("gradcheck: sum_to and broadcast_to", "[gradcheck][broadcast]") {
   expect_gradients_match("sum_to [2, 3, 4] -> [3, 1]",
-                         [](const std::vector<Variable>& v) { return sum_to(v[0], {3, 1}); },
+                         [](const std::vector<Variable>& v) {
+                           return sum_to(v[0], {3, 1});
+                         },
                          {random_input({2, 3, 4}, 330)});
   expect_gradients_match("broadcast_to [3, 1] -> [2, 3, 4]",
-                         [](const std::vector<Variable>& v) { return broadcast_to(v[0], {2, 3, 4}); },
+                         [](const std::vector<Variable>& v) {
+                           return broadcast_to(v[0], {2, 3, 4});
+                         },
                          {random_input({3, 1}, 331)});
 }
 
@@ -88,13 +97,19 @@ TEST_CASE("broadcasting errors on Variables name the op and both shapes", "[broa
 
 TEST_CASE("gradcheck: index_select along each dim, with repeated indices", "[gradcheck][index]") {
   expect_gradients_match("index_select dim 0",
-                         [](const std::vector<Variable>& v) { return index_select(v[0], 0, indices({3, 0, 3, 1, 3})); },
+                         [](const std::vector<Variable>& v) {
+                           return index_select(v[0], 0, indices({3, 0, 3, 1, 3}));
+                         },
                          {random_input({4, 3}, 340)});
   expect_gradients_match("index_select dim 1 of 3",
-                         [](const std::vector<Variable>& v) { return index_select(v[0], 1, indices({2, 2, 0})); },
+                         [](const std::vector<Variable>& v) {
+                           return index_select(v[0], 1, indices({2, 2, 0}));
+                         },
                          {random_input({2, 3, 2}, 341)});
   expect_gradients_match("index_select dim -1",
-                         [](const std::vector<Variable>& v) { return index_select(v[0], -1, indices({1, 1})); },
+                         [](const std::vector<Variable>& v) {
+                           return index_select(v[0], -1, indices({1, 1}));
+                         },
                          {random_input({3, 2}, 342)});
 }
 
@@ -126,14 +141,16 @@ TEST_CASE("nn::Embedding looks up rows and sums the gradients of repeated ones",
   // Weighted sum: row 3 is used twice, row 2 never.
   Variable weights = tensor({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   sum(out * weights).backward();
-  CHECK(emb.weight.grad().to_vector() == std::vector<double>{10, 11, 12, 4, 5, 6, 0, 0, 0, 1 + 7, 2 + 8, 3 + 9});
+  CHECK(emb.weight.grad().to_vector() ==
+        std::vector<double>{10, 11, 12, 4, 5, 6, 0, 0, 0, 1 + 7, 2 + 8, 3 + 9});
 
   CHECK(emb.forward(Tensor::from_values({3}, {0, 1, 2}, DType::i64)).shape() == Shape{3, 3});
   CHECK_THROWS_WITH(emb.forward(Tensor::from_values({2}, {1, 4}, DType::i64)),
                     Catch::Contains("index 4") && Catch::Contains("[0, 4)"));
 }
 
-TEST_CASE("gradcheck: an embedding through broadcasting, as a conditional layer uses it", "[gradcheck][index]") {
+TEST_CASE("gradcheck: an embedding through broadcasting, as a conditional layer uses it",
+          "[gradcheck][index]") {
   // h = x * emb[label] + bias row: the cGAN's conditioning, on float64 leaves.
   Tensor labels = indices({1, 0, 1});
   expect_gradients_match(

@@ -21,9 +21,13 @@ const DType kFloatTypes[] = {DType::f32, DType::f64};
 
 // Operand pairs: a row, a column, both broadcast, a scalar, many leading axes, a large
 // operand that leaves a partial block.
-const std::vector<std::pair<Shape, Shape>> kShapePairs = {
-    {{8, 4}, {4}},        {{4}, {8, 4}},          {{5, 1}, {1, 7}},        {{}, {3, 5}},
-    {{2, 3, 4, 5}, {3, 1, 5}}, {{1000, 33}, {1000, 1}}, {{2, 1, 2, 1, 2, 1, 2, 3}, {2, 1, 2, 1, 2, 1, 3}}};
+const std::vector<std::pair<Shape, Shape>> kShapePairs = {{{8, 4}, {4}},
+                                                          {{4}, {8, 4}},
+                                                          {{5, 1}, {1, 7}},
+                                                          {{}, {3, 5}},
+                                                          {{2, 3, 4, 5}, {3, 1, 5}},
+                                                          {{1000, 33}, {1000, 1}},
+                                                          {{2, 1, 2, 1, 2, 1, 2, 3}, {2, 1, 2, 1, 2, 1, 3}}};
 
 uint64_t fresh_seed() {
   static uint64_t next = 0xB0AD000;
@@ -54,12 +58,13 @@ TEST_CASE("cuda broadcast: add, sub, mul and div match the CPU") {
         Tensor a = random_cpu(sa, dt, fresh_seed());
         Tensor b = random_cpu(sb, dt, fresh_seed(), 0.5, 2.0);  // away from 0 for div
         const std::string what = label(kernels::binary_op_name(op), dt, sa, sb);
-        require_close(kernels::broadcast_binary(op, on_gpu(a), on_gpu(b)), kernels::broadcast_binary(op, a, b), what);
+        require_close(kernels::broadcast_binary(op, on_gpu(a), on_gpu(b)),
+                      kernels::broadcast_binary(op, a, b), what);
       }
   // The public ops route differing shapes to broadcasting on a GPU too.
   Tensor a = random_cpu({8, 4}, DType::f32, fresh_seed()), b = random_cpu({4}, DType::f32, fresh_seed());
-  require_close(kernels::broadcast_binary(BinaryOp::mul, on_gpu(a), on_gpu(b)), kernels::broadcast_binary(BinaryOp::mul, a, b),
-                "mul routed");
+  require_close(kernels::broadcast_binary(BinaryOp::mul, on_gpu(a), on_gpu(b)),
+                kernels::broadcast_binary(BinaryOp::mul, a, b), "mul routed");
   require_device_mismatch("add", [&] { kernels::broadcast_binary(BinaryOp::add, on_gpu(a), b); });
 }
 
@@ -100,11 +105,15 @@ TEST_CASE("cuda index: index_select and its scatter-add backward match the CPU b
       require_bitwise(kernels::index_select_backward(on_gpu(g), c.x, c.dim, on_gpu(index)),
                       kernels::index_select_backward(g, c.x, c.dim, index), what + " backward");
     }
-  std::string message = error_of([] { kernels::index_select(on_gpu(Tensor::zeros({4, 2})), 0, on_gpu(indices({1, 9}))); });
+  std::string message = error_of([] {
+    kernels::index_select(on_gpu(Tensor::zeros({4, 2})), 0, on_gpu(indices({1, 9})));
+  });
   INFO(message);
   CHECK(message.find("index_select: index 9") != std::string::npos);
   CHECK(message.find("[0, 4)") != std::string::npos);
-  require_device_mismatch("index_select", [] { kernels::index_select(on_gpu(Tensor::zeros({4, 2})), 0, indices({1})); });
+  require_device_mismatch("index_select", [] {
+    kernels::index_select(on_gpu(Tensor::zeros({4, 2})), 0, indices({1}));
+  });
 }
 
 TEST_CASE("cuda index: one_hot matches the CPU") {

@@ -9,7 +9,9 @@ using namespace tandem;
 
 namespace {
 
-Tensor indices(const Shape& shape, const std::vector<double>& v) { return Tensor::from_values(shape, v, DType::i64); }
+Tensor indices(const Shape& shape, const std::vector<double>& v) {
+  return Tensor::from_values(shape, v, DType::i64);
+}
 
 // 1, 2, ..., numel(shape).
 Tensor counting(const Shape& shape, DType dtype = DType::f32) {
@@ -44,9 +46,9 @@ TEST_CASE("index_select_backward scatter-adds, summing repeated indices", "[inde
   Tensor g1 = counting({2, 3}, DType::f64);  // 1 2 3 / 4 5 6 along dim 1 of x [2, 2]
   require_equal(kernels::index_select_backward(g1, {2, 2}, 1, indices({3}, {0, 1, 0})), {2, 2},
                 {1 + 3, 2, 4 + 6, 5});
-  CHECK_THROWS_WITH(kernels::index_select_backward(counting({2, 2}), {4, 2}, 0, indices({3}, {0, 1, 2})),
-                    Catch::Contains("index_select_backward") && Catch::Contains("[2, 2]") &&
-                        Catch::Contains("[3, 2]"));
+  CHECK_THROWS_WITH(
+      kernels::index_select_backward(counting({2, 2}), {4, 2}, 0, indices({3}, {0, 1, 2})),
+      Catch::Contains("index_select_backward") && Catch::Contains("[2, 2]") && Catch::Contains("[3, 2]"));
 }
 
 TEST_CASE("one_hot sets each index's class", "[index]") {
@@ -59,15 +61,18 @@ TEST_CASE("one_hot sets each index's class", "[index]") {
 
 TEST_CASE("bad indices: errors name the op, the value and the bound", "[index][errors]") {
   Tensor x = counting({4, 3});
-  CHECK_THROWS_WITH(kernels::index_select(x, 0, indices({3}, {0, 4, 1})),
-                    Catch::EndsWith("index_select: index 4 (at position 1) is out of range [0, 4) of dim 0 of x [4, 3]"));
+  CHECK_THROWS_WITH(
+      kernels::index_select(x, 0, indices({3}, {0, 4, 1})),
+      Catch::EndsWith("index_select: index 4 (at position 1) is out of range [0, 4) of dim 0 of x [4, 3]"));
   CHECK_THROWS_WITH(kernels::index_select(x, 1, indices({1}, {-1})),
                     Catch::Contains("index_select: index -1") && Catch::Contains("[0, 3)"));
-  CHECK_THROWS_WITH(kernels::index_select(x, 0, counting({2})), Catch::Contains("index_select: the index must be int64"));
+  CHECK_THROWS_WITH(kernels::index_select(x, 0, counting({2})),
+                    Catch::Contains("index_select: the index must be int64"));
   CHECK_THROWS_WITH(kernels::index_select(x, 0, indices({1, 1}, {0})), Catch::Contains("must be 1-D"));
   CHECK_THROWS_WITH(kernels::index_select(x, 2, indices({1}, {0})), Catch::Contains("axis 2 out of range"));
   CHECK_THROWS_WITH(kernels::one_hot(indices({2}, {1, 3}), 3),
                     Catch::EndsWith("one_hot: index 3 (at position 1) is out of range [0, 3) of 3 classes"));
   CHECK_THROWS_WITH(kernels::one_hot(indices({1}, {0}), 0), Catch::Contains("classes must be positive"));
-  CHECK_THROWS_WITH(kernels::one_hot(indices({1}, {0}), 2, DType::i64), Catch::Contains("float32 or float64"));
+  CHECK_THROWS_WITH(kernels::one_hot(indices({1}, {0}), 2, DType::i64),
+                    Catch::Contains("float32 or float64"));
 }
