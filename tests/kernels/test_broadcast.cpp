@@ -6,27 +6,16 @@
 
 #include "kernels/broadcast.h"
 #include "kernels/elementwise.h"
+#include "tests/kernels/hand_values.h"
 
 using namespace tandem;
+using namespace tandem::testing;
 using tandem::kernels::BinaryOp;
 
 namespace {
 
 Tensor values(const Shape& shape, const std::vector<double>& v, DType dtype = DType::f32) {
   return Tensor::from_values(shape, v, dtype);
-}
-
-// 1, 2, ..., numel(shape).
-Tensor counting(const Shape& shape, DType dtype = DType::f32) {
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = double(i + 1);
-  return values(shape, v, dtype);
-}
-
-void require_equal(const Tensor& got, const Shape& shape, const std::vector<double>& want) {
-  INFO(got.str());
-  REQUIRE(got.shape() == shape);
-  CHECK(got.to_vector() == want);
 }
 
 }  // namespace

@@ -4,26 +4,15 @@
 #include <vector>
 
 #include "kernels/index_ops.h"
+#include "tests/kernels/hand_values.h"
 
 using namespace tandem;
+using namespace tandem::testing;
 
 namespace {
 
 Tensor indices(const Shape& shape, const std::vector<double>& v) {
   return Tensor::from_values(shape, v, DType::i64);
-}
-
-// 1, 2, ..., numel(shape).
-Tensor counting(const Shape& shape, DType dtype = DType::f32) {
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = double(i + 1);
-  return Tensor::from_values(shape, v, dtype);
-}
-
-void require_equal(const Tensor& got, const Shape& shape, const std::vector<double>& want) {
-  INFO(got.str());
-  REQUIRE(got.shape() == shape);
-  CHECK(got.to_vector() == want);
 }
 
 }  // namespace
