@@ -119,6 +119,29 @@ std::string BatchNorm::type_name() const {
          ")";
 }
 
+// ---- Embedding -------------------------------------------------------------------------
+
+Embedding::Embedding(int64_t num, int64_t dim, Generator& gen) : num_embeddings(num), embedding_dim(dim) {
+  check_positive("Embedding", "num_embeddings", num);
+  check_positive("Embedding", "embedding_dim", dim);
+  weight = register_parameter("weight", Variable(Tensor::empty({num, dim})));
+  init::normal_(weight, 0.0, 1.0, gen);
+}
+
+Variable Embedding::forward(const Variable& index) { return forward(index.data()); }
+
+Variable Embedding::forward(const Tensor& index) {
+  TANDEM_CHECK(index.defined(), "Embedding: undefined index");
+  if (index.dim() == 1) return index_select(weight, 0, index);
+  Shape out_shape = index.shape();
+  out_shape.push_back(embedding_dim);
+  return reshape(index_select(weight, 0, index.view({index.numel()})), out_shape);
+}
+
+std::string Embedding::type_name() const {
+  return "Embedding(" + std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim) + ")";
+}
+
 // ---- parameter-free layers -------------------------------------------------------------
 
 Variable ReLU::forward(const Variable& x) { return relu(x); }

@@ -20,6 +20,11 @@
 //   kLeakyReluDefaultSlope = 0.01 as PyTorch, the same default as leaky_relu()), Tanh,
 //   Sigmoid, Flatten ([N, ...] -> [N, prod]), Reshape(shape) ([N, ...] -> [N, shape...]),
 //   Upsample (nearest, factor 2), AvgPool (2x2 mean, stride 2).
+// - Embedding(num_embeddings, embedding_dim) owns `weight` [num, dim] ~ N(0, 1) (PyTorch's
+//   init), drawn from `gen`. forward takes an int64 index of any shape (a Tensor, or a
+//   Variable's data) and returns index.shape + [dim]: weight's rows (index_select on dim 0),
+//   so a row used several times gets the sum of their gradients. Out-of-range indices are
+//   an Error naming the index and num_embeddings.
 // - Sequential runs its children in order; they are named "0", "1", ... in push order.
 //   ModuleList only holds children under the same names (no forward).
 #pragma once
@@ -112,6 +117,17 @@ class BatchNorm2d : public BatchNorm {
  public:
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1)
       : BatchNorm(num_features, eps, momentum, 4) {}
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, Generator& gen = default_generator());
+  Variable forward(const Variable& index) override;
+  Variable forward(const Tensor& index);
+  std::string type_name() const override;
+
+  Variable weight;  // [num_embeddings, embedding_dim]
+  int64_t num_embeddings, embedding_dim;
 };
 
 class ReLU : public Module {

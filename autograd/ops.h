@@ -5,7 +5,8 @@
 // an Error naming the op and both shapes. Reductions return 0-d Variables.
 //
 // Second order (grad() with create_graph, engine.h): these ops have differentiable
-// backward rules -- add, sub, mul, neg, scale, add_scalar, square, sqrt, add_bias, sum and
+// backward rules -- add, sub, mul, div (broadcasting included), sum_to, broadcast_to,
+// index_select, neg, scale, add_scalar, square, sqrt, add_bias, sum and
 // mean (all and per axis), reshape, flatten, concat, slice, matmul, linear, relu,
 // leaky_relu, tanh, sigmoid, softplus, bias_activation, bce_with_logits, conv2d, conv_transpose2d,
 // conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x and avg_pool2x. relu and
@@ -41,10 +42,16 @@ Variable matmul(const Variable& a, const Variable& b, bool transpose_a = false, 
 // x [N, in] * weight [out, in]^T + bias [out] (bias may be undefined).
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
 
-// Elementwise (same shapes).
+// Elementwise. add, sub, mul and div broadcast as NumPy does (kernels/broadcast.h): each
+// operand's gradient is summed back to its shape (sum_to); equal shapes pass it on uncopied.
 Variable add(const Variable& a, const Variable& b);
 Variable sub(const Variable& a, const Variable& b);
 Variable mul(const Variable& a, const Variable& b);
+Variable div(const Variable& a, const Variable& b);
+// x summed over the axes along which `shape` broadcasts to x's shape (x itself when equal),
+// and x repeated to `shape`: each is the other's gradient.
+Variable sum_to(const Variable& x, const Shape& shape);
+Variable broadcast_to(const Variable& x, const Shape& shape);
 Variable neg(const Variable& a);
 Variable scale(const Variable& a, double s);
 Variable add_scalar(const Variable& a, double s);
@@ -72,6 +79,12 @@ Variable softplus(const Variable& x);
 // activation(add_bias(x, bias)), bit for bit on the CPU. slope: leaky_relu's (> 0).
 Variable bias_activation(const Variable& x, const Variable& bias, kernels::Activation act,
                          double slope = 0.0);
+
+// Indexing by int64 tensors (kernels/index_ops.h; out-of-range values are named errors).
+// index_select: x's slices index[0..J) along dim (index 1-D); its gradient sums repeats.
+// one_hot: index.shape + [classes], 1 at each class (a constant: no gradient).
+Variable index_select(const Variable& x, int64_t dim, const Tensor& index);
+Variable one_hot(const Tensor& index, int64_t classes, DType dtype = DType::f32);
 
 // Losses (elementwise; reduce with mean()).
 Variable bce_with_logits(const Variable& logits, const Variable& targets);
@@ -104,6 +117,7 @@ Variable avg_pool2x(const Variable& x);
 inline Variable operator+(const Variable& a, const Variable& b) { return add(a, b); }
 inline Variable operator-(const Variable& a, const Variable& b) { return sub(a, b); }
 inline Variable operator*(const Variable& a, const Variable& b) { return mul(a, b); }
+inline Variable operator/(const Variable& a, const Variable& b) { return div(a, b); }
 inline Variable operator-(const Variable& a) { return neg(a); }
 inline Variable operator*(double s, const Variable& a) { return scale(a, s); }
 inline Variable operator*(const Variable& a, double s) { return scale(a, s); }

@@ -1,5 +1,8 @@
+#include <optional>
+
 #include "autograd/function.h"
 #include "autograd/ops.h"
+#include "kernels/broadcast.h"
 #include "kernels/elementwise.h"
 
 namespace tandem {
@@ -14,40 +17,84 @@ Variable bias_grad_of(Variable g) {
   return sum(g, 0);
 }
 
+// The shape an operand's gradient is summed back to, or nullopt when the operand already
+// has the output's shape: then its gradient is the output's, passed on with no copy.
+std::optional<Shape> broadcast_from(const Variable& operand, const Tensor& out) {
+  if (operand.shape() == out.shape()) return std::nullopt;
+  return operand.shape();
+}
+
+Tensor sum_back(const Tensor& g, const std::optional<Shape>& shape) {
+  return shape ? kernels::reduce_to_shape(g, *shape) : g;
+}
+
+Variable sum_back(const Variable& g, const std::optional<Shape>& shape) {
+  return shape ? sum_to(g, *shape) : g;
+}
+
 }  // namespace
 
 Variable add(const Variable& a, const Variable& b) {
+  Tensor out = kernels::add(a.data(), b.data());
+  auto sa = broadcast_from(a, out), sb = broadcast_from(b, out);
   return make_result(
-      kernels::add(a.data(), b.data()), "add", {a, b},
-      [](const Tensor& g, const FunctionNode&) {
-        return std::vector<Tensor>{g, g};
+      std::move(out), "add", {a, b},
+      [sa, sb](const Tensor& g, const FunctionNode& n) {
+        return std::vector<Tensor>{n.needs_input_grad(0) ? sum_back(g, sa) : Tensor(),
+                                   n.needs_input_grad(1) ? sum_back(g, sb) : Tensor()};
       },
-      [](const Variable& g, const FunctionNode&) {
-        return Grads{g, g};
+      [sa, sb](const Variable& g, const FunctionNode& n) {
+        return Grads{n.needs_input_grad(0) ? sum_back(g, sa) : Variable(),
+                     n.needs_input_grad(1) ? sum_back(g, sb) : Variable()};
       });
 }
 
 Variable sub(const Variable& a, const Variable& b) {
+  Tensor out = kernels::sub(a.data(), b.data());
+  auto sa = broadcast_from(a, out), sb = broadcast_from(b, out);
   return make_result(
-      kernels::sub(a.data(), b.data()), "sub", {a, b},
-      [](const Tensor& g, const FunctionNode& n) {
-        return std::vector<Tensor>{g, n.needs_input_grad(1) ? kernels::neg(g) : Tensor()};
+      std::move(out), "sub", {a, b},
+      [sa, sb](const Tensor& g, const FunctionNode& n) {
+        return std::vector<Tensor>{n.needs_input_grad(0) ? sum_back(g, sa) : Tensor(),
+                                   n.needs_input_grad(1) ? sum_back(kernels::neg(g), sb) : Tensor()};
       },
-      [](const Variable& g, const FunctionNode& n) {
-        return Grads{g, n.needs_input_grad(1) ? neg(g) : Variable()};
+      [sa, sb](const Variable& g, const FunctionNode& n) {
+        return Grads{n.needs_input_grad(0) ? sum_back(g, sa) : Variable(),
+                     n.needs_input_grad(1) ? sum_back(neg(g), sb) : Variable()};
       });
 }
 
 Variable mul(const Variable& a, const Variable& b) {
+  Tensor out = kernels::mul(a.data(), b.data());
+  auto sa = broadcast_from(a, out), sb = broadcast_from(b, out);
   return make_result(
-      kernels::mul(a.data(), b.data()), "mul", {a, b},
-      [A = a.data(), B = b.data()](const Tensor& g, const FunctionNode& n) {
-        return std::vector<Tensor>{n.needs_input_grad(0) ? kernels::mul(g, B) : Tensor(),
-                                   n.needs_input_grad(1) ? kernels::mul(g, A) : Tensor()};
+      std::move(out), "mul", {a, b},
+      [A = a.data(), B = b.data(), sa, sb](const Tensor& g, const FunctionNode& n) {
+        return std::vector<Tensor>{n.needs_input_grad(0) ? sum_back(kernels::mul(g, B), sa) : Tensor(),
+                                   n.needs_input_grad(1) ? sum_back(kernels::mul(g, A), sb) : Tensor()};
       },
-      [a, b](const Variable& g, const FunctionNode& n) {
-        return Grads{n.needs_input_grad(0) ? mul(g, b) : Variable(),
-                     n.needs_input_grad(1) ? mul(g, a) : Variable()};
+      [a, b, sa, sb](const Variable& g, const FunctionNode& n) {
+        return Grads{n.needs_input_grad(0) ? sum_back(mul(g, b), sa) : Variable(),
+                     n.needs_input_grad(1) ? sum_back(mul(g, a), sb) : Variable()};
+      });
+}
+
+// d(a / b) = g / b for a and -g a / b^2 for b.
+Variable div(const Variable& a, const Variable& b) {
+  Tensor out = kernels::div(a.data(), b.data());
+  auto sa = broadcast_from(a, out), sb = broadcast_from(b, out);
+  return make_result(
+      std::move(out), "div", {a, b},
+      [A = a.data(), B = b.data(), sa, sb](const Tensor& g, const FunctionNode& n) {
+        return std::vector<Tensor>{
+            n.needs_input_grad(0) ? sum_back(kernels::div(g, B), sa) : Tensor(),
+            n.needs_input_grad(1)
+                ? sum_back(kernels::neg(kernels::div(kernels::mul(g, A), kernels::mul(B, B))), sb)
+                : Tensor()};
+      },
+      [a, b, sa, sb](const Variable& g, const FunctionNode& n) {
+        return Grads{n.needs_input_grad(0) ? sum_back(div(g, b), sa) : Variable(),
+                     n.needs_input_grad(1) ? sum_back(neg(div(mul(g, a), mul(b, b))), sb) : Variable()};
       });
 }
 

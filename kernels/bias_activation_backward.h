@@ -5,12 +5,7 @@
 #pragma once
 
 #include "kernels/bias_activation.h"
-
-#if defined(__CUDACC__)
-#define TANDEM_HOST_DEVICE __host__ __device__
-#else
-#define TANDEM_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace tandem::kernels {
 

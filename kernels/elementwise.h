@@ -1,8 +1,10 @@
-// Elementwise arithmetic on same-shape tensors (float32/float64, one device).
+// Elementwise arithmetic (float32/float64, one device).
 //
-// Contract: binary ops require equal shapes, dtypes and devices and throw an Error naming
-// the op and both shapes otherwise. Functions ending in `_` write into their first
-// argument; the others return a new tensor.
+// Contract: add, sub, mul and div broadcast their operands as NumPy does (kernels/broadcast.h;
+// equal shapes take the same-shape kernels, with no copy); the other binary ops require
+// equal shapes. All require equal dtypes and devices, and throw an Error naming the op and
+// both shapes otherwise. Functions ending in `_` write into their first argument; the
+// others return a new tensor.
 #pragma once
 
 #include "runtime/tensor.h"

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "kernels/broadcast.h"
 #include "kernels/dispatch.h"
 
 #if TANDEM_HAVE_CUDA
@@ -42,18 +43,22 @@ Tensor unary(const char* op, const Tensor& a, F f) {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (shapes_differ(a, b)) return broadcast_binary(BinaryOp::add, a, b);
   TANDEM_CUDA_ROUTE(a, cuda::add(a, b));
   return binary("add", a, b, [](auto x, auto y) { return x + y; });
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (shapes_differ(a, b)) return broadcast_binary(BinaryOp::sub, a, b);
   TANDEM_CUDA_ROUTE(a, cuda::sub(a, b));
   return binary("sub", a, b, [](auto x, auto y) { return x - y; });
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (shapes_differ(a, b)) return broadcast_binary(BinaryOp::mul, a, b);
   TANDEM_CUDA_ROUTE(a, cuda::mul(a, b));
   return binary("mul", a, b, [](auto x, auto y) { return x * y; });
 }
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (shapes_differ(a, b)) return broadcast_binary(BinaryOp::div, a, b);
   TANDEM_CUDA_ROUTE(a, cuda::div(a, b));
   return binary("div", a, b, [](auto x, auto y) { return x / y; });
 }

@@ -8,20 +8,14 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "tests/autograd/expect_gradients.h"
 
 using namespace tandem;
 
 namespace {
 
-constexpr double kTolerance = 1e-6;
-
-using Fn = std::function<Variable(const std::vector<Variable>&)>;
-
-void expect_gradients_match(const std::string& what, const Fn& fn, const std::vector<Variable>& inputs) {
-  GradcheckResult r = gradcheck(fn, inputs);
-  INFO(what << ": " << r.report);
-  CHECK(r.max_relative_error < kTolerance);
-}
+using Fn = testing::GradFn;
+using testing::expect_gradients_match;
 
 // Moves values with |x| < 0.05 to ±(|x| + 0.1) so a central difference never straddles a
 // kink at 0.

@@ -151,6 +151,35 @@ TEST_CASE("second order: binary elementwise ops", "[second_order][elementwise]")
                               {random_input({3, 4}, 12)});
 }
 
+TEST_CASE("second order: broadcasting add, sub, mul and div; sum_to, broadcast_to, index_select",
+          "[second_order][broadcast]") {
+  auto row_and_matrix = [] { return std::vector<Variable>{random_input({3, 4}, 40), random_input({4}, 41)}; };
+  expect_second_order_matches(
+      "add [3, 4] + [4]", [](const std::vector<Variable>& v) { return add(v[0], v[1]); }, row_and_matrix());
+  expect_second_order_matches(
+      "sub [4] - [3, 4]", [](const std::vector<Variable>& v) { return sub(v[1], v[0]); }, row_and_matrix());
+  expect_second_order_matches("mul [3, 1] * [1, 4]",
+                              [](const std::vector<Variable>& v) { return mul(v[0], v[1]); },
+                              {random_input({3, 1}, 42), random_input({1, 4}, 43)});
+  expect_second_order_matches("div [3, 4] / [3, 1]",
+                              [](const std::vector<Variable>& v) { return div(v[0], v[1]); },
+                              {random_input({3, 4}, 44), positive(random_input({3, 1}, 45))});
+  expect_second_order_matches("sum_to",
+                              [](const std::vector<Variable>& v) {
+                                return sum_to(v[0], {3, 1});
+                              },
+                              {random_input({2, 3, 4}, 46)});
+  expect_second_order_matches("broadcast_to",
+                              [](const std::vector<Variable>& v) {
+                                return broadcast_to(v[0], {2, 3});
+                              },
+                              {random_input({3}, 47)});
+  Tensor index = Tensor::from_values({4}, {2, 0, 2, 1}, DType::i64);
+  expect_second_order_matches(
+      "index_select", [index](const std::vector<Variable>& v) { return index_select(v[0], 0, index); },
+      {random_input({3, 2}, 48)});
+}
+
 TEST_CASE("second order: unary elementwise ops and sqrt", "[second_order][elementwise]") {
   auto input = [] { return std::vector<Variable>{random_input({3, 4}, 20)}; };
   expect_second_order_matches(
