@@ -54,11 +54,10 @@
 #include <string>
 #include <vector>
 
+#include "models/gan_loss.h"
 #include "reducer/ddp.h"
 
 namespace tandem::models {
-
-enum class GanLoss { non_saturating, hinge, wgan_gp };
 
 // How a GAN's two parts are trained: the loss, the penalties and the D steps per G step.
 struct GanObjective {

@@ -15,6 +15,8 @@ namespace {
 // Beyond this the help line goes below the flag, so one long choice list does not push
 // every other help line to the right.
 constexpr size_t kMaxFlagColumn = 24;
+// Help text is wrapped to lines this wide.
+constexpr size_t kHelpColumns = 100;
 
 [[noreturn]] void bad(const std::string& message) { throw UsageError(message); }
 
@@ -43,6 +45,54 @@ std::string show_bytes(const int64_t& bytes) {
 
 std::string show_text(const std::string& text) { return text; }
 
+// Words separated by spaces; a help line is wrapped between them.
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t space = std::min(text.find(' ', begin), text.size());
+    if (space > begin) words.push_back(text.substr(begin, space - begin));
+    begin = space + 1;
+  }
+  return words;
+}
+
+// `words` on lines of at most kHelpColumns - indent characters, joined by a newline and
+// `indent` spaces; a word longer than that has a line of its own.
+std::string wrap(const std::vector<std::string>& words, size_t indent) {
+  const size_t room = kHelpColumns > indent + 20 ? kHelpColumns - indent : 20;
+  std::string out;
+  size_t line = 0;
+  for (const std::string& word : words) {
+    if (line > 0 && line + 1 + word.size() > room) {
+      out += '\n';
+      out.append(indent, ' ');
+      line = 0;
+    }
+    if (line > 0) {
+      out += ' ';
+      ++line;
+    }
+    out += word;
+    line += word.size();
+  }
+  return out;
+}
+
+// Text in a Markdown table cell: a '|' would end the cell.
+std::string table_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+std::string code_span(const std::string& text) {
+  std::string out = "`";
+  out += text;
+  out += '`';
+  return out;
+}
+
 bool whole(const std::string& text, const char* end) { return end == text.data() + text.size(); }
 
 int64_t parse_int(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
@@ -64,6 +114,22 @@ double parse_real(const std::string& flag, const std::string& text, double above
     bad(flag + " needs a finite number, got '" + text + "'");
   }
   if (!(value > above)) bad(flag + " must be above " + show_real(above) + ", got " + text);
+  if (!(value < below)) bad(flag + " must be below " + show_real(below) + ", got " + text);
+  return value;
+}
+
+// A positive finite real below `below`; with zero_is_off, 0 too.
+double parse_positive(const std::string& flag, const std::string& text, bool zero_is_off, double below) {
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || !whole(text, end)) bad(flag + " needs a number, got '" + text + "'");
+  if (zero_is_off && value == 0) return 0.0;
+  if (!(value > 0) || !std::isfinite(value)) {
+    bad(flag +
+        (zero_is_off ? " must be a finite number >= 0 (0: off), got "
+                     : " must be a positive finite number, got ") +
+        text);
+  }
   if (!(value < below)) bad(flag + " must be below " + show_real(below) + ", got " + text);
   return value;
 }
@@ -144,6 +210,11 @@ ValueKind<double> real_kind(const std::string& flag, double above, double below)
   return {"X", [=](const std::string& text) { return parse_real(flag, text, above, below); }, show_real};
 }
 
+ValueKind<double> positive_kind(const std::string& flag, bool zero_is_off, double below) {
+  return {"X", [=](const std::string& text) { return parse_positive(flag, text, zero_is_off, below); },
+          show_real};
+}
+
 ValueKind<int64_t> bytes_kind(const std::string& flag, int64_t min) {
   return {"BYTES", [=](const std::string& text) { return parse_bytes(flag, text, min); }, show_bytes};
 }
@@ -167,9 +238,27 @@ void CommandLine::add(const std::string& flag, int* field, const std::string& he
              }});
 }
 
+void CommandLine::add(const std::string& flag, uint64_t* field, const std::string& help, int64_t min,
+                      int64_t max) {
+  min = std::max<int64_t>(min, 0);
+  add_entry({flag, "N", help, std::to_string(*field), [flag, field, min, max](const std::string& text) {
+               *field = static_cast<uint64_t>(parse_int(flag, text, min, max));
+             }});
+}
+
 void CommandLine::add(const std::string& flag, double* field, const std::string& help, double above,
                       double below) {
   add_entry(scalar_flag(flag, field, help, real_kind(flag, above, below)));
+}
+
+void CommandLine::add_positive(const std::string& flag, double* field, const std::string& help,
+                               double below) {
+  add_entry(scalar_flag(flag, field, help, positive_kind(flag, false, below)));
+}
+
+void CommandLine::add_off_or_positive(const std::string& flag, double* field, const std::string& help,
+                                      double below) {
+  add_entry(scalar_flag(flag, field, help, positive_kind(flag, true, below)));
 }
 
 void CommandLine::add(const std::string& flag, std::string* field, const std::string& help,
@@ -231,7 +320,14 @@ void CommandLine::add_entry(Flag flag) {
                program_ << ": a flag is --name, not '" << flag.name << "'");
   TANDEM_CHECK(flag.name != "--help", program_ << ": --help is built in");
   TANDEM_CHECK(!find(flag.name), program_ << ": " << flag.name << " is added twice");
+  flag.group = group_;
   flags_.push_back(std::move(flag));
+}
+
+void CommandLine::describe_default(const std::string& flag, const std::string& text) {
+  const Flag* found = find(flag);
+  TANDEM_CHECK(found, program_ << ": " << flag << " is not a flag");
+  flags_[static_cast<size_t>(found - flags_.data())].default_text = text;
 }
 
 const CommandLine::Flag* CommandLine::find(const std::string& name) const {
@@ -242,6 +338,7 @@ const CommandLine::Flag* CommandLine::find(const std::string& name) const {
 }
 
 bool CommandLine::try_parse(const std::vector<std::string>& args) {
+  given_.clear();
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
     if (name == "--help" || name == "-h") return false;
@@ -263,6 +360,7 @@ bool CommandLine::try_parse(const std::vector<std::string>& args) {
         bad(name + " needs a value (" + flag->metavar + "), got flag " + value);
     }
     flag->set(value);
+    given_.insert(name);
   }
   return true;
 }
@@ -285,36 +383,78 @@ void CommandLine::exit_usage(const std::string& problem) const {
   std::exit(2);
 }
 
-std::string CommandLine::usage() const {
-  std::vector<std::pair<std::string, std::string>> rows;
+std::string CommandLine::notes() const {
   bool lists = false, bytes = false;
   for (const Flag& f : flags_) {
-    rows.emplace_back(f.name + (f.metavar.empty() ? "" : " " + f.metavar),
-                      f.help + (f.default_text.empty() ? "" : " (default: " + f.default_text + ")"));
     lists = lists || f.metavar.ends_with(",...");
     bytes = bytes || f.metavar.starts_with("BYTES");
   }
-  rows.emplace_back("--help", "this text");
+  std::string out;
+  if (lists) out += "Lists are comma-separated.\n";
+  if (bytes)
+    out += "BYTES: a byte count with an optional K, M or G suffix (powers of 1024): 4096, 64K, 1.5M.\n";
+  return out;
+}
+
+std::string CommandLine::usage() const {
+  struct Row {
+    std::string left;
+    std::vector<std::string> words;  // the help, then its default as one word
+    std::string group;
+  };
+  std::vector<Row> rows;
+  for (const Flag& f : flags_) {
+    Row row{f.name + (f.metavar.empty() ? "" : " " + f.metavar), split_words(f.help), f.group};
+    if (!f.default_text.empty()) row.words.push_back("(default: " + f.default_text + ")");
+    rows.push_back(std::move(row));
+  }
+  rows.push_back({"--help", {"this", "text"}, flags_.empty() ? "" : flags_.back().group});
   size_t width = 0;
-  for (const auto& [left, right] : rows) {
-    if (left.size() <= kMaxFlagColumn) width = std::max(width, left.size());
+  for (const Row& row : rows) {
+    if (row.left.size() <= kMaxFlagColumn) width = std::max(width, row.left.size());
   }
   std::string out = "usage: " + program_ + " [flags]\n\n";
   if (!summary_.empty()) out += summary_ + (summary_.back() == '\n' ? "\n" : "\n\n");
-  for (const auto& [left, right] : rows) {
-    out += "  " + left;
-    if (left.size() > width)
+  std::string group;
+  for (const Row& row : rows) {
+    if (row.group != group) {
+      group = row.group;
+      out += (&row == &rows.front() ? "" : "\n") + group + ":\n";
+    }
+    out += "  " + row.left;
+    if (row.left.size() > width)
       out += "\n  " + std::string(width, ' ');
     else
-      out += std::string(width - left.size(), ' ');
-    out += "  " + right + "\n";
+      out += std::string(width - row.left.size(), ' ');
+    out += "  " + wrap(row.words, width + 4) + "\n";
   }
-  if (lists) out += "\nLists are comma-separated.\n";
-  if (bytes)
-    out += (lists ? "" : "\n") +
-           std::string(
-               "BYTES: a byte count with an optional K, M or G suffix (powers of 1024): 4096, 64K, 1.5M.\n");
-  return out;
+  const std::string footer = notes();
+  return footer.empty() ? out : out + "\n" + footer;
+}
+
+std::string CommandLine::markdown() const {
+  std::string out = "# " + program_ + "\n\n```\nusage: " + program_ + " [flags]\n```\n\n";
+  if (!summary_.empty()) out += summary_ + (summary_.back() == '\n' ? "\n" : "\n\n");
+  std::string group = "\n";  // no heading matches it: the first table always starts
+  for (const Flag& f : flags_) {
+    if (f.group != group) {
+      group = f.group;
+      if (!group.empty()) out += "## " + group + "\n\n";
+      out += "| Flag | Default | Meaning |\n|---|---|---|\n";
+    }
+    // Appended piece by piece: GCC 12 warns (-Wrestrict) of "literal" + a temporary string.
+    out += "| ";
+    out += code_span(table_cell(f.metavar.empty() ? f.name : f.name + " " + f.metavar));
+    out += " | ";
+    if (!f.default_text.empty()) out += code_span(table_cell(f.default_text));
+    out += " | ";
+    out += table_cell(f.help);
+    out += " |\n";
+    if (&f == &flags_.back() || (&f)[1].group != group) out += "\n";
+  }
+  out += "`--help` prints this as text.\n";
+  const std::string footer = notes();
+  return footer.empty() ? out : out + "\n" + footer;
 }
 
 }  // namespace tandem

@@ -8,15 +8,19 @@
 // whole number of bytes; lists are comma-separated, empty items are skipped and at least
 // one must remain. try_parse() throws UsageError naming the flag and the bad value for an
 // unknown flag, a missing value, a malformed or out-of-range value, or a value not among
-// the choices; it returns false when --help (or -h) was given. parse() is the program
-// entry: usage() on stdout and exit 0 for --help, "<program>: <problem> (see --help)" on
-// stderr and exit 2 for a usage error. Adding a flag twice is a programming error
-// (tandem::Error), not a usage error.
+// the choices; it returns false when --help (or -h) was given. given(flag) says whether the
+// last try_parse() set it (a default that depends on other flags applies only when not).
+// parse() is the program entry: usage() on stdout and exit 0 for --help, "<program>:
+// <problem> (see --help)" on stderr and exit 2 for a usage error. group(heading) starts a
+// section: the flags added after it are listed under that heading, in usage() and in
+// markdown() (the same table as a Markdown page). usage() wraps help text at 100 columns.
+// Adding a flag twice is a programming error (tandem::Error), not a usage error.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -42,6 +46,7 @@ class CommandLine {
     std::string help;
     std::string default_text;                     // empty: none shown
     std::function<void(const std::string&)> set;  // parses the value into the bound field
+    std::string group{};                          // its section's heading; empty: none
   };
 
   // `summary` follows the usage line in --help: what the program does or measures.
@@ -51,8 +56,15 @@ class CommandLine {
            int64_t max = kNoMax);
   void add(const std::string& flag, int* field, const std::string& help,
            int64_t min = std::numeric_limits<int>::min(), int64_t max = std::numeric_limits<int>::max());
+  void add(const std::string& flag, uint64_t* field, const std::string& help, int64_t min = 0,
+           int64_t max = kNoMax);
   void add(const std::string& flag, double* field, const std::string& help, double above = -kNoBound,
            double below = kNoBound);
+  // A finite real in (0, below): "must be a positive finite number".
+  void add_positive(const std::string& flag, double* field, const std::string& help, double below = kNoBound);
+  // 0, which switches a feature off, or a finite real in (0, below).
+  void add_off_or_positive(const std::string& flag, double* field, const std::string& help,
+                           double below = kNoBound);
   void add(const std::string& flag, std::string* field, const std::string& help,
            const std::string& metavar = "TEXT");
   void add_bytes(const std::string& flag, int64_t* field, const std::string& help, int64_t min = 1);
@@ -81,11 +93,20 @@ class CommandLine {
   void add_bytes_list(const std::string& flag, std::vector<int64_t>* field, const std::string& help,
                       int64_t min = 1);
 
+  // --help shows `text` as the flag's default instead of its field's value (a default that
+  // depends on other flags: "64; dcgan64: 128").
+  void describe_default(const std::string& flag, const std::string& text);
+  // The flags added from here on are listed under `heading`.
+  void group(const std::string& heading) { group_ = heading; }
+
   bool try_parse(const std::vector<std::string>& args);  // args without the program name
+  bool given(const std::string& flag) const { return given_.count(flag) > 0; }
   void parse(int argc, const char* const* argv);
   // A check across flags that failed after parsing: reported and ended as a usage error.
   [[noreturn]] void exit_usage(const std::string& problem) const;
   std::string usage() const;
+  // The table as a Markdown page: a title, the summary, then one table per section.
+  std::string markdown() const;
   const std::vector<Flag>& flags() const { return flags_; }
 
  private:
@@ -93,10 +114,13 @@ class CommandLine {
   void add_choice_of(const std::string& flag, const std::vector<std::string>& names,
                      const std::string& current, const std::string& help, std::function<void(size_t)> pick);
   const Flag* find(const std::string& name) const;
+  std::string notes() const;  // what the value kinds in use have in common
 
   std::string program_;
   std::string summary_;
   std::vector<Flag> flags_;
+  std::string group_;
+  std::set<std::string> given_;
 };
 
 }  // namespace tandem

@@ -2,7 +2,7 @@
 //
 // Contract:
 // - run_settings(options, backend, data_identity) lists every flag of tandem-train but
-//   --out, --data-dir and --help, in --help's order, each with its value as canonical text:
+//   --out, --data-dir and --help, in a fixed order, each with its value as canonical text:
 //   numbers in %g notation with the fewest digits that read back to the same value ("2e-4"
 //   and "0.0002" both give "0.0002"; whole numbers below 10^15 as integers: "10", not
 //   "1e+01"), switches "on" or "off", --backend as the backend the run resolved ("auto"

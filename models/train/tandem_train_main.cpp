@@ -42,23 +42,36 @@ int train_printing_errors(const models::TrainOptions& options, dist::Distributed
   }
 }
 
+// --backend auto: NCCL for GPU tensors, MPI for host ones.
+dist::Backend process_group_backend(models::TrainBackend backend, DeviceKind device) {
+  if (backend == models::TrainBackend::automatic)
+    return device == DeviceKind::cuda ? dist::Backend::nccl : dist::Backend::mpi;
+  return backend == models::TrainBackend::nccl ? dist::Backend::nccl : dist::Backend::mpi;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args == std::vector<std::string>{"--help-markdown"}) {  // docs/cli.md (scripts/gen_cli_docs.sh)
+    models::TrainOptions defaults;
+    std::cout << models::train_command_line(defaults).markdown();
+    return 0;
+  }
   models::TrainOptions options;
   try {
-    options = models::parse_train_options(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const models::UsageError& e) {
-    write_stderr_line(std::string("tandem-train: ") + e.what());  // one write: ranks' lines stay whole
+    options = models::parse_train_options(args);
+  } catch (const UsageError& e) {
+    // One write, so that the ranks' lines stay whole.
+    write_stderr_line(std::string("tandem-train: ") + e.what() + " (see --help)");
     return 2;
   }
   if (options.help) {
-    std::cout << models::usage();
+    models::TrainOptions defaults;
+    std::cout << models::train_command_line(defaults).usage();
     return 0;
   }
-  dist::Backend backend = options.backend == "nccl" ? dist::Backend::nccl : dist::Backend::mpi;
-  if (options.backend == "auto")
-    backend = options.device == "cuda" ? dist::Backend::nccl : dist::Backend::mpi;
+  const dist::Backend backend = process_group_backend(options.backend, options.device);
   try {
     dist::DistributedContext context(backend);
     return train_printing_errors(options, context);

@@ -1,10 +1,8 @@
 #include "models/train/train_options.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
-#include <functional>
-#include <map>
+#include <iterator>
+#include <utility>
 
 #include "autograd/lr_scheduler.h"
 #include "models/gan.h"
@@ -14,365 +12,266 @@ namespace tandem::models {
 
 namespace {
 
-[[noreturn]] void usage_error(const std::string& message) { throw UsageError(message + " (see --help)"); }
+constexpr const char* kSummary =
+    "Launch with mpirun or srun: mpirun -np N tandem-train [flags] (torchrun is not a launcher for\n"
+    "tandem: refused, naming both). Trains a GAN data-parallel: each rank draws its own data and\n"
+    "noise, every backward is synchronised over the parameters it reaches. Start every rank with the\n"
+    "same flags: only --out and --data-dir may differ (node-local paths), and the data there must be\n"
+    "the same. tandem-train --help-markdown prints this list as Markdown (docs/cli.md).";
 
-int64_t parse_int(const std::string& flag, const std::string& value, int64_t min) {
-  int64_t out = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
-  if (ec != std::errc() || end != value.data() + value.size()) {
-    usage_error(flag + " needs an integer, got '" + value + "'");
+// Each choice with the name its flag spells it by; to_string() and the table read these.
+// Constant-initialised: to_string() may run before main (a test's static settings).
+template <typename T>
+using Named = std::pair<const char*, T>;
+
+constexpr Named<TrainBackend> kBackends[] = {
+    {"auto", TrainBackend::automatic}, {"mpi", TrainBackend::mpi}, {"nccl", TrainBackend::nccl}};
+constexpr Named<DeviceKind> kDevices[] = {{"cpu", DeviceKind::cpu}, {"cuda", DeviceKind::cuda}};
+constexpr Named<GanLoss> kLosses[] = {
+    {"ns", GanLoss::non_saturating}, {"hinge", GanLoss::hinge}, {"wgan-gp", GanLoss::wgan_gp}};
+constexpr Named<OnNonFinite> kNonFinite[] = {
+    {"off", OnNonFinite::off}, {"skip", OnNonFinite::skip}, {"stop", OnNonFinite::stop}};
+constexpr Named<ClipGradType> kClipGradTypes[] = {{"2", ClipGradType::l2}, {"inf", ClipGradType::inf}};
+constexpr Named<int64_t> kChannels[] = {{"1", 1}, {"3", 3}};
+
+template <typename T, size_t N>
+const char* name_in(const Named<T> (&names)[N], T value) {
+  for (const auto& [name, v] : names) {
+    if (v == value) return name;
   }
-  if (out < min) usage_error(flag + " must be at least " + std::to_string(min) + ", got " + value);
-  return out;
+  return "unknown";  // only for a value cast from outside the enumerators
 }
 
-double parse_double(const std::string& flag, const std::string& value) {
-  try {
-    size_t used = 0;
-    double out = std::stod(value, &used);
-    if (used != value.size()) throw std::invalid_argument("trailing characters");
-    if (!(out > 0) || !std::isfinite(out))
-      usage_error(flag + " must be a positive finite number, got " + value);
-    return out;
-  } catch (const std::logic_error&) {
-    usage_error(flag + " needs a number, got '" + value + "'");
-  }
+// The choices as CommandLine::add_choice takes them.
+template <typename T, size_t N>
+std::vector<std::pair<std::string, T>> choices(const Named<T> (&names)[N]) {
+  return {std::begin(names), std::end(names)};
 }
 
-// A number >= 0 (0 switches the feature off).
-double parse_non_negative(const std::string& flag, const std::string& value) {
-  if (value == "0") return 0.0;
-  try {
-    size_t used = 0;
-    double out = std::stod(value, &used);
-    if (used != value.size()) throw std::invalid_argument("trailing characters");
-    if (!(out >= 0) || !std::isfinite(out))
-      usage_error(flag + " must be a finite number >= 0 (0: off), got " + value);
-    return out;
-  } catch (const std::logic_error&) {
-    usage_error(flag + " needs a number, got '" + value + "'");
-  }
+[[noreturn]] void refuse(const std::string& message) { throw UsageError(message); }
+
+// The flags whose work a replayed CUDA graph cannot repeat.
+void check_cuda_graphs(const TrainOptions& o) {
+  auto refuse_graphs = [](const std::string& why) { refuse("--cuda-graphs " + why); };
+  if (o.device != DeviceKind::cuda)
+    refuse_graphs("needs --device cuda (a CUDA graph captures GPU work), got --device " +
+                  std::string(to_string(o.device)));
+  if (o.clip_grad > 0)
+    refuse_graphs("does not go with --clip-grad (its norm is read on the host at every step)");
+  if (o.accumulate > 1)
+    refuse_graphs("does not go with --accumulate (the step differs within an accumulation)");
+  if (o.on_nonfinite != OnNonFinite::off)
+    refuse_graphs("does not go with --on-nonfinite " + std::string(to_string(o.on_nonfinite)) +
+                  " (its check is read on the host at every step)");
+  if (o.n_critic > 1)
+    refuse_graphs("does not go with --n-critic " + std::to_string(o.n_critic) +
+                  (o.loss == GanLoss::wgan_gp ? " (wgan-gp's default; pass --n-critic 1)" : "") +
+                  " (G steps only at some iterations, so the step changes from one to the next)");
+  if (o.r1_gamma > 0 && o.r1_every > 1)
+    refuse_graphs("does not go with lazy R1 (--r1-every " + std::to_string(o.r1_every) +
+                  ": a step of its own every " + std::to_string(o.r1_every) + " iterations)");
+  if (o.check_replicas_every > 0)
+    refuse_graphs("does not go with --check-replicas-every (its hashes are compared on the host)");
+  if (o.sync_bn) refuse_graphs("does not go with --sync-bn (its statistics are gathered through the host)");
 }
 
-std::string one_of(const std::string& flag, const std::string& value,
-                   const std::vector<std::string>& choices) {
-  for (const auto& c : choices) {
-    if (value == c) return value;
-  }
-  std::string list;
-  for (const auto& c : choices) list += (list.empty() ? "" : "|") + c;
-  usage_error(flag + " must be one of " + list + ", got '" + value + "'");
+// An accumulation is one optimizer step over several iterations: nothing may step inside it.
+void check_accumulation(const TrainOptions& o, const FlagGiven& given) {
+  if (o.accumulate == 1) return;
+  const std::string k = std::to_string(o.accumulate);
+  if (o.n_critic > 1)
+    refuse("--accumulate " + k + " does not go with --n-critic " + std::to_string(o.n_critic) +
+           (given("--n-critic") ? "" : " (wgan-gp's default)"));
+  if (o.r1_every > 1) refuse("--accumulate " + k + " does not go with lazy R1 (--r1-every > 1)");
+  if (o.ckpt_every % o.accumulate != 0)
+    refuse("--ckpt-every " + std::to_string(o.ckpt_every) + " is not a multiple of --accumulate " + k +
+           ": a checkpoint inside an accumulation could not be resumed");
 }
 
 }  // namespace
 
-std::string usage() {
-  return R"(usage: mpirun -np N tandem-train [flags]
+const char* to_string(TrainBackend backend) { return name_in(kBackends, backend); }
+const char* to_string(DeviceKind device) { return name_in(kDevices, device); }
+const char* to_string(GanLoss loss) { return name_in(kLosses, loss); }
+const char* to_string(OnNonFinite policy) { return name_in(kNonFinite, policy); }
+const char* to_string(ClipGradType type) { return name_in(kClipGradTypes, type); }
 
-Trains a GAN data-parallel: each rank draws its own data and noise, every backward is
-synchronised over the parameters it reaches. Start every rank with the same flags: only
---out and --data-dir may differ (node-local paths), and the data there must be the same.
-Launch with mpirun or srun: torchrun is not a launcher for tandem (refused, naming both).
+CommandLine train_command_line(TrainOptions& o) {
+  CommandLine cl("tandem-train", kSummary);
+  cl.group("Model and data");
+  cl.add_choice("--model", &o.model, gan_model_names(), "the GAN to train");
+  cl.add_choice("--data", &o.data, {"ring8", "fashion-mnist", "images"}, "the training data");
+  cl.describe_default("--data", "ring8 for ring8-mlp, else fashion-mnist");
+  cl.add("--data-dir", &o.data_dir,
+         "Fashion-MNIST's IDX files; with --data images (required): a folder tree of PNG and JPEG files, "
+         "every file in it (not hidden) loaded once at start, centre-cropped and averaged down to 28x28 "
+         "(dcgan64: 64x64; it also enlarges Fashion-MNIST to 64x64 by the same rule)",
+         "DIR");
+  cl.add_choice("--channels", &o.channels, choices(kChannels),
+                "image models: 1 (gray) or 3 (RGB, needs --data images); the images are converted to it");
+  cl.add_flag("--skip-bad-images", &o.skip_bad_images,
+              "--data images: leave out (and count) files that are not readable PNG or JPEG instead of "
+              "stopping");
+  cl.add("--width", &o.width,
+         "dcgan64: ngf = ndf, the channels of G's last and D's first layer (the others 2, 4, 8 times that)",
+         1);
+  cl.describe_default("--width", "64");
+  cl.add_flag("--dynamic", &o.dynamic, "mlp: an extra D layer on alternate blocks of 5 iterations");
+  cl.add("--pggan-stage-iters", &o.pggan_stage_iters, "pggan: iterations per stage (0: iters / 3)", 0);
+  cl.add("--seed", &o.seed, "seed of weights, data and noise");
 
-  --model NAME          ring8-mlp | mlp | dcgan | dcgan64 | pggan   (ring8-mlp)
-  --data NAME           ring8 | fashion-mnist | images
-                                            (ring8 for ring8-mlp, else fashion-mnist)
-  --data-dir DIR        Fashion-MNIST IDX files        (/usr/share/datasets/fashion-mnist);
-                        with --data images (required): a folder tree of PNG and JPEG
-                        files, every file in it (not hidden) loaded once at start,
-                        centre-cropped and averaged down to 28x28 (dcgan64: 64x64;
-                        it also enlarges Fashion-MNIST to 64x64 by the same rule)
-  --channels C          image models: 1 (gray) | 3 (RGB, needs --data images); the
-                        images are converted to it                                (1)
-  --skip-bad-images     --data images: leave out (and count) files that are not
-                        readable PNG or JPEG instead of stopping
-  --iters N             training iterations: one D update each, and a G update
-                        every --n-critic-th                                   (2000)
-  --batch N             batch per rank                          (64; dcgan64 128)
-  --width W             dcgan64: ngf = ndf, the channels of G's last and D's first
-                        layer (the others 2, 4, 8 times that)                   (64)
-  --lr X                Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9)
-                                                              (2e-4; wgan-gp 1e-4)
-  --lr-schedule SPEC    learning rate by iteration, a factor of --lr: warmup:N[:F]
-                        (linear from F, default 0.001, to 1 over N iterations),
-                        cosine:T[:M] (cosine from 1 to M, default 0, over T iterations),
-                        step:S[:G] (times G, default 0.1, every S iterations),
-                        multistep:A,B,..[:G] (times G at each milestone), constant; a
-                        warm-up and one other joined by '+' multiply, both counted from
-                        iteration 0 (warmup:500+cosine:20000)                 (constant)
-  --clip-grad MAX       clip each part's averaged gradients to norm MAX before its
-                        optimizer steps; the norm before clipping is logged as
-                        grad_norm_d and grad_norm_g (0: off)                       (0)
-  --clip-grad-type T    with --clip-grad: the norm, 2 or inf                        (2)
-  --accumulate N        gradient accumulation: N iterations (micro-batches) per
-                        optimizer step, gradients averaged once per step; a last
-                        partial group steps at the end. Not with --n-critic > 1 or
-                        lazy R1; --ckpt-every must be a multiple of N            (1)
-  --ema-decay X         samples from a moving average of G's weights (0: off) (0.999)
-  --wrap whole|separate one Reducer for the model, or one per part          (whole)
-  --prepare             call prepare_for_backward before each backward (MMGeneration style)
-  --bucket-cap-mb X     bucket size cap in MB                                   (25)
-  --backend B           auto | mpi | nccl                                      (auto)
-  --device D            cpu | cuda                                              (cpu)
-  --seed N              seed of weights, data and noise                           (0)
-  --out DIR             report.html (open it in a browser), metrics.jsonl, samples
-                        and checkpoints go here (runs/default);
-                        one run at a time: a second is refused, naming the first.
-                        One that holds checkpoints is refused without --resume or
-                        --overwrite
-  --ckpt-every N        checkpoint every N iterations (0: at the end only)       (0)
-  --resume              continue from the newest checkpoint in --out. It must have this
-                        run's --data, --channels, --width, --batch, --lr, --lr-schedule,
-                        --clip-grad, --clip-grad-type, --accumulate, --seed, --dynamic,
-                        --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan:
-                        and --pggan-stage-iters); other flags may change (--iters extends).
-                        A file that cannot be read is skipped with a warning; when every
-                        checkpoint is, or there is none, --resume stops naming --out
-  --resume-allow-fresh  with --resume: start from iteration 0 when --out holds no
-                        checkpoint, or none that can be read
-  --overwrite           start a new run in an --out that holds an earlier run's
-                        checkpoints: they and its sample pictures are removed first
-  --sample-every N      write a sample picture every N iterations (0: at the end) (0)
-  --log-every N         progress line every N iterations                       (100)
-  --dynamic             mlp: an extra D layer on alternate blocks of 5 iterations
-  --loss L              ns (non-saturating, softplus) | hinge | wgan-gp (Wasserstein
-                        with gradient penalty; --n-critic 5, --lr 1e-4 unless given)
-                                                                                 (ns)
-  --gp-lambda X         wgan-gp: the gradient penalty's weight                   (10)
-  --n-critic N          D steps per G step                           (1; wgan-gp 5)
-  --r1-gamma G          R1 penalty on reals, G/2 mean ||grad D(real)||^2 (0: off) (0)
-  --r1-every K          with --r1-gamma: lazy R1, a D update of the penalty alone,
-                        scaled by K, every K-th D step (1: in every D loss)       (1)
-  --pggan-stage-iters N pggan: iterations per stage (0: iters / 3)                (0)
-  --on-nonfinite P      NaN/Inf in an averaged gradient: off | skip (the step, on
-                        every rank) | stop (with the parameter names)            (off)
-  --sync-bn             batch norms (dcgan's G, dcgan64's) normalise with the statistics of every
-                        rank's batch (SyncBatchNorm), so that N ranks train as one
-                        process on the global batch; without it each rank's batch
-                        norms see its own batch only
-  --check-replicas-every N  every N steps compare a hash of every parameter across
-                        ranks, and of every buffer (batch-norm running statistics)
-                        right after broadcasting it from rank 0 (between broadcasts
-                        each rank's statistics follow its own data); stop naming the
-                        first that differs (0: never)                            (0)
-  --detect-anomalous-params  after each backward, warn (one line per new set) of the
-                        parameters that require grad in a part the backward reaches
-                        but that its loss does not reach
-  --cuda-graphs         --device cuda: capture the whole step (forwards, backwards,
-                        bucket allreduces, optimizer steps) into a CUDA graph once it
-                        is stable (3 eager iterations) and replay it; recaptured when
-                        the model's structure or the batch's shape changes. Not with
-                        --clip-grad, --accumulate, --on-nonfinite, --n-critic > 1,
-                        lazy R1, --check-replicas-every, --sync-bn
-  --trace FILE          write a timeline of every step of every rank to FILE (Chrome
-                        trace-event JSON: Perfetto, chrome://tracing) and print each
-                        phase's overlap and exposed communication at the end (off)
-  --help                this text
-)";
+  cl.group("Optimisation");
+  cl.add("--iters", &o.iters, "training iterations: one D update each, and a G update every --n-critic-th",
+         1);
+  cl.add("--batch", &o.batch, "batch per rank", 1);
+  cl.describe_default("--batch", "64; dcgan64 128");
+  cl.add_positive("--lr", &o.lr, "Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9)");
+  cl.describe_default("--lr", "2e-4; wgan-gp 1e-4");
+  cl.add("--lr-schedule", &o.lr_schedule,
+         "learning rate by iteration, a factor of --lr: warmup:N[:F] (linear from F, default 0.001, to 1 "
+         "over N iterations), cosine:T[:M] (cosine from 1 to M, default 0, over T iterations), step:S[:G] "
+         "(times G, default 0.1, every S iterations), multistep:A,B,..[:G] (times G at each milestone), "
+         "constant; a warm-up and one other joined by '+' multiply, both counted from iteration 0 "
+         "(warmup:500+cosine:20000)",
+         "SPEC");
+  cl.add_off_or_positive("--clip-grad", &o.clip_grad,
+                         "clip each part's averaged gradients to this norm before its optimizer steps; the "
+                         "norm before clipping is logged as grad_norm_d and grad_norm_g (0: off)");
+  cl.add_choice("--clip-grad-type", &o.clip_grad_type, choices(kClipGradTypes), "with --clip-grad: the norm");
+  cl.add("--accumulate", &o.accumulate,
+         "gradient accumulation: N iterations (micro-batches) per optimizer step, gradients averaged once "
+         "per step; a last partial group steps at the end. Not with --n-critic > 1 or lazy R1; "
+         "--ckpt-every must be a multiple of N",
+         1);
+  cl.add_choice("--loss", &o.loss, choices(kLosses),
+                "ns (non-saturating, softplus), hinge, or wgan-gp (Wasserstein with gradient penalty; "
+                "--n-critic 5, --lr 1e-4 unless given)");
+  cl.add_positive("--gp-lambda", &o.gp_lambda, "wgan-gp: the gradient penalty's weight");
+  cl.add("--n-critic", &o.n_critic, "D steps per G step", 1);
+  cl.describe_default("--n-critic", "1; wgan-gp 5");
+  cl.add_off_or_positive("--r1-gamma", &o.r1_gamma,
+                         "R1 penalty on reals, gamma/2 mean ||grad D(real)||^2 (0: off)");
+  cl.add("--r1-every", &o.r1_every,
+         "with --r1-gamma: lazy R1, a D update of the penalty alone, scaled by K, every K-th D step "
+         "(1: in every D loss)",
+         1);
+  cl.add_off_or_positive("--ema-decay", &o.ema_decay, "samples from a moving average of G's weights (0: off)",
+                         1.0);
+
+  cl.group("Distributed");
+  cl.add_choice("--backend", &o.backend, choices(kBackends), "auto: nccl with --device cuda, else mpi");
+  cl.add_choice("--device", &o.device, choices(kDevices), "where tensors live");
+  const std::vector<std::pair<std::string, WrapMode>> wrap_modes = {
+      {wrap_mode_name(WrapMode::whole), WrapMode::whole},
+      {wrap_mode_name(WrapMode::separate), WrapMode::separate}};
+  cl.add_choice("--wrap", &o.wrap, wrap_modes, "one Reducer for the model, or one per part");
+  cl.add_flag("--prepare", &o.explicit_prepare,
+              "call prepare_for_backward before each backward (MMGeneration style)");
+  cl.add_positive("--bucket-cap-mb", &o.bucket_cap_mb, "bucket size cap in MB");
+  cl.add_flag("--sync-bn", &o.sync_bn,
+              "batch norms (dcgan's G, dcgan64's) normalise with the statistics of every rank's batch "
+              "(SyncBatchNorm), so that N ranks train as one process on the global batch; without it each "
+              "rank's batch norms see its own batch only");
+  cl.add_flag("--cuda-graphs", &o.cuda_graphs,
+              "--device cuda: capture the whole step (forwards, backwards, bucket allreduces, optimizer "
+              "steps) into a CUDA graph once it is stable (3 eager iterations) and replay it; recaptured "
+              "when the model's structure or the batch's shape changes. Not with --clip-grad, --accumulate, "
+              "--on-nonfinite, --n-critic > 1, lazy R1, --check-replicas-every, --sync-bn");
+
+  cl.group("Checkpoints and output");
+  cl.add("--out", &o.out,
+         "report.html (open it in a browser), metrics.jsonl, samples and checkpoints go here; one run at a "
+         "time: a second is refused, naming the first. One that holds checkpoints is refused without "
+         "--resume or --overwrite",
+         "DIR");
+  cl.add("--ckpt-every", &o.ckpt_every, "checkpoint every N iterations (0: at the end only)", 0);
+  cl.add_flag("--resume", &o.resume,
+              "continue from the newest checkpoint in --out. It must have this run's --data, --channels, "
+              "--width, --batch, --lr, --lr-schedule, --clip-grad, --clip-grad-type, --accumulate, --seed, "
+              "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan: and "
+              "--pggan-stage-iters); other flags may change (--iters extends). A file that cannot be read "
+              "is skipped with a warning; when every checkpoint is, or there is none, --resume stops naming "
+              "--out");
+  cl.add_flag(
+      "--resume-allow-fresh", &o.resume_allow_fresh,
+      "with --resume: start from iteration 0 when --out holds no checkpoint, or none that can be read");
+  cl.add_flag("--overwrite", &o.overwrite,
+              "start a new run in an --out that holds an earlier run's checkpoints: they and its sample "
+              "pictures are removed first");
+  cl.add("--sample-every", &o.sample_every, "write a sample picture every N iterations (0: at the end)", 0);
+  cl.add("--log-every", &o.log_every, "progress line every N iterations", 1);
+
+  cl.group("Diagnostics");
+  cl.add_choice("--on-nonfinite", &o.on_nonfinite, choices(kNonFinite),
+                "NaN/Inf in an averaged gradient: off, skip (the step, on every rank) or stop (with the "
+                "parameter names)");
+  cl.add("--check-replicas-every", &o.check_replicas_every,
+         "every N steps compare a hash of every parameter across ranks, and of every buffer (batch-norm "
+         "running statistics) right after broadcasting it from rank 0 (between broadcasts each rank's "
+         "statistics follow its own data); stop naming the first that differs (0: never)",
+         0);
+  cl.add_flag("--detect-anomalous-params", &o.detect_anomalous_params,
+              "after each backward, warn (one line per new set) of the parameters that require grad in a "
+              "part the backward reaches but that its loss does not reach");
+  cl.add("--trace", &o.trace,
+         "write a timeline of every step of every rank to FILE (Chrome trace-event JSON: Perfetto, "
+         "chrome://tracing) and print each phase's overlap and exposed communication at the end",
+         "FILE");
+  cl.describe_default("--trace", "off");
+  return cl;
 }
 
 TrainOptions parse_train_options(const std::vector<std::string>& args) {
   TrainOptions o;
-  bool data_given = false, data_dir_given = false, lr_given = false, gp_lambda_given = false,
-       n_critic_given = false, r1_every_given = false;
-  bool clip_grad_type_given = false, batch_given = false;
-  std::map<std::string, std::function<void(const std::string&)>> with_value = {
-      {"--model", [&](const std::string& v) { o.model = one_of("--model", v, gan_model_names()); }},
-      {"--data",
-       [&](const std::string& v) {
-         o.data = one_of("--data", v, {"ring8", "fashion-mnist", "images"});
-         data_given = true;
-       }},
-      {"--data-dir",
-       [&](const std::string& v) {
-         o.data_dir = v;
-         data_dir_given = true;
-       }},
-      {"--channels",
-       [&](const std::string& v) {
-         o.channels = std::stoi(one_of("--channels", v, {"1", "3"}));
-       }},
-      {"--iters", [&](const std::string& v) { o.iters = parse_int("--iters", v, 1); }},
-      {"--batch",
-       [&](const std::string& v) {
-         o.batch = parse_int("--batch", v, 1);
-         batch_given = true;
-       }},
-      {"--width", [&](const std::string& v) { o.width = parse_int("--width", v, 1); }},
-      {"--lr",
-       [&](const std::string& v) {
-         o.lr = parse_double("--lr", v);
-         lr_given = true;
-       }},
-      {"--lr-schedule",
-       [&](const std::string& v) {
-         try {
-           o.lr_schedule = optim::parse_lr_schedule(v).str();
-         } catch (const Error& e) {
-           usage_error("--lr-schedule: " + e.message());
-         }
-       }},
-      {"--clip-grad", [&](const std::string& v) { o.clip_grad = parse_non_negative("--clip-grad", v); }},
-      {"--clip-grad-type",
-       [&](const std::string& v) {
-         o.clip_grad_type = one_of("--clip-grad-type", v, {"2", "inf"});
-         clip_grad_type_given = true;
-       }},
-      {"--accumulate", [&](const std::string& v) { o.accumulate = parse_int("--accumulate", v, 1); }},
-      {"--ema-decay",
-       [&](const std::string& v) {
-         o.ema_decay = v == "0" ? 0.0 : parse_double("--ema-decay", v);
-         if (o.ema_decay >= 1.0) usage_error("--ema-decay must be below 1, got " + v);
-       }},
-      {"--wrap",
-       [&](const std::string& v) {
-         o.wrap = *parse_wrap_mode(
-             one_of("--wrap", v, {wrap_mode_name(WrapMode::whole), wrap_mode_name(WrapMode::separate)}));
-       }},
-      {"--bucket-cap-mb",
-       [&](const std::string& v) { o.bucket_cap_mb = parse_double("--bucket-cap-mb", v); }},
-      {"--backend",
-       [&](const std::string& v) {
-         o.backend = one_of("--backend", v, {"auto", "mpi", "nccl"});
-       }},
-      {"--device",
-       [&](const std::string& v) {
-         o.device = one_of("--device", v, {"cpu", "cuda"});
-       }},
-      {"--seed", [&](const std::string& v) { o.seed = static_cast<uint64_t>(parse_int("--seed", v, 0)); }},
-      {"--out", [&](const std::string& v) { o.out = v; }},
-      {"--ckpt-every", [&](const std::string& v) { o.ckpt_every = parse_int("--ckpt-every", v, 0); }},
-      {"--sample-every", [&](const std::string& v) { o.sample_every = parse_int("--sample-every", v, 0); }},
-      {"--log-every", [&](const std::string& v) { o.log_every = parse_int("--log-every", v, 1); }},
-      {"--loss",
-       [&](const std::string& v) {
-         o.loss = one_of("--loss", v, {"ns", "hinge", "wgan-gp"});
-       }},
-      {"--gp-lambda",
-       [&](const std::string& v) {
-         o.gp_lambda = parse_double("--gp-lambda", v);
-         gp_lambda_given = true;
-       }},
-      {"--n-critic",
-       [&](const std::string& v) {
-         o.n_critic = parse_int("--n-critic", v, 1);
-         n_critic_given = true;
-       }},
-      {"--r1-gamma", [&](const std::string& v) { o.r1_gamma = parse_non_negative("--r1-gamma", v); }},
-      {"--r1-every",
-       [&](const std::string& v) {
-         o.r1_every = parse_int("--r1-every", v, 1);
-         r1_every_given = true;
-       }},
-      {"--pggan-stage-iters",
-       [&](const std::string& v) { o.pggan_stage_iters = parse_int("--pggan-stage-iters", v, 0); }},
-      {"--on-nonfinite",
-       [&](const std::string& v) {
-         o.on_nonfinite = one_of("--on-nonfinite", v, {"off", "skip", "stop"});
-       }},
-      {"--check-replicas-every",
-       [&](const std::string& v) { o.check_replicas_every = parse_int("--check-replicas-every", v, 0); }},
-      {"--trace",
-       [&](const std::string& v) {
-         if (v.empty()) usage_error("--trace needs a file name");
-         o.trace = v;
-       }},
-  };
-  std::map<std::string, std::function<void()>> switches = {
-      {"--resume", [&] { o.resume = true; }},
-      {"--resume-allow-fresh", [&] { o.resume_allow_fresh = true; }},
-      {"--overwrite", [&] { o.overwrite = true; }},
-      {"--dynamic", [&] { o.dynamic = true; }},
-      {"--prepare", [&] { o.explicit_prepare = true; }},
-      {"--sync-bn", [&] { o.sync_bn = true; }},
-      {"--detect-anomalous-params", [&] { o.detect_anomalous_params = true; }},
-      {"--skip-bad-images", [&] { o.skip_bad_images = true; }},
-      {"--cuda-graphs", [&] { o.cuda_graphs = true; }},
-      {"--help", [&] { o.help = true; }},
-      {"-h", [&] { o.help = true; }},
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    bool inline_value = false;
-    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      inline_value = true;
-    }
-    if (auto s = switches.find(flag); s != switches.end()) {
-      if (inline_value) usage_error(flag + " takes no value");
-      s->second();
-      continue;
-    }
-    auto w = with_value.find(flag);
-    if (w == with_value.end()) usage_error("unknown flag '" + args[i] + "'");
-    if (!inline_value) {
-      if (i + 1 >= args.size()) usage_error(flag + " needs a value");
-      value = args[++i];
-    }
-    w->second(value);
+  CommandLine cl = train_command_line(o);
+  if (!cl.try_parse(args)) {
+    o.help = true;
+    return o;
   }
-  if (!data_given) o.data = o.model == "ring8-mlp" ? "ring8" : "fashion-mnist";
-  if ((o.model == "ring8-mlp") != (o.data == "ring8")) {
-    usage_error("--model " + o.model + " cannot train on --data " + o.data +
-                " (ring8-mlp goes with ring8, the image models with fashion-mnist or images)");
-  }
-  const bool images = o.data == "images";
-  if (images && !data_dir_given)
-    usage_error("--data images needs --data-dir DIR (a folder of PNG/JPEG files)");
-  if (o.skip_bad_images && !images) usage_error("--skip-bad-images goes with --data images");
-  if (o.channels == 3 && !images)
-    usage_error("--channels 3 goes with --data images (" + o.data + " is gray)");
-  if (o.dynamic && o.model != "mlp") usage_error("--dynamic applies to --model mlp only");
-  if (o.width != 0 && o.model != "dcgan64") usage_error("--width applies to --model dcgan64 only");
-  if (o.model == "dcgan64" && !batch_given) o.batch = 128;
-  if (o.explicit_prepare && o.wrap != WrapMode::whole) usage_error("--prepare goes with --wrap whole");
-  if (o.resume_allow_fresh && !o.resume) usage_error("--resume-allow-fresh goes with --resume");
-  if (o.overwrite && o.resume) usage_error("--overwrite and --resume do not go together");
-  const bool wgan_gp = o.loss == "wgan-gp";
-  if (gp_lambda_given && !wgan_gp) usage_error("--gp-lambda goes with --loss wgan-gp");
-  if (r1_every_given && o.r1_gamma == 0) usage_error("--r1-every goes with --r1-gamma (a positive value)");
-  if (clip_grad_type_given && o.clip_grad == 0)
-    usage_error("--clip-grad-type goes with --clip-grad (a positive max norm)");
-  if (wgan_gp && !n_critic_given) o.n_critic = 5;
-  if (wgan_gp && !lr_given) o.lr = 1e-4;
-  if (o.cuda_graphs) check_cuda_graph_options(o);
-  if (o.accumulate > 1) {
-    const std::string k = std::to_string(o.accumulate);
-    if (o.n_critic > 1)
-      usage_error("--accumulate " + k + " does not go with --n-critic " + std::to_string(o.n_critic) +
-                  (n_critic_given ? "" : " (wgan-gp's default)"));
-    if (o.r1_every > 1) usage_error("--accumulate " + k + " does not go with lazy R1 (--r1-every > 1)");
-    if (o.ckpt_every % o.accumulate != 0)
-      usage_error("--ckpt-every " + std::to_string(o.ckpt_every) + " is not a multiple of --accumulate " + k +
-                  ": a checkpoint inside an accumulation could not be resumed");
-  }
+  const FlagGiven given = [&cl](const std::string& flag) { return cl.given(flag); };
+  resolve_defaults(o, given);
+  validate(o, given);
   return o;
 }
 
-void check_cuda_graph_options(const TrainOptions& o) {
-  auto refuse = [](const std::string& why) { usage_error("--cuda-graphs " + why); };
-  if (o.device != "cuda")
-    refuse("needs --device cuda (a CUDA graph captures GPU work), got --device " + o.device);
-  if (o.clip_grad > 0) refuse("does not go with --clip-grad (its norm is read on the host at every step)");
-  if (o.accumulate > 1) refuse("does not go with --accumulate (the step differs within an accumulation)");
-  if (o.on_nonfinite != "off")
-    refuse("does not go with --on-nonfinite " + o.on_nonfinite +
-           " (its check is read on the host at every step)");
-  if (o.n_critic > 1)
-    refuse("does not go with --n-critic " + std::to_string(o.n_critic) +
-           (o.loss == "wgan-gp" ? " (wgan-gp's default; pass --n-critic 1)" : "") +
-           " (G steps only at some iterations, so the step changes from one to the next)");
-  if (o.r1_gamma > 0 && o.r1_every > 1)
-    refuse("does not go with lazy R1 (--r1-every " + std::to_string(o.r1_every) +
-           ": a step of its own every " + std::to_string(o.r1_every) + " iterations)");
-  if (o.check_replicas_every > 0)
-    refuse("does not go with --check-replicas-every (its hashes are compared on the host)");
-  if (o.sync_bn) refuse("does not go with --sync-bn (its statistics are gathered through the host)");
+void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
+  if (!given("--data")) o.data = o.model == "ring8-mlp" ? "ring8" : "fashion-mnist";
+  if (o.model == "dcgan64" && !given("--batch")) o.batch = 128;
+  if (o.loss == GanLoss::wgan_gp && !given("--n-critic")) o.n_critic = 5;
+  if (o.loss == GanLoss::wgan_gp && !given("--lr")) o.lr = 1e-4;
+  try {
+    o.lr_schedule = optim::parse_lr_schedule(o.lr_schedule).str();
+  } catch (const Error& e) {
+    refuse("--lr-schedule: " + e.message());
+  }
 }
 
-std::array<double, 2> adam_betas(const TrainOptions& o) {
-  return o.loss == "wgan-gp" ? std::array<double, 2>{0.0, 0.9} : std::array<double, 2>{0.5, 0.999};
+void validate(const TrainOptions& o, const FlagGiven& given) {
+  if ((o.model == "ring8-mlp") != (o.data == "ring8")) {
+    refuse("--model " + o.model + " cannot train on --data " + o.data +
+           " (ring8-mlp goes with ring8, the image models with fashion-mnist or images)");
+  }
+  const bool images = o.data == "images";
+  if (images && !given("--data-dir"))
+    refuse("--data images needs --data-dir DIR (a folder of PNG/JPEG files)");
+  if (o.skip_bad_images && !images) refuse("--skip-bad-images goes with --data images");
+  if (o.channels == 3 && !images) refuse("--channels 3 goes with --data images (" + o.data + " is gray)");
+  if (o.dynamic && o.model != "mlp") refuse("--dynamic applies to --model mlp only");
+  if (o.width != 0 && o.model != "dcgan64") refuse("--width applies to --model dcgan64 only");
+  if (o.explicit_prepare && o.wrap != WrapMode::whole) refuse("--prepare goes with --wrap whole");
+  if (o.resume_allow_fresh && !o.resume) refuse("--resume-allow-fresh goes with --resume");
+  if (o.overwrite && o.resume) refuse("--overwrite and --resume do not go together");
+  if (given("--gp-lambda") && o.loss != GanLoss::wgan_gp) refuse("--gp-lambda goes with --loss wgan-gp");
+  if (given("--r1-every") && o.r1_gamma == 0) refuse("--r1-every goes with --r1-gamma (a positive value)");
+  if (given("--clip-grad-type") && o.clip_grad == 0)
+    refuse("--clip-grad-type goes with --clip-grad (a positive max norm)");
+  if (given("--trace") && o.trace.empty()) refuse("--trace needs a file name");
+  if (o.cuda_graphs) check_cuda_graphs(o);
+  check_accumulation(o, given);
+}
+
+std::array<double, 2> adam_betas(GanLoss loss) {
+  return loss == GanLoss::wgan_gp ? std::array<double, 2>{0.0, 0.9} : std::array<double, 2>{0.5, 0.999};
 }
 
 int64_t pggan_stage_iters(const TrainOptions& o) {

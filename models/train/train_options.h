@@ -1,37 +1,46 @@
-// Command-line options of tandem-train.
+// Command-line options of tandem-train: one table of flags (runtime/command_line.h) and the
+// rules across them.
 //
-// Contract: parse_train_options(args) returns the options or throws UsageError (exit
-// code 2) naming the offending flag and why: an unknown flag, a missing or malformed
-// value, a value out of range, a flag that needs another (--resume-allow-fresh without
-// --resume, --gp-lambda without --loss wgan-gp, --r1-every without --r1-gamma,
-// --clip-grad-type without --clip-grad, --data images without --data-dir,
-// --skip-bad-images without --data images, --channels 3 without --data images), a
-// --lr-schedule that does not parse (stored in its canonical form), --cuda-graphs
-// without --device cuda or with a flag whose work a replayed step cannot repeat
-// (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop, --n-critic > 1 including
-// wgan-gp's default, lazy R1, --check-replicas-every, --sync-bn), --accumulate with
-// --n-critic or lazy R1, or a --ckpt-every that is not a multiple of --accumulate (a
-// checkpoint inside an accumulation could not resume). Defaults
-// that depend on the loss are resolved here: --loss wgan-gp without --n-critic or --lr
-// takes 5 and 1e-4 (the WGAN-GP paper's); adam_betas(options) are its Adam betas. Flags take "--flag value"
-// or "--flag=value"; --help sets `help`. usage() is the
-// --help text.
+// Contract: train_command_line(options) is the table, bound to `options`, whose values at
+// the call are the defaults it shows; --help and docs/cli.md (--help-markdown) are
+// generated from it. parse_train_options(args) reads args through the table, resolves the
+// defaults that depend on other flags (resolve_defaults) and checks the rules across flags
+// (validate); it returns the options, with `help` set for --help or -h, or throws
+// tandem::UsageError naming the offending flag and why (tandem-train exits with code 2).
+// resolve_defaults, each where the flag was not given: --data ring8 for ring8-mlp,
+// fashion-mnist otherwise; --batch 128 for dcgan64; --loss wgan-gp takes --n-critic 5 and
+// --lr 1e-4 (the WGAN-GP paper's); and --lr-schedule in its canonical form (optim::LrSchedule::str()), or a
+// usage error when it does not parse. validate refuses: a --model and --data that do not go together; a flag
+// that needs another (--resume-allow-fresh without --resume, --gp-lambda without --loss wgan-gp, --r1-every
+// without --r1-gamma, --clip-grad-type without
+// --clip-grad, --data images without --data-dir, --skip-bad-images without --data images,
+// --channels 3 without --data images, --dynamic without --model mlp, --width without
+// --model dcgan64, --prepare without --wrap whole, an empty --trace); --overwrite with
+// --resume; --cuda-graphs without --device cuda or with a flag whose work a replayed step
+// cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop, --n-critic > 1
+// including wgan-gp's default, lazy R1, --check-replicas-every, --sync-bn); --accumulate
+// with --n-critic > 1 or lazy R1, or a --ckpt-every that is not a multiple of --accumulate
+// (a checkpoint inside an accumulation could not resume). given(flag) (FlagGiven) says
+// whether the command line set the flag. to_string(value) is a choice's name as the flag spells it (what
+// settings, checkpoints and messages print). adam_betas(loss) are the loss's Adam betas.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <stdexcept>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "models/gan_loss.h"
 #include "models/wrap_mode.h"
+#include "runtime/command_line.h"
+#include "runtime/device.h"
 
 namespace tandem::models {
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+enum class TrainBackend { automatic, mpi, nccl };  // --backend auto: nccl for --device cuda, else mpi
+enum class OnNonFinite { off, skip, stop };        // NaN/Inf in averaged gradients
+enum class ClipGradType { l2, inf };               // the norm --clip-grad bounds
 
 struct TrainOptions {
   std::string model = "ring8-mlp";
@@ -45,14 +54,14 @@ struct TrainOptions {
   double lr = 2e-4;
   std::string lr_schedule = "constant";  // canonical (optim::LrSchedule::str())
   double clip_grad = 0.0;                // max norm of each part's averaged gradients; 0: off
-  std::string clip_grad_type = "2";      // 2 | inf
-  int64_t accumulate = 1;                // train_steps per optimizer step (OptimWrapper accumulative_counts)
+  ClipGradType clip_grad_type = ClipGradType::l2;
+  int64_t accumulate = 1;           // train_steps per optimizer step (OptimWrapper accumulative_counts)
   double ema_decay = 0.999;         // samples come from an exponential moving average of G's weights; 0: off
   WrapMode wrap = WrapMode::whole;  // --wrap offers whole | separate
   bool explicit_prepare = false;    // MMGeneration style: prepare_for_backward before each backward
   double bucket_cap_mb = 25.0;
-  std::string backend = "auto";  // auto | mpi | nccl
-  std::string device = "cpu";    // cpu | cuda
+  TrainBackend backend = TrainBackend::automatic;
+  DeviceKind device = DeviceKind::cpu;
   uint64_t seed = 0;
   std::string out = "runs/default";
   int64_t ckpt_every = 0;  // 0: only at the end
@@ -62,13 +71,13 @@ struct TrainOptions {
   int64_t sample_every = 0;         // 0: only at the end
   int64_t log_every = 100;
   bool dynamic = false;
-  std::string loss = "ns";               // ns | hinge | wgan-gp
-  double gp_lambda = 10.0;               // wgan-gp: the gradient penalty's weight
-  int64_t n_critic = 1;                  // D steps per G step (wgan-gp: 5 unless given)
-  double r1_gamma = 0.0;                 // R1 penalty on reals; 0: off
-  int64_t r1_every = 1;                  // lazy R1: a penalty-only D step every N D steps
-  int64_t pggan_stage_iters = 0;         // 0: iters / 3
-  std::string on_nonfinite = "off";      // off | skip | stop: NaN/Inf in averaged gradients
+  GanLoss loss = GanLoss::non_saturating;
+  double gp_lambda = 10.0;        // wgan-gp: the gradient penalty's weight
+  int64_t n_critic = 1;           // D steps per G step (wgan-gp: 5 unless given)
+  double r1_gamma = 0.0;          // R1 penalty on reals; 0: off
+  int64_t r1_every = 1;           // lazy R1: a penalty-only D step every N D steps
+  int64_t pggan_stage_iters = 0;  // 0: iters / 3
+  OnNonFinite on_nonfinite = OnNonFinite::off;
   bool sync_bn = false;                  // batch norms use statistics over every rank's batch
   int64_t check_replicas_every = 0;      // compare parameter (and broadcast buffer) hashes every N steps
   bool detect_anomalous_params = false;  // warn of parameters a part's loss does not reach
@@ -77,16 +86,23 @@ struct TrainOptions {
   bool help = false;
 };
 
+const char* to_string(TrainBackend backend);  // "auto", "mpi", "nccl"
+const char* to_string(DeviceKind device);     // "cpu", "cuda"
+const char* to_string(GanLoss loss);          // "ns", "hinge", "wgan-gp"
+const char* to_string(OnNonFinite policy);    // "off", "skip", "stop"
+const char* to_string(ClipGradType type);     // "2", "inf"
+
+CommandLine train_command_line(TrainOptions& options);
 TrainOptions parse_train_options(const std::vector<std::string>& args);
-std::string usage();
+
+using FlagGiven = std::function<bool(const std::string& flag)>;
+void resolve_defaults(TrainOptions& options, const FlagGiven& given);
+void validate(const TrainOptions& options, const FlagGiven& given);
 
 // Adam's betas for the run's loss: (0, 0.9) for wgan-gp, (0.5, 0.999) otherwise.
-std::array<double, 2> adam_betas(const TrainOptions& options);
+std::array<double, 2> adam_betas(GanLoss loss);
 
 // pggan's iterations per stage: --pggan-stage-iters, or iters / 3 (at least 1) when 0.
 int64_t pggan_stage_iters(const TrainOptions& options);
-
-// --cuda-graphs' checks (parse_train_options runs them): UsageError naming the flag.
-void check_cuda_graph_options(const TrainOptions& options);
 
 }  // namespace tandem::models

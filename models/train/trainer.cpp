@@ -34,10 +34,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The group decides where tensors live: MPI reduces host tensors, NCCL its rank's GPU.
-void check_device(const TrainOptions& o, const dist::ProcessGroup& world) {
+void check_device(DeviceKind device, const dist::ProcessGroup& world) {
   TANDEM_CHECK(
-      world.tensor_device().is_cuda() == (o.device == "cuda"),
-      "--device " << o.device << " with the " << dist::backend_name(world.backend())
+      world.tensor_device().kind == device,
+      "--device " << to_string(device) << " with the " << dist::backend_name(world.backend())
                   << " backend: the mpi backend reduces CPU tensors and nccl CUDA tensors; use --device cuda "
                      "with --backend nccl (or auto), --device cpu with --backend mpi (or auto)");
 }
@@ -45,12 +45,12 @@ void check_device(const TrainOptions& o, const dist::ProcessGroup& world) {
 // Rank 0 chooses the checkpoint; every rank resumes from that file, or fails naming it (a
 // rank whose disk does not hold it must not train from elsewhere, or from scratch). Returns
 // the iteration to start from.
-int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer, dist::ProcessGroup& world,
-                         std::ostream& out) {
+int64_t resume_iteration(const std::string& out_dir, bool allow_fresh, int64_t iters,
+                         const Checkpointer& checkpointer, dist::ProcessGroup& world, std::ostream& out) {
   const bool is_rank0 = world.rank() == 0;
   ResumeChoice choice;
   if (is_rank0) {
-    choice = choose_resume(checkpointer.scan(), o.out, o.resume_allow_fresh);
+    choice = choose_resume(checkpointer.scan(), out_dir, allow_fresh);
     out.flush();
     for (const std::string& warning : choice.warnings) write_stderr_line("tandem-train: warning: " + warning);
   }
@@ -59,7 +59,7 @@ int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer
   const std::string chosen = dist::broadcast_string(world, choice.path, 0, "resume checkpoint");
   if (chosen.empty()) {  // with unreadable files only under --resume-allow-fresh, which warned
     if (is_rank0 && choice.warnings.empty())
-      out << "no checkpoint in " << o.out << "; starting from iteration 0\n";
+      out << "no checkpoint in " << out_dir << "; starting from iteration 0\n";
     return 0;
   }
   int64_t start = 0;
@@ -73,24 +73,24 @@ int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer
     // No silent fall-back to an older checkpoint: the user decides, and is told how.
     const std::string older = choice.older.empty()
                                   ? ""
-                                  : ". If " + chosen + " is damaged, move it out of " + o.out +
+                                  : ". If " + chosen + " is damaged, move it out of " + out_dir +
                                         " to resume from the checkpoint before it, " + choice.older;
     TANDEM_FAIL("--resume: " << why << older);
   }
-  TANDEM_CHECK(start <= o.iters, "--resume: " << chosen << " is at iteration " << start << ", beyond --iters "
-                                              << o.iters << "; pass --iters " << start
-                                              << " or more to continue that run");
+  TANDEM_CHECK(start <= iters, "--resume: " << chosen << " is at iteration " << start << ", beyond --iters "
+                                            << iters << "; pass --iters " << start
+                                            << " or more to continue that run");
   if (is_rank0) out << "resuming from " << chosen << " at iteration " << start << "\n";
   return start;
 }
 
 // Rank 0 writes the trace at the end: a path it cannot write is refused now, on every rank,
 // before any training is lost.
-void check_trace_path(const TrainOptions& o, dist::ProcessGroup& world) {
+void check_trace_path(const std::string& path, dist::ProcessGroup& world) {
   std::string refusal;
   if (world.rank() == 0) {
     try {
-      trace::write_trace_file(o.trace, {});  // a valid, empty trace until the run's is written
+      trace::write_trace_file(path, {});  // a valid, empty trace until the run's is written
     } catch (const Error& e) {
       refusal = e.message();
     }
@@ -125,15 +125,60 @@ void write_report(RunReport& report, const WrappedGan& wrapped, RunState state, 
   }
 }
 
+// Rank 0's first line: what trains on what, and how it is wrapped.
+void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& model, int size,
+                     int synced_norms) {
+  out << "tandem-train: " << model.type_name() << " on " << o.data << ", " << size << " rank(s), batch "
+      << o.batch << " per rank, " << wrap_mode_name(o.wrap)
+      << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model.parameters().size()
+      << " parameter tensors";
+  if (o.sync_bn) out << ", " << synced_norms << " batch norm(s) synchronised over the ranks (--sync-bn)";
+  out << "\n";
+}
+
+// A log point's terms besides the losses: the objective's, the same on every rank.
+std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, bool scheduled, double lr_used) {
+  std::vector<std::pair<std::string, double>> terms;
+  if (scheduled) terms.emplace_back("lr", lr_used);
+  for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g"}) {
+    if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
+  }
+  return terms;
+}
+
+// Every rank's timeline to `path` (rank 0 writes it), and rank 0's summary of each phase.
+void write_trace(const std::string& path, dist::ProcessGroup& world, std::ostream& out) {
+  const std::vector<trace::Event> events = dist::write_gathered_trace(world, path);
+  if (world.rank() != 0) return;
+  for (const trace::PhaseSummary& phase : trace::summarize(events))
+    out << "rank 0 " << trace::summary_line(phase) << "\n";
+  out << "trace: " << path << "\n";
+}
+
+// The median over logged intervals, or the whole loop's mean when none was timed.
+double ms_per_step(const StepTimer& timer, double seconds, int64_t iterations) {
+  if (std::optional<double> median = timer.median_ms_per_step()) return *median;
+  return iterations > 0 ? 1000.0 * seconds / static_cast<double>(iterations) : 0.0;
+}
+
+// Each Reducer's phases and caches, one line each.
+void print_sync_summary(const WrappedGan& wrapped, std::ostream& out) {
+  for (const Reducer* reducer : wrapped.reducers()) {
+    const std::vector<PhaseStats> phases = reducer->stats();
+    for (const PhaseStats& phase : phases) out << sync_phase_line(phase) << "\n";
+    out << sync_cache_line(phases.size(), reducer->cached_bucket_bytes(), reducer->phase_cache_bytes(),
+                           reducer->evicted_phases())
+        << "\n";
+  }
+}
+
 }  // namespace
 
 GanConfig gan_config(const TrainOptions& o) {
   GanConfig config;
   config.model = o.model;
   config.dynamic = o.dynamic;
-  config.objective = {.loss = o.loss == "hinge"     ? GanLoss::hinge
-                              : o.loss == "wgan-gp" ? GanLoss::wgan_gp
-                                                    : GanLoss::non_saturating,
+  config.objective = {.loss = o.loss,
                       .gp_lambda = o.gp_lambda,
                       .n_critic = o.n_critic,
                       .r1_gamma = o.r1_gamma,
@@ -150,17 +195,17 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
   options.wrap = o.wrap;
   options.explicit_prepare = o.explicit_prepare;
   options.lr = o.lr;
-  options.betas = adam_betas(o);
+  options.betas = adam_betas(o.loss);
   options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
   options.ddp.check_replicas_every = o.check_replicas_every;
   options.ddp.reducer.detect_anomalous_params = o.detect_anomalous_params;
   options.accumulative_counts = static_cast<int>(o.accumulate);
   options.clip_grad = {
       .max_norm = o.clip_grad,
-      .norm_type = o.clip_grad_type == "inf" ? std::numeric_limits<double>::infinity() : 2.0};
-  options.ddp.reducer.non_finite = o.on_nonfinite == "skip"   ? NonFinitePolicy::skip_step
-                                   : o.on_nonfinite == "stop" ? NonFinitePolicy::stop
-                                                              : NonFinitePolicy::off;
+      .norm_type = o.clip_grad_type == ClipGradType::inf ? std::numeric_limits<double>::infinity() : 2.0};
+  options.ddp.reducer.non_finite = o.on_nonfinite == OnNonFinite::skip   ? NonFinitePolicy::skip_step
+                                   : o.on_nonfinite == OnNonFinite::stop ? NonFinitePolicy::stop
+                                                                         : NonFinitePolicy::off;
   return options;
 }
 
@@ -173,7 +218,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                   std::ostream& out) {
   const int rank = world->rank(), size = world->size();
   const bool is_rank0 = rank == 0;
-  check_device(o, *world);
+  check_device(o.device, *world);
   // The convolutions' TANDEM_CUDNN setting is read here, so a bad value is named before the
   // output folder is touched rather than at the first GPU convolution (CPU runs ignore it).
   kernels::conv_algorithm_mode();
@@ -200,7 +245,8 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   const Checkpointer checkpointer(o.out, {.world_size = size, .settings = settings},
                                   {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler});
 
-  const int64_t start = o.resume ? resume_iteration(o, checkpointer, *world, out) : 0;
+  const int64_t start =
+      o.resume ? resume_iteration(o.out, o.resume_allow_fresh, o.iters, checkpointer, *world, out) : 0;
   scheduler.set_iteration(start);
   // A run whose length is not a multiple of --accumulate steps on its last, partial group.
   // Every checkpoint is written right after an optimizer step (at multiples of the count,
@@ -211,7 +257,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
       wrapper->initialize_count_status(start, o.iters, /*after_step=*/true);
   }
   const bool scheduled = o.lr_schedule != "constant";
-  if (!o.trace.empty()) check_trace_path(o, *world);
+  if (!o.trace.empty()) check_trace_path(o.trace, *world);
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
   std::optional<RunReport> report;
@@ -223,12 +269,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
         "tandem-train: " + model->type_name() + " on " + o.data + ", " + std::to_string(size) + " rank(s)",
         report_settings(o, settings), o.iters);
     if (start > 0) report->load_history(start);  // metrics.jsonl is cut to `start` by now
-    out << "tandem-train: " << model->type_name() << " on " << o.data << ", " << size << " rank(s), batch "
-        << o.batch << " per rank, " << wrap_mode_name(o.wrap)
-        << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model->parameters().size()
-        << " parameter tensors";
-    if (o.sync_bn) out << ", " << synced_norms << " batch norm(s) synchronised over the ranks (--sync-bn)";
-    out << "\n";
+    print_run_start(out, o, *model, size, synced_norms);
   }
   const SampleWriter sample_writer(o.out, o.seed, *model, ema, device);
 
@@ -260,12 +301,8 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     scheduler.set_iteration(done);  // before a checkpoint: it holds the next iteration's rate
     const bool last = done == o.iters;
     if (done % o.log_every == 0 || last) {
-      std::vector<std::pair<std::string, double>> terms;  // the objective's: the same on every rank
-      if (scheduled) terms.emplace_back("lr", lr_used);
-      for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g"}) {
-        if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
-      }
-      const RankStats stats = gather_rank_stats(*world, log["loss_d"], log["loss_g"], terms);
+      const RankStats stats =
+          gather_rank_stats(*world, log["loss_d"], log["loss_g"], logged_terms(log, scheduled, lr_used));
       const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
       if (metrics) {
         const LogPoint point = {.iteration = done,
@@ -307,35 +344,18 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   }
   // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).
   world->barrier("end of training")->wait();
-  if (!o.trace.empty()) {
-    const std::vector<trace::Event> events = dist::write_gathered_trace(*world, o.trace);
-    if (is_rank0) {
-      for (const trace::PhaseSummary& phase : trace::summarize(events))
-        out << "rank 0 " << trace::summary_line(phase) << "\n";
-      out << "trace: " << o.trace << "\n";
-    }
-  }
+  if (!o.trace.empty()) write_trace(o.trace, *world, out);
 
   result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
   result.iterations = o.iters - start;
-  if (std::optional<double> median = timer.median_ms_per_step()) {
-    result.ms_per_step = *median;
-  } else if (result.iterations > 0) {
-    result.ms_per_step = 1000.0 * result.seconds / static_cast<double>(result.iterations);
-  }
+  result.ms_per_step = ms_per_step(timer, result.seconds, result.iterations);
   if (ring8) {
     result.ring8_modes = ring8->modes_covered;
     result.ring8_high_quality = ring8->high_quality_fraction;
   }
   if (metrics) {
     if (ring8) metrics->log_ring8(o.iters, *ring8, out);
-    for (const Reducer* reducer : wrapped.reducers()) {
-      const std::vector<PhaseStats> phases = reducer->stats();
-      for (const PhaseStats& phase : phases) out << sync_phase_line(phase) << "\n";
-      out << sync_cache_line(phases.size(), reducer->cached_bucket_bytes(), reducer->phase_cache_bytes(),
-                             reducer->evicted_phases())
-          << "\n";
-    }
+    print_sync_summary(wrapped, out);
     out << "metrics: " << metrics->path() << "\n";
     write_report(*report, wrapped, RunState::finished, report_warned);
     if (!report_warned) out << "report: " << report->path() << "\n";

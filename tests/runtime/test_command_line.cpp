@@ -179,3 +179,80 @@ TEST_CASE("command line: a badly declared flag is a programming error", "[comman
   std::string choice;
   CHECK_THROWS_WITH(cl.add_choice("--none", &choice, {}, "empty"), Catch::Contains("--none has no choices"));
 }
+
+TEST_CASE("command line: sections, described defaults, wrapped help and the Markdown page",
+          "[command_line]") {
+  int64_t count = 20, width = 0;
+  bool raw = false;
+  CommandLine cl("demo", "Demonstrates sections.");
+  cl.add("--count", &count, "timed iterations", 1);
+  cl.group("Output");
+  cl.add("--width", &width, std::string(30, 'w') + " " + std::string(30, 'x') + " " + std::string(30, 'y'),
+         1);
+  cl.describe_default("--width", "64; wide 128");
+  cl.add_flag("--raw", &raw, "a | switch");
+  const std::string usage = cl.usage();
+  INFO(usage);
+  // A flag added before the first group has no heading; the rest sit under theirs, --help last.
+  CHECK_THAT(usage,
+             Catch::Contains("Demonstrates sections.\n\n  --count N  timed iterations (default: 20)\n\n"
+                             "Output:\n  --width N"));
+  CHECK_THAT(usage, Catch::EndsWith("  --raw      a | switch\n  --help     this text\n"));
+  // Help wraps under its column at 100 characters; a default is never split.
+  CHECK_THAT(usage, Catch::Contains(std::string(30, 'x') + "\n             " + std::string(30, 'y') +
+                                    " (default: 64; wide 128)\n"));
+  CHECK_THROWS_WITH(cl.describe_default("--none", "x"), Catch::Contains("demo: --none is not a flag"));
+
+  const std::string page = cl.markdown();
+  INFO(page);
+  CHECK_THAT(page, Catch::StartsWith("# demo\n\n```\nusage: demo [flags]\n```\n\nDemonstrates sections.\n\n"
+                                     "| Flag | Default | Meaning |\n|---|---|---|\n"
+                                     "| `--count N` | `20` | timed iterations |\n\n## Output\n\n"));
+  CHECK_THAT(page, Catch::Contains("| `--width N` | `64; wide 128` | www"));
+  CHECK_THAT(page, Catch::Contains("| `--raw` |  | a \\| switch |\n\n`--help` prints this as text.\n"));
+}
+
+TEST_CASE("command line: given() tells a flag set on the command line from its default", "[command_line]") {
+  Options o;
+  CommandLine cl = table(o);
+  REQUIRE(cl.try_parse({"--count", "20", "--raw"}));
+  CHECK(cl.given("--count"));  // even at its default's value
+  CHECK(cl.given("--raw"));
+  CHECK_FALSE(cl.given("--small"));
+  REQUIRE(cl.try_parse({"--small=4"}));  // each parse starts afresh
+  CHECK_FALSE(cl.given("--count"));
+  CHECK(cl.given("--small"));
+}
+
+TEST_CASE("command line: positive reals, reals where 0 is off, and unsigned integers", "[command_line]") {
+  double rate = 0.5, clip = 0, decay = 0.9;
+  uint64_t seed = 3;
+  CommandLine cl("demo", "");
+  cl.add_positive("--rate", &rate, "a positive real");
+  cl.add_off_or_positive("--clip", &clip, "0: off");
+  cl.add_off_or_positive("--decay", &decay, "0: off, else below 1", 1.0);
+  cl.add("--seed", &seed, "unsigned");
+  REQUIRE(cl.try_parse({"--rate", "2e-4", "--clip", "0", "--decay=0.25", "--seed", "9223372036854775807"}));
+  CHECK(rate == 2e-4);
+  CHECK(clip == 0.0);
+  CHECK(decay == 0.25);
+  CHECK(seed == uint64_t{9223372036854775807});
+  REQUIRE(cl.try_parse({"--clip", "1.5", "--decay", "0"}));
+  CHECK(clip == 1.5);
+  CHECK(decay == 0.0);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--rate", "0"}, "--rate must be a positive finite number, got 0"},
+      {{"--rate", "-1"}, "--rate must be a positive finite number, got -1"},
+      {{"--rate", "inf"}, "--rate must be a positive finite number, got inf"},
+      {{"--rate", "fast"}, "--rate needs a number, got 'fast'"},
+      {{"--clip", "-1"}, "--clip must be a finite number >= 0 (0: off), got -1"},
+      {{"--clip", "nan"}, "--clip must be a finite number >= 0 (0: off), got nan"},
+      {{"--clip", "ten"}, "--clip needs a number, got 'ten'"},
+      {{"--decay", "1"}, "--decay must be below 1, got 1"},
+      {{"--seed", "-1"}, "--seed must be at least 0, got -1"},
+  };
+  for (const auto& [args, message] : cases) {
+    INFO(args[0] << " " << args[1]);
+    CHECK_THROWS_WITH(cl.try_parse(args), message);
+  }
+}

@@ -317,7 +317,7 @@ TEST_CASE("a resume that changes a flag shaping the run is refused by name, the 
   TrainOptions changed = flags();
   changed.lr = 1e-3;
   changed.seed = 8;
-  changed.loss = "hinge";
+  changed.loss = GanLoss::hinge;
   CHECK_THROWS_WITH(
       resume_with(changed, 1e-3),
       Catch::Contains(path + ": written with --lr 0.0002 --seed 7 --loss ns, this run has --lr 0.001 "
@@ -362,9 +362,9 @@ TEST_CASE("a resume that changes a flag shaping the run is refused by name, the 
   steered.ema_decay = 0.5;
   steered.ckpt_every = 7;
   steered.log_every = 3;
-  steered.on_nonfinite = "skip";
+  steered.on_nonfinite = OnNonFinite::skip;
   steered.check_replicas_every = 10;
-  steered.device = "cuda";
+  steered.device = DeviceKind::cuda;
   CHECK(resume_with(steered) == 4);
 
   // A checkpoint written before lr, data, dynamic and loss were recorded still resumes; its

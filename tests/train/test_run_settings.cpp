@@ -26,7 +26,8 @@ const RunSetting& find(const std::vector<RunSetting>& settings, const std::strin
 
 TEST_CASE("the settings are every flag of --help but the per-node paths, once each", "[settings]") {
   std::set<std::string> help_flags;
-  std::istringstream lines(usage());
+  TrainOptions defaults;
+  std::istringstream lines(train_command_line(defaults).usage());
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("  --", 0) == 0) help_flags.insert(line.substr(2, line.find(' ', 2) - 2));
   }

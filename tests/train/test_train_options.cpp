@@ -10,6 +10,7 @@
 #include "models/train/train_options.h"
 
 using namespace tandem::models;
+using tandem::UsageError;
 
 TEST_CASE("flags parse in both spellings with sane defaults", "[options]") {
   TrainOptions o =
@@ -60,17 +61,17 @@ TEST_CASE("bad flags are usage errors naming the flag", "[options][errors]") {
 
 TEST_CASE("wgan-gp and R1 flags: the paper's defaults unless given, and what goes with what", "[options]") {
   TrainOptions d = parse_train_options({});
-  CHECK(d.loss == "ns");
+  CHECK(d.loss == GanLoss::non_saturating);
   CHECK(d.n_critic == 1);
   CHECK(d.lr == 2e-4);
   CHECK(d.r1_gamma == 0.0);
   CHECK(d.r1_every == 1);
-  CHECK(adam_betas(d) == std::array<double, 2>{0.5, 0.999});
+  CHECK(adam_betas(d.loss) == std::array<double, 2>{0.5, 0.999});
   TrainOptions w = parse_train_options({"--loss", "wgan-gp"});
   CHECK(w.n_critic == 5);
   CHECK(w.lr == 1e-4);
   CHECK(w.gp_lambda == 10.0);
-  CHECK(adam_betas(w) == std::array<double, 2>{0.0, 0.9});
+  CHECK(adam_betas(w.loss) == std::array<double, 2>{0.0, 0.9});
   TrainOptions given =
       parse_train_options({"--loss=wgan-gp", "--n-critic", "2", "--lr", "3e-4", "--gp-lambda", "5"});
   CHECK(given.n_critic == 2);
@@ -136,7 +137,7 @@ TEST_CASE("optimiser flags: --lr-schedule, --clip-grad, --accumulate, --detect-a
   TrainOptions d = parse_train_options({});
   CHECK(d.lr_schedule == "constant");
   CHECK(d.clip_grad == 0.0);
-  CHECK(d.clip_grad_type == "2");
+  CHECK(d.clip_grad_type == ClipGradType::l2);
   CHECK(d.accumulate == 1);
   CHECK_FALSE(d.detect_anomalous_params);
   TrainOptions o = parse_train_options({"--lr-schedule", "warmup:5+multistep:10,20", "--clip-grad", "1.5",
@@ -144,7 +145,7 @@ TEST_CASE("optimiser flags: --lr-schedule, --clip-grad, --accumulate, --detect-a
                                         "--detect-anomalous-params"});
   CHECK(o.lr_schedule == "warmup:5:0.001+multistep:10,20:0.1");  // canonical
   CHECK(o.clip_grad == 1.5);
-  CHECK(o.clip_grad_type == "inf");
+  CHECK(o.clip_grad_type == ClipGradType::inf);
   CHECK(o.accumulate == 4);
   CHECK(o.detect_anomalous_params);
   CHECK(parse_train_options({"--clip-grad", "0"}).clip_grad == 0.0);

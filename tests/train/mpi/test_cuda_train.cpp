@@ -42,8 +42,8 @@ models::TrainOptions run_options(const std::string& model, const std::string& de
   models::TrainOptions o;
   o.model = model;
   o.data = model == "ring8-mlp" ? "ring8" : "fashion-mnist";
-  o.device = device;
-  o.backend = device == "cuda" ? "nccl" : "mpi";
+  o.device = device == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;
+  o.backend = device == "cuda" ? models::TrainBackend::nccl : models::TrainBackend::mpi;
   o.iters = 6;
   o.batch = 8;
   o.log_every = 3;

@@ -319,7 +319,7 @@ TEST_CASE(
   // both cycles, which depend on the iteration alone.
   auto penalised = [](const std::string& dir, int64_t iters) {
     auto o = short_run("ring8-mlp", dir, iters);
-    o.loss = "wgan-gp";
+    o.loss = models::GanLoss::wgan_gp;
     o.n_critic = 5;
     o.lr = 1e-4;
     o.r1_gamma = 1.0;
