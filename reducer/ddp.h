@@ -31,16 +31,10 @@
 // - Both derive from DataParallelWrapper, which holds what they share (buffers, step
 //   count, replica check, val/test steps, train_step over a dictionary, and
 //   register_comm_hook / register_pre_bucket_hook on every Reducer, one handle for all).
-// - DdpOptions embeds the ReducerOptions of every Reducer it makes, with PyTorch's and
-//   pytorch-pfn-extras' names (reducer.h). find_unused_parameters and static_graph are
-//   accepted and change nothing (true: one warning line per Reducer): tandem always scopes
-//   each backward to the parameters it reaches. reducer.negotiate_grads false drops the
-//   agreement collective (every parameter synced every backward); reducer.allow_absent_ranks
-//   averages a part only some ranks use with zeros from the others; reducer.reduce_function
-//   replaces each bucket's allreduce and reducer.broadcast_function the broadcasts from
-//   rank 0 (the initial parameters, and here the buffers, at wrap time and in
-//   sync_buffers). reducer.detect_anomalous_params names the parameters a backward's
-//   reached parts hold but its loss does not reach.
+// - DdpOptions::reducer is the ReducerOptions of every Reducer the wrapper makes; what each
+//   option does, and what every backward through the model is promised, is the Reducer's
+//   contract (reducer.h). One addition here: reducer.broadcast_function also replaces the
+//   buffers' broadcasts from rank 0 (at wrap time and in sync_buffers).
 #pragma once
 
 #include <map>
@@ -79,9 +73,8 @@ class DataParallelModel : public nn::Module {
 std::pair<Variable, LogVars> parse_losses(const Losses& losses);
 
 struct DdpOptions {
-  // Bucket sizes, the phase cache's cap, gradient_as_bucket_view, find_unused_parameters,
-  // static_graph and the non-finite policy of every Reducer the wrapper makes;
-  // `reducer.name` is set by the wrapper (the model's type name, or the child's name).
+  // The options of every Reducer the wrapper makes (reducer.h); `reducer.name` is set by
+  // the wrapper (the model's type name, or the child's name).
   ReducerOptions reducer;
   bool broadcast_buffers = true;
   // Every this many train_steps, check_replicas (parameters; buffers after their
