@@ -30,7 +30,7 @@
 
 namespace tandem {
 
-struct SharedBucket;  // shared_memory_transport.h
+struct SharedBucket;  // shared_memory_transport.h: include it where buckets are destroyed
 
 // A bucket as its transport sees it.
 struct TransportBucket {
@@ -66,7 +66,6 @@ class CommHookTransport final : public BucketTransport {
  public:
   // The hook of the backwards from now on (the Reducer reads it as each sync begins).
   void use(std::shared_ptr<CommHook> hook) { hook_ = std::move(hook); }
-  const CommHook& hook() const { return *hook_; }
 
   void begin(TransportBucket& bucket) override { bucket.work = nullptr; }
   void launch(TransportBucket& bucket) override { bucket.work = hook_->launch(bucket.grad_bucket); }
