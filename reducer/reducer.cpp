@@ -3,12 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
-#include <mutex>
+#include <optional>
 #include <sstream>
-#include <unordered_map>
 
 #include "autograd/optim.h"
 #include "kernels/bucket_ops.h"
@@ -29,70 +26,10 @@ bool any_of(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), t
 // the sum is finite exactly when every element is.
 bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels::scale(t, 0.0)).item()); }
 
-// The trace span of a shared bucket's reduction (a collective's span, like "allreduce (sum)").
-constexpr const char* kSharedReduce = "shared-memory allreduce (sum)";
-
 // Numbers the synced backwards of every Reducer of the process, for the trace.
 std::atomic<int64_t> g_trace_syncs{0};
 
-// TANDEM_SHARED_MEMORY_ALLREDUCE=0 turns the shared-memory buckets off (any other value,
-// or none, leaves ReducerOptions::shared_memory_allreduce in charge).
-bool shared_memory_allowed_by_env() {
-  const char* value = std::getenv("TANDEM_SHARED_MEMORY_ALLREDUCE");
-  return value == nullptr || std::string(value) != "0";
-}
-
-// Positions are compared modulo this, so that the sums of squares cannot overflow.
-constexpr int64_t kPositionModulus = int64_t{1} << 20;
-
-// The sums over ranks of x and of x^2 describe equal x on every rank exactly when
-// (sum x)^2 == world * sum x^2 (Cauchy-Schwarz holds with equality only for equal values).
-bool all_equal(int64_t sum, int64_t sum_of_squares, int world) {
-  return static_cast<__int128>(sum) * sum == static_cast<__int128>(world) * sum_of_squares;
-}
-
-std::string plural(int64_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
-
-// The name of the Reducer watching each claimed parameter. Ranks run as threads in the
-// unit tests, so the map is shared by threads. Never destroyed: a Reducer that outlives
-// static destruction (held by a static) must still find it.
-struct Claims {
-  std::mutex mutex;
-  std::unordered_map<const VariableImpl*, std::string> owner;
-};
-Claims& claims() {
-  static Claims* all = new Claims;
-  return *all;
-}
-
 }  // namespace
-
-void Reducer::ParameterClaims::claim(const std::vector<Variable>& params,
-                                     const std::vector<std::string>& names, const std::string& owner) {
-  Claims& all = claims();
-  std::lock_guard<std::mutex> lock(all.mutex);
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto it = all.owner.find(params[i].impl());
-    TANDEM_CHECK(
-        it == all.owner.end(),
-        "Reducer for " << owner << ": parameter '" << names[i]
-                       << "' is already synchronised by the Reducer for " << it->second
-                       << ": wrap a model once (destroy the first wrapper before wrapping it again), and "
-                          "give each parameter to one Reducer");
-  }
-  for (const Variable& p : params) {
-    all.owner.emplace(p.impl(), owner);
-    held_.push_back(p.impl());
-  }
-}
-
-Reducer::ParameterClaims::~ParameterClaims() {
-  Claims& all = claims();
-  std::lock_guard<std::mutex> lock(all.mutex);
-  for (const VariableImpl* p : held_) all.owner.erase(p);
-}
 
 Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
                  std::shared_ptr<dist::ProcessGroup> group, ReducerOptions options)
@@ -100,6 +37,7 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
       names_(std::move(names)),
       group_(std::move(group)),
       options_(std::move(options)),
+      agreement_(names_, options_.name, options_.allow_absent_ranks),
       steps_base_(optim::steps_taken_on_this_thread()) {
   TANDEM_CHECK(group_ != nullptr, "Reducer for " << options_.name << ": no process group");
   TANDEM_CHECK(params_.size() == names_.size(), "Reducer for " << options_.name << ": " << params_.size()
@@ -121,11 +59,6 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
                  "Reducer for " << options_.name << ": parameter '" << names_[i] << "' is registered twice");
     descriptions.push_back({names_[i], &params_[i].data()});
     data.push_back(&params_[i].data());
-    std::string part =
-        names_[i].find('.') == std::string::npos ? "" : names_[i].substr(0, names_[i].find('.'));
-    auto it = std::find(parts_.begin(), parts_.end(), part);
-    part_index_.push_back(static_cast<size_t>(it - parts_.begin()));
-    if (it == parts_.end()) parts_.push_back(part);
   }
   if (options_.phase_cache_mb == 0) {
     for (const Variable& p : params_) phase_cache_bytes_ += 4 * p.data().bytes();
@@ -140,18 +73,10 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
   if (!options_.reduce_function) default_hook_ = allreduce_hook();
   hooks_ = std::make_shared<ReducerHooks>(default_hook_ ? default_hook_
                                                         : reduce_function_hook(options_.reduce_function));
-  shared_wanted_ = options_.shared_memory_allreduce && shared_memory_allowed_by_env() &&
-                   group_->backend() == dist::Backend::mpi && group_->size() > 1;
-  for (const Variable& p : params_) {
-    shared_wanted_ = shared_wanted_ && p.device().is_cpu() && p.dtype() == DType::f32;
-  }
-  if (shared_wanted_ && options_.negotiate_grads) {
-    agreement_shared_ =
-        dist::SharedBuffers::create(*group_, static_cast<int64_t>(agreement_size()),
-                                    "used-parameter agreement of " + options_.name, DType::i64);
-    shared_wanted_ = agreement_shared_ != nullptr;  // the same on every rank
-  }
-  hook_ = hooks_->comm_hook();
+  bool shared = options_.shared_memory_allreduce;
+  for (const Variable& p : params_) shared = shared && p.device().is_cpu() && p.dtype() == DType::f32;
+  shared_transport_ = std::make_unique<SharedMemoryTransport>(
+      *group_, shared, options_.negotiate_grads ? agreement_.size() : 0, options_.name);
   warn_ignored_options();
   unsynced_used_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -190,11 +115,6 @@ void Reducer::warn_ignored_options() const {
                     "every backward reaches every parameter, set negotiate_grads=false");
 }
 
-std::string Reducer::part_of(size_t index) const {
-  const std::string& p = parts_[part_index_[index]];
-  return p.empty() ? "(top level)" : p;
-}
-
 std::vector<bool> Reducer::local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const {
   std::vector<bool> used(params_.size(), false);
   for (const auto& leaf : leaves) {
@@ -204,22 +124,23 @@ std::vector<bool> Reducer::local_used(const std::vector<std::shared_ptr<Variable
 }
 
 void Reducer::detect_unreached(const std::vector<bool>& local, int64_t backward) {
-  std::vector<bool> part_reached(parts_.size(), false), unreached(params_.size(), false);
+  const ModelParts& parts = agreement_.parts();
+  std::vector<bool> part_reached(parts.names.size(), false), unreached(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (local[i]) part_reached[part_index_[i]] = true;
+    if (local[i]) part_reached[parts.of[i]] = true;
   }
   if (!any_of(part_reached)) return;  // this backward is not about our parameters
   unreached_.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (local[i] || !part_reached[part_index_[i]] || !params_[i].requires_grad()) continue;
+    if (local[i] || !part_reached[parts.of[i]] || !params_[i].requires_grad()) continue;
     unreached[i] = true;
     unreached_.push_back(names_[i]);
   }
   if (unreached_.empty() || !unreached_warned_.insert(unreached).second) return;
   std::ostringstream line;
   line << "tandem: warning: " << process_label() << "detect_anomalous_params: backward " << backward << " of "
-       << options_.name << " did not reach " << plural(static_cast<int64_t>(unreached_.size()), "parameter")
-       << " that require grad, in the parts it reached:";
+       << options_.name << " did not reach " << unreached_.size() << " parameter"
+       << (unreached_.size() == 1 ? "" : "s") << " that require grad, in the parts it reached:";
   const char* separator = " ";
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!unreached[i]) continue;
@@ -270,9 +191,8 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
   const std::vector<bool> reachable = local;
   for (size_t i = 0; i < local.size(); ++i) local[i] = local[i] || unsynced_used_[i];
   unsynced_used_.assign(params_.size(), false);
-  const bool traced = trace::enabled();
-  trace_sync_ = traced ? ++g_trace_syncs : -1;
-  trace_sync_start_ns_ = traced ? trace::now_ns() : 0;
+  trace_sync_ = trace::enabled() ? ++g_trace_syncs : -1;
+  trace_sync_start_ns_ = traced() ? trace::now_ns() : 0;
   if (StepCapture* capture = active_capture()) {
     begin_captured_sync(*capture, local, reachable);
     return;
@@ -281,10 +201,11 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
     activate_phase(std::vector<bool>(params_.size(), true), reachable);
     return;
   }
-  std::vector<bool> global = agree_on_used_set(local, backward);
-  const int64_t agreed_ns = traced ? trace::now_ns() : 0;
+  const int64_t steps = optim::steps_taken_on_this_thread() - steps_base_;
+  std::vector<bool> global = agreement_.agree(*group_, *shared_transport_, local, backward, steps);
+  const int64_t agreed_ns = traced() ? trace::now_ns() : 0;
   activate_phase(global, reachable);
-  if (traced) {  // after activation: the phase is known now
+  if (traced()) {  // after activation: the phase is known now
     trace::Event agreement{.category = "reducer",
                            .name = trace::kAgreement,
                            .ts_ns = trace_sync_start_ns_,
@@ -335,115 +256,44 @@ std::vector<trace::Arg> Reducer::trace_args(int bucket) const {
   return args;
 }
 
-std::vector<bool> Reducer::agree_on_used_set(const std::vector<bool>& local, int64_t backward) {
-  const size_t count = params_.size();
-  const int64_t steps = optim::steps_taken_on_this_thread() - steps_base_;
-  // One small collective: per parameter, then per part, how many ranks used it; how many
-  // ranks used any; then this rank's position (backward and step counts) and its square,
-  // to check that ranks agree.
-  const size_t reaching = count + parts_.size(), position = reaching + 1;
-  Tensor counts = Tensor::zeros({static_cast<int64_t>(agreement_size())}, DType::i64);
-  int64_t* c = counts.data<int64_t>();
-  for (size_t i = 0; i < count; ++i) {
-    if (local[i]) {
-      c[i] = 1;
-      c[count + part_index_[i]] = 1;
-      c[reaching] = 1;
-    }
-  }
-  const int64_t b = backward % kPositionModulus, s = steps % kPositionModulus;
-  c[position] = b;
-  c[position + 1] = b * b;
-  c[position + 2] = s;
-  c[position + 3] = s * s;
-  if (agreement_shared_) {  // the same sum, without MPI's copies and the communication thread
-    dist::SharedBuffers& shared = *agreement_shared_;
-    shared.begin(++agreement_epoch_);
-    std::memcpy(shared.local().data<int64_t>(), c, counts.bytes());
-    shared.publish(agreement_epoch_);
-    shared.wait_published(agreement_epoch_);
-    shared.sum_range(0, counts.numel(), c);
-    shared.end(agreement_epoch_);
-  } else {
-    dist::allreduce_host(*group_, counts, dist::ReduceOp::sum,
-                         "used-parameter agreement of " + options_.name);
-  }
-  ++agreements_;
-  const int world = group_->size();
-  if (!all_equal(c[position], c[position + 1], world) ||
-      !all_equal(c[position + 2], c[position + 3], world)) {
-    fail_out_of_step(backward, steps);
-  }
-  // A rank that reaches none of the parameters (its backward is about something else, and
-  // it agreed through prepare_for_backward) contributes zeros; among the ranks that reach
-  // some, each part is reached by all or by none.
-  const int64_t ranks_reaching = c[reaching];
-  for (size_t k = 0; k < parts_.size() && !options_.allow_absent_ranks; ++k) {
-    const int64_t ranks = c[count + k];
-    if (ranks > 0 && ranks < ranks_reaching) {
-      size_t first = 0;
-      while (part_index_[first] != k) ++first;
-      bool here = false;
-      for (size_t i = 0; i < count; ++i) here = here || (local[i] && part_index_[i] == k);
-      TANDEM_FAIL("ranks diverge in "
-                  << options_.name << ": this backward reaches part '" << part_of(first)
-                  << "' (first parameter '" << names_[first] << "') on " << ranks << " of " << ranks_reaching
-                  << " ranks" << (ranks_reaching < world ? " whose backwards reach the model" : "") << ", "
-                  << (here ? "including" : "not including")
-                  << " this one; every rank must run the same backward (the same step) in "
-                  << "the same order. If this part is meant to be used on some ranks only (a graph that "
-                  << "depends on the rank's data), set ReducerOptions::allow_absent_ranks "
-                  << "(DdpOptions::reducer.allow_absent_ranks) to average it with zeros from the "
-                  << "ranks that do not use it");
-    }
-  }
-  std::vector<bool> global(count);
-  for (size_t i = 0; i < count; ++i) global[i] = c[i] > 0;
-  return global;
+Reducer::SyncSpan::SyncSpan(const Reducer& reducer, const char* name, int bucket)
+    : on_(reducer.traced()), name_(name), start_ns_(on_ ? trace::now_ns() : 0) {
+  if (on_) args_ = reducer.trace_args(bucket);
 }
 
-void Reducer::fail_out_of_step(int64_t backward, int64_t steps) {
-  // Every rank found the mismatch in the same collective, so every rank is here: one more
-  // collective gathers the positions for the message.
-  const int world = group_->size();
-  Tensor all = Tensor::zeros({2 * static_cast<int64_t>(world)}, DType::i64);
-  int64_t* p = all.data<int64_t>();
-  p[2 * group_->rank()] = backward;
-  p[2 * group_->rank() + 1] = steps;
-  dist::allreduce_host(*group_, all, dist::ReduceOp::sum, "positions of the ranks of " + options_.name);
-  std::ostringstream ranks;
-  constexpr int kListed = 8;
-  for (int r = 0; r < world && r < kListed; ++r) {
-    ranks << (r ? "; " : "") << "rank " << r << ": backward " << p[2 * r] << " after "
-          << plural(p[2 * r + 1], "optimizer step");
-  }
-  if (world > kListed) ranks << "; ...";
-  TANDEM_FAIL("ranks diverge in "
-              << options_.name << ": the ranks are at different backwards or optimizer steps (" << ranks.str()
-              << "; this is rank " << group_->rank() << ", counting since the Reducer was made). A rank "
-              << "ran a backward or a step that the others did not, or its backward reached none of "
-              << options_.name << "'s parameters while theirs did; averaging now would mix gradients "
-              << "of different iterations. Every rank must run the same backwards and steps in the "
-              << "same order; where some ranks' backwards may reach none of the parameters, call "
-              << "prepare_for_backward(loss) before every backward on every rank");
+Reducer::SyncSpan::~SyncSpan() {
+  if (on_) trace::complete("reducer", name_, start_ns_, std::move(args_));
+}
+
+std::optional<trace::ScopedArgs> Reducer::bucket_args(int bucket) const {
+  if (!traced()) return std::nullopt;
+  return std::optional<trace::ScopedArgs>(std::in_place, trace_args(bucket));
+}
+
+void Reducer::count_in_flight(int64_t bytes) {
+  if (!traced()) return;
+  bytes_in_flight_ += bytes;
+  trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
 }
 
 void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable) {
   Phase& phase = phase_for(global);
   maybe_rebuild(phase);
   active_ = &phase;
-  hook_ = hooks_->comm_hook();  // registrations and removals apply from this backward on
+  // Registrations and removals apply from this backward on. Shared memory stands in for
+  // the default allreduce only.
+  const std::shared_ptr<CommHook> hook = hooks_->comm_hook();
+  hook_transport_.use(hook);
   pre_bucket_ = hooks_->pre_bucket_hooks();
-  prescale_ = hook_->prescaled() ? 1.0 / group_->size() : 1.0;
-  shared_sync_ = hook_ == default_hook_;
+  prescale_ = hook->prescaled() ? 1.0 / group_->size() : 1.0;
   slot_ready_.assign(params_.size(), false);
   next_launch_ = 0;
   phase.ready_order.clear();
   for (Bucket& b : phase.buckets) {
     b.pending = b.params.size();
-    b.work = nullptr;
-    b.reduced = false;
-    if (b.shared && shared_sync_) b.shared->begin(++b.epoch);  // before anything is packed into it
+    const bool shared = hook == default_hook_ && SharedMemoryTransport::holds(b);
+    b.transport = shared ? static_cast<BucketTransport*>(shared_transport_.get()) : &hook_transport_;
+    b.transport->begin(b);
   }
   // No gradient will arrive here for these (used elsewhere, or only in earlier no_sync
   // backwards): this rank contributes what it has, zeros without a grad.
@@ -466,18 +316,12 @@ Reducer::Phase& Reducer::phase_for(const std::vector<bool>& global) {
   Phase& phase = phases_[global];
   phase.id = next_phase_id_++;
   phase.last_used = ++use_clock_;
-  std::vector<std::string> parts;
   for (size_t i = 0; i < global.size(); ++i) {
-    if (!global[i]) continue;
-    phase.used.push_back(i);
-    if (std::find(parts.begin(), parts.end(), part_of(i)) == parts.end()) parts.push_back(part_of(i));
+    if (global[i]) phase.used.push_back(i);
   }
   // Names the parameter set, not the phase's id: a phase evicted and rebuilt (a dynamic
   // model's) keeps its label, so a trace summary adds up all its backwards.
-  phase.label = options_.name + ": " + std::to_string(phase.used.size()) + " of " +
-                std::to_string(params_.size()) + " parameters (";
-  for (size_t k = 0; k < parts.size(); ++k) phase.label += (k ? ", " : "") + parts[k];
-  phase.label += ")";
+  phase.label = options_.name + ": " + agreement_.parts().describe(phase.used);
   std::vector<size_t> order(phase.used.rbegin(), phase.used.rend());  // gradients arrive roughly in reverse
   build_layout(phase, order);
   return phase;
@@ -541,12 +385,9 @@ void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
     bucket.grad_bucket.index = b;
     bucket.grad_bucket.tag = "bucket " + std::to_string(b) + " of phase " + std::to_string(phase.id) +
                              " of " + options_.name + " (" + names + ")";
-    if (shared_wanted_) {
-      bucket.shared = dist::SharedBuffers::create(*group_, total, bucket.grad_bucket.tag);
-      shared_wanted_ = bucket.shared != nullptr;  // the same on every rank
+    if (!shared_transport_->attach(bucket, total)) {
+      bucket.grad_bucket.buffer = Tensor::zeros({total}, first.dtype(), first.device());
     }
-    bucket.grad_bucket.buffer =
-        bucket.shared ? bucket.shared->local() : Tensor::zeros({total}, first.dtype(), first.device());
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       const size_t i = bucket.params[k];
       bucket.grad_bucket.param_views.push_back(
@@ -587,8 +428,7 @@ void Reducer::mark_ready(size_t index, const Tensor* grad) {
   const bool is_slot = grad != nullptr && grad->defined() && grad->shares_storage_with(buffer) &&
                        grad->offset() == buffer.offset() + offset;
   if (!is_slot || prescale_ != 1.0) {  // one pass: copy (zeros without a grad) fused with the prescale
-    trace::Span span("reducer", trace::kPack);
-    if (span.on() && trace_sync_ >= 0) span.set_args(trace_args(b));
+    const SyncSpan span(*this, trace::kPack, b);
     kernels::pack_(buffer, {grad != nullptr ? *grad : Tensor()}, {offset}, {params_[index].numel()},
                    prescale_);
   }
@@ -599,89 +439,23 @@ void Reducer::mark_ready(size_t index, const Tensor* grad) {
 
 void Reducer::launch_ready_buckets() {
   auto& buckets = active_->buckets;
-  while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
+  for (; next_launch_ < buckets.size() && buckets[next_launch_].pending == 0; ++next_launch_) {
     Bucket& b = buckets[next_launch_];
+    const int k = static_cast<int>(next_launch_);
     b.grad_bucket.bytes_sent = 0;
     for (const PreBucketHook& hook : pre_bucket_) {
-      Tensor flat =
-          b.grad_bucket.buffer;  // a handle: in-place changes reach the bucket, reassigning does not
+      // A handle: in-place changes reach the bucket, reassigning does not.
+      Tensor flat = b.grad_bucket.buffer;
       hook(b.grad_bucket.index, flat);
     }
-    if (b.shared && shared_sync_) {
-      launch_shared(b, next_launch_);
-    } else if (trace_sync_ >= 0 && trace::enabled()) {
-      const int64_t start_ns = trace::now_ns();
-      std::vector<trace::Arg> args = trace_args(static_cast<int>(next_launch_));
-      {
-        trace::ScopedArgs for_the_collective(args);  // the reduction's span carries them
-        b.work = hook_->launch(b.grad_bucket);
-      }
-      trace::complete("reducer", trace::kLaunch, start_ns, std::move(args));
-      bytes_in_flight_ += static_cast<int64_t>(b.grad_bucket.bytes_sent);
-      trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
-    } else {
-      b.work = hook_->launch(b.grad_bucket);
+    const auto for_the_reduction = bucket_args(k);  // the reduction's spans carry them
+    {
+      const SyncSpan span(*this, trace::kLaunch, k);
+      b.transport->launch(b);
     }
-    ++next_launch_;
+    count_in_flight(static_cast<int64_t>(b.grad_bucket.bytes_sent));
+    b.transport->progress(b);
   }
-}
-
-void Reducer::launch_shared(Bucket& b, size_t k) {
-  b.grad_bucket.bytes_sent = b.grad_bucket.buffer.bytes();
-  const bool traced = trace_sync_ >= 0 && trace::enabled();
-  const int64_t start_ns = traced ? trace::now_ns() : 0;
-  b.shared->publish(b.epoch);
-  if (traced) {
-    trace::complete("reducer", trace::kLaunch, start_ns, trace_args(static_cast<int>(k)));
-    bytes_in_flight_ += static_cast<int64_t>(b.grad_bucket.bytes_sent);
-    trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
-  }
-  // Reduced now when every rank has published it already, strictly in bucket order.
-  const std::vector<Bucket>& buckets = active_->buckets;
-  if (k > 0 && !(buckets[k - 1].reduced || !buckets[k - 1].shared)) return;
-  const int64_t reduce_ns = traced ? trace::now_ns() : 0;
-  b.reduced = b.shared->try_reduce(b.epoch);
-  if (traced && b.reduced) trace::complete("comm", kSharedReduce, reduce_ns, trace_args(static_cast<int>(k)));
-}
-
-void Reducer::reduce_shared(Bucket& b, size_t k) {
-  if (b.reduced) return;
-  const bool traced = trace_sync_ >= 0 && trace::enabled();
-  const int64_t start_ns = traced ? trace::now_ns() : 0;
-  b.shared->reduce(b.epoch);
-  b.reduced = true;
-  if (traced) trace::complete("comm", kSharedReduce, start_ns, trace_args(static_cast<int>(k)));
-}
-
-void Reducer::gather_shared(Bucket& b, bool into_buffer) {
-  dist::SharedBuffers& shared = *b.shared;
-  float* own = b.grad_bucket.buffer.data<float>();
-  std::vector<float*> grads;
-  if (!into_buffer) {
-    for (size_t i : b.params) {
-      if (!params_[i].grad().defined()) {
-        params_[i].set_grad(Tensor::empty(params_[i].shape(), params_[i].dtype(), params_[i].device()));
-      }
-      grads.push_back(params_[i].grad().data<float>());
-    }
-  }
-  for (int q = 0; q < shared.size(); ++q) {
-    const auto [lo, hi] = shared.slice(q);
-    if (lo == hi) continue;
-    const float* source = q == shared.rank() ? own + lo : shared.reduced_slice(q, b.epoch);
-    if (into_buffer) {
-      if (q != shared.rank()) std::memcpy(own + lo, source, static_cast<size_t>(hi - lo) * sizeof(float));
-      continue;
-    }
-    for (size_t k = 0; k < b.params.size(); ++k) {  // the part of each gradient in this slice
-      const int64_t first = b.offsets[k], last = first + params_[b.params[k]].numel();
-      const int64_t from = std::max(lo, first), to = std::min(hi, last);
-      if (from >= to) continue;
-      std::memmove(grads[k] + (from - first), source + (from - lo),
-                   static_cast<size_t>(to - from) * sizeof(float));
-    }
-  }
-  shared.end(b.epoch);
 }
 
 void Reducer::on_backward_end(const BackwardPass& pass) {
@@ -712,69 +486,64 @@ void Reducer::finish_sync() {
                                      << options_.name << ": parameter '" << names_[i]
                                      << "' was reached by the backward but its gradient never became ready");
   }
-  const bool traced = trace_sync_ >= 0 && trace::enabled();
   size_t bytes = 0;
   for (size_t k = 0; k < phase.buckets.size(); ++k) {
     Bucket& b = phase.buckets[k];
-    const int64_t start_ns = traced ? trace::now_ns() : 0;
-    if (b.shared && shared_sync_) {
-      reduce_shared(b, k);
-    } else if (b.work) {
-      b.work->wait();
+    {
+      const auto for_the_reduction = bucket_args(static_cast<int>(k));
+      const SyncSpan span(*this, trace::kWait, static_cast<int>(k));
+      b.transport->wait(b);
     }
-    hook_->finish(b.grad_bucket);
     bytes += b.grad_bucket.bytes_sent;
-    if (traced) {
-      trace::complete("reducer", trace::kWait, start_ns, trace_args(static_cast<int>(k)));
-      bytes_in_flight_ -= static_cast<int64_t>(b.grad_bucket.bytes_sent);
-      trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
-    }
+    count_in_flight(-static_cast<int64_t>(b.grad_bucket.bytes_sent));
   }
-  // Shared buckets: each rank reduced one slice. The views and the finiteness check need
-  // every slice in the bucket; otherwise the slices go straight into the gradients below.
+  // The views and the finiteness check need the averages in the buckets; otherwise a
+  // transport that unpacks puts them straight into the gradients below.
   const bool into_buffer = options_.gradient_as_bucket_view || options_.non_finite != NonFinitePolicy::off;
-  for (size_t k = 0; k < phase.buckets.size() && into_buffer && shared_sync_; ++k) {
-    if (!phase.buckets[k].shared) continue;
-    trace::Span span("reducer", trace::kUnpack);
-    if (span.on() && traced) span.set_args(trace_args(static_cast<int>(k)));
-    gather_shared(phase.buckets[k], /*into_buffer=*/true);
+  for (size_t k = 0; k < phase.buckets.size() && into_buffer; ++k) {
+    Bucket& b = phase.buckets[k];
+    if (!b.transport->unpacks()) continue;
+    const SyncSpan span(*this, trace::kUnpack, static_cast<int>(k));
+    b.transport->unpack(b, nullptr);
   }
   if (options_.non_finite != NonFinitePolicy::off) check_finite(phase);
   for (size_t k = 0; k < phase.buckets.size(); ++k) {
-    Bucket& b = phase.buckets[k];
-    trace::Span span("reducer", trace::kUnpack);
-    if (span.on() && traced) span.set_args(trace_args(static_cast<int>(k)));
-    if (b.shared && shared_sync_ && !into_buffer) {
-      gather_shared(b, /*into_buffer=*/false);
-      continue;
-    }
-    if (options_.gradient_as_bucket_view) {
-      // The gradients become views of this rank's buffer: once every rank has read it, the
-      // caller may change them (zero_grad, clipping).
-      if (b.shared && shared_sync_) b.shared->wait_finished(b.epoch);
-      for (size_t k = 0; k < b.params.size(); ++k) {
-        size_t i = b.params[k];
-        params_[i].set_grad(b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape()));
-      }
-      continue;
-    }
-    // Averages back into the gradients (kept when they exist, so views stay valid): one
-    // unpack per bucket, a single launch on a GPU.
-    std::vector<Tensor> grads;
-    for (size_t i : b.params) {
-      if (!params_[i].grad().defined()) {
-        params_[i].set_grad(Tensor::empty(params_[i].shape(), params_[i].dtype(), params_[i].device()));
-      }
-      grads.push_back(params_[i].grad());
-    }
-    kernels::unpack_(b.grad_bucket.buffer, grads, b.offsets);
+    const SyncSpan span(*this, trace::kUnpack, static_cast<int>(k));
+    write_averages(phase.buckets[k], into_buffer);
   }
   phase.bytes = bytes;
   ++phase.backwards;
   last_backward_bytes_ = bytes;
   total_bytes_ += bytes;
   ++synced_backwards_;
-  if (traced) trace::complete("reducer", trace::kSync, trace_sync_start_ns_, trace_args(-1));
+  if (traced()) trace::complete("reducer", trace::kSync, trace_sync_start_ns_, trace_args(-1));
+}
+
+void Reducer::write_averages(Bucket& b, bool in_buffer) {
+  if (options_.gradient_as_bucket_view) {
+    // The gradients become views of this rank's buffer: once the transport lets go of it,
+    // the caller may change them (zero_grad, clipping).
+    b.transport->release(b);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const size_t i = b.params[k];
+      params_[i].set_grad(b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape()));
+    }
+    return;
+  }
+  // Into the gradients (kept when they exist, so views stay valid): one unpack per bucket, a
+  // single launch on a GPU, or the transport's own copy when the buffer lacks the averages.
+  std::vector<Tensor> grads;
+  for (size_t i : b.params) {
+    if (!params_[i].grad().defined()) {
+      params_[i].set_grad(Tensor::empty(params_[i].shape(), params_[i].dtype(), params_[i].device()));
+    }
+    grads.push_back(params_[i].grad());
+  }
+  if (b.transport->unpacks() && !in_buffer) {
+    b.transport->unpack(b, &grads);
+  } else {
+    kernels::unpack_(b.grad_bucket.buffer, grads, b.offsets);
+  }
 }
 
 void Reducer::check_finite(const Phase& phase) {
@@ -816,15 +585,7 @@ std::vector<PhaseStats> Reducer::stats() const {
   std::vector<PhaseStats> out;
   for (const Phase* p : ordered) {
     PhaseStats s;
-    std::vector<std::string> parts;
-    for (size_t i : p->used) {
-      if (std::find(parts.begin(), parts.end(), part_of(i)) == parts.end()) parts.push_back(part_of(i));
-    }
-    std::ostringstream os;
-    os << "phase " << p->id << ": " << p->used.size() << " of " << params_.size() << " parameters (";
-    for (size_t k = 0; k < parts.size(); ++k) os << (k ? ", " : "") << parts[k];
-    os << ")";
-    s.description = os.str();
+    s.description = "phase " + std::to_string(p->id) + ": " + agreement_.parts().describe(p->used);
     s.used_params = p->used.size();
     for (const Bucket& b : p->buckets) s.bucket_bytes.push_back(b.grad_bucket.buffer.bytes());
     s.bytes_per_backward = p->bytes;

@@ -1,0 +1,124 @@
+#include "reducer/shared_memory_transport.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/trace.h"
+
+namespace tandem {
+
+namespace {
+
+// The span of a bucket's reduction (a collective's span, like "allreduce (sum)").
+constexpr const char* kSharedReduce = "shared-memory allreduce (sum)";
+
+// TANDEM_SHARED_MEMORY_ALLREDUCE=0 turns the shared-memory buckets off (any other value,
+// or none, leaves ReducerOptions::shared_memory_allreduce in charge).
+bool allowed_by_env() {
+  const char* value = std::getenv("TANDEM_SHARED_MEMORY_ALLREDUCE");
+  return value == nullptr || std::string(value) != "0";
+}
+
+}  // namespace
+
+SharedMemoryTransport::SharedMemoryTransport(dist::ProcessGroup& group, bool wanted, int64_t agreement_size,
+                                             std::string name)
+    : group_(group), name_(std::move(name)) {
+  active_ = wanted && allowed_by_env() && group_.backend() == dist::Backend::mpi && group_.size() > 1;
+  if (active_ && agreement_size > 0) {
+    agreement_ = dist::SharedBuffers::create(group_, agreement_size, "used-parameter agreement of " + name_,
+                                             DType::i64);
+    active_ = agreement_ != nullptr;  // the same on every rank
+  }
+}
+
+bool SharedMemoryTransport::attach(TransportBucket& bucket, int64_t numel) {
+  if (!active_) return false;
+  std::unique_ptr<dist::SharedBuffers> memory =
+      dist::SharedBuffers::create(group_, numel, bucket.grad_bucket.tag);
+  active_ = memory != nullptr;  // the same on every rank
+  if (!active_) return false;
+  bucket.grad_bucket.buffer = memory->local();
+  bucket.shared = std::make_unique<SharedBucket>();
+  bucket.shared->memory = std::move(memory);
+  return true;
+}
+
+void SharedMemoryTransport::sum_counts(Tensor& counts) {
+  if (!agreement_) {
+    dist::allreduce_host(group_, counts, dist::ReduceOp::sum, "used-parameter agreement of " + name_);
+    return;
+  }
+  // The same sum, without MPI's copies and the communication thread.
+  dist::SharedBuffers& shared = *agreement_;
+  shared.begin(++agreement_epoch_);
+  std::memcpy(shared.local().data<int64_t>(), counts.data<int64_t>(), counts.bytes());
+  shared.publish(agreement_epoch_);
+  shared.wait_published(agreement_epoch_);
+  shared.sum_range(0, counts.numel(), counts.data<int64_t>());
+  shared.end(agreement_epoch_);
+}
+
+void SharedMemoryTransport::begin(TransportBucket& bucket) {
+  SharedBucket& s = *bucket.shared;
+  s.reduced = false;
+  s.memory->begin(++s.epoch);
+}
+
+void SharedMemoryTransport::launch(TransportBucket& bucket) {
+  bucket.grad_bucket.bytes_sent = bucket.grad_bucket.buffer.bytes();
+  bucket.shared->memory->publish(bucket.shared->epoch);
+}
+
+void SharedMemoryTransport::progress(TransportBucket& bucket) {
+  // Reduced now when every rank has published it already, strictly in bucket order.
+  if (bucket.grad_bucket.index > 0 && !in_order_) return;
+  SharedBucket& s = *bucket.shared;
+  const int64_t start_ns = trace::enabled() ? trace::now_ns() : 0;
+  s.reduced = s.memory->try_reduce(s.epoch);
+  in_order_ = s.reduced;
+  if (s.reduced && trace::enabled()) trace::complete("comm", kSharedReduce, start_ns, trace::current_args());
+}
+
+void SharedMemoryTransport::wait(TransportBucket& bucket) {
+  SharedBucket& s = *bucket.shared;
+  if (s.reduced) return;
+  const int64_t start_ns = trace::enabled() ? trace::now_ns() : 0;
+  s.memory->reduce(s.epoch);
+  s.reduced = true;
+  if (trace::enabled()) trace::complete("comm", kSharedReduce, start_ns, trace::current_args());
+}
+
+void SharedMemoryTransport::unpack(TransportBucket& bucket, std::vector<Tensor>* grads) {
+  dist::SharedBuffers& shared = *bucket.shared->memory;
+  const uint64_t epoch = bucket.shared->epoch;
+  float* own = bucket.grad_bucket.buffer.data<float>();
+  std::vector<float*> out;  // into the gradients; none: into the buffer
+  if (grads != nullptr) {
+    for (Tensor& grad : *grads) out.push_back(grad.data<float>());
+  }
+  for (int q = 0; q < shared.size(); ++q) {
+    const auto [lo, hi] = shared.slice(q);
+    if (lo == hi) continue;
+    const float* source = q == shared.rank() ? own + lo : shared.reduced_slice(q, epoch);
+    if (grads == nullptr) {
+      if (q != shared.rank()) std::memcpy(own + lo, source, static_cast<size_t>(hi - lo) * sizeof(float));
+      continue;
+    }
+    for (size_t k = 0; k < out.size(); ++k) {  // the part of each gradient in this slice
+      const int64_t first = bucket.offsets[k], last = first + (*grads)[k].numel();
+      const int64_t from = std::max(lo, first), to = std::min(hi, last);
+      if (from >= to) continue;
+      std::memmove(out[k] + (from - first), source + (from - lo),
+                   static_cast<size_t>(to - from) * sizeof(float));
+    }
+  }
+  shared.end(epoch);
+}
+
+void SharedMemoryTransport::release(TransportBucket& bucket) {
+  bucket.shared->memory->wait_finished(bucket.shared->epoch);
+}
+
+}  // namespace tandem

@@ -1,0 +1,74 @@
+// SharedMemoryTransport: the default allreduce of a Reducer whose MPI ranks share a host,
+// with each bucket made in memory every rank maps (runtime/dist/shared_buffers.h).
+//
+// Contract (beside bucket_transport.h's):
+// - It is active over an MPI group of two or more ranks when the Reducer asks for it
+//   (ReducerOptions::shared_memory_allreduce, CPU float32 parameters) and
+//   TANDEM_SHARED_MEMORY_ALLREDUCE is not 0. attach() makes a new bucket's buffer shared,
+//   collectively; when any rank cannot, it is inactive from then on, on every rank, and the
+//   buckets made after keep the comm hook's allreduce.
+// - It stands in for the default allreduce only: a registered comm hook or reduce_function
+//   reduces shared buckets as any other (the Reducer chooses per bucket and backward).
+// - launch() publishes the full bucket; this rank's slice of it is summed as soon as every
+//   rank has published (at progress() when they have and every earlier bucket is reduced,
+//   else at wait()). unpack() copies every rank's reduced slice straight into the
+//   gradients, or into the buffer (for gradient_as_bucket_view and the non-finite check):
+//   no MPI copies, no copy back of its own. Each element is summed once, by one rank, in
+//   rank order, so every rank gets bitwise the same averages. release() returns once every
+//   rank has read this rank's buffer.
+// - sum_counts() sums the Reducer's agreement (int64 counts) through shared memory too,
+//   when that memory could be made, else through the group's allreduce.
+// - Each reduction of a bucket records a "comm" span named "shared-memory allreduce (sum)".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reducer/bucket_transport.h"
+#include "runtime/dist/shared_buffers.h"
+
+namespace tandem {
+
+// One bucket's shared memory and where its reduction stands.
+struct SharedBucket {
+  std::unique_ptr<dist::SharedBuffers> memory;
+  uint64_t epoch = 0;    // uses so far (SharedBuffers' protocol)
+  bool reduced = false;  // this rank's slice reduced, in this backward
+};
+
+class SharedMemoryTransport final : public BucketTransport {
+ public:
+  // Collective when active and agreement_size > 0 (the agreement's memory is made now).
+  // `wanted`: asked for, and every parameter a CPU float32 one.
+  SharedMemoryTransport(dist::ProcessGroup& group, bool wanted, int64_t agreement_size, std::string name);
+
+  // True while buckets are made in shared memory (see the contract).
+  bool active() const { return active_; }
+  // Collective: makes the bucket's buffer (numel float32) shared memory and returns true,
+  // or returns false (inactive, or some rank could not) and leaves the buffer to the caller.
+  bool attach(TransportBucket& bucket, int64_t numel);
+  // Whether this transport reduces `bucket` (its buffer is shared).
+  static bool holds(const TransportBucket& bucket) { return bucket.shared != nullptr; }
+  // Sums the int64 `counts` over the ranks, in place.
+  void sum_counts(Tensor& counts);
+
+  void begin(TransportBucket& bucket) override;
+  void launch(TransportBucket& bucket) override;
+  void progress(TransportBucket& bucket) override;
+  void wait(TransportBucket& bucket) override;
+  bool unpacks() const override { return true; }
+  void unpack(TransportBucket& bucket, std::vector<Tensor>* grads) override;
+  void release(TransportBucket& bucket) override;
+
+ private:
+  dist::ProcessGroup& group_;
+  std::string name_;  // the Reducer's, in tags
+  bool active_ = false;
+  std::unique_ptr<dist::SharedBuffers> agreement_;
+  uint64_t agreement_epoch_ = 0;
+  bool in_order_ = false;  // every bucket launched so far in this backward is reduced
+};
+
+}  // namespace tandem
