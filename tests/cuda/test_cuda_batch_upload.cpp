@@ -25,7 +25,7 @@ bool same_bytes(const Tensor& gpu, const Tensor& cpu) {
 data::ImageDataset random_images(int64_t count) {
   data::ImageDataset d;
   d.images = random_cpu({count, 1, 28, 28}, DType::f32, 91);
-  d.labels.assign(static_cast<size_t>(count), 0);
+  for (int64_t i = 0; i < count; ++i) d.labels.push_back(i % 10);
   return d;
 }
 
@@ -63,12 +63,16 @@ TEST_CASE("BatchPrefetcher: batches staged a step ahead are bitwise the synchron
   // In order with the next staged, then a jump (the staged batch is not the one asked for).
   for (auto [it, next] : {std::pair<int64_t, int64_t>{0, 1}, {1, 2}, {2, 3}, {7, 8}, {8, -1}, {3, -1}}) {
     INFO("iteration " << it);
-    Batch got = prefetcher.take(it, next);
-    Batch want = synchronous.make(it);
+    models::LabeledBatch got = prefetcher.take(it, next);
+    models::LabeledBatch want = synchronous.make(it);
     REQUIRE(got.inputs.device().is_cuda());
     CHECK(same_bytes(got.inputs, want.inputs.to(Device::cpu())));
     CHECK(same_bytes(got.targets, want.targets.to(Device::cpu())));
     CHECK(same_bytes(got.aux, want.aux.to(Device::cpu())));
+    REQUIRE(got.labels.device().is_cuda());
+    REQUIRE(want.labels.device().is_cuda());
+    CHECK(same_bytes(got.labels, want.labels.to(Device::cpu())));
+    CHECK(same_bytes(got.labels, on_cpu.make(it).labels));
     CHECK(got.inputs.shape() == Shape{8, 1, 64, 64});
   }
 }
