@@ -198,8 +198,8 @@ Tensor ImageDataset::label_tensor(const std::vector<int64_t>& indices) const {
   int64_t* dst = out.data<int64_t>();
   for (size_t k = 0; k < indices.size(); ++k) {
     const int64_t r = indices[k];
-    TANDEM_CHECK(r >= 0 && r < size(), "dataset labels: index " << r << " (position " << k
-                                                                << ") is outside [0, " << size() << ")");
+    TANDEM_CHECK(r >= 0 && r < size(),
+                 "dataset labels: index " << r << " (position " << k << ") is outside [0, " << size() << ")");
     dst[k] = labels[static_cast<size_t>(r)];
   }
   return out;

@@ -78,9 +78,9 @@ std::vector<int64_t> DistributedSampler::batch_indices(int64_t epoch, int64_t i)
 
 SampledBatch DistributedSampler::batch(const ImageDataset& dataset, int64_t epoch, int64_t i,
                                        Device device) const {
-  TANDEM_CHECK(dataset.size() == dataset_size_, "DistributedSampler: built for " << dataset_size_
-                                                                                 << " samples, given a dataset of "
-                                                                                 << dataset.size());
+  TANDEM_CHECK(dataset.size() == dataset_size_, "DistributedSampler: built for "
+                                                    << dataset_size_ << " samples, given a dataset of "
+                                                    << dataset.size());
   SampledBatch out;
   out.indices = batch_indices(epoch, i);
   out.images = gather_rows(dataset.images, out.indices);

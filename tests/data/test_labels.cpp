@@ -94,7 +94,8 @@ TEST_CASE("Fashion-MNIST batches carry the label file's labels of their rows", "
   const LabelOf label_of = [&](int64_t i) { return int64_t{labels.data[static_cast<size_t>(i)]}; };
   const RowOf row_of = [&](int64_t i) {
     std::vector<float> out;
-    for (size_t p = 0; p < 784; ++p) out.push_back(images.data[static_cast<size_t>(i) * 784 + p] / 127.5f - 1.0f);
+    for (size_t p = 0; p < 784; ++p)
+      out.push_back(images.data[static_cast<size_t>(i) * 784 + p] / 127.5f - 1.0f);
     return out;
   };
   // 10000 rows: 64 x 1 and 32 x 2 leave a tail (dropped); 7 x 3 pads the last step by wrapping.
@@ -103,7 +104,7 @@ TEST_CASE("Fashion-MNIST batches carry the label file's labels of their rows", "
   }
 }
 
-TEST_CASE("image folder labels are the sorted sub-folders' indices; loose files are 0", "[labels][image]") {
+TEST_CASE("image folder labels are the sorted sub-folders' indices, loose files 0", "[labels][image]") {
   TempDir tmp("labels_folder");
   const std::string dir = tmp.path.string();
   // Each class's pictures are one flat gray value, so a batch row's picture names its class.
@@ -116,17 +117,17 @@ TEST_CASE("image folder labels are the sorted sub-folders' indices; loose files 
   picture("ants/a2.png", 10);
   picture("dogs/puppies/p.png", 30);  // deeper down: still the class of its top folder
   picture("ants/a1.png", 10);
-  picture("ants-b/b.png", 60);  // listed before ants/ ('-' < '/'), a class after "ants"
-  picture("loose.png", 40);             // directly in the root: label 0
-  picture(".hidden/h.png", 50);         // left out, no class
+  picture("ants-b/b.png", 60);                 // listed before ants/ ('-' < '/'), a class after "ants"
+  picture("loose.png", 40);                    // directly in the root: label 0
+  picture(".hidden/h.png", 50);                // left out, no class
   fs::create_directories(tmp.path / "empty");  // no file: no class
 
   const ImageFolder folder = load_image_folder(dir, {.channels = 1, .side = 2});
   CHECK(folder.classes == std::vector<std::string>{"ants", "ants-b", "cats", "dogs"});
   CHECK(folder.files == std::vector<std::string>{tmp.file("ants-b/b.png"), tmp.file("ants/a1.png"),
-                                                 tmp.file("ants/a2.png"),
-                                                 tmp.file("cats/c1.png"), tmp.file("dogs/d1.png"),
-                                                 tmp.file("dogs/puppies/p.png"), tmp.file("loose.png")});
+                                                 tmp.file("ants/a2.png"), tmp.file("cats/c1.png"),
+                                                 tmp.file("dogs/d1.png"), tmp.file("dogs/puppies/p.png"),
+                                                 tmp.file("loose.png")});
   CHECK(folder.dataset.labels == std::vector<int64_t>{1, 0, 0, 2, 3, 3, 0});
   // A trailing separator on the folder changes nothing.
   CHECK(load_image_folder(dir + "/", {.channels = 1, .side = 2}).dataset.labels == folder.dataset.labels);
@@ -139,8 +140,8 @@ TEST_CASE("image folder labels are the sorted sub-folders' indices; loose files 
   };
   const RowOf row_of = [&](int64_t i) { return row(ds.images, i); };
   // 7 pictures: 2 ranks x 3 drop one; 4 ranks x 1, 4 x 2 and 3 x 2 wrap around.
-  for (Split split : {Split{2, 3, true}, Split{4, 1, false}, Split{4, 2, false}, Split{3, 2, false},
-                      Split{1, 7, true}}) {
+  for (Split split :
+       {Split{2, 3, true}, Split{4, 1, false}, Split{4, 2, false}, Split{3, 2, false}, Split{1, 7, true}}) {
     check_split(ds, split, {0, 1}, label_of, row_of);
   }
 
@@ -160,7 +161,7 @@ TEST_CASE("ring8 labels are the modes the points were drawn at, in the sampler's
   REQUIRE(draw.labels.dtype() == DType::i64);
   REQUIRE(draw.labels.shape() == Shape{101});
   CHECK(draw.points.to_vector() == make_ring8(101, same).to_vector());  // the very same points
-  CHECK(gen.next_block() == same.next_block());                          // and draws
+  CHECK(gen.next_block() == same.next_block());                         // and draws
   std::set<int64_t> modes;
   for (int64_t i = 0; i < 101; ++i) {
     const float* p = draw.points.data<float>() + 2 * i;

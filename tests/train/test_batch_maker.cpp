@@ -122,7 +122,8 @@ TEST_CASE("image batches are each rank's sampler shard: disjoint, covering the e
   CHECK(row_ids(ranks[0].make(0).inputs) != row_ids(ranks[0].make(2).inputs));  // a new permutation per epoch
 }
 
-TEST_CASE("batch labels are the labels of the very rows in the batch, at every rank", "[batch_maker][labels]") {
+TEST_CASE("batch labels are the labels of the very rows in the batch, at every rank",
+          "[batch_maker][labels]") {
   // 13 rows: 3 ranks x 2 leave a tail of 1 per epoch; 2 ranks x 4 leave 5; 1 rank x 13 none.
   const int64_t count = 13;
   for (auto [world, batch] : {std::pair<int, int64_t>{3, 2}, {2, 4}, {1, 13}}) {
@@ -147,8 +148,8 @@ TEST_CASE("batch labels are the labels of the very rows in the batch, at every r
   const auto modes = data::ring8_modes();
   for (int64_t k = 0; k < 16; ++k) {
     const auto& m = modes[static_cast<size_t>(ring.labels.data<int64_t>()[k])];
-    CHECK(std::hypot(ring.inputs.data<float>()[2 * k] - m.first, ring.inputs.data<float>()[2 * k + 1] - m.second) <
-          5 * data::kRing8Sigma);
+    CHECK(std::hypot(ring.inputs.data<float>()[2 * k] - m.first,
+                     ring.inputs.data<float>()[2 * k + 1] - m.second) < 5 * data::kRing8Sigma);
   }
 }
 
