@@ -142,16 +142,21 @@ std::vector<std::pair<double, double>> ring8_modes() {
   return modes;
 }
 
-Tensor make_ring8(int64_t count, Generator& gen) {
+Tensor make_ring8(int64_t count, Generator& gen) { return make_ring8_labeled(count, gen).points; }
+
+Ring8Draw make_ring8_labeled(int64_t count, Generator& gen) {
   TANDEM_CHECK(count >= 0, "make_ring8: count must be non-negative, got " << count);
   const auto modes = ring8_modes();
-  Tensor out = Tensor::empty({count, 2});
-  fill_normal(out, 0.0, kRing8Sigma, gen);
-  float* p = out.data<float>();
+  Ring8Draw out{Tensor::empty({count, 2}), Tensor::empty({count}, DType::i64)};
+  fill_normal(out.points, 0.0, kRing8Sigma, gen);
+  float* p = out.points.data<float>();
+  int64_t* label = out.labels.data<int64_t>();
   for (int64_t i = 0; i < count; ++i) {
-    const auto& m = modes[gen.below(kRing8Modes)];
+    const uint64_t k = gen.below(kRing8Modes);
+    const auto& m = modes[k];
     p[2 * i] += static_cast<float>(m.first);
     p[2 * i + 1] += static_cast<float>(m.second);
+    label[i] = static_cast<int64_t>(k);
   }
   return out;
 }
@@ -184,6 +189,20 @@ Ring8Quality ring8_quality(const Tensor& samples) {
   }
   q.high_quality_fraction = q.count > 0 ? static_cast<double>(good) / static_cast<double>(q.count) : 0.0;
   return q;
+}
+
+Tensor ImageDataset::label_tensor(const std::vector<int64_t>& indices) const {
+  TANDEM_CHECK(static_cast<int64_t>(labels.size()) == size(),
+               "dataset labels: " << labels.size() << " labels for " << size() << " images");
+  Tensor out = Tensor::empty({static_cast<int64_t>(indices.size())}, DType::i64);
+  int64_t* dst = out.data<int64_t>();
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const int64_t r = indices[k];
+    TANDEM_CHECK(r >= 0 && r < size(),
+                 "dataset labels: index " << r << " (position " << k << ") is outside [0, " << size() << ")");
+    dst[k] = labels[static_cast<size_t>(r)];
+  }
+  return out;
 }
 
 IdxArray read_idx_u8(const std::string& path) { return read_idx_checked(path, -1); }

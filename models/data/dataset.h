@@ -4,6 +4,8 @@
 // - ring8: 8 Gaussians of standard deviation kRing8Sigma on a circle of radius
 //   kRing8Radius, mode k at angle 2*pi*k/8. make_ring8 draws `count` points as float32
 //   [count, 2], deterministically from `gen` (a mode index, then two normals, per point).
+//   make_ring8_labeled draws the very same points and also returns each point's mode index
+//   0..7 as its label (int64 [count]); make_ring8(n, gen) is its `points`.
 // - ring8_quality (the unrolled-GAN / VEEGAN metric): a sample is high quality when it lies
 //   within 3 sigma of some mode; a mode is covered when at least 1% of all samples lie
 //   within 3 sigma of it.
@@ -12,8 +14,12 @@
 //   both); every problem (missing file, bad magic, short read, trailing data) is an Error
 //   naming the file and what is wrong. write_idx_u8 writes a gzip file.
 // - load_fashion_mnist reads <dir>/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz into
-//   images float32 [N, 1, 28, 28] scaled to [-1, 1] (pixel / 127.5 - 1) and labels 0..9.
-//   A missing file names the file, the Debian package dataset-fashion-mnist and --data-dir.
+//   images float32 [N, 1, 28, 28] scaled to [-1, 1] (pixel / 127.5 - 1) and labels 0..9
+//   (the class of each image, from the labels file). A missing file names the file, the
+//   Debian package dataset-fashion-mnist and --data-dir.
+// - ImageDataset::label_tensor(indices) is the labels of those rows as an int64 tensor
+//   [indices.size()] on the CPU; an index outside [0, size()) or labels that are not one per
+//   image are an Error.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +39,12 @@ constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mni
 
 std::vector<std::pair<double, double>> ring8_modes();
 Tensor make_ring8(int64_t count, Generator& gen);
+
+struct Ring8Draw {
+  Tensor points;  // float32 [count, 2]
+  Tensor labels;  // int64 [count]: the mode each point was drawn around, 0..7
+};
+Ring8Draw make_ring8_labeled(int64_t count, Generator& gen);
 
 struct Ring8Quality {
   int modes_covered = 0;                 // of kRing8Modes
@@ -54,6 +66,7 @@ struct ImageDataset {
   Tensor images;                // float32 [N, C, H, W] in [-1, 1]
   std::vector<int64_t> labels;  // N entries
   int64_t size() const { return images.defined() ? images.size(0) : 0; }
+  Tensor label_tensor(const std::vector<int64_t>& indices) const;
 };
 
 // Images from a 3-D IDX file [N, H, W] (as [N, 1, H, W]) and labels from a 1-D IDX file [N].

@@ -9,7 +9,14 @@
 // - load_image_folder decodes them all once, in that order, converts each to `channels`
 //   (1 gray, 3 RGB: to_channels), fits it to side x side (square_resize: centre crop, area
 //   average) and stores float32 [N, channels, side, side] scaled to [-1, 1] (v / 127.5 - 1,
-//   as Fashion-MNIST). Labels are 0: the folders carry no classes here.
+//   as Fashion-MNIST).
+// - Labels, as torchvision's ImageFolder: `classes` are the names of the immediate
+//   sub-folders of `dir` that hold a listed file (at any depth), sorted (byte order); a file's
+//   label is the index in `classes` of the sub-folder it lies in (dir/cat/x/1.png: "cat").
+//   A file directly in `dir` has label 0: a flat folder is one class, and loose files
+//   beside class folders share label 0 with the first class (`classes` does not name them).
+//   Classes come from the listing, so a sub-folder whose files are all skipped (skip_bad)
+//   keeps its index and the labels of the other classes do not move.
 // - Errors name the folder or file and the reason: `dir` missing or not a folder; no file
 //   in it; a file that cannot be decoded (its path and why). With skip_bad, a file that
 //   cannot be decoded is left out and listed in `skipped` ("path: reason") instead; when
@@ -36,6 +43,7 @@ struct ImageFolderOptions {
 struct ImageFolder {
   ImageDataset dataset;
   std::vector<std::string> files;    // the files in the dataset, in its order
+  std::vector<std::string> classes;  // sub-folder names; label k is classes[k]
   std::vector<std::string> skipped;  // with skip_bad: "path: reason" for each file left out
 };
 

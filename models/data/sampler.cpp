@@ -76,6 +76,22 @@ std::vector<int64_t> DistributedSampler::batch_indices(int64_t epoch, int64_t i)
   return out;
 }
 
+SampledBatch DistributedSampler::batch(const ImageDataset& dataset, int64_t epoch, int64_t i,
+                                       Device device) const {
+  TANDEM_CHECK(dataset.size() == dataset_size_, "DistributedSampler: built for "
+                                                    << dataset_size_ << " samples, given a dataset of "
+                                                    << dataset.size());
+  SampledBatch out;
+  out.indices = batch_indices(epoch, i);
+  out.images = gather_rows(dataset.images, out.indices);
+  out.labels = dataset.label_tensor(out.indices);
+  if (!device.is_cpu()) {
+    out.images = out.images.to(device);
+    out.labels = out.labels.to(device);
+  }
+  return out;
+}
+
 Tensor gather_rows(const Tensor& data, const std::vector<int64_t>& indices) {
   check_defined("gather_rows", data, "data");
   TANDEM_CHECK(data.dim() >= 1, "gather_rows: data must have at least one axis, got " << data.str());

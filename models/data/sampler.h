@@ -13,15 +13,27 @@
 //   around to the start of the permutation (some rows repeat), as PyTorch's sampler does.
 // - Bad arguments throw an Error saying what is wrong, e.g. "batch 64 per rank needs at
 //   least 128 samples for 2 ranks; the dataset has 100, a shard of 50 per rank".
+// - batch(dataset, epoch, i, device) is batch i's rows of a dataset of dataset_size()
+//   images: its indices, the images stacked [B, ...] and their labels as int64 [B], row k of
+//   each being dataset row indices[k]; images and labels on `device`. A dataset of another
+//   size, or whose labels are not one per image, is an Error.
 // - Not thread-safe: the current epoch's permutation is cached inside.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "models/data/dataset.h"
+#include "runtime/device.h"
 #include "runtime/tensor.h"
 
 namespace tandem::data {
+
+struct SampledBatch {
+  std::vector<int64_t> indices;  // the dataset rows, in batch order
+  Tensor images;                 // [B, ...]: those rows of the dataset's images
+  Tensor labels;                 // int64 [B]: their labels
+};
 
 class DistributedSampler {
  public:
@@ -43,6 +55,9 @@ class DistributedSampler {
   // This rank's batch i (0 <= i < batches_per_epoch()) of `epoch`: batch_size() indices.
   std::vector<int64_t> batch_indices(int64_t epoch, int64_t i) const;
   std::vector<int64_t> batch_indices(int64_t i) const { return batch_indices(epoch_, i); }
+  // This rank's batch i of `epoch`, gathered from `dataset`: indices, images and labels.
+  SampledBatch batch(const ImageDataset& dataset, int64_t epoch, int64_t i,
+                     Device device = Device::cpu()) const;
 
  private:
   const std::vector<int64_t>& cached_permutation(int64_t epoch) const;

@@ -26,19 +26,25 @@ BatchMaker::BatchMaker(const BatchSpec& spec, data::ImageDataset images)
       sampler_(std::make_unique<data::DistributedSampler>(images_.size(), spec.world_size, spec.rank,
                                                           spec.batch, spec.seed)) {}
 
-Batch BatchMaker::make(int64_t iteration) const {
-  Batch batch;
+LabeledBatch BatchMaker::make(int64_t iteration) const {
+  LabeledBatch batch;
   if (sampler_) {
     int64_t per_epoch = sampler_->batches_per_epoch();
-    batch.inputs = data::gather_rows(images_.images,
-                                     sampler_->batch_indices(iteration / per_epoch, iteration % per_epoch));
+    data::SampledBatch rows = sampler_->batch(images_, iteration / per_epoch, iteration % per_epoch);
+    batch.inputs = std::move(rows.images);
+    batch.labels = std::move(rows.labels);
     if (spec_.side > 0 && batch.inputs.size(2) != spec_.side)
       batch.inputs = data::resize_images(batch.inputs, spec_.side);
   } else {
     Generator data_gen = random_stream(spec_.seed, spec_.rank, iteration, kDataStream);
-    batch.inputs = data::make_ring8(spec_.batch, data_gen);
+    data::Ring8Draw draw = data::make_ring8_labeled(spec_.batch, data_gen);
+    batch.inputs = std::move(draw.points);
+    batch.labels = std::move(draw.labels);
   }
-  if (spec_.device.is_cuda()) batch.inputs = batch.inputs.to(spec_.device);
+  if (spec_.device.is_cuda()) {
+    batch.inputs = batch.inputs.to(spec_.device);
+    batch.labels = batch.labels.to(spec_.device);
+  }
   batch.targets = Tensor::empty({spec_.batch, spec_.noise_dim}, DType::f32, spec_.device);
   Generator noise_gen = random_stream(spec_.seed, spec_.rank, iteration, kNoiseStream);
   fill_normal(batch.targets, 0.0, 1.0, noise_gen);

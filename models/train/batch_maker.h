@@ -15,6 +15,10 @@
 //   i % batches_per_epoch of epoch i / batches_per_epoch, resized to side x side
 //   (data::resize_images) when `side` is set and the pictures have another size (Fashion-MNIST's
 //   28x28 for dcgan64's 64x64). make() keeps no state from call to call: any i can be drawn first.
+// - make(i) also returns labels, int64 [batch] on `device`: row k is the label of the sample
+//   in row k of inputs (ring8: its mode 0..7; images: the dataset's label of the sampled row).
+//   A LabeledBatch is a Batch: code that takes a Batch sees the same inputs, targets and aux
+//   as before, the labels unused (drawing them takes nothing from any random stream).
 // - data_identity() is "" for ring8 (drawn from the seed) and data::dataset_identity of
 //   the images otherwise (their count, shape and a content hash), computed once.
 // - An image dataset too small for `batch` on every rank is an Error from the constructor
@@ -56,6 +60,10 @@ struct BatchSpec {
   int64_t side = 0;  // images: the model's side; 0: as stored
 };
 
+struct LabeledBatch : Batch {
+  Tensor labels;  // int64 [batch]
+};
+
 class BatchMaker {
  public:
   // ring8: points drawn fresh every iteration.
@@ -63,7 +71,7 @@ class BatchMaker {
   // Rows of `images`, sharded over the ranks.
   BatchMaker(const BatchSpec& spec, data::ImageDataset images);
 
-  Batch make(int64_t iteration) const;
+  LabeledBatch make(int64_t iteration) const;
   const std::string& data_identity() const { return data_identity_; }
 
  private:

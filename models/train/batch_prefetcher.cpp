@@ -16,8 +16,8 @@ struct BatchPrefetcher::Staged {
   cuda::AsyncUploader::Upload upload;
 
   void stage(const BatchMaker& maker, int64_t it) {
-    Batch b = maker.make(it);
-    upload = uploader.start({b.inputs, b.targets, b.aux});
+    LabeledBatch b = maker.make(it);
+    upload = uploader.start({b.inputs, b.targets, b.aux, b.labels});
     iteration = it;
   }
 };
@@ -36,7 +36,7 @@ BatchPrefetcher::BatchPrefetcher(const BatchMaker& maker_on_cpu, Device device)
 
 BatchPrefetcher::~BatchPrefetcher() = default;
 
-Batch BatchPrefetcher::take(int64_t iteration, int64_t next_iteration) {
+LabeledBatch BatchPrefetcher::take(int64_t iteration, int64_t next_iteration) {
   if (!staged_) return maker_.make(iteration);
 #if TANDEM_HAVE_CUDA
   if (staged_->iteration != iteration) staged_->stage(maker_, iteration);
@@ -44,7 +44,12 @@ Batch BatchPrefetcher::take(int64_t iteration, int64_t next_iteration) {
   staged_->iteration = -1;
   staged_->uploader.finish(mine);
   if (next_iteration >= 0) staged_->stage(maker_, next_iteration);
-  return Batch{mine.tensors[0], mine.tensors[1], mine.tensors[2]};
+  LabeledBatch batch;
+  batch.inputs = mine.tensors[0];
+  batch.targets = mine.tensors[1];
+  batch.aux = mine.tensors[2];
+  batch.labels = mine.tensors[3];
+  return batch;
 #else
   static_cast<void>(next_iteration);
   return maker_.make(iteration);

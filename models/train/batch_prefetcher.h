@@ -7,7 +7,8 @@
 //   >= 0) in a pinned buffer and starts its copy on a copy stream (runtime/cuda/async_upload.h),
 //   so that the upload overlaps step i's kernels. take(i) for a batch that was not staged
 //   (the first, or after a jump) stages it then. The compute stream waits for the
-//   batch's copy (an event) before take returns: the values are bitwise maker.make(i)'s.
+//   batch's copy (an event) before take returns: the values are bitwise maker.make(i)'s,
+//   labels included.
 // - On the CPU take(i) is maker.make(i) (nothing staged); a CUDA device in a build without
 //   CUDA is an Error naming the device.
 #pragma once
@@ -26,7 +27,7 @@ class BatchPrefetcher {
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
 
-  Batch take(int64_t iteration, int64_t next_iteration = -1);
+  LabeledBatch take(int64_t iteration, int64_t next_iteration = -1);
 
  private:
   struct Staged;

@@ -1,10 +1,12 @@
 // Batches uploaded from pinned memory on a copy stream: bitwise the synchronous upload,
 // also while the compute stream is busy and the caching allocator hands the freed blocks
-// of earlier batches out again.
+// of earlier batches out again. Labels travel with them, and the sampler's batches on the
+// device are its CPU batches.
 #include <cstring>
 
 #include "kernels/elementwise.h"
 #include "models/data/dataset.h"
+#include "models/data/sampler.h"
 #include "models/train/batch_maker.h"
 #include "models/train/batch_prefetcher.h"
 #include "runtime/cuda/async_upload.h"
@@ -25,7 +27,7 @@ bool same_bytes(const Tensor& gpu, const Tensor& cpu) {
 data::ImageDataset random_images(int64_t count) {
   data::ImageDataset d;
   d.images = random_cpu({count, 1, 28, 28}, DType::f32, 91);
-  d.labels.assign(static_cast<size_t>(count), 0);
+  for (int64_t i = 0; i < count; ++i) d.labels.push_back(i % 10);
   return d;
 }
 
@@ -63,12 +65,31 @@ TEST_CASE("BatchPrefetcher: batches staged a step ahead are bitwise the synchron
   // In order with the next staged, then a jump (the staged batch is not the one asked for).
   for (auto [it, next] : {std::pair<int64_t, int64_t>{0, 1}, {1, 2}, {2, 3}, {7, 8}, {8, -1}, {3, -1}}) {
     INFO("iteration " << it);
-    Batch got = prefetcher.take(it, next);
-    Batch want = synchronous.make(it);
+    models::LabeledBatch got = prefetcher.take(it, next);
+    models::LabeledBatch want = synchronous.make(it);
     REQUIRE(got.inputs.device().is_cuda());
     CHECK(same_bytes(got.inputs, want.inputs.to(Device::cpu())));
     CHECK(same_bytes(got.targets, want.targets.to(Device::cpu())));
     CHECK(same_bytes(got.aux, want.aux.to(Device::cpu())));
+    REQUIRE(got.labels.device().is_cuda());
+    REQUIRE(want.labels.device().is_cuda());
+    CHECK(same_bytes(got.labels, want.labels.to(Device::cpu())));
+    CHECK(same_bytes(got.labels, on_cpu.make(it).labels));
     CHECK(got.inputs.shape() == Shape{8, 1, 64, 64});
+  }
+}
+
+TEST_CASE("DistributedSampler: a batch on the device is the CPU batch, labels included") {
+  const data::ImageDataset images = random_images(40);
+  const data::DistributedSampler sampler(40, 3, 2, 4, 6, /*drop_last=*/false);
+  for (int64_t i = 0; i < sampler.batches_per_epoch(); ++i) {
+    INFO("batch " << i);
+    const data::SampledBatch cpu = sampler.batch(images, 1, i);
+    const data::SampledBatch gpu = sampler.batch(images, 1, i, Device::cuda(0));
+    REQUIRE(gpu.labels.device().is_cuda());
+    REQUIRE(gpu.images.device().is_cuda());
+    CHECK(gpu.indices == cpu.indices);
+    CHECK(same_bytes(gpu.images, cpu.images));
+    CHECK(same_bytes(gpu.labels, cpu.labels));
   }
 }

@@ -1,6 +1,7 @@
 // The batch maker: every batch is a function of (seed, rank, iteration) alone, ranks draw
 // different data and noise, and image batches are the sampler's shard of the epoch.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -33,6 +34,18 @@ data::ImageDataset numbered_images(int64_t count) {
   for (int64_t i = 0; i < count * 4; ++i) d.images.data<float>()[i] = static_cast<float>(i / 4);
   d.labels.assign(static_cast<size_t>(count), 0);
   return d;
+}
+
+// numbered_images with labels that are not 0: (3 * index) % 7, so a label names its row too.
+data::ImageDataset labelled_images(int64_t count) {
+  data::ImageDataset d = numbered_images(count);
+  for (int64_t i = 0; i < count; ++i) d.labels[static_cast<size_t>(i)] = (3 * i) % 7;
+  return d;
+}
+
+std::vector<int64_t> labels_of(const Tensor& labels) {
+  REQUIRE(labels.dtype() == DType::i64);
+  return std::vector<int64_t>(labels.data<int64_t>(), labels.data<int64_t>() + labels.numel());
 }
 
 std::vector<int64_t> row_ids(const Tensor& inputs) {
@@ -109,6 +122,37 @@ TEST_CASE("image batches are each rank's sampler shard: disjoint, covering the e
   CHECK(row_ids(ranks[0].make(0).inputs) != row_ids(ranks[0].make(2).inputs));  // a new permutation per epoch
 }
 
+TEST_CASE("batch labels are the labels of the very rows in the batch, at every rank",
+          "[batch_maker][labels]") {
+  // 13 rows: 3 ranks x 2 leave a tail of 1 per epoch; 2 ranks x 4 leave 5; 1 rank x 13 none.
+  const int64_t count = 13;
+  for (auto [world, batch] : {std::pair<int, int64_t>{3, 2}, {2, 4}, {1, 13}}) {
+    for (int r = 0; r < world; ++r) {
+      const BatchSpec spec{.seed = 3, .world_size = world, .rank = r, .batch = batch, .noise_dim = 2};
+      const BatchMaker maker(spec, labelled_images(count));
+      for (int64_t it : {0, 1, 2, 5}) {
+        INFO("world " << world << " rank " << r << " iteration " << it);
+        const LabeledBatch b = maker.make(it);
+        REQUIRE(b.labels.shape() == Shape{batch});
+        std::vector<int64_t> want;
+        for (int64_t id : row_ids(b.inputs)) want.push_back((3 * id) % 7);
+        CHECK(labels_of(b.labels) == want);
+      }
+    }
+  }
+  // ring8: each point's mode, the labels of the data stream's own draw.
+  const LabeledBatch ring = BatchMaker(ring8_spec(9, 1)).make(4);
+  Generator data_gen = random_stream(9, 1, 4, kDataStream);
+  const data::Ring8Draw draw = data::make_ring8_labeled(16, data_gen);
+  CHECK(labels_of(ring.labels) == labels_of(draw.labels));
+  const auto modes = data::ring8_modes();
+  for (int64_t k = 0; k < 16; ++k) {
+    const auto& m = modes[static_cast<size_t>(ring.labels.data<int64_t>()[k])];
+    CHECK(std::hypot(ring.inputs.data<float>()[2 * k] - m.first,
+                     ring.inputs.data<float>()[2 * k + 1] - m.second) < 5 * data::kRing8Sigma);
+  }
+}
+
 TEST_CASE("image batches come at the model's side: 28x28 pictures resized for dcgan64", "[batch_maker]") {
   data::ImageDataset images;
   images.images = Tensor::empty({8, 1, 28, 28});
@@ -134,7 +178,9 @@ TEST_CASE("on the CPU the prefetcher hands out the maker's batches as they are, 
   BatchPrefetcher prefetcher(maker, Device::cpu());
   for (auto [it, next] : {std::pair<int64_t, int64_t>{0, 1}, {1, 2}, {5, 6}, {2, -1}}) {
     INFO("iteration " << it);
-    CHECK(same(prefetcher.take(it, next), maker.make(it)));
+    const LabeledBatch got = prefetcher.take(it, next);
+    CHECK(same(got, maker.make(it)));
+    CHECK(labels_of(got.labels) == labels_of(maker.make(it).labels));
   }
 }
 
