@@ -38,7 +38,8 @@ int run_callbacks(const Bench& bench, const World& world) {
     std::fflush(stdout);
   }
   if (wrong == 0) return 0;
-  if (world.root()) std::fprintf(stderr, "%s: %lld wrong values\n", bench.name.c_str(), static_cast<long long>(wrong));
+  if (world.root())
+    std::fprintf(stderr, "%s: %lld wrong values\n", bench.name.c_str(), static_cast<long long>(wrong));
   return 1;
 }
 

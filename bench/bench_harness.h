@@ -42,7 +42,7 @@ struct World {
 };
 
 struct Bench {
-  std::string name;                      // the program, as it names itself in errors
+  std::string name;                                     // the program, as it names itself in errors
   std::optional<dist::Backend> backend = std::nullopt;  // set: an MPI bench over this backend
   bool needs_gpu = false;
   std::string wrong_label = "#wrong";
