@@ -13,8 +13,8 @@ namespace tandem::train {
 
 std::string progress_text(int64_t iteration, int64_t total, double its, const Scalars& scalars) {
   std::ostringstream os;
-  os << "iter " << std::setw(6) << iteration << "/" << total << "  " << std::fixed << std::setprecision(1) << its
-     << " it/s  ETA ";
+  os << "iter " << std::setw(6) << iteration << "/" << total << "  " << std::fixed << std::setprecision(1)
+     << its << " it/s  ETA ";
   if (its > 0 && std::isfinite(its)) {
     os << models::format_duration(static_cast<double>(total - iteration) / its);
   } else {

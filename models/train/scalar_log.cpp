@@ -127,7 +127,11 @@ std::optional<std::pair<int64_t, Scalars>> parse_scalars_json(const std::string&
 
 ScalarLog::ScalarLog(const std::string& dir, dist::ProcessGroup* world, int64_t resume_iteration)
     : world_(world), path_((std::filesystem::path(dir) / models::kMetricsFile).string()) {
-  if (world_ == nullptr || world_->rank() == 0) file_.emplace(dir, resume_iteration);
+  if (world_ == nullptr || world_->rank() == 0) {
+    std::error_code ignored;  // a directory that cannot be made: the open below names the file
+    std::filesystem::create_directories(dir, ignored);
+    file_.emplace(dir, resume_iteration);
+  }
 }
 
 Scalars ScalarLog::log(int64_t iteration, const Scalars& scalars, Reduce reduce) {

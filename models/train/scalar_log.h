@@ -10,7 +10,8 @@
 //   is a number (others, such as arrays, skipped); nullopt for anything that is not one
 //   whole flat object starting with an integer "iteration" (a torn line).
 // - ScalarLog(dir, world, resume_iteration): every rank constructs it; rank 0 (of `world`,
-//   or the only process when `world` is null) opens <dir>/metrics.jsonl as MetricsLog does
+//   or the only process when `world` is null) makes `dir` (and its parents) when missing
+//   and opens <dir>/metrics.jsonl as MetricsLog does
 //   (emptied from iteration 0; cut to iterations <= N and appended to when resumed from
 //   iteration N; a write error reported once on stderr and the run goes on).
 // - log(iteration, scalars, reduce) writes one line on rank 0 (flushed, written as one

@@ -71,12 +71,12 @@ std::string tfrecord(const std::string& data) {
 TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  TANDEM_CHECK(!ec && fs::is_directory(dir), "cannot make the TensorBoard directory " << dir << " ("
-                                                 << (ec ? ec.message() : "not a directory") << ")");
+  TANDEM_CHECK(!ec && fs::is_directory(dir), "cannot make the TensorBoard directory "
+                                                 << dir << " (" << (ec ? ec.message() : "not a directory")
+                                                 << ")");
   const auto seconds = static_cast<int64_t>(unix_seconds());
-  const std::string base = (fs::path(dir) / ("events.out.tfevents." + std::to_string(seconds) + "." +
-                                             host_name()))
-                               .string();
+  const std::string base =
+      (fs::path(dir) / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name())).string();
   path_ = base;
   for (int n = 1; fs::exists(path_); ++n) path_ = base + "." + std::to_string(n);
   file_.open(path_, std::ios::binary | std::ios::trunc);
@@ -128,13 +128,18 @@ void TensorBoardWriter::add_png_file(const std::string& tag, const std::string& 
   const std::string png = bytes.str();
   // The signature, then the IHDR chunk: length, "IHDR", width, height (big-endian), bit
   // depth, colour type (0 gray, 2 RGB, 4 gray + alpha, 6 RGBA).
-  TANDEM_CHECK(png.size() >= 26 && png.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0 && png.compare(12, 4, "IHDR") == 0,
-               path << " is not a PNG file");
+  TANDEM_CHECK(
+      png.size() >= 26 && png.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0 && png.compare(12, 4, "IHDR") == 0,
+      path << " is not a PNG file");
   const int color_type = static_cast<unsigned char>(png[25]);
-  const int channels = color_type == 0 ? 1 : color_type == 4 ? 2 : color_type == 2 ? 3 : color_type == 6 ? 4 : 0;
+  const int channels = color_type == 0   ? 1
+                       : color_type == 4 ? 2
+                       : color_type == 2 ? 3
+                       : color_type == 6 ? 4
+                                         : 0;
   TANDEM_CHECK(channels > 0, path << ": PNG colour type " << color_type << " (a palette) is not supported");
-  add_image(tag, png, static_cast<int>(big_endian32(png, 20)), static_cast<int>(big_endian32(png, 16)), channels,
-            step);
+  add_image(tag, png, static_cast<int>(big_endian32(png, 20)), static_cast<int>(big_endian32(png, 16)),
+            channels, step);
 }
 
 void TensorBoardWriter::write_event(const std::string& serialized) {

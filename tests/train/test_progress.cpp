@@ -42,7 +42,7 @@ TEST_CASE("lines: one line per interval, rate over the interval, the last always
   progress.update(60, {{"loss", 0.25}});  // 40 in 20 s
   clock.t += 1s;
   progress.update(100, {{"loss", 0.125}});  // the last: 40 in 1 s
-  progress.finish();                         // nothing open: no newline
+  progress.finish();                        // nothing open: no newline
   CHECK(out.str() ==
         "iter     20/100  2.0 it/s  ETA 40s  loss 0.5000\n"
         "iter     60/100  2.0 it/s  ETA 20s  loss 0.2500\n"

@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
                   {"loss_g", -static_cast<double>(i) / 7.0},
                   {"lr", 2e-4 / std::pow(2.0, static_cast<double>(i / 10 - 1))}});
     }
-    for (int64_t step = 0; step < 3; ++step) tb.add_scalar("direct", static_cast<double>(step) / 2 + 0.1, step);
+    for (int64_t step = 0; step < 3; ++step)
+      tb.add_scalar("direct", static_cast<double>(step) / 2 + 0.1, step);
     std::vector<uint8_t> rgb(5 * 3 * 3), gray(4 * 2);
     for (size_t k = 0; k < rgb.size(); ++k) rgb[k] = static_cast<uint8_t>(k * 5);
     for (size_t k = 0; k < gray.size(); ++k) gray[k] = static_cast<uint8_t>(255 - k * 30);
