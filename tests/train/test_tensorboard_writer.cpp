@@ -24,15 +24,18 @@ TEST_CASE("CRC-32C and TFRecord framing against hand-worked values", "[tensorboa
   CHECK(record.substr(12, 3) == "abc");
 }
 
-TEST_CASE("the writer names its file by time and host and refuses what it cannot write", "[tensorboard][errors]") {
+TEST_CASE("the writer names its file by time and host and refuses what it cannot write",
+          "[tensorboard][errors]") {
   TempDir tmp("tensorboard");
   TensorBoardWriter a(tmp.file("tb")), b(tmp.file("tb"));  // made when missing; the same second
   CHECK(std::filesystem::path(a.path()).filename().string().starts_with("events.out.tfevents."));
   CHECK(a.path() != b.path());
-  CHECK_THROWS_WITH(a.add_image("x", "png", 1, 1, 5, 0), Catch::Contains("channels must be 1, 2, 3 or 4, not 5"));
+  CHECK_THROWS_WITH(a.add_image("x", "png", 1, 1, 5, 0),
+                    Catch::Contains("channels must be 1, 2, 3 or 4, not 5"));
   write_bytes(tmp.file("not.png"), "hello, not a picture at all");
   CHECK_THROWS_WITH(a.add_png_file("x", tmp.file("not.png"), 0), Catch::Contains("is not a PNG file"));
   write_bytes(tmp.file("file"), "");
-  CHECK_THROWS_WITH(TensorBoardWriter(tmp.file("file")), Catch::Contains("cannot make the TensorBoard directory"));
+  CHECK_THROWS_WITH(TensorBoardWriter(tmp.file("file")),
+                    Catch::Contains("cannot make the TensorBoard directory"));
 }
 #endif
