@@ -33,9 +33,11 @@ std::string progress_line(const LogPoint& p) {
   os << "  sync " << format_bytes(p.bytes_per_step) << "/step";
   if (!p.structure.empty()) os << "  [" << p.structure << "]";
   if (p.skipped_steps > 0) os << "  skipped " << p.skipped_steps << " non-finite step(s)";
-  os << "  rss " << std::setprecision(1);
-  for (size_t r = 0; r < p.rss_mb.size(); ++r) os << (r > 0 ? "/" : "") << p.rss_mb[r];
-  os << " MB";
+  if (!p.rss_mb.empty()) {
+    os << "  rss " << std::setprecision(1);
+    for (size_t r = 0; r < p.rss_mb.size(); ++r) os << (r > 0 ? "/" : "") << p.rss_mb[r];
+    os << " MB";
+  }
   return os.str();
 }
 
@@ -189,7 +191,7 @@ void MetricsLog::log_ring8(int64_t iteration, const data::Ring8Quality& quality,
 void MetricsLog::write_line(const std::string& line, int64_t iteration) {
   if (write_failed_) return;
   errno = 0;
-  file_ << line << std::endl;
+  file_ << line + "\n" << std::flush;  // one piece: a reader never sees half a line
   if (!file_) report_write_error(iteration, errno_text());
 }
 

@@ -7,8 +7,9 @@
 //   <duration>  loss_d <x.xxxx>  loss_g <x.xxxx>", "  <name> <x.xxxx>" for each term
 //   (penalties: "gp", "wdist", "r1"), "  sync <bytes>/step", then
 //   "  [<structure>]" for a model that has one, "  skipped <n> non-finite step(s)" once any
-//   step was skipped, and "  rss <rank 0>/<rank 1>/... MB"; it/s, ms and rss with one
-//   decimal, the ETA from the interval's ms per step and the iterations left.
+//   step was skipped, and "  rss <rank 0>/<rank 1>/... MB" (left out without figures);
+//   it/s, ms and rss with one decimal, the ETA from the interval's ms per step and the
+//   iterations left.
 // - metrics_json(p): {"iteration": i, "loss_d": x, "loss_g": x, <"name": x for each
 //   term>, "ms_per_step": x, "bytes_per_step": n, "rss_mb": [x, ...]}: numbers with 6
 //   significant digits,
@@ -81,9 +82,10 @@ class MetricsLog {
   // The progress line to `console`, the JSON line to the file.
   void log(const LogPoint& point, std::ostream& console);
   void log_ring8(int64_t iteration, const data::Ring8Quality& quality, std::ostream& console);
+  // One JSON line (of `iteration`, for the warning) to the file alone, in one piece.
+  void write_line(const std::string& line, int64_t iteration);
 
  private:
-  void write_line(const std::string& line, int64_t iteration);
   void report_write_error(int64_t iteration, const std::string& reason);
 
   std::string path_;

@@ -1,6 +1,7 @@
 #include "models/train/run_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,8 @@
 #include <iomanip>
 #include <optional>
 #include <sstream>
+
+#include "models/train/progress.h"
 
 namespace tandem::models {
 
@@ -147,43 +150,25 @@ std::string image_source(const std::string& path) {
   return "data:image/png;base64," + base64(bytes.str());
 }
 
-// The number after "<key>": in a flat JSON line; nullopt when the key is not there.
-std::optional<double> json_number(const std::string& line, const std::string& key) {
-  const std::string head = "\"" + key + "\": ";
-  const size_t at = line.find(head);
-  if (at == std::string::npos) return std::nullopt;
-  const char* first = line.c_str() + at + head.size();
-  char* end = nullptr;
-  const double value = std::strtod(first, &end);
-  if (end == first) return std::nullopt;
-  return value;
+// The chart a name goes on: its group (see the contract), or one of tandem-train's.
+std::string group_of(const std::string& name) {
+  if (name == "gp" || name == "wdist" || name == "r1") return "penalty terms";
+  if (const size_t slash = name.find('/'); slash != std::string::npos && slash > 0)
+    return name.substr(0, slash);
+  if (const size_t underscore = name.rfind('_'); underscore != std::string::npos && underscore > 0)
+    return name.substr(0, underscore);
+  return name;
 }
 
-// A metrics.jsonl line as metrics_json writes it, back as a log point; nullopt for other
-// lines (ring8's, torn ones).
-std::optional<LogPoint> point_of(const std::string& line, int64_t total) {
-  if (!line.starts_with("{\"iteration\": ") || !line.ends_with("}")) return std::nullopt;
-  const auto iteration = json_number(line, "iteration"), loss_d = json_number(line, "loss_d"),
-             loss_g = json_number(line, "loss_g"), ms = json_number(line, "ms_per_step"),
-             bytes = json_number(line, "bytes_per_step");
-  if (!iteration || !loss_d || !loss_g || !ms || !bytes) return std::nullopt;
-  LogPoint p;
-  p.iteration = static_cast<int64_t>(*iteration);
-  p.total = total;
-  p.ms_per_step = *ms;
-  p.loss_d = *loss_d;
-  p.loss_g = *loss_g;
-  p.bytes_per_step = *bytes;
-  for (const char* name : {"gp", "wdist", "r1"}) {
-    if (auto v = json_number(line, name)) p.terms.emplace_back(name, *v);
-  }
-  const size_t rss = line.find("\"rss_mb\": [");
-  if (rss != std::string::npos) {
-    std::istringstream values(line.substr(rss + 11, line.find(']', rss) - rss - 11));
-    for (std::string v; std::getline(values, v, ',');) p.rss_mb.push_back(std::strtod(v.c_str(), nullptr));
-  }
-  return p;
+// A chart's id: its group with anything but letters, digits and '-' as '-'.
+std::string chart_id(const std::string& group) {
+  std::string id = "scalars-";
+  for (char c : group) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+  return id;
 }
+
+constexpr const char* kColors[] = {"#1f5fbf", "#d0451b", "#2a8a2a", "#8a2a8a", "#8a6a00", "#1f7f7f"};
+constexpr size_t kColorCount = sizeof kColors / sizeof kColors[0];
 
 constexpr const char* kStyle = R"(<style>
 body { font: 14px/1.4 sans-serif; margin: 16px 24px; color: #222; background: #fafafa; }
@@ -273,7 +258,37 @@ RunReport::RunReport(std::string dir, std::string title, std::vector<RunSetting>
       settings_(std::move(settings)),
       total_(total) {}
 
-void RunReport::add_point(const LogPoint& point) { points_.push_back(point); }
+RunReport::Row& RunReport::row_at(int64_t iteration) {
+  auto at = std::lower_bound(rows_.begin(), rows_.end(), iteration,
+                             [](const Row& row, int64_t i) { return row.iteration < i; });
+  if (at == rows_.end() || at->iteration != iteration) at = rows_.insert(at, Row{iteration, {}});
+  return *at;
+}
+
+void RunReport::add_scalars(int64_t iteration, const train::Scalars& scalars) {
+  Row& row = row_at(iteration);
+  for (const auto& [name, value] : scalars) {
+    auto same =
+        std::find_if(row.scalars.begin(), row.scalars.end(), [&](const auto& s) { return s.first == name; });
+    if (same != row.scalars.end()) {
+      same->second = value;
+    } else {
+      row.scalars.emplace_back(name, value);
+    }
+  }
+  std::ostringstream line;
+  line << "iter " << std::setw(6) << iteration << "/" << total_ << train::scalars_text(row.scalars);
+  latest_line_ = line.str();
+}
+
+void RunReport::add_point(const LogPoint& point) {
+  train::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
+  scalars.insert(scalars.end(), point.terms.begin(), point.terms.end());
+  scalars.emplace_back("ms_per_step", point.ms_per_step);
+  scalars.emplace_back("bytes_per_step", point.bytes_per_step);
+  add_scalars(point.iteration, scalars);
+  latest_line_ = progress_line(point);
+}
 
 void RunReport::add_sample(int64_t iteration, const std::string& path) {
   samples_.push_back({iteration, path});
@@ -292,11 +307,9 @@ void RunReport::set_phases(const std::string& reducer, std::vector<PhaseStats> p
 void RunReport::load_history(int64_t up_to) {
   std::ifstream metrics(fs::path(dir_) / kMetricsFile);
   for (std::string line; std::getline(metrics, line);) {
-    std::optional<LogPoint> p = point_of(line, total_);
-    if (p && p->iteration <= up_to) points_.push_back(*p);
+    const auto parsed = train::parse_scalars_json(line);
+    if (parsed && parsed->first <= up_to) add_scalars(parsed->first, parsed->second);
   }
-  std::sort(points_.begin(), points_.end(),
-            [](const LogPoint& a, const LogPoint& b) { return a.iteration < b.iteration; });
   std::vector<Sample> found;
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
@@ -314,20 +327,25 @@ void RunReport::load_history(int64_t up_to) {
 
 std::string RunReport::html(RunState state) const {
   const bool running = state == RunState::running;
-  std::vector<double> x, loss_d, loss_g, ms, its, bytes;
-  std::vector<std::string> term_names;
-  for (const LogPoint& p : points_) {
-    x.push_back(static_cast<double>(p.iteration));
-    loss_d.push_back(p.loss_d);
-    loss_g.push_back(p.loss_g);
-    ms.push_back(p.ms_per_step);
-    its.push_back(p.ms_per_step > 0 ? 1000.0 / p.ms_per_step : std::nan(""));
-    bytes.push_back(p.bytes_per_step);
-    for (const auto& [name, value] : p.terms) {
-      if (std::find(term_names.begin(), term_names.end(), name) == term_names.end())
-        term_names.push_back(name);
+  std::vector<double> x;
+  std::vector<std::string> names;  // in the order first recorded
+  for (const Row& row : rows_) {
+    x.push_back(static_cast<double>(row.iteration));
+    for (const auto& [name, value] : row.scalars) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
   }
+  // A name's value in each row; NaN (left out of the curve) where a row has none.
+  auto values_of = [&](const std::string& name) {
+    std::vector<double> values;
+    for (const Row& row : rows_) {
+      double v = std::nan("");
+      for (const auto& [n, value] : row.scalars)
+        if (n == name) v = value;
+      values.push_back(v);
+    }
+    return values;
+  };
 
   std::ostringstream os;
   os << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
@@ -335,38 +353,48 @@ std::string RunReport::html(RunState state) const {
   os << "<title>" << html_escape(title_) << " (" << (running ? "running" : "finished") << ")</title>\n"
      << kStyle << "</head><body>\n<h1>" << html_escape(title_) << "</h1>\n<p><span class=\"state "
      << (running ? "running" : "finished") << "\" id=\"state\">" << (running ? "running" : "finished")
-     << "</span> iteration " << (points_.empty() ? 0 : points_.back().iteration) << " of " << total_
+     << "</span> iteration " << (rows_.empty() ? 0 : rows_.back().iteration) << " of " << total_
      << ", written " << utc_now();
   if (running) os << "; this page reloads every " << kRefreshSeconds << " s";
   os << "</p>\n";
-  if (!points_.empty())
-    os << "<pre id=\"latest\">" << html_escape(progress_line(points_.back())) << "</pre>\n";
+  if (!latest_line_.empty()) os << "<pre id=\"latest\">" << html_escape(latest_line_) << "</pre>\n";
 
   os << "<h2>Curves</h2>\n<div class=\"charts\">\n";
-  std::vector<Series> losses;
-  add_smoothed(losses, "loss_d", "#1f5fbf", loss_d);
-  add_smoothed(losses, "loss_g", "#d0451b", loss_g);
-  os << chart("losses", "loss_d and loss_g (averaged over the ranks; faint: raw, solid: smoothed)", x,
-              losses);
-  os << chart("sync-bytes", "bytes synchronised per step (all backwards of an iteration)", x,
-              {{"bytes/step", "#7f3f9f", bytes}}, Unit::bytes);
-  if (!term_names.empty()) {
-    static const char* kColors[] = {"#2a8a2a", "#8a2a8a", "#8a6a00"};
-    std::vector<Series> terms;
-    for (size_t t = 0; t < term_names.size(); ++t) {
-      std::vector<double> values;
-      for (const LogPoint& p : points_) {
-        double v = std::nan("");
-        for (const auto& [name, value] : p.terms)
-          if (name == term_names[t]) v = value;
-        values.push_back(v);
+  if (names.empty()) os << "<p>no scalars yet</p>\n";
+  std::vector<std::string> drawn;  // groups
+  for (const std::string& first : names) {
+    if (first == "lr") {
+      os << chart("lr", "learning rate", x, {{"lr", "#444", values_of("lr")}});
+    } else if (first == "bytes_per_step") {
+      os << chart("sync-bytes", "bytes synchronised per step (all backwards of an iteration)", x,
+                  {{"bytes/step", "#7f3f9f", values_of(first)}}, Unit::bytes);
+    } else if (first == "ms_per_step") {
+      const std::vector<double> ms = values_of(first);
+      std::vector<double> its;
+      for (double v : ms) its.push_back(v > 0 ? 1000.0 / v : std::nan(""));
+      os << chart("step-time", "ms per step (rank 0, mean over each log interval)", x,
+                  {{"ms/step", "#444", ms}})
+         << chart("its", "iterations per second", x, {{"it/s", "#1f7f7f", its}});
+    } else {
+      const std::string group = group_of(first);
+      if (std::find(drawn.begin(), drawn.end(), group) != drawn.end()) continue;
+      drawn.push_back(group);
+      std::vector<Series> series;
+      std::string members;
+      for (const std::string& name : names) {
+        if (name == "lr" || name == "bytes_per_step" || name == "ms_per_step" || group_of(name) != group)
+          continue;
+        add_smoothed(series, name, kColors[series.size() / 2 % kColorCount], values_of(name));
+        members += (members.empty() ? "" : ", ") + name;
       }
-      add_smoothed(terms, term_names[t], kColors[t % 3], values);
+      const bool penalties = group == "penalty terms";
+      os << chart(penalties         ? "terms"
+                  : group == "loss" ? "losses"
+                                    : chart_id(group),
+                  (penalties ? "penalty terms" : members) + " (faint: raw, solid: smoothed)", x, series);
     }
-    os << chart("terms", "penalty terms", x, terms);
   }
-  os << chart("step-time", "ms per step (rank 0, mean over each log interval)", x, {{"ms/step", "#444", ms}})
-     << chart("its", "iterations per second", x, {{"it/s", "#1f7f7f", its}}) << "</div>\n";
+  os << "</div>\n";
 
   os << "<h2>Samples</h2>\n<div class=\"samples\">\n";
   if (samples_.empty()) os << "<p>no sample picture yet</p>\n";

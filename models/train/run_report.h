@@ -2,21 +2,31 @@
 // glance, during the run and after it.
 //
 // Contract:
-// - RunReport(dir, title, settings, total) holds the run's history; add_point(p) records a log
-//   point (losses, penalty terms, ms per step, bytes synchronised per step), add_sample(i,
-//   path) a sample picture written at iteration i, set_phases(reducer, phases) the
-//   synchronisation phases of one Reducer (replacing what it held for that reducer).
-// - load_history(up_to), for a resumed run: the log points of <dir>/metrics.jsonl (its
-//   lines as metrics_json writes them; other and torn lines skipped) and the sample
-//   pictures <dir>/samples-<6 digits>.png of iterations <= up_to, so that the report shows
-//   the whole run, not only the part since the resume.
+// - RunReport(dir, title, settings, total) holds the run's history: named scalars per
+//   iteration. add_point(p) records tandem-train's log point (loss_d, loss_g, its terms,
+//   ms_per_step, bytes_per_step; its progress line becomes the latest line),
+//   add_scalars(i, scalars) any named scalars of iteration i (a user's loop; the latest line
+//   is then progress_text's, without a rate), add_sample(i, path) a sample picture written
+//   at iteration i, set_phases(reducer, phases) the synchronisation phases of one Reducer
+//   (replacing what it held for that reducer). Scalars of one iteration recorded twice are
+//   merged (a later value of a name replaces the earlier).
+// - load_history(up_to), for a resumed run: the scalars of <dir>/metrics.jsonl (every whole
+//   flat line parse_scalars_json reads, as MetricsLog and ScalarLog write them; torn lines
+//   skipped, values that are not numbers left out) and the sample pictures
+//   <dir>/samples-<6 digits>.png of iterations <= up_to, so that the report shows the whole
+//   run, not only the part since the resume.
 // - write(state) writes <dir>/report.html atomically (report.html.tmp, renamed over it) and
 //   returns "" or why it could not (the caller warns; the run goes on). The page is
 //   self-contained: no script, no style sheet or font from elsewhere, no network. It shows,
 //   in this order: the title, the state ("running" or "finished"), the last iteration of
 //   `total` and the time it was written (UTC), the latest progress line; charts as inline
-//   SVG of loss_d and loss_g (each raw, faint, and smoothed, solid), of bytes synchronised
-//   per step, of the penalty terms when there are any, of ms per step and of it/s; the
+//   SVG, one per group of names, in the order their first names were recorded: a name's
+//   group is its part before the first '/', else before its last '_', else the name
+//   (loss_d and loss_g: "loss"); each series raw (faint) and smoothed (solid), but for
+//   these names of tandem-train: "lr" alone on a chart of its own, unsmoothed; "gp",
+//   "wdist" and "r1" together on the penalty terms' chart; "bytes_per_step" on a chart of
+//   bytes synchronised per step (axis in bytes); "ms_per_step" on a chart of ms per step
+//   and one of it/s. A name never recorded gets no chart (no empty figure); the
 //   latest sample picture inline (a base64 data: URI, so the page alone shows it) and up to
 //   15 earlier ones, evenly spread from the first, by file name relative to <dir>; a table
 //   of each Reducer's phases (buckets, largest bucket, bytes per backward, backwards since
@@ -42,6 +52,7 @@
 
 #include "models/train/metrics_log.h"
 #include "models/train/run_settings.h"
+#include "models/train/scalar_log.h"
 #include "reducer/reducer.h"
 
 namespace tandem::models {
@@ -69,6 +80,7 @@ class RunReport {
 
   const std::string& path() const { return path_; }
   void add_point(const LogPoint& point);
+  void add_scalars(int64_t iteration, const train::Scalars& scalars);
   void add_sample(int64_t iteration, const std::string& path);
   void set_phases(const std::string& reducer, std::vector<PhaseStats> phases);
   void load_history(int64_t up_to);
@@ -84,7 +96,14 @@ class RunReport {
   std::string dir_, path_, title_;
   std::vector<RunSetting> settings_;
   int64_t total_;
-  std::vector<LogPoint> points_;
+  struct Row {
+    int64_t iteration;
+    train::Scalars scalars;
+  };
+  Row& row_at(int64_t iteration);
+
+  std::vector<Row> rows_;    // by iteration
+  std::string latest_line_;  // "" until a point or scalars are recorded
   std::vector<Sample> samples_;
   std::vector<std::pair<std::string, std::vector<PhaseStats>>> phases_;  // per Reducer
 };

@@ -7,10 +7,12 @@
 #include <string>
 
 #include "models/train/run_report.h"
+#include "models/train/scalar_log.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
 using namespace tandem::models;
+using tandem::train::ScalarLog;
 using namespace tandem::testing;
 
 namespace {
@@ -28,6 +30,13 @@ std::string points_of(const std::string& html, const std::string& series) {
   REQUIRE(at != std::string::npos);
   const size_t begin = html.find("points=\"", at) + 8;
   return html.substr(begin, html.find('"', begin) - begin);
+}
+
+// The chart (figure) whose id is `id`.
+std::string figure_of(const std::string& html, const std::string& id) {
+  const size_t at = html.find("<figure class=\"chart\" id=\"" + id + "\"");
+  REQUIRE(at != std::string::npos);
+  return html.substr(at, html.find("</figure>", at) - at);
 }
 
 LogPoint point(int64_t iteration, double loss_d, double loss_g, double ms) {
@@ -222,4 +231,57 @@ TEST_CASE("a resumed run's report starts with the history in --out up to its che
   CHECK(count_of(html, "src=\"samples-000010.png\"") == 1);
   CHECK(count_of(html, "samples-000030.png") == 0);
   CHECK(count_of(html, "samples-latest.png") == 0);
+}
+
+TEST_CASE("the report draws any names, grouped by prefix, lr on its own chart", "[run_report]") {
+  TempDir tmp("scalar_log");
+  {
+    ScalarLog log(tmp.path.string());
+    log.log(10, {{"loss_d", 1.0}, {"loss_g", 3.0}, {"lr", 1e-3}, {"acc/train", 0.5}, {"acc/test", 0.25}});
+    log.log(20, {{"loss_d", 2.0}, {"loss_g", 0.0}, {"lr", 5e-4}, {"acc/train", 0.75}, {"acc/test", 0.5}});
+    log.log(30, {{"loss_d", 1.5}, {"loss_g", 1.0}, {"lr", 2.5e-4}, {"acc/train", 1.0}, {"acc/test", 0.75}});
+  }
+  RunReport report(tmp.path.string(), "my gan", {}, 30);
+  report.load_history(30);
+  const std::string html = report.html(RunState::finished);
+  // Three charts: the losses, the learning rate, the accuracies; no empty ones.
+  CHECK(count_of(html, "<svg ") == 3);
+  const std::string losses = figure_of(html, "losses"), lr = figure_of(html, "lr"),
+                    acc = figure_of(html, "scalars-acc");
+  // x 10..30; the losses share 0..3, the accuracies 0.25..1.
+  CHECK(points_of(losses, "loss_d (raw)") == "64.0,132.0 304.0,72.0 544.0,102.0");
+  CHECK(points_of(losses, "loss_g (raw)") == "64.0,12.0 304.0,192.0 544.0,132.0");
+  CHECK(points_of(acc, "acc/test (raw)") == "64.0,192.0 304.0,132.0 544.0,72.0");
+  CHECK(count_of(acc, "data-series=\"acc/train (smoothed)\"") == 1);
+  // lr alone, unsmoothed, and on no other chart.
+  CHECK(points_of(lr, "lr") == "64.0,12.0 304.0,132.0 544.0,192.0");
+  CHECK(count_of(losses + acc, "lr") == 0);
+  // The latest line: the scalars, no empty rss figure.
+  CHECK(count_of(html,
+                 "<pre id=\"latest\">iter     30/30  loss_d 1.5000  loss_g 1.0000  lr 0.00025  acc/train "
+                 "1.0000  acc/test 0.7500</pre>") == 1);
+  CHECK(count_of(html, "rss") == 0);
+}
+
+TEST_CASE("tandem-train's lr goes on its own chart, not the penalty terms'", "[run_report]") {
+  TempDir tmp("scalar_log");
+  RunReport report(tmp.path.string(), "t", {}, 20);
+  for (int64_t i : {10, 20}) {
+    LogPoint p;
+    p.iteration = i;
+    p.total = 20;
+    p.ms_per_step = 2;
+    p.terms = {
+        {"lr", 1e-4 * static_cast<double>(i)}, {"gp", 0.5}, {"grad_norm_d", 1.0}, {"grad_norm_g", 2.0}};
+    report.add_point(p);
+  }
+  const std::string html = report.html(RunState::finished);
+  CHECK(count_of(figure_of(html, "terms"), "data-series=\"lr") == 0);
+  CHECK(count_of(figure_of(html, "terms"), "data-series=\"gp (raw)\"") == 1);
+  CHECK(points_of(figure_of(html, "lr"), "lr") == "64.0,192.0 544.0,12.0");
+  CHECK(count_of(figure_of(html, "scalars-grad-norm"), "data-series=\"grad_norm_g (raw)\"") == 1);
+  // losses, lr, terms, grad_norm, step time, it/s, bytes
+  CHECK(count_of(html, "<svg ") == 7);
+  // No rss figures in the point: none in the latest line either.
+  CHECK(count_of(html, "rss") == 0);
 }

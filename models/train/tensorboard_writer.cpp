@@ -1,0 +1,157 @@
+#include "models/train/tensorboard_writer.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "runtime/error.h"
+#include "tensorboard_event.pb.h"
+
+namespace tandem::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::array<uint32_t, 256> crc32c_table() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+
+uint32_t mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+
+std::string little_endian(uint64_t value, int bytes) {
+  std::string out(static_cast<size_t>(bytes), '\0');
+  for (int i = 0; i < bytes; ++i) out[static_cast<size_t>(i)] = static_cast<char>((value >> (8 * i)) & 0xff);
+  return out;
+}
+
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+uint32_t big_endian32(const std::string& bytes, size_t at) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
+  return v;
+}
+
+}  // namespace
+
+uint32_t crc32c(const std::string& bytes) {
+  static const std::array<uint32_t, 256> table = crc32c_table();
+  uint32_t crc = 0xffffffffu;
+  for (char c : bytes) crc = table[(crc ^ static_cast<unsigned char>(c)) & 0xff] ^ (crc >> 8);
+  return crc ^ 0xffffffffu;
+}
+
+uint32_t masked_crc32c(const std::string& bytes) { return mask(crc32c(bytes)); }
+
+std::string tfrecord(const std::string& data) {
+  const std::string length = little_endian(data.size(), 8);
+  return length + little_endian(masked_crc32c(length), 4) + data + little_endian(masked_crc32c(data), 4);
+}
+
+TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TANDEM_CHECK(!ec && fs::is_directory(dir), "cannot make the TensorBoard directory "
+                                                 << dir << " (" << (ec ? ec.message() : "not a directory")
+                                                 << ")");
+  const auto seconds = static_cast<int64_t>(unix_seconds());
+  const std::string base =
+      (fs::path(dir) / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name())).string();
+  path_ = base;
+  for (int n = 1; fs::exists(path_); ++n) path_ = base + "." + std::to_string(n);
+  file_.open(path_, std::ios::binary | std::ios::trunc);
+  TANDEM_CHECK(file_.good(), "cannot open " << path_ << " for writing (" << std::strerror(errno) << ")");
+  tensorboard::Event event;
+  event.set_wall_time(unix_seconds());
+  event.set_file_version("brain.Event:2");
+  write_event(event.SerializeAsString());
+}
+
+void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t step) {
+  add_scalars(step, {{tag, value}});
+}
+
+void TensorBoardWriter::add_scalars(int64_t step, const Scalars& scalars) {
+  tensorboard::Event event;
+  event.set_wall_time(unix_seconds());
+  event.set_step(step);
+  for (const auto& [tag, value] : scalars) {
+    tensorboard::Summary::Value* v = event.mutable_summary()->add_value();
+    v->set_tag(tag);
+    v->set_simple_value(static_cast<float>(value));
+  }
+  write_event(event.SerializeAsString());
+}
+
+void TensorBoardWriter::add_image(const std::string& tag, const std::string& png, int height, int width,
+                                  int channels, int64_t step) {
+  TANDEM_CHECK(channels >= 1 && channels <= 4,
+               "add_image '" << tag << "': channels must be 1, 2, 3 or 4, not " << channels);
+  tensorboard::Event event;
+  event.set_wall_time(unix_seconds());
+  event.set_step(step);
+  tensorboard::Summary::Value* v = event.mutable_summary()->add_value();
+  v->set_tag(tag);
+  tensorboard::Summary::Image* image = v->mutable_image();
+  image->set_height(height);
+  image->set_width(width);
+  image->set_colorspace(channels);
+  image->set_encoded_image_string(png);
+  write_event(event.SerializeAsString());
+}
+
+void TensorBoardWriter::add_png_file(const std::string& tag, const std::string& path, int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  TANDEM_CHECK(in.good() || in.eof(), "cannot read " << path);
+  const std::string png = bytes.str();
+  // The signature, then the IHDR chunk: length, "IHDR", width, height (big-endian), bit
+  // depth, colour type (0 gray, 2 RGB, 4 gray + alpha, 6 RGBA).
+  TANDEM_CHECK(
+      png.size() >= 26 && png.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0 && png.compare(12, 4, "IHDR") == 0,
+      path << " is not a PNG file");
+  const int color_type = static_cast<unsigned char>(png[25]);
+  const int channels = color_type == 0   ? 1
+                       : color_type == 4 ? 2
+                       : color_type == 2 ? 3
+                       : color_type == 6 ? 4
+                                         : 0;
+  TANDEM_CHECK(channels > 0, path << ": PNG colour type " << color_type << " (a palette) is not supported");
+  add_image(tag, png, static_cast<int>(big_endian32(png, 20)), static_cast<int>(big_endian32(png, 16)),
+            channels, step);
+}
+
+void TensorBoardWriter::write_event(const std::string& serialized) {
+  if (write_failed_) return;
+  errno = 0;
+  file_ << tfrecord(serialized) << std::flush;
+  if (!file_) {
+    write_failed_ = true;
+    write_stderr_line("tandem: warning: cannot write " + path_ + " (" +
+                      (errno != 0 ? std::strerror(errno) : "the stream failed") +
+                      "); no more TensorBoard events go there, training goes on");
+  }
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,59 @@
+// TensorBoard event files: scalars and PNG pictures of a run, for TensorBoard (and any
+// TFEvents reader) to plot and compare runs. Built when CMake finds Protobuf (Debian's
+// libprotobuf-dev, protobuf-compiler); then TANDEM_HAVE_TENSORBOARD is 1.
+//
+// Contract:
+// - TensorBoardWriter(dir) creates `dir` (and its parents) and the file
+//   <dir>/events.out.tfevents.<unix seconds>.<hostname> (".<n>" appended, from 1, when that
+//   name is taken), and writes its first event: file_version "brain.Event:2". A directory or
+//   file that cannot be made is an Error naming it. Construct it on one rank (rank 0).
+// - Every event is one TFRecord: uint64 length, uint32 masked CRC-32C of those 8 bytes, the
+//   serialized Event (tensorboard_event.proto), uint32 masked CRC-32C of it, all
+//   little-endian; masked_crc32c(c) = ((c >> 15) | (c << 17)) + 0xa282ead8. Each event is
+//   flushed as it is written, so TensorBoard sees a running job's values.
+// - add_scalar(tag, value, step): one event with one simple_value (a float: value rounded
+//   to float32). add_scalars(step, scalars): one event with a value per name, in order
+//   (the ScalarSink of a ScalarLog: attach it and one log() call feeds both).
+// - add_image(tag, png, height, width, channels, step): one event with an Image summary
+//   holding the PNG's bytes as they are; channels 1 (gray), 2 (gray + alpha), 3 (RGB) or
+//   4 (RGBA), else an Error. add_png_file(tag, path, step) reads a PNG file (such as a
+//   sample grid from models/data/png_writer.h) and takes its size and channels from its
+//   header; a file that cannot be read or is not a PNG is an Error naming it.
+// - A write that fails (a full disk) is reported once on stderr, "tandem: warning: cannot
+//   write <path> (<reason>); ...", and nothing more is written; training goes on.
+// - crc32c(bytes) is CRC-32C (Castagnoli, reflected 0x82f63b78, as in iSCSI and TFRecord).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "models/train/scalar_log.h"
+
+namespace tandem::train {
+
+uint32_t crc32c(const std::string& bytes);
+uint32_t masked_crc32c(const std::string& bytes);
+// One TFRecord holding `data`.
+std::string tfrecord(const std::string& data);
+
+class TensorBoardWriter : public ScalarSink {
+ public:
+  explicit TensorBoardWriter(const std::string& dir);
+
+  const std::string& path() const { return path_; }
+  void add_scalar(const std::string& tag, double value, int64_t step);
+  void add_scalars(int64_t step, const Scalars& scalars) override;
+  void add_image(const std::string& tag, const std::string& png, int height, int width, int channels,
+                 int64_t step);
+  void add_png_file(const std::string& tag, const std::string& path, int64_t step);
+
+ private:
+  void write_event(const std::string& serialized);
+
+  std::string path_;
+  std::ofstream file_;
+  bool write_failed_ = false;
+};
+
+}  // namespace tandem::train

@@ -1,0 +1,41 @@
+// The TensorBoard writer's framing against published values (CRC-32C of "123456789" is
+// 0xe3069283, RFC 3720) and its refusals; tensorboard_test.sh reads whole files back.
+#include <catch2/catch.hpp>
+
+#if TANDEM_HAVE_TENSORBOARD
+#include <filesystem>
+
+#include "models/train/tensorboard_writer.h"
+#include "runtime/error.h"
+#include "tests/test_files.h"
+
+using namespace tandem;
+using namespace tandem::train;
+using namespace tandem::testing;
+
+TEST_CASE("CRC-32C and TFRecord framing against hand-worked values", "[tensorboard]") {
+  CHECK(crc32c("123456789") == 0xe3069283u);
+  CHECK(crc32c("") == 0u);
+  const uint32_t c = crc32c("123456789");
+  CHECK(masked_crc32c("123456789") == static_cast<uint32_t>(((c >> 15) | (c << 17)) + 0xa282ead8u));
+  const std::string record = tfrecord("abc");
+  REQUIRE(record.size() == 8 + 4 + 3 + 4);
+  CHECK(record.substr(0, 8) == std::string("\x03\0\0\0\0\0\0\0", 8));  // little-endian length
+  CHECK(record.substr(12, 3) == "abc");
+}
+
+TEST_CASE("the writer names its file by time and host and refuses what it cannot write",
+          "[tensorboard][errors]") {
+  TempDir tmp("tensorboard");
+  TensorBoardWriter a(tmp.file("tb")), b(tmp.file("tb"));  // made when missing; the same second
+  CHECK(std::filesystem::path(a.path()).filename().string().starts_with("events.out.tfevents."));
+  CHECK(a.path() != b.path());
+  CHECK_THROWS_WITH(a.add_image("x", "png", 1, 1, 5, 0),
+                    Catch::Contains("channels must be 1, 2, 3 or 4, not 5"));
+  write_bytes(tmp.file("not.png"), "hello, not a picture at all");
+  CHECK_THROWS_WITH(a.add_png_file("x", tmp.file("not.png"), 0), Catch::Contains("is not a PNG file"));
+  write_bytes(tmp.file("file"), "");
+  CHECK_THROWS_WITH(TensorBoardWriter(tmp.file("file")),
+                    Catch::Contains("cannot make the TensorBoard directory"));
+}
+#endif
