@@ -108,10 +108,11 @@ BatchNorm::BatchNorm(int64_t c, const BatchNormOptions& options, int64_t input_d
 
 Variable BatchNorm::forward(const Variable& x) {
   const bool accepted = input_dim_ == 2 ? x.dim() == 2 || x.dim() == 3 : x.dim() == input_dim_;
-  TANDEM_CHECK(accepted && x.size(1) == num_features,
-               type_name() << (path().empty() ? "" : " '" + path() + "'") << ": input "
-                           << shape_str(x.shape()) << " does not match; expected [N, " << num_features
-                           << (input_dim_ == 2 ? "] or [N, " + std::to_string(num_features) + ", L]" : ", H, W]"));
+  TANDEM_CHECK(
+      accepted && x.size(1) == num_features,
+      type_name() << (path().empty() ? "" : " '" + path() + "'") << ": input " << shape_str(x.shape())
+                  << " does not match; expected [N, " << num_features
+                  << (input_dim_ == 2 ? "] or [N, " + std::to_string(num_features) + ", L]" : ", H, W]"));
   if (is_training() && train_forward_) return train_forward_(*this, x);
   const bool batch_stats = is_training() || !track_running_stats;
   return batch_norm(x, weight, bias, running_mean, running_var, batch_stats, momentum, eps);

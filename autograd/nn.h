@@ -106,8 +106,8 @@ class BatchNorm : public Module {
   void set_train_forward(TrainForward forward, std::string prefix);
   bool has_custom_train_forward() const { return static_cast<bool>(train_forward_); }
 
-  Variable weight;        // gamma [C], ones; undefined without affine
-  Variable bias;          // beta [C], zeros; undefined without affine
+  Variable weight;       // gamma [C], ones; undefined without affine
+  Variable bias;         // beta [C], zeros; undefined without affine
   Tensor& running_mean;  // [C]; undefined without track_running_stats
   Tensor& running_var;
   int64_t num_features;

@@ -95,9 +95,9 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
                          const std::shared_ptr<dist::ProcessGroup>& group_ptr, const std::string& name) {
   TANDEM_CHECK(group_ptr != nullptr, "SyncBatchNorm '" << name << "': the process group is null");
   dist::ProcessGroup& group = *group_ptr;
-  TANDEM_CHECK(x.dim() >= 2 && x.dim() <= 4, "SyncBatchNorm '" << name
-                                                                << "': needs [N, C], [N, C, L] or [N, C, H, W], got "
-                                                                << shape_str(x.shape()));
+  TANDEM_CHECK(x.dim() >= 2 && x.dim() <= 4, "SyncBatchNorm '"
+                                                 << name << "': needs [N, C], [N, C, L] or [N, C, H, W], got "
+                                                 << shape_str(x.shape()));
   TANDEM_CHECK(x.data().device() == group.tensor_device(),
                "SyncBatchNorm '" << name << "': input on " << x.data().device().str()
                                  << " but process group '" << group.name() << "' ("
@@ -161,7 +161,8 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
                  .to(X.dtype());
       }
     }
-    const std::vector<double> sum_dy(sums.begin(), sums.begin() + c), sum_dy_xhat(sums.begin() + c, sums.end());
+    const std::vector<double> sum_dy(sums.begin(), sums.begin() + c),
+        sum_dy_xhat(sums.begin() + c, sums.end());
     Tensor gg = node.needs_input_grad(1) ? to_device(sum_dy_xhat, X.dtype(), X.device()) : Tensor();
     Tensor gb = node.needs_input_grad(2) ? to_device(sum_dy, X.dtype(), X.device()) : Tensor();
     return std::vector<Tensor>{gx, gg, gb};
@@ -191,9 +192,9 @@ void make_synchronised(BatchNorm& bn, std::shared_ptr<dist::ProcessGroup> group)
 
 // 3 ([N, C, L]) builds the same module as 2: BatchNorm1d takes both.
 int64_t checked_input_dim(int64_t input_dim) {
-  TANDEM_CHECK(input_dim >= 2 && input_dim <= 4,
-               "SyncBatchNorm: input_dim must be 2 ([N, C]), 3 ([N, C, L]) or 4 ([N, C, H, W]), got "
-                   << input_dim);
+  TANDEM_CHECK(
+      input_dim >= 2 && input_dim <= 4,
+      "SyncBatchNorm: input_dim must be 2 ([N, C]), 3 ([N, C, L]) or 4 ([N, C, H, W]), got " << input_dim);
   return input_dim == 4 ? 4 : 2;
 }
 

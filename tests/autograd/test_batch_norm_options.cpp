@@ -66,8 +66,9 @@ TEST_CASE("BatchNorm with affine = false has no weight or bias", "[norm][module]
   for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(w[i]).margin(1e-5));
 }
 
-TEST_CASE("BatchNorm with track_running_stats = false keeps no buffers and uses batch statistics in eval mode",
-          "[norm][module]") {
+TEST_CASE(
+    "BatchNorm with track_running_stats = false keeps no buffers and uses batch statistics in eval mode",
+    "[norm][module]") {
   nn::BatchNorm1d bn(3, {.eps = 1e-3, .affine = false, .track_running_stats = false});
   CHECK(bn.buffers().empty());
   CHECK(bn.state_dict().empty());
@@ -124,6 +125,7 @@ TEST_CASE("BatchNorm1d and BatchNorm2d name the shapes they accept", "[norm][mod
   CHECK_THROWS_WITH(bn2.forward(Variable(Tensor::zeros({2, 3, 4}))),
                     Catch::Contains("BatchNorm2d(3)") && Catch::Contains("[N, 3, H, W]"));
   Tensor none;
-  CHECK_THROWS_WITH(batch_norm(Variable(Tensor::zeros({2, 3, 2, 2, 2})), Variable(), Variable(), none, none, true),
-                    Catch::Contains("batch_norm") && Catch::Contains("[N, C, L]"));
+  CHECK_THROWS_WITH(
+      batch_norm(Variable(Tensor::zeros({2, 3, 2, 2, 2})), Variable(), Variable(), none, none, true),
+      Catch::Contains("batch_norm") && Catch::Contains("[N, C, L]"));
 }

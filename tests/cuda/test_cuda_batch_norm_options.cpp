@@ -57,6 +57,7 @@ TEST_CASE("cuda BatchNorm1d on [N, C, L] with and without affine and running sta
       require_close(got.dx, want.dx, "dx " + what);
       require_close(got.eval_y, want.eval_y, "eval y " + what);
       if (c.options.affine) require_close(got.dgamma, want.dgamma, "dgamma " + what);
-      if (c.options.track_running_stats) require_close(got.running_mean, want.running_mean, "running_mean " + what);
+      if (c.options.track_running_stats)
+        require_close(got.running_mean, want.running_mean, "running_mean " + what);
     }
 }

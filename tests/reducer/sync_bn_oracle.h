@@ -81,9 +81,9 @@ inline void check_against_oracle(int64_t input_dim, const std::vector<int64_t>& 
   const int r = cpu_group.rank();
   for (int it = 0; it < 3; ++it) {
     const bool training = it < 2;
-    INFO((input_dim == 4 ? "BatchNorm2d " : "BatchNorm1d ") << shape_str(shape)
-         << ", " << (training ? "training" : "eval") << " step " << it << ", rank " << r << " of "
-         << cpu_group.size() << ", " << counts[r] << " rows");
+    INFO((input_dim == 4 ? "BatchNorm2d " : "BatchNorm1d ")
+         << shape_str(shape) << ", " << (training ? "training" : "eval") << " step " << it << ", rank " << r
+         << " of " << cpu_group.size() << ", " << counts[r] << " rows");
     oracle->train(training);
     synced->train(training);
     // Offset and scaled inputs, so the variance is not near 1 and the mean not near 0.

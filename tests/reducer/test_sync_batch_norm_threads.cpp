@@ -33,10 +33,14 @@ constexpr double kTolerance = 1e-5;
 // empty rank.
 std::vector<std::vector<int64_t>> splits(int size) {
   switch (size) {
-    case 1: return {{11}};
-    case 2: return {{4, 7}, {0, 11}};
-    case 3: return {{5, 3, 3}, {2, 0, 9}};
-    default: return {{3, 3, 3, 2}, {1, 6, 0, 4}};
+    case 1:
+      return {{11}};
+    case 2:
+      return {{4, 7}, {0, 11}};
+    case 3:
+      return {{5, 3, 3}, {2, 0, 9}};
+    default:
+      return {{3, 3, 3, 2}, {1, 6, 0, 4}};
   }
 }
 
@@ -66,7 +70,8 @@ double relative_error(const Tensor& got, const Tensor& want) {
     scale[ch] = std::max(scale[ch], std::abs(w[i]));
   }
   double worst = 0;
-  for (size_t ch = 0; ch < err.size(); ++ch) worst = std::max(worst, scale[ch] == 0 ? err[ch] : err[ch] / scale[ch]);
+  for (size_t ch = 0; ch < err.size(); ++ch)
+    worst = std::max(worst, scale[ch] == 0 ? err[ch] : err[ch] / scale[ch]);
   return worst;
 }
 
@@ -138,15 +143,16 @@ void require_close(const Result& got, const Result& want, const std::string& wha
 
 TEST_CASE("threads: SyncBatchNorm of a channel with mean 50 and std 0.5 matches the global batch to 1e-5",
           "[sync_batch_norm][threads]") {
-  const Shape shapes[] = {{kGlobalRows, kChannels}, {kGlobalRows, kChannels, 512}, {kGlobalRows, kChannels, 16, 16}};
+  const Shape shapes[] = {
+      {kGlobalRows, kChannels}, {kGlobalRows, kChannels, 512}, {kGlobalRows, kChannels, 16, 16}};
   for (const Shape& shape : shapes) {
     const Tensor x = large_mean_batch(shape, 7, DType::f32);
     const Tensor w = random_tensor(shape, 8);
     const Tensor gamma = Tensor::from_values({kChannels}, {1.5, 0.7});
     const Tensor beta = Tensor::from_values({kChannels}, {-0.3, 0.2});
-    // The oracle: BatchNorm on the global batch in float64, read back as float32 would be.
-    const Result want = batch_norm_step(x.to(DType::f64), w.to(DType::f64), gamma.to(DType::f64),
-                                        beta.to(DType::f64));
+    // The oracle: BatchNorm on the global batch, all in float64.
+    const Result want =
+        batch_norm_step(x.to(DType::f64), w.to(DType::f64), gamma.to(DType::f64), beta.to(DType::f64));
     // tandem's own float32 BatchNorm meets the bar this test sets.
     const std::string shape_name = shape_str(shape);
     require_close(batch_norm_step(x, w, gamma, beta), want, "BatchNorm " + shape_name);
