@@ -1,6 +1,7 @@
 // BatchNorm's PyTorch options and shapes: BatchNorm1d on [N, C, L] against hand values,
 // affine = false (no weight or bias), track_running_stats = false (no buffers, batch
-// statistics in eval mode too), float64 gradchecks of each, and the shape errors.
+// statistics in eval mode too, with a float64 gradcheck), and the shape errors. The
+// functional batch_norm's gradchecks on [N, C, L] are in test_gradcheck_conv.cpp.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
@@ -90,30 +91,6 @@ TEST_CASE(
     // Eval mode differentiates through the batch statistics, as training does.
     require_close(gradcheck([&](const std::vector<Variable>& in) { return bn.forward(in[0]); }, {x}));
   }
-}
-
-TEST_CASE("gradcheck batch_norm on [N, C, L]: training with and without affine, eval", "[gradcheck][norm]") {
-  const Shape shape{3, 2, 4};
-  Variable x = random_input(shape, 32), gamma = random_input({2}, 33), beta = random_input({2}, 34);
-  Tensor running_mean = Tensor::zeros({2}, DType::f64), running_var = Tensor::ones({2}, DType::f64);
-  require_close(gradcheck(
-      [&](const std::vector<Variable>& in) {
-        return batch_norm(in[0], in[1], in[2], running_mean, running_var, /*training=*/true);
-      },
-      {x, gamma, beta}));
-  Tensor none_mean, none_var;
-  require_close(gradcheck(
-      [&](const std::vector<Variable>& in) {
-        return batch_norm(in[0], Variable(), Variable(), none_mean, none_var, /*training=*/true);
-      },
-      {x}));
-  Tensor eval_mean = Tensor::from_values({2}, {0.5, -1.0}, DType::f64);
-  Tensor eval_var = Tensor::from_values({2}, {0.3, 2.0}, DType::f64);
-  require_close(gradcheck(
-      [&](const std::vector<Variable>& in) {
-        return batch_norm(in[0], in[1], in[2], eval_mean, eval_var, /*training=*/false);
-      },
-      {x, gamma, beta}));
 }
 
 TEST_CASE("BatchNorm1d and BatchNorm2d name the shapes they accept", "[norm][module][errors]") {
