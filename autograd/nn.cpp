@@ -88,25 +88,34 @@ std::string ConvTranspose2d::type_name() const {
 
 // ---- BatchNorm -------------------------------------------------------------------------
 
-BatchNorm::BatchNorm(int64_t c, double eps, double momentum, int64_t input_dim)
-    : running_mean(register_buffer("running_mean", Tensor::zeros({c}))),
-      running_var(register_buffer("running_var", Tensor::ones({c}))),
+BatchNorm::BatchNorm(int64_t c, const BatchNormOptions& options, int64_t input_dim)
+    : running_mean(options.track_running_stats ? register_buffer("running_mean", Tensor::zeros({c}))
+                                               : untracked_mean_),
+      running_var(options.track_running_stats ? register_buffer("running_var", Tensor::ones({c}))
+                                              : untracked_var_),
       num_features(c),
-      eps(eps),
-      momentum(momentum),
+      eps(options.eps),
+      momentum(options.momentum),
+      affine(options.affine),
+      track_running_stats(options.track_running_stats),
       input_dim_(input_dim) {
   check_positive("BatchNorm", "num_features", c);
-  weight = register_parameter("weight", Variable(Tensor::ones({c})));
-  bias = register_parameter("bias", Variable(Tensor::zeros({c})));
+  if (affine) {
+    weight = register_parameter("weight", Variable(Tensor::ones({c})));
+    bias = register_parameter("bias", Variable(Tensor::zeros({c})));
+  }
 }
 
 Variable BatchNorm::forward(const Variable& x) {
-  TANDEM_CHECK(x.dim() == input_dim_ && x.size(1) == num_features,
-               type_name() << (path().empty() ? "" : " '" + path() + "'") << ": input "
-                           << shape_str(x.shape()) << " does not match; expected [N, " << num_features
-                           << (input_dim_ == 2 ? "]" : ", H, W]"));
+  const bool accepted = input_dim_ == 2 ? x.dim() == 2 || x.dim() == 3 : x.dim() == input_dim_;
+  TANDEM_CHECK(
+      accepted && x.size(1) == num_features,
+      type_name() << (path().empty() ? "" : " '" + path() + "'") << ": input " << shape_str(x.shape())
+                  << " does not match; expected [N, " << num_features
+                  << (input_dim_ == 2 ? "] or [N, " + std::to_string(num_features) + ", L]" : ", H, W]"));
   if (is_training() && train_forward_) return train_forward_(*this, x);
-  return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+  const bool batch_stats = is_training() || !track_running_stats;
+  return batch_norm(x, weight, bias, running_mean, running_var, batch_stats, momentum, eps);
 }
 
 void BatchNorm::set_train_forward(TrainForward forward, std::string prefix) {

@@ -9,11 +9,15 @@
 //   Re-initialise with init:: functions (e.g. normal_(w, 0, 0.02) for DCGAN).
 // - Shapes: Linear [N, in] -> [N, out], weight [out, in]. Conv2d NCHW, weight
 //   [out, in, k, k]. ConvTranspose2d NCHW, weight [in, out, k, k].
-// - BatchNorm1d ([N, C]) and BatchNorm2d ([N, C, H, W]) own `weight` (ones) and `bias`
-//   (zeros) and the buffers running_mean (zeros) and running_var (ones). In training mode
-//   they normalise with batch statistics and update the running ones
+// - BatchNorm1d ([N, C] or [N, C, L]) and BatchNorm2d ([N, C, H, W]) normalise each
+//   channel (axis 1) over every other axis. They own `weight` (ones) and `bias` (zeros)
+//   unless options.affine is false (then both stay undefined and are not parameters), and
+//   the buffers running_mean (zeros) and running_var (ones) unless
+//   options.track_running_stats is false (then both stay undefined and are not buffers).
+//   In training mode they normalise with batch statistics and update the running ones
 //   (r = (1 - momentum) r + momentum * batch, unbiased variance); in eval mode they use the
-//   running ones. set_train_forward replaces the training-mode forward (SyncBatchNorm,
+//   running ones, or, without them, the batch's statistics as in training (PyTorch's
+//   rule). set_train_forward replaces the training-mode forward (SyncBatchNorm,
 //   reducer/sync_batch_norm.h, normalises with statistics over every rank's batch); the
 //   parameters, buffers and eval mode stay as they are.
 // - Activations and resampling have no parameters: ReLU, LeakyReLU(slope, default
@@ -79,8 +83,19 @@ class ConvTranspose2d : public Module {
   kernels::Conv2dParams params;
 };
 
-// Shared by BatchNorm1d and BatchNorm2d (they differ only in the input rank they accept).
+// BatchNorm1d(64, {.affine = false, .track_running_stats = false}) as PyTorch's.
+struct BatchNormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;
+  bool affine = true;               // weight (gamma) and bias (beta) parameters
+  bool track_running_stats = true;  // running_mean and running_var buffers
+};
+
+// Shared by BatchNorm1d and BatchNorm2d (they differ only in the input ranks they accept).
 class BatchNorm : public Module {
+  // What running_mean and running_var refer to without running statistics: undefined.
+  Tensor untracked_mean_, untracked_var_;
+
  public:
   Variable forward(const Variable& x) override;
   std::string type_name() const override;
@@ -91,15 +106,17 @@ class BatchNorm : public Module {
   void set_train_forward(TrainForward forward, std::string prefix);
   bool has_custom_train_forward() const { return static_cast<bool>(train_forward_); }
 
-  Variable weight;  // gamma [C], ones
-  Variable bias;    // beta [C], zeros
-  Tensor& running_mean;
+  Variable weight;       // gamma [C], ones; undefined without affine
+  Variable bias;         // beta [C], zeros; undefined without affine
+  Tensor& running_mean;  // [C]; undefined without track_running_stats
   Tensor& running_var;
   int64_t num_features;
   double eps, momentum;
+  bool affine, track_running_stats;
 
  protected:
-  BatchNorm(int64_t num_features, double eps, double momentum, int64_t input_dim);
+  // input_dim 2: BatchNorm1d ([N, C] or [N, C, L]); 4: BatchNorm2d ([N, C, H, W]).
+  BatchNorm(int64_t num_features, const BatchNormOptions& options, int64_t input_dim);
 
  private:
   int64_t input_dim_;
@@ -110,13 +127,15 @@ class BatchNorm : public Module {
 class BatchNorm1d : public BatchNorm {
  public:
   explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1)
-      : BatchNorm(num_features, eps, momentum, 2) {}
+      : BatchNorm(num_features, {.eps = eps, .momentum = momentum}, 2) {}
+  BatchNorm1d(int64_t num_features, const BatchNormOptions& options) : BatchNorm(num_features, options, 2) {}
 };
 
 class BatchNorm2d : public BatchNorm {
  public:
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1)
-      : BatchNorm(num_features, eps, momentum, 4) {}
+      : BatchNorm(num_features, {.eps = eps, .momentum = momentum}, 4) {}
+  BatchNorm2d(int64_t num_features, const BatchNormOptions& options) : BatchNorm(num_features, options, 4) {}
 };
 
 class Embedding : public Module {

@@ -107,7 +107,9 @@ Variable conv2d_input_grad(const Variable& grad, const Variable& weight, const S
                            const kernels::Conv2dParams& p);
 Variable conv2d_weight_grad(const Variable& grad, const Variable& x, const Shape& weight_shape,
                             const kernels::Conv2dParams& p);
-// Training mode updates running_mean/running_var (buffers) in place; eval mode uses them.
+// batch_norm: x [N, C], [N, C, L] or [N, C, H, W]; gamma and beta may be undefined.
+// Training mode normalises with the batch statistics and updates running_mean/running_var
+// (buffers) in place when they are defined; eval mode uses them.
 Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta, Tensor& running_mean,
                     Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 Variable upsample_nearest2x(const Variable& x);

@@ -1,4 +1,4 @@
-// Batch normalisation over axis 1 of [N, C] or [N, C, H, W].
+// Batch normalisation over axis 1 of [N, C], [N, C, L] or [N, C, H, W].
 //
 // Contract:
 // batch_norm_train: normalises with the batch statistics (biased variance), returns y and

@@ -16,9 +16,11 @@ struct Layout {
 
 inline Layout layout_of(const char* op, const Tensor& x) {
   check_defined(op, x, "input");
-  TANDEM_CHECK(x.dim() == 2 || x.dim() == 4,
-               op << ": needs [N, C] or [N, C, H, W], got " << shape_str(x.shape()));
-  return Layout{x.size(0), x.size(1), x.dim() == 4 ? x.size(2) * x.size(3) : 1};
+  TANDEM_CHECK(x.dim() >= 2 && x.dim() <= 4,
+               op << ": needs [N, C], [N, C, L] or [N, C, H, W], got " << shape_str(x.shape()));
+  int64_t inner = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) inner *= x.size(d);
+  return Layout{x.size(0), x.size(1), inner};
 }
 
 // A per-channel tensor (gamma, beta, running stats) must be [C] of x's dtype and device;

@@ -26,20 +26,26 @@ Tensor per_channel(const Tensor& values, const Tensor& like) {
   return kernels::add_bias(Tensor::zeros(like.shape(), like.dtype(), like.device()), values);
 }
 
+// The per-rank sums run in double: summed in float32, a channel whose mean is large
+// against its spread (mean 50, std 0.5) loses the digits that the combination over ranks
+// then cannot restore. A float32 input costs one float64 copy per pass.
+Tensor in_f64(const Tensor& t) { return t.dtype() == DType::f64 ? t : t.to(DType::f64); }
+
 struct GlobalStats {
   std::vector<double> mean, var;  // biased variance
   double count = 0;
 };
 
-// All-gathers [mean (C), sum of squared deviations (C), count] of every rank and combines
-// them (Chan et al.'s pairwise update, in double).
+// All-gathers [mean (C), sum of squared deviations (C), count] of every rank in float64 and
+// combines them (Chan et al.'s pairwise update, in double).
 GlobalStats gather_stats(const Tensor& x, dist::ProcessGroup& group, const std::string& name) {
   const int64_t c = x.size(1);
   const int64_t count = c == 0 ? 0 : x.numel() / c;
   std::vector<double> local(2 * c + 1, 0.0);
   if (count > 0) {
-    Tensor mean = kernels::scale(kernels::bias_grad(x), 1.0 / static_cast<double>(count));
-    Tensor centered = kernels::add_bias(x, kernels::neg(mean));
+    Tensor x64 = in_f64(x);
+    Tensor mean = kernels::scale(kernels::bias_grad(x64), 1.0 / static_cast<double>(count));
+    Tensor centered = kernels::add_bias(x64, kernels::neg(mean));
     std::vector<double> m = to_host(mean), m2 = to_host(kernels::bias_grad(kernels::square(centered)));
     for (int64_t ch = 0; ch < c; ++ch) {
       local[ch] = m[ch];
@@ -47,8 +53,8 @@ GlobalStats gather_stats(const Tensor& x, dist::ProcessGroup& group, const std::
     }
   }
   local[2 * c] = static_cast<double>(count);
-  Tensor mine = to_device(local, x.dtype(), group.tensor_device());
-  Tensor all = Tensor::empty({group.size() * (2 * c + 1)}, x.dtype(), group.tensor_device());
+  Tensor mine = to_device(local, DType::f64, group.tensor_device());
+  Tensor all = Tensor::empty({group.size() * (2 * c + 1)}, DType::f64, group.tensor_device());
   group.allgather_flat(all, mine, "SyncBatchNorm '" + name + "' forward")->synchronize();
   std::vector<double> gathered = to_host(all);
 
@@ -89,8 +95,9 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
                          const std::shared_ptr<dist::ProcessGroup>& group_ptr, const std::string& name) {
   TANDEM_CHECK(group_ptr != nullptr, "SyncBatchNorm '" << name << "': the process group is null");
   dist::ProcessGroup& group = *group_ptr;
-  TANDEM_CHECK(x.dim() == 2 || x.dim() == 4,
-               "SyncBatchNorm '" << name << "': needs [N, C] or [N, C, H, W], got " << shape_str(x.shape()));
+  TANDEM_CHECK(x.dim() >= 2 && x.dim() <= 4, "SyncBatchNorm '"
+                                                 << name << "': needs [N, C], [N, C, L] or [N, C, H, W], got "
+                                                 << shape_str(x.shape()));
   TANDEM_CHECK(x.data().device() == group.tensor_device(),
                "SyncBatchNorm '" << name << "': input on " << x.data().device().str()
                                  << " but process group '" << group.name() << "' ("
@@ -105,52 +112,59 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
 
   const DType dtype = x.data().dtype();
   const Device device = x.data().device();
-  Tensor mean = to_device(stats.mean, dtype, device), var = to_device(stats.var, dtype, device);
   Tensor g = gamma.defined() ? gamma.data() : Tensor(), b = beta.defined() ? beta.data() : Tensor();
   const bool empty = x.numel() == 0;
   Tensor y = empty ? Tensor::zeros(x.shape(), dtype, device)
-                   : kernels::batch_norm_eval(x.data(), g, b, mean, var, eps);
+                   : kernels::batch_norm_eval(x.data(), g, b, to_device(stats.mean, dtype, device),
+                                              to_device(stats.var, dtype, device), eps);
 
-  const double count = stats.count;
-  auto backward = [X = x.data(), G = g, mean, var, stats = std::move(stats), eps, count, group_ptr, name](
+  auto backward = [X = x.data(), G = g, stats = std::move(stats), eps, group_ptr, name](
                       const Tensor& grad, const FunctionNode& node) {
     const int64_t c = X.size(1);
     const bool empty = X.numel() == 0;
-    Tensor xhat, sum_dy, sum_dy_xhat;
+    std::vector<double> inv_std(c);
+    for (int64_t ch = 0; ch < c; ++ch) inv_std[ch] = 1.0 / std::sqrt(stats.var[ch] + eps);
+    // sums = [sum(grad) (C), sum(grad * xhat) (C)] over this rank's slice, in double.
+    std::vector<double> sums(2 * c, 0.0);
+    Tensor grad64, centered;
     if (!empty) {
-      xhat = kernels::batch_norm_eval(X, Tensor(), Tensor(), mean, var, eps);
-      sum_dy = kernels::bias_grad(grad);
-      sum_dy_xhat = kernels::bias_grad(kernels::mul(grad, xhat));
-    } else {
-      sum_dy = Tensor::zeros({c}, X.dtype(), X.device());
-      sum_dy_xhat = Tensor::zeros({c}, X.dtype(), X.device());
+      grad64 = in_f64(grad);
+      centered = kernels::add_bias(in_f64(X), kernels::neg(to_device(stats.mean, DType::f64, X.device())));
+      std::vector<double> sum_dy = to_host(kernels::bias_grad(grad64));
+      std::vector<double> sum_dy_xmu = to_host(kernels::bias_grad(kernels::mul(grad64, centered)));
+      for (int64_t ch = 0; ch < c; ++ch) {
+        sums[ch] = sum_dy[ch];
+        sums[c + ch] = sum_dy_xmu[ch] * inv_std[ch];
+      }
     }
     Tensor gx;
     if (node.needs_input_grad(0)) {
-      std::vector<double> sums = to_host(sum_dy), dxh = to_host(sum_dy_xhat);
-      sums.insert(sums.end(), dxh.begin(), dxh.end());
-      Tensor both = to_device(sums, X.dtype(), group_ptr->tensor_device());
+      Tensor both = to_device(sums, DType::f64, group_ptr->tensor_device());
       group_ptr->allreduce(both, dist::ReduceOp::sum, "SyncBatchNorm '" + name + "' backward")->synchronize();
       std::vector<double> global = to_host(both);
       if (empty) {
         gx = Tensor::zeros(X.shape(), X.dtype(), X.device());
       } else {
-        // dx = a * (grad - sum_dy / N - xhat * sum_dy_xhat / N), a = gamma / sqrt(var + eps).
+        // dx = a (grad - sum_dy / N - xhat sum_dy_xhat / N) with a = gamma inv_std, written
+        // as grad a + (x - mean) b + k, in double.
         std::vector<double> gam = G.defined() ? to_host(G) : std::vector<double>(c, 1.0);
         std::vector<double> a(c), b(c), k(c);
         for (int64_t ch = 0; ch < c; ++ch) {
-          a[ch] = gam[ch] / std::sqrt(stats.var[ch] + eps);
-          b[ch] = -a[ch] * global[c + ch] / count;
-          k[ch] = -a[ch] * global[ch] / count;
+          a[ch] = gam[ch] * inv_std[ch];
+          b[ch] = -a[ch] * inv_std[ch] * global[c + ch] / stats.count;
+          k[ch] = -a[ch] * global[ch] / stats.count;
         }
-        Tensor ta = to_device(a, X.dtype(), X.device()), tb = to_device(b, X.dtype(), X.device());
-        gx = kernels::add_bias(kernels::add(kernels::mul(grad, per_channel(ta, grad)),
-                                            kernels::mul(xhat, per_channel(tb, xhat))),
-                               to_device(k, X.dtype(), X.device()));
+        Tensor ta = to_device(a, DType::f64, X.device()), tb = to_device(b, DType::f64, X.device());
+        gx = kernels::add_bias(kernels::add(kernels::mul(grad64, per_channel(ta, grad64)),
+                                            kernels::mul(centered, per_channel(tb, centered))),
+                               to_device(k, DType::f64, X.device()))
+                 .to(X.dtype());
       }
     }
-    Tensor gg = node.needs_input_grad(1) ? sum_dy_xhat : Tensor();
-    Tensor gb = node.needs_input_grad(2) ? sum_dy : Tensor();
+    const std::vector<double> sum_dy(sums.begin(), sums.begin() + c),
+        sum_dy_xhat(sums.begin() + c, sums.end());
+    Tensor gg = node.needs_input_grad(1) ? to_device(sum_dy_xhat, X.dtype(), X.device()) : Tensor();
+    Tensor gb = node.needs_input_grad(2) ? to_device(sum_dy, X.dtype(), X.device()) : Tensor();
     return std::vector<Tensor>{gx, gg, gb};
   };
   return make_result(y, "sync_batch_norm", {x, gamma, beta}, std::move(backward));
@@ -176,6 +190,14 @@ void make_synchronised(BatchNorm& bn, std::shared_ptr<dist::ProcessGroup> group)
       "Sync");
 }
 
+// 3 ([N, C, L]) builds the same module as 2: BatchNorm1d takes both.
+int64_t checked_input_dim(int64_t input_dim) {
+  TANDEM_CHECK(
+      input_dim >= 2 && input_dim <= 4,
+      "SyncBatchNorm: input_dim must be 2 ([N, C]), 3 ([N, C, L]) or 4 ([N, C, H, W]), got " << input_dim);
+  return input_dim == 4 ? 4 : 2;
+}
+
 }  // namespace
 
 LocalBatchStatsScope::LocalBatchStatsScope() : previous_(local_batch_stats) { local_batch_stats = true; }
@@ -184,9 +206,11 @@ bool LocalBatchStatsScope::active() { return local_batch_stats; }
 
 SyncBatchNorm::SyncBatchNorm(int64_t num_features, int64_t input_dim,
                              std::shared_ptr<dist::ProcessGroup> group, double eps, double momentum)
-    : BatchNorm(num_features, eps, momentum, input_dim) {
-  TANDEM_CHECK(input_dim == 2 || input_dim == 4,
-               "SyncBatchNorm: input_dim must be 2 ([N, C]) or 4 ([N, C, H, W]), got " << input_dim);
+    : SyncBatchNorm(num_features, input_dim, std::move(group), {.eps = eps, .momentum = momentum}) {}
+
+SyncBatchNorm::SyncBatchNorm(int64_t num_features, int64_t input_dim,
+                             std::shared_ptr<dist::ProcessGroup> group, const BatchNormOptions& options)
+    : BatchNorm(num_features, options, checked_input_dim(input_dim)) {
   make_synchronised(*this, std::move(group));
 }
 

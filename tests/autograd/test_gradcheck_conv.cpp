@@ -62,8 +62,8 @@ TEST_CASE("gradcheck conv_transpose2d: input, weight and bias", "[gradcheck][con
   }
 }
 
-TEST_CASE("gradcheck batch_norm training on [N, C] and [N, C, H, W]", "[gradcheck][norm]") {
-  for (const Shape& shape : {Shape{5, 3}, Shape{2, 3, 3, 2}}) {
+TEST_CASE("gradcheck batch_norm training on [N, C], [N, C, L] and [N, C, H, W]", "[gradcheck][norm]") {
+  for (const Shape& shape : {Shape{5, 3}, Shape{3, 3, 4}, Shape{2, 3, 3, 2}}) {
     CAPTURE(shape_str(shape));
     Variable x = random_input(shape, 9), gamma = random_input({3}, 10), beta = random_input({3}, 11);
     Tensor running_mean = Tensor::zeros({3}, DType::f64), running_var = Tensor::ones({3}, DType::f64);
@@ -83,7 +83,7 @@ TEST_CASE("gradcheck batch_norm training on [N, C] and [N, C, H, W]", "[gradchec
 }
 
 TEST_CASE("gradcheck batch_norm eval mode", "[gradcheck][norm]") {
-  for (const Shape& shape : {Shape{4, 3}, Shape{2, 3, 2, 3}}) {
+  for (const Shape& shape : {Shape{4, 3}, Shape{2, 3, 4}, Shape{2, 3, 2, 3}}) {
     CAPTURE(shape_str(shape));
     Variable x = random_input(shape, 12), gamma = random_input({3}, 13), beta = random_input({3}, 14);
     Tensor running_mean = Tensor::from_values({3}, {0.5, -1.0, 2.0}, DType::f64);

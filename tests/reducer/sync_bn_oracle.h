@@ -26,8 +26,9 @@ inline Tensor summed_over_ranks(const Tensor& t, dist::ProcessGroup& cpu_group) 
   return s;
 }
 
+// input_dim 2 ([N, C]) and 3 ([N, C, L]) make a BatchNorm1d, 4 a BatchNorm2d.
 inline std::shared_ptr<nn::BatchNorm> make_bn(int64_t input_dim, int64_t c) {
-  if (input_dim == 2) return std::make_shared<nn::BatchNorm1d>(c, 1e-5, 0.1);
+  if (input_dim != 4) return std::make_shared<nn::BatchNorm1d>(c, 1e-5, 0.1);
   return std::make_shared<nn::BatchNorm2d>(c, 1e-5, 0.1);
 }
 
@@ -67,7 +68,9 @@ inline void check_against_oracle(int64_t input_dim, const std::vector<int64_t>& 
                                  const std::shared_ptr<dist::ProcessGroup>& sync_group,
                                  dist::ProcessGroup& cpu_group, Device device) {
   const int64_t c = 3;
-  const Shape shape = input_dim == 2 ? Shape{global_n, c} : Shape{global_n, c, 4, 5};
+  const Shape shape = input_dim == 2   ? Shape{global_n, c}
+                      : input_dim == 3 ? Shape{global_n, c, 6}
+                                       : Shape{global_n, c, 4, 5};
   auto oracle = make_bn(input_dim, c);
   auto synced = make_bn(input_dim, c);
   set_affine(*oracle, 40);
@@ -78,9 +81,9 @@ inline void check_against_oracle(int64_t input_dim, const std::vector<int64_t>& 
   const int r = cpu_group.rank();
   for (int it = 0; it < 3; ++it) {
     const bool training = it < 2;
-    INFO((input_dim == 2 ? "BatchNorm1d" : "BatchNorm2d")
-         << ", " << (training ? "training" : "eval") << " step " << it << ", rank " << r << " of "
-         << cpu_group.size() << ", " << counts[r] << " rows");
+    INFO((input_dim == 4 ? "BatchNorm2d " : "BatchNorm1d ")
+         << shape_str(shape) << ", " << (training ? "training" : "eval") << " step " << it << ", rank " << r
+         << " of " << cpu_group.size() << ", " << counts[r] << " rows");
     oracle->train(training);
     synced->train(training);
     // Offset and scaled inputs, so the variance is not near 1 and the mean not near 0.

@@ -100,6 +100,7 @@ TEST_CASE("GPU: SyncBatchNorm over NCCL on slices equals BatchNorm on the global
          << ", " << gpu_world()->size() << " GPU ranks");
     sync_bn::slices(gpu_world()->size(), global_n, empty_first, starts, counts);
     sync_bn::check_against_oracle(2, starts, counts, global_n, gpu_world(), *cpu_world(), gpu);
+    sync_bn::check_against_oracle(3, starts, counts, global_n, gpu_world(), *cpu_world(), gpu);
     sync_bn::check_against_oracle(4, starts, counts, global_n, gpu_world(), *cpu_world(), gpu);
   }
 }

@@ -34,6 +34,7 @@ TEST_CASE("SyncBatchNorm on slices equals BatchNorm on the global batch", "[sync
     counts.push_back(global_n / size);
   }
   check_against_oracle(2, starts, counts, global_n);
+  check_against_oracle(3, starts, counts, global_n);
   check_against_oracle(4, starts, counts, global_n);
 }
 
@@ -47,6 +48,7 @@ TEST_CASE("SyncBatchNorm with an empty batch on rank 0 still takes part", "[sync
     counts.push_back(global_n / (size - 1));
   }
   check_against_oracle(2, starts, counts, global_n);
+  check_against_oracle(3, starts, counts, global_n);
   check_against_oracle(4, starts, counts, global_n);
 }
 
