@@ -195,8 +195,8 @@ void Module::check_state_dict(const StateDict& state, bool strict) const {
     if (!src.defined()) {
       problems.push_back("entry '" + name + "' is an undefined tensor (the module has " + tensor.str() + ")");
     } else if (src.shape() != tensor.shape()) {
-      problems.push_back("entry '" + name + "' has shape " + shape_str(src.shape()) + " in the state dict but " +
-                         shape_str(tensor.shape()) + " in the module");
+      problems.push_back("entry '" + name + "' has shape " + shape_str(src.shape()) +
+                         " in the state dict but " + shape_str(tensor.shape()) + " in the module");
     }
   }
   if (strict) {

@@ -169,9 +169,9 @@ Tensor randn_global_rows(const std::vector<int64_t>& rows_per_rank, const Shape&
 
 Tensor randn_global_rows(const Shape& shape_per_rank, uint64_t seed, int64_t iteration, int rank, int world,
                          DType dtype) {
-  TANDEM_CHECK(!shape_per_rank.empty() && world >= 1 && rank >= 0 && rank < world,
-               "randn_global_rows: shape " << shape_str(shape_per_rank) << " for rank " << rank << " of "
-                                           << world);
+  TANDEM_CHECK(
+      !shape_per_rank.empty() && world >= 1 && rank >= 0 && rank < world,
+      "randn_global_rows: shape " << shape_str(shape_per_rank) << " for rank " << rank << " of " << world);
   return randn_rows(shape_per_rank, rank * shape_per_rank[0], seed, iteration, dtype);
 }
 

@@ -132,7 +132,8 @@ Checkpoint Checkpointer::checkpoint() const {
 std::string Checkpointer::save(int64_t iteration) const {
   Checkpoint checkpoint = this->checkpoint();
   checkpoint.iteration = iteration;
-  checkpoint.metadata = {{"model", state_.model.type_name()}, {"world_size", std::to_string(run_.world_size)}};
+  checkpoint.metadata = {{"model", state_.model.type_name()},
+                         {"world_size", std::to_string(run_.world_size)}};
   for (const RunSetting& setting : run_.settings) {
     if (setting.kept_on_resume) checkpoint.metadata[setting.metadata_key()] = setting.value;
   }

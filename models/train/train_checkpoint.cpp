@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <exception>
 
 #include "runtime/error.h"
 
@@ -20,14 +21,15 @@ void check_tensor_list(const std::vector<Tensor>& live, const StateDict& saved) 
     if (it == saved.end()) {
       problems.push_back("missing entry '" + std::to_string(k) + "' (" + live[k].str() + ")");
     } else if (it->second.shape() != live[k].shape() || it->second.dtype() != live[k].dtype()) {
-      problems.push_back("entry '" + std::to_string(k) + "' is " + it->second.str() + ", not " + live[k].str());
+      problems.push_back("entry '" + std::to_string(k) + "' is " + it->second.str() + ", not " +
+                         live[k].str());
     }
   }
   for (const auto& [key, t] : saved) {
     int64_t k = -1;
     auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), k);
-    if (ec != std::errc() || end != key.data() + key.size() || k < 0 || k >= static_cast<int64_t>(live.size()) ||
-        key != std::to_string(k))
+    if (ec != std::errc() || end != key.data() + key.size() || k < 0 ||
+        k >= static_cast<int64_t>(live.size()) || key != std::to_string(k))
       problems.push_back("unexpected entry '" + key + "' (" + t.str() + ")");
   }
   if (problems.empty()) return;
@@ -78,8 +80,9 @@ void Checkpoint::add(Piece piece) {
     const std::string& b = other.name;
     TANDEM_CHECK(a != b, "Checkpoint: '" << a << "' is registered twice");
     TANDEM_CHECK(a.rfind(b + ".", 0) != 0 && b.rfind(a + ".", 0) != 0,
-                 "Checkpoint: the names '" << b << "' and '" << a
-                                           << "' overlap (one is the other's prefix): their entries would mix");
+                 "Checkpoint: the names '"
+                     << b << "' and '" << a
+                     << "' overlap (one is the other's prefix): their entries would mix");
   }
   pieces_.push_back(std::move(piece));
 }
@@ -126,11 +129,16 @@ void Checkpoint::add_tensors(const std::string& name, std::vector<Tensor>& tenso
        .restore = [&tensors](const StateDict& saved) { restore_tensor_list(tensors, saved); }});
 }
 
-void Checkpoint::add_ema(const std::string& name, models::EmaWeights& ema) { add_tensors(name, ema.tensors()); }
+void Checkpoint::add_ema(const std::string& name, models::EmaWeights& ema) {
+  add_tensors(name, ema.tensors());
+}
 
 void Checkpoint::add_generator(const std::string& name, Generator& generator) {
   add({.name = name,
-       .state = [&generator] { return StateDict{{"state", generator_tensor(generator)}}; },
+       .state =
+           [&generator] {
+             return StateDict{{"state", generator_tensor(generator)}};
+           },
        .check = check_generator,
        .restore =
            [&generator](const StateDict& saved) {
@@ -152,9 +160,9 @@ StateDict Checkpoint::tensors() const {
 
 void Checkpoint::save(const std::string& path) const {
   TANDEM_CHECK(iteration >= 0, path << ": cannot save checkpoint: iteration " << iteration << " is negative");
-  TANDEM_CHECK(!metadata.count(kIterationKey),
-               path << ": cannot save checkpoint: the metadata key '" << kIterationKey
-                    << "' is reserved (set Checkpoint::iteration)");
+  TANDEM_CHECK(!metadata.count(kIterationKey), path << ": cannot save checkpoint: the metadata key '"
+                                                    << kIterationKey
+                                                    << "' is reserved (set Checkpoint::iteration)");
   std::map<std::string, std::string> all = metadata;
   all[kIterationKey] = std::to_string(iteration);
   save_safetensors(path, tensors(), all);
@@ -167,6 +175,8 @@ void Checkpoint::save(const std::string& path, dist::ProcessGroup& group) const 
       save(path);
     } catch (const Error& e) {
       refusal = e.message();
+    } catch (const std::exception& e) {  // the other ranks wait for word of it all the same
+      refusal = path + ": cannot save checkpoint: " + e.what();
     }
   }
   // Every rank waits for rank 0's file, and fails with it.
@@ -225,6 +235,8 @@ void Checkpoint::load(const std::string& path, dist::ProcessGroup& group) {
     load(path);
   } catch (const Error& e) {
     failure = e.message();
+  } catch (const std::exception& e) {  // the other ranks wait for word of it all the same
+    failure = path + ": cannot load checkpoint: " + e.what();
   }
   // Ranks that could not load it: each flags its own slot.
   Tensor failed = Tensor::zeros({group.size()}, DType::f64);

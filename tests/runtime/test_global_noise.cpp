@@ -43,7 +43,8 @@ TEST_CASE("randn_global_rows: W ranks' rows are bitwise the one-process global d
         std::vector<Tensor> parts;
         Shape per_rank_shape{per_rank};
         per_rank_shape.insert(per_rank_shape.end(), row.begin(), row.end());
-        for (int r = 0; r < world; ++r) parts.push_back(randn_global_rows(per_rank_shape, 42, 7, r, world, dtype));
+        for (int r = 0; r < world; ++r)
+          parts.push_back(randn_global_rows(per_rank_shape, 42, 7, r, world, dtype));
         INFO("row " << shape_str(row) << ", " << dtype_name(dtype) << ", " << world << " ranks");
         CHECK(parts[0].shape() == per_rank_shape);
         CHECK(equals_concatenated(global, parts));
@@ -54,8 +55,8 @@ TEST_CASE("randn_global_rows: W ranks' rows are bitwise the one-process global d
 
 TEST_CASE("randn_global_rows: uneven rows per rank, an empty rank included", "[rng][noise]") {
   const Shape row{3};
-  for (const std::vector<int64_t>& counts : std::vector<std::vector<int64_t>>{
-           {5}, {3, 2}, {1, 0, 4}, {2, 3, 0, 1}, {0, 0, 0, 7}}) {
+  for (const std::vector<int64_t>& counts :
+       std::vector<std::vector<int64_t>>{{5}, {3, 2}, {1, 0, 4}, {2, 3, 0, 1}, {0, 0, 0, 7}}) {
     int64_t total = 0;
     for (int64_t c : counts) total += c;
     const Tensor global = global_draw({total, 3}, 9, 123, DType::f32);

@@ -22,7 +22,8 @@ using namespace tandem::testing;
 namespace {
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
 }
 
 bool same_state(const StateDict& a, const StateDict& b) {
@@ -85,7 +86,8 @@ struct Run {
 
 }  // namespace
 
-TEST_CASE("Checkpoint: every kind of piece round trips bitwise, and saves the same bytes again", "[checkpoint]") {
+TEST_CASE("Checkpoint: every kind of piece round trips bitwise, and saves the same bytes again",
+          "[checkpoint]") {
   TempDir tmp("train_checkpoint");
   Run a(1);
   a.train(3);
@@ -102,7 +104,8 @@ TEST_CASE("Checkpoint: every kind of piece round trips bitwise, and saves the sa
   CHECK(same_state(a.scheduler.state_dict(), b.scheduler.state_dict()));
   CHECK(b.scheduler.iteration() == 2);
   REQUIRE(b.ema.tensors().size() == a.ema.tensors().size());
-  for (size_t i = 0; i < a.ema.tensors().size(); ++i) CHECK(same_bytes(a.ema.tensors()[i], b.ema.tensors()[i]));
+  for (size_t i = 0; i < a.ema.tensors().size(); ++i)
+    CHECK(same_bytes(a.ema.tensors()[i], b.ema.tensors()[i]));
   CHECK(same_bytes(a.extra[0], b.extra[0]));
   CHECK(b.noise.state().seed == a.noise.state().seed);
   CHECK(b.noise.state().counter == a.noise.state().counter);
@@ -119,7 +122,8 @@ TEST_CASE("Checkpoint: every kind of piece round trips bitwise, and saves the sa
   CHECK(read_bytes(again) == read_bytes(path));
 }
 
-TEST_CASE("Checkpoint: a missing, unexpected or misshapen entry is named, and nothing changes", "[checkpoint]") {
+TEST_CASE("Checkpoint: a missing, unexpected or misshapen entry is named, and nothing changes",
+          "[checkpoint]") {
   TempDir tmp("train_checkpoint");
   Run a(1);
   a.train(2);
@@ -140,8 +144,9 @@ TEST_CASE("Checkpoint: a missing, unexpected or misshapen entry is named, and no
 
   Run extra(2);
   CHECK(unchanged(extra, [&] {
-    CHECK_THROWS_WITH(extra.checkpoint.load(path),
-                      Catch::Contains(path + ": does not fit this checkpoint: unexpected entry 'more_noise.state'"));
+    CHECK_THROWS_WITH(
+        extra.checkpoint.load(path),
+        Catch::Contains(path + ": does not fit this checkpoint: unexpected entry 'more_noise.state'"));
   }));
 
   Run missing(2);
@@ -149,23 +154,24 @@ TEST_CASE("Checkpoint: a missing, unexpected or misshapen entry is named, and no
   missing.checkpoint.add_generator("more_noise", more);
   missing.checkpoint.add_generator("other_noise", other);  // not in the file
   CHECK(unchanged(missing, [&] {
-    CHECK_THROWS_WITH(missing.checkpoint.load(path),
-                      Catch::Contains("'other_noise': missing entry 'state'"));
+    CHECK_THROWS_WITH(missing.checkpoint.load(path), Catch::Contains("'other_noise': missing entry 'state'"));
   }));
 
   Run misshapen(2, 5);  // 5 outputs, the file's model has 3
   misshapen.checkpoint.add_generator("more_noise", more);
   CHECK(unchanged(misshapen, [&] {
-    CHECK_THROWS_WITH(misshapen.checkpoint.load(path),
-                      Catch::Contains("'model': load_state_dict into Linear(4, 5): entry 'weight' has shape [3, 4] in the "
-                                      "state dict but [5, 4] in the module") &&
-                          Catch::Contains("'optim': optim::Adam::load_state_dict: entry 'state.0.exp_avg' has shape "
-                                          "[3, 4]") &&
-                          Catch::Contains("'ema': entry '0' is float32[3, 4] on cpu, not float32[5, 4] on cpu"));
+    CHECK_THROWS_WITH(
+        misshapen.checkpoint.load(path),
+        Catch::Contains("'model': load_state_dict into Linear(4, 5): entry 'weight' has shape [3, 4] in the "
+                        "state dict but [5, 4] in the module") &&
+            Catch::Contains("'optim': optim::Adam::load_state_dict: entry 'state.0.exp_avg' has shape "
+                            "[3, 4]") &&
+            Catch::Contains("'ema': entry '0' is float32[3, 4] on cpu, not float32[5, 4] on cpu"));
   }));
 }
 
-TEST_CASE("Checkpoint: names that would mix their entries, and reserved metadata, are refused", "[checkpoint]") {
+TEST_CASE("Checkpoint: names that would mix their entries, and reserved metadata, are refused",
+          "[checkpoint]") {
   Run run(1);
   Generator g;
   CHECK_THROWS_WITH(run.checkpoint.add_generator("noise", g), Catch::Contains("'noise' is registered twice"));
@@ -214,9 +220,9 @@ TEST_CASE("Checkpoint: a symbolic link planted at the path is never written thro
   // At its temporary name: refused, the target untouched.
   const std::string other = tmp.file("b.safetensors");
   fs::create_symlink(target, other + ".tmp");
-  CHECK_THROWS_WITH(a.checkpoint.save(other), Catch::Contains(other + ": cannot save checkpoint: cannot create " +
-                                                              other + ".tmp") &&
-                                                  Catch::Contains("a symbolic link is there"));
+  CHECK_THROWS_WITH(a.checkpoint.save(other),
+                    Catch::Contains(other + ": cannot save checkpoint: cannot create " + other + ".tmp") &&
+                        Catch::Contains("a symbolic link is there"));
   CHECK(read_bytes(target) == "keep me");
   CHECK_FALSE(fs::exists(other));
 }
@@ -233,10 +239,11 @@ TEST_CASE("Checkpoint: rank 0 writes, every rank loads, and a rank that cannot i
     CHECK(fresh.checkpoint.iteration == 2);
     CHECK(fresh.opt.step_count(0) == 2);
   });
-  CHECK_THROWS_WITH(dist::run_ranks(2,
-                                    [&](std::shared_ptr<dist::ProcessGroup> group) {
-                                      Run run(1, group->rank() == 1 ? 5 : 3);  // rank 1's model does not fit
-                                      run.checkpoint.load(path, *group);
-                                    }),
-                    Catch::Contains("rank(s) 1 cannot load it") || Catch::Contains("does not fit this checkpoint"));
+  CHECK_THROWS_WITH(
+      dist::run_ranks(2,
+                      [&](std::shared_ptr<dist::ProcessGroup> group) {
+                        Run run(1, group->rank() == 1 ? 5 : 3);  // rank 1's model does not fit
+                        run.checkpoint.load(path, *group);
+                      }),
+      Catch::Contains("rank(s) 1 cannot load it") || Catch::Contains("does not fit this checkpoint"));
 }
