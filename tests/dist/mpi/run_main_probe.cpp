@@ -1,6 +1,6 @@
 // run_main's probe: rank 1 throws a tandem::Error while rank 0 waits for it in a barrier.
 // Under run_main the job must end at once with one line from rank 1 and no terminate or
-// abort noise (run_run_main_probe.cmake checks the output).
+// abort noise (tests/dist/mpi/CMakeLists.txt lists what the output must and must not hold).
 #include "runtime/dist/process_group.h"
 #include "runtime/dist/run_main.h"
 #include "runtime/error.h"
