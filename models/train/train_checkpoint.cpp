@@ -71,6 +71,19 @@ int64_t parse_iteration(const std::map<std::string, std::string>& metadata) {
   return value;
 }
 
+// What `fn` throws, as a message ("" when it returns). Any exception: the other ranks wait
+// for word of a failure all the same.
+std::string failure_of(const std::function<void()>& fn, const std::string& prefix) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.message();
+  } catch (const std::exception& e) {
+    return prefix + e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 void Checkpoint::add(Piece piece) {
@@ -170,15 +183,7 @@ void Checkpoint::save(const std::string& path) const {
 
 void Checkpoint::save(const std::string& path, dist::ProcessGroup& group) const {
   std::string refusal;
-  if (group.rank() == 0) {
-    try {
-      save(path);
-    } catch (const Error& e) {
-      refusal = e.message();
-    } catch (const std::exception& e) {  // the other ranks wait for word of it all the same
-      refusal = path + ": cannot save checkpoint: " + e.what();
-    }
-  }
+  if (group.rank() == 0) refusal = failure_of([&] { save(path); }, path + ": cannot save checkpoint: ");
   // Every rank waits for rank 0's file, and fails with it.
   refusal = dist::broadcast_string(group, refusal, 0, "checkpoint save");
   TANDEM_CHECK(refusal.empty(), (group.rank() == 0 ? "" : "rank 0 cannot save: ") << refusal);
@@ -230,14 +235,7 @@ void Checkpoint::load(const std::string& path) {
 }
 
 void Checkpoint::load(const std::string& path, dist::ProcessGroup& group) {
-  std::string failure;
-  try {
-    load(path);
-  } catch (const Error& e) {
-    failure = e.message();
-  } catch (const std::exception& e) {  // the other ranks wait for word of it all the same
-    failure = path + ": cannot load checkpoint: " + e.what();
-  }
+  const std::string failure = failure_of([&] { load(path); }, path + ": cannot load checkpoint: ");
   // Ranks that could not load it: each flags its own slot.
   Tensor failed = Tensor::zeros({group.size()}, DType::f64);
   failed.data<double>()[group.rank()] = failure.empty() ? 0.0 : 1.0;
