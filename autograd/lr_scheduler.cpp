@@ -224,7 +224,9 @@ StateDict LrScheduler::state_dict() const {
   return out;
 }
 
-void LrScheduler::load_state_dict(const StateDict& state) {
+void LrScheduler::check_state_dict(const StateDict& state) const { checked_state(state); }
+
+LrScheduler::SavedState LrScheduler::checked_state(const StateDict& state) const {
   std::vector<double> bases(base_lrs_.size());
   for (size_t k = 0; k < bases.size(); ++k) {
     const std::string key = "base_lr." + std::to_string(k);
@@ -248,9 +250,14 @@ void LrScheduler::load_state_dict(const StateDict& state) {
   TANDEM_CHECK(state.size() == expected, "LrScheduler::load_state_dict: " << state.size()
                                                                           << " entries, expected " << expected
                                                                           << " (base_lr.<k> and iteration)");
-  base_lrs_ = std::move(bases);
+  return {.base_lrs = std::move(bases), .iteration = iteration};
+}
+
+void LrScheduler::load_state_dict(const StateDict& state) {
+  SavedState saved = checked_state(state);
+  base_lrs_ = std::move(saved.base_lrs);
   for (size_t k = 0; k < optimizers_.size(); ++k) optimizers_[k]->set_initial_lr(base_lrs_[k]);
-  set_iteration(iteration);
+  set_iteration(saved.iteration);
 }
 
 }  // namespace tandem::optim

@@ -74,11 +74,19 @@ class LrScheduler {
   int64_t iteration() const { return iteration_; }
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state);
+  // The checks load_state_dict makes before it changes anything: throws the same Error.
+  void check_state_dict(const StateDict& state) const;
   std::optional<double> scheduled_lr(const Optimizer& optimizer, int64_t iteration) const;
   const LrSchedule& schedule() const { return schedule_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
 
  private:
+  struct SavedState {
+    std::vector<double> base_lrs;
+    int64_t iteration = 0;
+  };
+  SavedState checked_state(const StateDict& state) const;
+
   std::vector<Optimizer*> optimizers_;
   std::vector<double> base_lrs_;
   LrSchedule schedule_;

@@ -176,32 +176,27 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const StateDict& state, bool strict) {
-  struct Target {
-    std::string name;
-    Tensor tensor;  // shares storage with the module
-  };
-  std::vector<Target> targets;
-  for (auto& [name, param] : named_parameters()) targets.push_back({name, param.data()});
-  for (auto& [name, buf] : named_buffers()) targets.push_back({name, buf});
+void Module::check_state_dict(const StateDict& state, bool strict) const {
+  // In registration order, parameters then buffers, as the problems are listed.
+  std::vector<std::pair<std::string, Tensor>> targets;
+  for (const auto& [name, param] : named_parameters()) targets.emplace_back(name, param.data());
+  for (const auto& [name, buf] : named_buffers()) targets.emplace_back(name, buf);
 
   std::vector<std::string> problems;
   std::set<std::string> known;
-  for (const auto& t : targets) {
-    known.insert(t.name);
-    auto it = state.find(t.name);
+  for (const auto& [name, tensor] : targets) {
+    known.insert(name);
+    auto it = state.find(name);
     if (it == state.end()) {
-      if (strict)
-        problems.push_back("missing entry '" + t.name + "' (the module has " + t.tensor.str() + ")");
+      if (strict) problems.push_back("missing entry '" + name + "' (the module has " + tensor.str() + ")");
       continue;
     }
     const Tensor& src = it->second;
     if (!src.defined()) {
-      problems.push_back("entry '" + t.name + "' is an undefined tensor (the module has " + t.tensor.str() +
-                         ")");
-    } else if (src.shape() != t.tensor.shape()) {
-      problems.push_back("entry '" + t.name + "' has shape " + shape_str(src.shape()) +
-                         " in the state dict but " + shape_str(t.tensor.shape()) + " in the module");
+      problems.push_back("entry '" + name + "' is an undefined tensor (the module has " + tensor.str() + ")");
+    } else if (src.shape() != tensor.shape()) {
+      problems.push_back("entry '" + name + "' has shape " + shape_str(src.shape()) +
+                         " in the state dict but " + shape_str(tensor.shape()) + " in the module");
     }
   }
   if (strict) {
@@ -218,12 +213,16 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     for (size_t i = 0; i < problems.size(); ++i) os << (i ? "; " : "") << problems[i];
     TANDEM_FAIL(os.str());
   }
-  for (auto& t : targets) {
-    auto it = state.find(t.name);
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  check_state_dict(state, strict);
+  for (auto& [name, target] : state_dict()) {  // handles sharing storage with the module
+    auto it = state.find(name);
     if (it == state.end()) continue;
     const Tensor& src = it->second;
-    if (src.shares_storage_with(t.tensor) && src.offset() == t.tensor.offset()) continue;  // its own data
-    t.tensor.copy_(src);
+    if (src.shares_storage_with(target) && src.offset() == target.offset()) continue;  // its own data
+    target.copy_(src);
   }
 }
 

@@ -92,6 +92,8 @@ class Module {
   // Checkpoints.
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state, bool strict = true);
+  // The checks load_state_dict makes before it copies: throws the same Error, changes nothing.
+  void check_state_dict(const StateDict& state, bool strict = true) const;
 
   // Modes and gradients.
   virtual void train(bool on = true);

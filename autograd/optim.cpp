@@ -98,13 +98,10 @@ StateDict Optimizer::state_dict() const {
   return out;
 }
 
-void Optimizer::load_state_dict(const StateDict& state) {
-  // Parse and check everything before changing anything.
-  struct Entry {
-    size_t index;
-    std::string key;
-    const Tensor* tensor;
-  };
+void Optimizer::check_state_dict(const StateDict& state) const { checked_state_entries(state); }
+
+std::vector<Optimizer::StateEntry> Optimizer::checked_state_entries(const StateDict& state) const {
+  using Entry = StateEntry;
   std::vector<Entry> entries;
   std::vector<std::string> problems;
   const Tensor* lr = nullptr;
@@ -196,6 +193,15 @@ void Optimizer::load_state_dict(const StateDict& state) {
     for (size_t k = 0; k < problems.size(); ++k) os << (k ? "; " : "") << problems[k];
     TANDEM_FAIL(os.str());
   }
+  return entries;
+}
+
+void Optimizer::load_state_dict(const StateDict& state) {
+  // Parse and check everything before changing anything.
+  const std::vector<StateEntry> entries = checked_state_entries(state);
+  const Tensor* lr = &state.at("lr");  // required: checked
+  auto initial = state.find("initial_lr");
+  const Tensor* initial_lr = initial == state.end() ? nullptr : &initial->second;
   std::vector<ParamState> fresh(params_.size());
   for (const auto& e : entries) {
     if (e.key == "step") {

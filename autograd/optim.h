@@ -85,12 +85,22 @@ class Optimizer {
   // learning rate that is not a positive finite number, a step count that is not a
   // non-negative integer, a moment holding NaN or Inf, a negative second moment.
   void load_state_dict(const StateDict& state);
+  // The checks load_state_dict makes before it changes anything: throws the same Error.
+  void check_state_dict(const StateDict& state) const;
 
  protected:
   struct ParamState {
     int64_t step = 0;
     std::map<std::string, Tensor> tensors;  // moments, same shape as the parameter
   };
+  // An entry "state.<index>.<key>" of a state_dict being loaded.
+  struct StateEntry {
+    size_t index;
+    std::string key;
+    const Tensor* tensor;
+  };
+  // Every state.* entry of `state`, once the whole of it has passed load_state_dict's checks.
+  std::vector<StateEntry> checked_state_entries(const StateDict& state) const;
   // The parameter's name for messages ("#3" when it has none).
   std::string param_label(size_t i) const;
   // Checks a parameter that is about to be updated (device, dtype, grad).

@@ -381,9 +381,20 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   header.append((8 - header.size() % 8) % 8, ' ');
 
   const std::string tmp = path + ".tmp";
-  std::FILE* fp = std::fopen(tmp.c_str(), "wb");
-  TANDEM_CHECK(fp != nullptr,
-               path << ": cannot save checkpoint: cannot create " << tmp << ": " << errno_text());
+  // O_NOFOLLOW: a link planted at the .tmp name is refused, never written through (the
+  // rename below replaces a link at `path` itself, never its target).
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const bool link = errno == ELOOP;
+    TANDEM_FAIL(path << ": cannot save checkpoint: cannot create " << tmp << ": " << errno_text()
+                     << (link ? " (a symbolic link is there, and a save never writes through one)" : ""));
+  }
+  std::FILE* fp = ::fdopen(fd, "wb");
+  if (fp == nullptr) {
+    const std::string err = errno_text();
+    ::close(fd);
+    TANDEM_FAIL(path << ": cannot save checkpoint: cannot open " << tmp << ": " << err);
+  }
   auto fail_write = [&](const std::string& what) {
     std::string err = errno_text();
     if (fp != nullptr) std::fclose(fp);

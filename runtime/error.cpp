@@ -46,6 +46,14 @@ std::string process_label() {
   return "[rank " + std::to_string(rank) + (host.empty() ? "" : " on host " + host) + "] ";
 }
 
+std::string error_line(const std::exception& e, const std::string& program) {
+  const std::string label = process_label();
+  if (label.empty()) return program + ": error: " + e.what();
+  if (const auto* error = dynamic_cast<const Error*>(&e))
+    return label + error->message() + " [at " + error->file() + ":" + std::to_string(error->line()) + "]";
+  return label + "error: " + e.what();
+}
+
 Error::Error(const char* file, int line, const std::string& message)
     : std::runtime_error(format(source_path(file), line, message)),
       file_(source_path(file)),

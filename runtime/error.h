@@ -49,6 +49,11 @@ const char* source_path(const char* file);
 // terminal or log file are never spliced into each other.
 void write_stderr_line(const std::string& line);
 
+// The one line a program prints for an error that ends it, for a person reading the merged
+// output of every rank: "[rank r] <message> [at <file>:<line>]" for an Error, "[rank r]
+// error: <what>" for another exception; before the rank is known "<program>: error: <what>".
+std::string error_line(const std::exception& e, const std::string& program);
+
 namespace detail {
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
 }  // namespace detail

@@ -1,5 +1,6 @@
 #include "runtime/rng.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -49,14 +50,17 @@ void fill_uniform_impl(T* p, int64_t n, double lo, double hi, Generator& gen) {
   }
 }
 
+// `skip` (0..3) normals of the first block are drawn and dropped: p[0] is then the value a
+// fill starting at that block would put at position `skip`.
 template <typename T>
-void fill_normal_impl(T* p, int64_t n, double mean, double stddev, Generator& gen) {
-  for (int64_t i = 0; i < n; i += 4) {
+void fill_normal_impl(T* p, int64_t n, double mean, double stddev, Generator& gen, int64_t skip = 0) {
+  for (int64_t i = -skip; i < n; i += 4) {
     auto b = gen.next_block();
     double v[4];
     box_muller(b[0], b[1], v[0], v[1]);
     box_muller(b[2], b[3], v[2], v[3]);
-    for (int64_t j = 0; j < 4 && i + j < n; ++j) p[i + j] = static_cast<T>(mean + stddev * v[j]);
+    for (int64_t j = std::max<int64_t>(0, -i); j < 4 && i + j < n; ++j)
+      p[i + j] = static_cast<T>(mean + stddev * v[j]);
   }
 }
 
@@ -121,6 +125,54 @@ void fill_normal(Tensor& t, double mean, double stddev, Generator& gen) {
   } else {
     fill_normal_impl(t.data<float>(), t.numel(), mean, stddev, gen);
   }
+}
+
+Generator iteration_stream(uint64_t seed, int64_t iteration) {
+  TANDEM_CHECK(iteration >= 0 && iteration < (int64_t{1} << 32),
+               "iteration_stream: iteration " << iteration << " is outside [0, 2^32)");
+  Generator gen(seed);
+  gen.set_state({.seed = seed, .counter = static_cast<uint64_t>(iteration) << 32});
+  return gen;
+}
+
+Tensor randn_rows(const Shape& shape, int64_t row_begin, uint64_t seed, int64_t iteration, DType dtype) {
+  TANDEM_CHECK(!shape.empty() && row_begin >= 0,
+               "randn_rows: needs a shape with a row dimension and row_begin >= 0, got "
+                   << shape_str(shape) << " from row " << row_begin);
+  TANDEM_CHECK(dtype == DType::f32 || dtype == DType::f64,
+               "randn_rows: draws float32 or float64, not " << dtype_name(dtype));
+  Tensor out = Tensor::empty(shape, dtype);
+  const int64_t row_elements = shape[0] == 0 ? 0 : out.numel() / shape[0];
+  const int64_t first = row_begin * row_elements;  // the element of the global draw at out[0]
+  Generator gen = iteration_stream(seed, iteration);
+  gen.set_state({.seed = seed, .counter = gen.state().counter + static_cast<uint64_t>(first / 4)});
+  if (dtype == DType::f64) {
+    fill_normal_impl(out.data<double>(), out.numel(), 0.0, 1.0, gen, first % 4);
+  } else {
+    fill_normal_impl(out.data<float>(), out.numel(), 0.0, 1.0, gen, first % 4);
+  }
+  return out;
+}
+
+Tensor randn_global_rows(const std::vector<int64_t>& rows_per_rank, const Shape& row_shape, uint64_t seed,
+                         int64_t iteration, int rank, DType dtype) {
+  TANDEM_CHECK(rank >= 0 && static_cast<size_t>(rank) < rows_per_rank.size(),
+               "randn_global_rows: rank " << rank << " of " << rows_per_rank.size() << " ranks");
+  int64_t begin = 0;
+  for (int r = 0; r < rank; ++r) begin += rows_per_rank[static_cast<size_t>(r)];
+  const int64_t rows = rows_per_rank[static_cast<size_t>(rank)];
+  TANDEM_CHECK(rows >= 0, "randn_global_rows: rank " << rank << " has " << rows << " rows");
+  Shape shape{rows};
+  shape.insert(shape.end(), row_shape.begin(), row_shape.end());
+  return randn_rows(shape, begin, seed, iteration, dtype);
+}
+
+Tensor randn_global_rows(const Shape& shape_per_rank, uint64_t seed, int64_t iteration, int rank, int world,
+                         DType dtype) {
+  TANDEM_CHECK(
+      !shape_per_rank.empty() && world >= 1 && rank >= 0 && rank < world,
+      "randn_global_rows: shape " << shape_str(shape_per_rank) << " for rank " << rank << " of " << world);
+  return randn_rows(shape_per_rank, rank * shape_per_rank[0], seed, iteration, dtype);
 }
 
 }  // namespace tandem

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/tensor.h"
 
@@ -55,6 +56,26 @@ void manual_seed(uint64_t seed);
 // (drawn on the host, then copied).
 void fill_uniform(Tensor& t, double lo, double hi, Generator& gen = default_generator());
 void fill_normal(Tensor& t, double mean, double stddev, Generator& gen = default_generator());
+
+// Global-batch noise: the noise of a global batch for iteration `iteration` of a run seeded
+// `seed` is fill_normal(global, 0, 1, iteration_stream(seed, iteration)) on a tensor
+// [total_rows, row_shape...]. Each rank draws its own rows of it alone, so that N ranks
+// together hold bitwise the noise one process draws for the whole batch.
+// - iteration_stream(seed, iteration): Philox keyed by `seed`, its counter at iteration * 2^32
+//   (each iteration's stream holds 2^34 numbers; iteration must be in [0, 2^32)).
+// - randn_rows(shape, row_begin, ...): rows [row_begin, row_begin + shape[0]) of that draw
+//   (rows of shape[1:]), float32 or float64, on the CPU.
+// - randn_global_rows(shape_per_rank, seed, iteration, rank, world): every rank holds
+//   shape_per_rank[0] rows, rank r rows [r * B, (r + 1) * B) (the sampler's split).
+//   randn_global_rows(rows_per_rank, row_shape, ..., rank): uneven counts, rank r's rows
+//   following those of ranks 0..r-1 (a rank may hold none).
+Generator iteration_stream(uint64_t seed, int64_t iteration);
+Tensor randn_rows(const Shape& shape, int64_t row_begin, uint64_t seed, int64_t iteration,
+                  DType dtype = DType::f32);
+Tensor randn_global_rows(const Shape& shape_per_rank, uint64_t seed, int64_t iteration, int rank, int world,
+                         DType dtype = DType::f32);
+Tensor randn_global_rows(const std::vector<int64_t>& rows_per_rank, const Shape& row_shape, uint64_t seed,
+                         int64_t iteration, int rank, DType dtype = DType::f32);
 
 // Philox word -> float in [0, 1) with 24 random bits (exact in float32), and the pair
 // transform used by fill_normal. Exposed so CUDA kernels can reproduce the same numbers.

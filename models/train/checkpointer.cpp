@@ -14,14 +14,6 @@ namespace tandem::models {
 
 namespace {
 
-StateDict with_prefix(const StateDict& all, const std::string& prefix) {
-  StateDict out;
-  for (const auto& [name, t] : all) {
-    if (name.rfind(prefix, 0) == 0) out[name.substr(prefix.size())] = t;
-  }
-  return out;
-}
-
 // The optimizers a checkpoint holds, with the prefix of their entries.
 std::array<std::pair<std::string, optim::Optimizer*>, 2> optimizers_of(const TrainState& state) {
   return {{{"optim.generator.", &state.opt_g}, {"optim.discriminator.", &state.opt_d}}};
@@ -128,21 +120,25 @@ std::optional<std::string> Checkpointer::newest() const {
   return std::nullopt;
 }
 
+Checkpoint Checkpointer::checkpoint() const {
+  Checkpoint checkpoint;
+  checkpoint.add_module("model", state_.model);
+  for (const auto& [prefix, optimizer] : optimizers_of(state_))
+    checkpoint.add_optimizer(prefix.substr(0, prefix.size() - 1), *optimizer);
+  checkpoint.add_tensors("ema", state_.ema);
+  return checkpoint;
+}
+
 std::string Checkpointer::save(int64_t iteration) const {
-  std::map<std::string, std::string> metadata = {{"model", state_.model.type_name()},
-                                                 {"iteration", std::to_string(iteration)},
-                                                 {"world_size", std::to_string(run_.world_size)}};
+  Checkpoint checkpoint = this->checkpoint();
+  checkpoint.iteration = iteration;
+  checkpoint.metadata = {{"model", state_.model.type_name()},
+                         {"world_size", std::to_string(run_.world_size)}};
   for (const RunSetting& setting : run_.settings) {
-    if (setting.kept_on_resume) metadata[setting.metadata_key()] = setting.value;
-  }
-  StateDict tensors;
-  for (size_t i = 0; i < state_.ema.size(); ++i) tensors["ema." + std::to_string(i)] = state_.ema[i];
-  for (auto& [name, t] : state_.model.state_dict()) tensors["model." + name] = t;
-  for (const auto& [prefix, optimizer] : optimizers_of(state_)) {
-    for (auto& [name, t] : optimizer->state_dict()) tensors[prefix + name] = t;
+    if (setting.kept_on_resume) checkpoint.metadata[setting.metadata_key()] = setting.value;
   }
   std::string file = path(iteration);
-  save_safetensors(file, tensors, metadata);
+  checkpoint.save(file);
   return file;
 }
 
@@ -248,19 +244,18 @@ int64_t Checkpointer::load(const std::string& path) const {
                       << ", or start a new run in another --out");
   }
   try {
-    model.load_state_dict(with_prefix(file.tensors, "model."));
-    for (const auto& [prefix, optimizer] : optimizers_of(state_)) {
-      optimizer->load_state_dict(with_prefix(file.tensors, prefix));
+    const std::vector<Tensor>& ema = state_.ema;
+    if (ema.empty()) {  // a run without the average resumes one that kept it, ignoring it
+      std::erase_if(file.tensors, [](const auto& entry) { return entry.first.rfind("ema.", 0) == 0; });
     }
-    StateDict saved_ema = with_prefix(file.tensors, "ema.");
-    std::vector<Tensor>& ema = state_.ema;
-    for (size_t i = 0; i < ema.size(); ++i) {
-      auto it = saved_ema.find(std::to_string(i));
-      TANDEM_CHECK(it != saved_ema.end() && it->second.shape() == ema[i].shape(),
-                   "no moving-average entry 'ema." << i << "' of shape " << shape_str(ema[i].shape())
-                                                   << " (written with --ema-decay 0?)");
-      ema[i].copy_(it->second);
-    }
+    // A file without any average: say why it may be so. Anything else that does not fit
+    // (the model first) is named by the checkpoint.
+    const bool has_ema = std::any_of(file.tensors.begin(), file.tensors.end(),
+                                     [](const auto& entry) { return entry.first.rfind("ema.", 0) == 0; });
+    TANDEM_CHECK(ema.empty() || has_ema, "no moving-average entry 'ema.0' of shape "
+                                             << shape_str(ema[0].shape())
+                                             << " (written with --ema-decay 0?)");
+    checkpoint().restore(file);  // all or nothing
   } catch (const Error& e) {
     TANDEM_FAIL(path << ": does not fit this model: " << e.message());
   }

@@ -29,9 +29,11 @@
 //   checkpoint's iteration (the schedule is a function of the iteration: the spec in the
 //   metadata, the iteration and that rate are all of its state). Checkpoints written before a setting was
 //   recorded resume without comparing it (their --lr is still compared: the optimizer state holds it). Then
-//   it restores the model, both optimizers and the average, and returns the checkpoint's iteration. Tensors
-//   that do not fit are an Error "<path>: does not fit this model: ..." naming the first mismatch; a
-//   checkpoint without the average (--ema-decay 0) cannot resume a run that keeps one. Before anything is
+//   it restores the model, both optimizers and the average through a Checkpoint
+//   (train_checkpoint.h: all or nothing), and returns the checkpoint's iteration. Tensors that do
+//   not fit, or belong to none of them, are an Error "<path>: does not fit this model: ..." naming
+//   each; a checkpoint without the average (--ema-decay 0) cannot resume a run that keeps one (a
+//   run without one ignores the file's). Before anything is
 //   restored: every floating-point tensor must be finite, every tensor in the dtype it restores into (a
 //   converted file would not continue the run bit for bit), and the metadata integers (iteration, world_size)
 //   plain decimal integers in range, each problem an Error naming the file and the tensor or key; the
@@ -49,6 +51,7 @@
 #include "autograd/optim.h"
 #include "models/gan.h"
 #include "models/train/run_settings.h"
+#include "models/train/train_checkpoint.h"
 #include "runtime/tensor.h"
 
 namespace tandem::models {
@@ -100,6 +103,10 @@ class Checkpointer {
   int64_t load(const std::string& path) const;
 
  private:
+  // The generic checkpoint of this run's state: "model", "optim.generator",
+  // "optim.discriminator" and "ema" (train_checkpoint.h).
+  Checkpoint checkpoint() const;
+
   std::string dir_;
   RunIdentity run_;
   TrainState state_;

@@ -2,6 +2,8 @@
 // environment and MPI_COMM_WORLD (declared in process_group.h).
 #include <mpi.h>
 
+#include <exception>
+
 #include "runtime/dist/mpi_check.h"
 #include "runtime/dist/mpi_lifetime.h"
 #include "runtime/dist/mpi_process_group.h"
@@ -80,6 +82,9 @@ DistributedContext::DistributedContext(Backend backend) {
 
 DistributedContext::~DistributedContext() {
   world_.reset();
+  // Unwound by an exception: MPI stays up, so whoever catches it can still end the job at
+  // once (run_main, MPI_Abort); MPI_Finalize would wait for ranks that may wait for this one.
+  if (std::uncaught_exceptions() > 0) return;
   shutdown_process_groups();
 }
 

@@ -171,7 +171,9 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend = Backend::mpi)
 // groups used afterwards throw.
 void shutdown_process_groups();
 
-// RAII: init_from_env() + init_process_group() on construction, shutdown on destruction.
+// RAII: init_from_env() + init_process_group() on construction, shutdown on destruction,
+// except when destroyed by an exception in flight: MPI then stays up for the handler to end
+// the job (run_main, runtime/dist/run_main.h).
 class DistributedContext {
  public:
   explicit DistributedContext(Backend backend = Backend::mpi);

@@ -63,8 +63,10 @@ case "$mode" in
 
     pc_dir=$(dirname "$(find "$work/prefix" -name tandem.pc)")
     flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs tandem)
+    train_flag=""  # with the models, tandem.pc's libraries include tandem_train
+    if grep -q -- "-ltandem_train" "$pc_dir/tandem.pc"; then train_flag=-DCONSUMER_USES_TRAIN=1; fi
     # shellcheck disable=SC2086  # the flags are words
-    step pkg_config_build ${CMAKE_CXX_COMPILER_LAUNCHER:-} "$cxx" -std=c++20 -O1 -I"$work/readme" \
+    step pkg_config_build ${CMAKE_CXX_COMPILER_LAUNCHER:-} "$cxx" -std=c++20 -O1 -I"$work/readme" $train_flag \
       "$consumer_src/main.cpp" $flags -o "$work/pkg_config_consumer"
     run_at_2_ranks pkg_config_run "$work/pkg_config_consumer"
     ;;

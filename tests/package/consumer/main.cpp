@@ -1,13 +1,19 @@
 // The package tests' consumer program: the README's "User code" block, compiled as it
 // stands (the test extracts it into readme_user_code.cpp), then the README's main with a
 // check: after training, every rank holds bitwise the same parameters as rank 0, and
-// training moved them. Exits 1, naming the first parameter that differs, otherwise.
+// training moved them. Exits 1, naming the first parameter that differs, otherwise. Built
+// with the models (CONSUMER_USES_TRAIN), it also uses tandem::train through tandem::tandem.
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "readme_user_code.cpp"
+
+#if CONSUMER_USES_TRAIN
+#include "models/train/ema_weights.h"
+#include "models/train/train_checkpoint.h"
+#endif
 
 int main(int argc, char** argv) {
   const int steps = argc > 1 ? std::stoi(argv[1]) : 50;
@@ -43,6 +49,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "consumer: rank %d: training left every parameter as it was\n", world->rank());
     ++failures;
   }
+#if CONSUMER_USES_TRAIN
+  // tandem::tandem links tandem::train: a checkpoint of the model and a moving average of it.
+  tandem::models::EmaWeights ema(gan->parameters(), 0.999);
+  tandem::Checkpoint checkpoint;
+  checkpoint.add_module("model", *gan);
+  checkpoint.add_ema("ema", ema);
+  if (checkpoint.tensors().size() != gan->state_dict().size() + ema.tensors().size()) {
+    std::fprintf(stderr, "consumer: rank %d: the checkpoint does not hold every tensor\n", world->rank());
+    ++failures;
+  }
+#endif
   if (world->size() < 2) {
     std::fprintf(stderr, "consumer: run it at 2 ranks or more (got %d)\n", world->size());
     ++failures;

@@ -1,6 +1,8 @@
 # Runs a probe program under mpirun at NP ranks and checks that the job ended non-zero,
-# within MAX_SECONDS, with every line of EXPECT (separated by '|') in its output.
-#   cmake -DMPIEXEC=... -DNP_FLAG=-n -DNP=2 -DPROBE=... -DEXPECT="a|b" -DMAX_SECONDS=30 -P run_probe.cmake
+# within MAX_SECONDS, with every line of EXPECT (separated by '|') in its output and none of
+# FORBID (optional, the same way).
+#   cmake -DMPIEXEC=... -DNP_FLAG=-n -DNP=2 -DPROBE=... -DEXPECT="a|b" [-DFORBID="c|d"] -DMAX_SECONDS=30
+#         -P run_probe.cmake
 string(TIMESTAMP start "%s")
 execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} ${NP} --oversubscribe ${PROBE}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 90)
@@ -21,6 +23,13 @@ foreach(text IN LISTS expected)
   string(FIND "${out}\n${err}" "${text}" pos)
   if(pos EQUAL -1)
     string(APPEND failed "missing from the output: ${text}\n")
+  endif()
+endforeach()
+string(REPLACE "|" ";" forbidden "${FORBID}")
+foreach(text IN LISTS forbidden)
+  string(FIND "${out}\n${err}" "${text}" pos)
+  if(NOT pos EQUAL -1)
+    string(APPEND failed "in the output, and must not be: ${text}\n")
   endif()
 endforeach()
 if(failed)
