@@ -54,8 +54,9 @@ class Node {
     return i < next_edges_.size() && next_edges_[i] != nullptr &&
            (wanted_ == nullptr || wanted_->count(next_edges_[i].get()) != 0);
   }
-  // While set (by grad() or a backward given inputs, for one apply), only edges into `wanted` need a gradient; the
-  // set must outlive the call. Null restores the default (every non-null edge).
+  // While set (by grad() or a backward given inputs, for one apply), only edges into
+  // `wanted` need a gradient; the set must outlive the call. Null restores the default
+  // (every non-null edge).
   void set_wanted_edges(const std::unordered_set<Node*>* wanted) { wanted_ = wanted; }
 
  protected:

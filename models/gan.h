@@ -86,8 +86,7 @@ class BeforeBackward {
  public:
   using Fn = std::function<void(const Variable& loss, const std::vector<Variable>& inputs)>;
   BeforeBackward() = default;
-  template <typename F>
-    requires(!std::is_same_v<std::decay_t<F>, BeforeBackward>)
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, BeforeBackward>>>
   BeforeBackward(F f) {  // NOLINT: implicit, so a lambda can be assigned
     if constexpr (std::is_invocable_v<F&, const Variable&, const std::vector<Variable>&>) {
       fn_ = std::move(f);

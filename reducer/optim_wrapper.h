@@ -5,9 +5,10 @@
 // and zeroes the gradients. That backward is given the optimizer's parameters that
 // require grad as inputs (backward_inputs(); engine.h): it computes and synchronises only
 // what this optimizer steps, so a GAN's G update leaves D's gradients alone (not computed,
-// not averaged, .grad untouched). backward(loss) is MMEngine's plain loss.backward(). Between those calls the backward runs inside no_sync() of
-// the Reducers the wrapper is attached to (a DDP wrapper attaches them), so gradients
-// accumulate locally and are averaged once, at the step. A run whose length is not a
+// not averaged, .grad untouched). backward(loss) is MMEngine's plain loss.backward().
+// Between those calls the backward runs inside no_sync() of the Reducers the wrapper is
+// attached to (a DDP wrapper attaches them), so gradients accumulate locally and are
+// averaged once, at the step. A run whose length is not a
 // multiple of k says so with initialize_count_status(done, max) (MMEngine's): its last,
 // partial accumulation steps at the run's last call, with the loss divided by the count
 // of calls it holds (max % k), so that it is the mean over those micro-batches. Callers

@@ -177,7 +177,8 @@ void Reducer::contribute_unwritten(const std::vector<bool>& written) {
   // Prepared from the roots alone, the backward was then scoped to fewer parameters (given
   // inputs): no gradient will arrive for the rest, so they go as they are.
   for (size_t i : active_->used) {
-    if (!slot_ready_[i] && !written[i]) mark_ready(i, params_[i].grad().defined() ? &params_[i].grad() : nullptr);
+    if (!slot_ready_[i] && !written[i])
+      mark_ready(i, params_[i].grad().defined() ? &params_[i].grad() : nullptr);
   }
 }
 

@@ -35,7 +35,8 @@ struct TinyGan {
 
 std::vector<std::vector<double>> grads_of(const std::vector<Variable>& params) {
   std::vector<std::vector<double>> out;
-  for (const Variable& p : params) out.push_back(p.grad().defined() ? p.grad().to_vector() : std::vector<double>{});
+  for (const Variable& p : params)
+    out.push_back(p.grad().defined() ? p.grad().to_vector() : std::vector<double>{});
   return out;
 }
 
@@ -100,7 +101,8 @@ TEST_CASE("backward with inputs: a subset of G, and the observer sees reached an
   CHECK_FALSE(unreached.grad().defined());
 }
 
-TEST_CASE("backward with inputs: a G-step backward issues no weight-gradient GEMM for D", "[engine][inputs]") {
+TEST_CASE("backward with inputs: a G-step backward issues no weight-gradient GEMM for D",
+          "[engine][inputs]") {
   TinyGan gan;
   const std::vector<Variable> d_weights = {gan.d[0], gan.d[2]}, g_weights = {gan.g[0], gan.g[2]};
 

@@ -87,19 +87,25 @@ Variable critic_loss(Penalty p, const Variable& d_real, const Variable& d_fake) 
 // Trains the mlp GAN with penalty `p` at strength `strength` (lambda or gamma; 0 keeps every
 // backward but drops the penalty) in `style`: on this rank's slice of `ranks` ranks, or for
 // Style::none on all `ranks` slices at once.
+// SGD with momentum for both parts: Adam's first steps are lr * sign(gradient), which turns
+// the rounding noise of gradients that cancel to about 0 into differences of lr between
+// summation orders.
+OptimWrapperDict sgd_wrappers(const models::GanModel& gan) {
+  const optim::SGDOptions sgd{.lr = 0.05, .momentum = 0.5};
+  OptimWrapperDict wrappers;
+  wrappers.add("generator", std::make_shared<OptimWrapper>(
+                                std::make_shared<optim::SGD>(gan.generator->parameters(), sgd)));
+  wrappers.add("discriminator", std::make_shared<OptimWrapper>(
+                                    std::make_shared<optim::SGD>(gan.discriminator->parameters(), sgd)));
+  return wrappers;
+}
+
 // g_step (gan_fixture.h): full runs MMEngine's backward; update_params and frozen scope
 // the G step to G, by update_params or by freezing D by hand.
 Run train_penalised(Style style, Penalty p, double strength, int ranks, GStep g_step = GStep::full) {
   auto gan = models::make_gan({.model = "mlp", .seed = 3});
   const bool wgan = p == Penalty::wgan_gp;
-  // SGD with momentum: Adam's first steps are lr * sign(gradient), which turns the rounding
-  // noise of gradients that cancel to about 0 into differences of lr between summation orders.
-  const optim::SGDOptions sgd{.lr = 0.05, .momentum = 0.5};
-  OptimWrapperDict wrappers;
-  wrappers.add("generator", std::make_shared<OptimWrapper>(
-                                std::make_shared<optim::SGD>(gan->generator->parameters(), sgd)));
-  wrappers.add("discriminator", std::make_shared<OptimWrapper>(
-                                    std::make_shared<optim::SGD>(gan->discriminator->parameters(), sgd)));
+  OptimWrapperDict wrappers = sgd_wrappers(*gan);
   DdpOptions options;
   options.reducer.find_unused_parameters =
       style == Style::whole_find_unused || style == Style::separate_find_unused;
@@ -265,12 +271,7 @@ namespace {
 std::vector<Tensor> train_model(const std::string& model, Style style, bool by_hand, int ranks,
                                 bool* d_grads_zero) {
   auto gan = models::make_gan({.model = model, .pggan_stage_iters = 2, .seed = 3});
-  const optim::SGDOptions sgd{.lr = 0.05, .momentum = 0.5};
-  OptimWrapperDict wrappers;
-  wrappers.add("generator", std::make_shared<OptimWrapper>(
-                                std::make_shared<optim::SGD>(gan->generator->parameters(), sgd)));
-  wrappers.add("discriminator", std::make_shared<OptimWrapper>(
-                                    std::make_shared<optim::SGD>(gan->discriminator->parameters(), sgd)));
+  OptimWrapperDict wrappers = sgd_wrappers(*gan);
   std::unique_ptr<DataParallelWrapper> ddp;
   Reducer* prepare = nullptr;
   if (style == Style::separate) {

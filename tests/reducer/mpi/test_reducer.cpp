@@ -48,12 +48,14 @@ TEST_CASE("a G step scoped to G's parameters equals freezing D by hand, bitwise,
     for (Style style : {Style::whole, Style::separate, Style::whole_explicit_prepare, Style::none}) {
       const auto group = style == Style::none ? nullptr : world();
       GStepReport by_hand;
-      const std::vector<Tensor> frozen = train_gan(style, dynamic, iterations, group, Device::cpu(), GStep::frozen, &by_hand);
+      const std::vector<Tensor> frozen =
+          train_gan(style, dynamic, iterations, group, Device::cpu(), GStep::frozen, &by_hand);
       for (GStep g_step : {GStep::inputs, GStep::update_params}) {
         INFO((dynamic ? "dynamic" : "static") << " GAN, " << style_name(style) << ", " << g_step_name(g_step)
                                               << ", " << world()->size() << " ranks");
         GStepReport report;
-        const std::vector<Tensor> got = train_gan(style, dynamic, iterations, group, Device::cpu(), g_step, &report);
+        const std::vector<Tensor> got =
+            train_gan(style, dynamic, iterations, group, Device::cpu(), g_step, &report);
         require_bitwise_equal(got, frozen);
         CHECK(report.d_grads_untouched);
         CHECK(report.g_step_bytes == by_hand.g_step_bytes);
