@@ -81,15 +81,23 @@ std::vector<Variable> apply_node(Node& node, const Variable& grad) {
 }
 
 // Runs the nodes of `graph` from the seeded starts, newest ready node first. G is Tensor
-// (a plain backward) or Variable (create_graph: every rule recorded).
+// (a plain backward) or Variable (create_graph: every rule recorded). `needed` (a backward
+// given inputs; null: every node) is the set of nodes that run, and what each one's
+// needs_input_grad names. Returns the nodes that ran.
 template <typename G>
-void run_nodes(const std::vector<std::shared_ptr<Node>>& starts, std::vector<G> seeds, Graph& graph) {
+std::vector<std::shared_ptr<Node>> run_nodes(const std::vector<std::shared_ptr<Node>>& starts,
+                                             std::vector<G> seeds, Graph& graph,
+                                             const std::unordered_set<Node*>* needed) {
+  auto runs = [needed](Node* node) { return needed == nullptr || needed->count(node) != 0; };
   std::unordered_map<Node*, G> buffers;
-  for (size_t i = 0; i < starts.size(); ++i) accumulate(buffers, starts[i].get(), std::move(seeds[i]));
+  std::vector<std::shared_ptr<Node>> ran;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (runs(starts[i].get())) accumulate(buffers, starts[i].get(), std::move(seeds[i]));
+  }
   std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, NewestFirst> ready;
   std::unordered_set<Node*> queued;
   for (const auto& s : starts) {
-    if (graph.dependencies[s.get()] == 0 && queued.insert(s.get()).second) ready.push(s);
+    if (runs(s.get()) && graph.dependencies[s.get()] == 0 && queued.insert(s.get()).second) ready.push(s);
   }
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
@@ -99,15 +107,50 @@ void run_nodes(const std::vector<std::shared_ptr<Node>>& starts, std::vector<G> 
       grad = std::move(it->second);
       buffers.erase(it);
     }
-    std::vector<G> outputs = apply_node(*node, grad);
+    std::vector<G> outputs;
+    if (needed != nullptr) {
+      detail::WantedEdges only_needed(*node, *needed);
+      outputs = apply_node(*node, grad);
+    } else {
+      outputs = apply_node(*node, grad);
+    }
+    ran.push_back(node);
     const auto& edges = node->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {
-      if (!edges[i]) continue;
+      if (!edges[i] || !runs(edges[i].get())) continue;
       if (i < outputs.size() && outputs[i].defined())
         accumulate(buffers, edges[i].get(), std::move(outputs[i]));
       if (--graph.dependencies[edges[i].get()] == 0) ready.push(edges[i]);
     }
   }
+  return ran;
+}
+
+// The accumulators of a backward's `inputs`: leaves that require grad, else an Error.
+std::unordered_set<Node*> input_accumulators(const std::vector<Variable>& inputs) {
+  std::unordered_set<Node*> targets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Variable& v = inputs[i];
+    TANDEM_CHECK(v.defined(), "backward: inputs[" << i << "] is an undefined Variable");
+    const std::string name = v.name().empty() ? "" : " '" + v.name() + "'";
+    TANDEM_CHECK(v.is_leaf(), "backward: inputs[" << i << "]" << name
+                                                  << " is not a leaf; inputs name the parameters (leaves) "
+                                                     "whose .grad the backward accumulates");
+    TANDEM_CHECK(v.requires_grad(), "backward: inputs[" << i << "]" << name << " " << shape_str(v.shape())
+                                                        << " does not require grad, so it gets no gradient; "
+                                                           "leave it out of inputs");
+    targets.insert(v.gradient_edge().get());
+  }
+  return targets;
+}
+
+// The leaves among `leaves` whose accumulator is one of `targets`, in their order.
+std::vector<std::shared_ptr<VariableImpl>> leaves_among(std::vector<std::shared_ptr<VariableImpl>> leaves,
+                                                        const std::unordered_set<Node*>& targets) {
+  std::erase_if(leaves, [&targets](const std::shared_ptr<VariableImpl>& leaf) {
+    return !targets.count(static_cast<Node*>(leaf->grad_accumulator.get()));
+  });
+  return leaves;
 }
 
 }  // namespace
@@ -142,6 +185,29 @@ detail::Graph detail::discover(const std::vector<std::shared_ptr<Node>>& starts)
     }
   }
   return g;
+}
+
+std::unordered_set<Node*> detail::nodes_leading_to(const Graph& graph,
+                                                   const std::unordered_set<Node*>& targets) {
+  std::unordered_map<Node*, std::vector<Node*>> consumers;
+  for (const auto& node : graph.nodes) {
+    for (const auto& next : node->next_edges()) {
+      if (next) consumers[next.get()].push_back(node.get());
+    }
+  }
+  std::unordered_set<Node*> needed;
+  std::vector<Node*> stack;
+  for (const auto& node : graph.nodes) {
+    if (targets.count(node.get()) && needed.insert(node.get()).second) stack.push_back(node.get());
+  }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (Node* c : consumers[node]) {
+      if (needed.insert(c).second) stack.push_back(c);
+    }
+  }
+  return needed;
 }
 
 ThreadObserverScope::ThreadObserverScope() : list_(std::make_unique<detail::ObserverList>()) {
@@ -188,7 +254,16 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   Graph graph = discover(starts);
   BackwardPass pass;
   pass.roots_ = roots;
-  pass.leaves_ = std::move(graph.leaves);
+  std::optional<std::unordered_set<Node*>> needed;
+  if (options.inputs) {
+    const std::unordered_set<Node*> targets = input_accumulators(*options.inputs);
+    needed = detail::nodes_leading_to(graph, targets);
+    pass.leaves_ = leaves_among(std::move(graph.leaves), targets);
+    pass.restricted_ = true;
+  } else {
+    pass.leaves_ = std::move(graph.leaves);
+  }
+  const std::unordered_set<Node*>* only = needed ? &*needed : nullptr;
   std::vector<BackwardObserver*> watching;
   {
     detail::ObserverList& o = observers();
@@ -200,13 +275,14 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   // The compute alone: the observers' work at begin (the Reducer's agreement) and end (its
   // waits) is theirs to record.
   const int64_t compute_start_ns = trace::enabled() ? trace::now_ns() : -1;
+  std::vector<std::shared_ptr<Node>> ran;
   try {
     if (options.create_graph) {
       GradModeScope grad_mode(true);  // the rules record, so the gradients carry history
       std::vector<Variable> graph_seeds(seeds.begin(), seeds.end());
-      run_nodes(starts, std::move(graph_seeds), graph);
+      ran = run_nodes(starts, std::move(graph_seeds), graph, only);
     } else {
-      run_nodes(starts, std::move(seeds), graph);
+      ran = run_nodes(starts, std::move(seeds), graph, only);
     }
   } catch (...) {
     pass.ok = false;
@@ -214,7 +290,7 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
     throw;
   }
   if (!retain_graph) {
-    for (const auto& node : graph.nodes) node->release();
+    for (const auto& node : ran) node->release();
   }
   if (compute_start_ns >= 0) trace::complete("autograd", trace::kBackward, compute_start_ns);
   for (BackwardObserver* o : watching) o->on_backward_end(pass);
@@ -227,6 +303,11 @@ std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const std::vector<Va
       starts.push_back(std::move(node));
   }
   return discover(starts).leaves;
+}
+
+std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const std::vector<Variable>& roots,
+                                                            const std::vector<Variable>& inputs) {
+  return leaves_among(reachable_leaves(roots), input_accumulators(inputs));
 }
 
 void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,

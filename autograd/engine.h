@@ -10,7 +10,15 @@
 //   (found in the same walk that counts dependencies, so the cost is proportional to the
 //   reachable graph). After the last node, observers get on_backward_end (also when the
 //   backward throws, with `ok` false).
-// - Without retain_graph every visited node is released after the backward.
+// - options.inputs (PyTorch's backward(inputs=...)): only the gradients of those leaves are
+//   computed and accumulated. A node runs only when one of its edges leads to a requested
+//   leaf, its needs_input_grad (node.h) names only such edges (so a matmul whose weight is
+//   not requested skips that GEMM), and the accumulators and grad-ready hooks of the other
+//   leaves do not run: their .grad is left as it was. The BackwardPass lists the reachable
+//   leaves among the inputs (restricted() is true), so a Reducer synchronises just those.
+//   Each input must be a leaf that requires grad (else an Error naming it); an empty list
+//   runs nothing. Unset: every reachable leaf.
+// - Without retain_graph every node that ran is released after the backward.
 // - With create_graph every node runs its second-order rule (node.h) with grad mode on,
 //   so the gradients carry history. Each leaf's `grad` is accumulated as usual (its
 //   values; hooks fire, so a Reducer synchronises them) and the same gradient with its
@@ -21,7 +29,7 @@
 // - Observers are process-wide, except on a thread inside a ThreadObserverScope
 //   (autograd/observer_scope.h), which has a list of its own: ranks run as threads of one
 //   process (the in-process process group) then see only their own backwards.
-// - reachable_leaves(roots) answers the same question without running a backward (for
+// - reachable_leaves(roots[, inputs]) answers the same question without running a backward (for
 //   an explicit prepare_for_backward).
 // - grad() (autograd/grad.h) is not a backward in this sense: it calls no observer, runs
 //   no accumulator and fires no grad-ready hook. A loss built from its create_graph
@@ -39,15 +47,20 @@ namespace tandem {
 
 class BackwardPass {
  public:
-  // Leaves reachable from the roots that require grad, in discovery order, no duplicates.
+  // Leaves reachable from the roots that require grad (and, when the backward was given
+  // inputs, are among them): the leaves whose gradients it writes. Discovery order, no
+  // duplicates.
   const std::vector<std::shared_ptr<VariableImpl>>& reachable_leaves() const { return leaves_; }
   const std::vector<Variable>& roots() const { return roots_; }
+  // True when the backward was given inputs (BackwardOptions::inputs).
+  bool restricted() const { return restricted_; }
   bool ok = true;  // set false for on_backward_end when the backward failed
 
  private:
   friend class Engine;
   std::vector<Variable> roots_;
   std::vector<std::shared_ptr<VariableImpl>> leaves_;
+  bool restricted_ = false;
 };
 
 class BackwardObserver {
@@ -60,6 +73,8 @@ class BackwardObserver {
 struct BackwardOptions {
   std::optional<bool> retain_graph = std::nullopt;  // unset: same as create_graph
   bool create_graph = false;
+  // The leaves whose gradients to compute (see the contract); unset: all reachable ones.
+  std::optional<std::vector<Variable>> inputs = std::nullopt;
 };
 
 class Engine {
@@ -74,6 +89,9 @@ class Engine {
 };
 
 std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const std::vector<Variable>& roots);
+// Those of them among `inputs` (a backward given these inputs writes exactly these).
+std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const std::vector<Variable>& roots,
+                                                            const std::vector<Variable>& inputs);
 
 // backward for several roots at once (e.g. two losses), each with a scalar seed of 1.
 void backward(const std::vector<Variable>& roots, bool retain_graph = false);

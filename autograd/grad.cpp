@@ -14,47 +14,9 @@ namespace tandem {
 
 namespace {
 
-// Narrows a node's needs_input_grad to the edges grad() will use, for one apply.
-class WantedEdges {
- public:
-  WantedEdges(Node& node, const std::unordered_set<Node*>& wanted) : node_(node) {
-    node_.set_wanted_edges(&wanted);
-  }
-  ~WantedEdges() { node_.set_wanted_edges(nullptr); }
-  WantedEdges(const WantedEdges&) = delete;
-  WantedEdges& operator=(const WantedEdges&) = delete;
-
- private:
-  Node& node_;
-};
-
 std::string describe(const Variable& v) {
   std::string s = v.name().empty() ? "" : "'" + v.name() + "' ";
   return s + shape_str(v.shape());
-}
-
-// The nodes from which some target can be reached (targets included): only these run.
-std::unordered_set<Node*> nodes_leading_to(const detail::Graph& graph,
-                                           const std::unordered_set<Node*>& targets) {
-  std::unordered_map<Node*, std::vector<Node*>> consumers;
-  for (const auto& node : graph.nodes) {
-    for (const auto& next : node->next_edges()) {
-      if (next) consumers[next.get()].push_back(node.get());
-    }
-  }
-  std::unordered_set<Node*> needed;
-  std::vector<Node*> stack;
-  for (const auto& node : graph.nodes) {
-    if (targets.count(node.get()) && needed.insert(node.get()).second) stack.push_back(node.get());
-  }
-  while (!stack.empty()) {
-    Node* node = stack.back();
-    stack.pop_back();
-    for (Node* c : consumers[node]) {
-      if (needed.insert(c).second) stack.push_back(c);
-    }
-  }
-  return needed;
 }
 
 // Sums a gradient into a node's input buffer. Out of place: a buffer may be a gradient
@@ -117,7 +79,7 @@ std::vector<Variable> grad(const std::vector<Variable>& outputs, const std::vect
   }
 
   detail::Graph graph = detail::discover(starts);
-  std::unordered_set<Node*> needed = nodes_leading_to(graph, targets);
+  std::unordered_set<Node*> needed = detail::nodes_leading_to(graph, targets);
   auto propagates = [&needed](const Node* node) {
     for (const auto& next : node->next_edges()) {
       if (next && needed.count(next.get())) return true;
@@ -149,7 +111,7 @@ std::vector<Variable> grad(const std::vector<Variable>& outputs, const std::vect
     if (!propagates(node.get())) continue;
     std::vector<Variable> results;
     if (g.defined()) {
-      WantedEdges only_needed(*node, needed);
+      detail::WantedEdges only_needed(*node, needed);
       if (create_graph) {
         results = node->apply_with_graph(g);
       } else {

@@ -6,9 +6,9 @@
 //   edge per input: the input's grad_fn, its leaf accumulator, or null when that input
 //   needs no gradient.
 // - apply(grad_output) returns one gradient per edge (undefined where the edge is null or
-//   needs_input_grad is false). grad() narrows needs_input_grad to the edges that lead to
-//   its inputs for the duration of one apply (set_wanted_edges), so e.g. a gradient with
-//   respect to x skips the weight gradients.
+//   needs_input_grad is false). grad(), and a backward given `inputs` (engine.h), narrow
+//   needs_input_grad to the edges that lead to their inputs for the duration of one apply
+//   (set_wanted_edges), so e.g. a gradient with respect to x skips the weight gradients.
 // - sequence_nr increases with creation; the engine runs ready nodes newest first, which
 //   is the reverse of the forward order. Leaf accumulators are the exception: their
 //   sequence_nr is the largest value, so each runs the moment its gradient is complete
@@ -54,8 +54,9 @@ class Node {
     return i < next_edges_.size() && next_edges_[i] != nullptr &&
            (wanted_ == nullptr || wanted_->count(next_edges_[i].get()) != 0);
   }
-  // While set (by grad(), for one apply), only edges into `wanted` need a gradient; the
-  // set must outlive the call. Null restores the default (every non-null edge).
+  // While set (by grad() or a backward given inputs, for one apply), only edges into
+  // `wanted` need a gradient; the set must outlive the call. Null restores the default
+  // (every non-null edge).
   void set_wanted_edges(const std::unordered_set<Node*>* wanted) { wanted_ = wanted; }
 
  protected:

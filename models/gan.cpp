@@ -41,7 +41,7 @@ void add_grad_norms(LogVars& log, const OptimWrapper& opt_d, const OptimWrapper&
 void GanModel::update(OptimWrapperDict& optim_wrappers, const char* part, const Variable& loss) {
   OptimWrapper& wrapper = optim_wrappers[part];
   wrapper.zero_grad();
-  if (before_backward) before_backward(loss);
+  if (before_backward) before_backward(loss, wrapper.backward_inputs());
   wrapper.update_params(loss);
 }
 
@@ -107,10 +107,10 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
                            << ") together with n_critic " << o.n_critic << " or lazy R1 (r1_every "
                            << o.r1_every << ") is not supported; use one or the other");
   if (!opt_d.accumulating()) {  // zeroing inside an accumulation would drop its micro-batches
-    opt_d.zero_grad();          // also what the last G step's backward left in D
+    opt_d.zero_grad();          // the G step (scoped to G: update_params) left D's as they were
     pending_fakes_.clear();
   }
-  if (before_backward && opt_d.should_sync()) before_backward(total_d);
+  if (before_backward && opt_d.should_sync()) before_backward(total_d, opt_d.backward_inputs());
   opt_d.update_params(total_d);
   if (lazy_r1 && iteration_ % o.r1_every == 0) {
     Variable x(real.data(), /*requires_grad=*/true);
@@ -133,7 +133,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
       Variable g = loss_g(pending);
       forward_g.reset();
       if (!opt_g.accumulating()) opt_g.zero_grad();
-      if (before_backward && opt_g.should_sync()) before_backward(g);
+      if (before_backward && opt_g.should_sync()) before_backward(g, opt_g.backward_inputs());
       opt_g.update_params(g);
       loss_g_sum += log_value("loss_g", g);
     }

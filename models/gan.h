@@ -52,6 +52,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "models/gan_loss.h"
@@ -76,6 +77,28 @@ struct GanConfig {
   uint64_t seed = 0;                // initial weights
   int64_t channels = 1;             // image models: 1 (gray) or 3 (RGB) per pixel
   int64_t width = 0;                // dcgan64: ngf = ndf; 0: 64
+};
+
+// The hook GanModel calls right before each backward: with the loss and the parameters
+// that backward writes (its optimizer wrapper's backward_inputs()). A callable taking the
+// loss alone is accepted too (it then prepares for every parameter the loss reaches).
+class BeforeBackward {
+ public:
+  using Fn = std::function<void(const Variable& loss, const std::vector<Variable>& inputs)>;
+  BeforeBackward() = default;
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, BeforeBackward>>>
+  BeforeBackward(F f) {  // NOLINT: implicit, so a lambda can be assigned
+    if constexpr (std::is_invocable_v<F&, const Variable&, const std::vector<Variable>&>) {
+      fn_ = std::move(f);
+    } else {
+      fn_ = [f = std::move(f)](const Variable& loss, const std::vector<Variable>&) { f(loss); };
+    }
+  }
+  explicit operator bool() const { return static_cast<bool>(fn_); }
+  void operator()(const Variable& loss, const std::vector<Variable>& inputs) const { fn_(loss, inputs); }
+
+ private:
+  Fn fn_;
 };
 
 class GanModel : public DataParallelModel {
@@ -110,8 +133,8 @@ class GanModel : public DataParallelModel {
   LogVars read_captured_log(LogVars log) const;
 
   // Called with each loss right before its backward when set: the MMGeneration-style
-  // explicit reducer.prepare_for_backward(loss).
-  std::function<void(const Variable&)> before_backward;
+  // explicit reducer.prepare_for_backward(loss, inputs).
+  BeforeBackward before_backward;
   std::shared_ptr<nn::Module> generator;
   std::shared_ptr<nn::Module> discriminator;
 

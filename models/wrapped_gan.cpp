@@ -20,7 +20,9 @@ WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::Pr
     auto whole = std::make_unique<DistributedDataParallel>(model_, group, options.ddp);
     if (options.explicit_prepare) {
       Reducer* reducer = &whole->reducer();
-      model_->before_backward = [reducer](const Variable& loss) { reducer->prepare_for_backward(loss); };
+      model_->before_backward = [reducer](const Variable& loss, const std::vector<Variable>& inputs) {
+        reducer->prepare_for_backward({loss}, inputs);
+      };
     }
     wrapper_ = std::move(whole);
   } else if (options.wrap == WrapMode::separate) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/clip_grad.h"
+#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "runtime/trace.h"
 
@@ -72,14 +73,22 @@ void OptimWrapper::update_params(const Variable& loss) {
   bool boundary = should_sync();
   ++calls_;
   if (boundary) {
-    backward(scaled);
+    scaled.backward({.inputs = backward_inputs()});
     step();
     zero_grad();
     return;
   }
   std::vector<std::unique_ptr<Reducer::NoSyncGuard>> guards;
   for (Reducer* r : reducers_) guards.push_back(std::make_unique<Reducer::NoSyncGuard>(*r));
-  backward(scaled);
+  scaled.backward({.inputs = backward_inputs()});
+}
+
+std::vector<Variable> OptimWrapper::backward_inputs() const {
+  std::vector<Variable> inputs;
+  for (const Variable& p : optimizer_->params()) {
+    if (p.requires_grad()) inputs.push_back(p);
+  }
+  return inputs;
 }
 
 void OptimWrapperDict::add(const std::string& name, std::shared_ptr<OptimWrapper> wrapper) {

@@ -2,9 +2,13 @@
 //
 // Contract: an OptimWrapper owns an optimizer and an accumulation count k (default 1).
 // update_params(loss) runs backward on loss / k and, every k-th call, steps the optimizer
-// and zeroes the gradients. Between those calls the backward runs inside no_sync() of
-// the Reducers the wrapper is attached to (a DDP wrapper attaches them), so gradients
-// accumulate locally and are averaged once, at the step. A run whose length is not a
+// and zeroes the gradients. That backward is given the optimizer's parameters that
+// require grad as inputs (backward_inputs(); engine.h): it computes and synchronises only
+// what this optimizer steps, so a GAN's G update leaves D's gradients alone (not computed,
+// not averaged, .grad untouched). backward(loss) is MMEngine's plain loss.backward().
+// Between those calls the backward runs inside no_sync() of the Reducers the wrapper is
+// attached to (a DDP wrapper attaches them), so gradients accumulate locally and are
+// averaged once, at the step. A run whose length is not a
 // multiple of k says so with initialize_count_status(done, max) (MMEngine's): its last,
 // partial accumulation steps at the run's last call, with the loss divided by the count
 // of calls it holds (max % k), so that it is the mean over those micro-batches. Callers
@@ -49,6 +53,8 @@ class OptimWrapper {
   void backward(const Variable& loss);
   void step();
   void update_params(const Variable& loss);
+  // The parameters update_params' backward writes: the optimizer's that require grad now.
+  std::vector<Variable> backward_inputs() const;
   // The run has made `calls_done` update_params calls and makes `max_calls` in all.
   // calls_done must be a multiple of k (what was accumulated before is in no checkpoint),
   // unless `after_step`: the state was saved right after an optimizer step (the end of an

@@ -160,6 +160,7 @@ void Reducer::on_backward_begin(const BackwardPass& pass) {
   }
   if (prepared_) {  // prepare_for_backward already agreed on this backward's set
     prepared_ = false;
+    if (active_ != nullptr) contribute_unwritten(local_used(pass.reachable_leaves()));
     return;
   }
   std::vector<bool> local = local_used(pass.reachable_leaves());
@@ -172,8 +173,24 @@ void Reducer::on_backward_begin(const BackwardPass& pass) {
   begin_sync(std::move(local), backwards_seen_);
 }
 
+void Reducer::contribute_unwritten(const std::vector<bool>& written) {
+  // Prepared from the roots alone, the backward was then scoped to fewer parameters (given
+  // inputs): no gradient will arrive for the rest, so they go as they are.
+  for (size_t i : active_->used) {
+    if (!slot_ready_[i] && !written[i])
+      mark_ready(i, params_[i].grad().defined() ? &params_[i].grad() : nullptr);
+  }
+}
+
 void Reducer::prepare_for_backward(const std::vector<Variable>& roots) {
-  std::vector<bool> local = local_used(reachable_leaves(roots));
+  prepare_local(local_used(reachable_leaves(roots)));
+}
+
+void Reducer::prepare_for_backward(const std::vector<Variable>& roots, const std::vector<Variable>& inputs) {
+  prepare_local(local_used(reachable_leaves(roots, inputs)));
+}
+
+void Reducer::prepare_local(std::vector<bool> local) {
   if (options_.detect_anomalous_params) detect_unreached(local, backwards_seen_ + 1);  // the next backward
   if (!sync_enabled_) {
     for (size_t i = 0; i < local.size(); ++i) unsynced_used_[i] = unsynced_used_[i] || local[i];

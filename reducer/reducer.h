@@ -5,6 +5,9 @@
 // - Construction verifies the parameters across ranks (names, dtypes, shapes; an Error on
 //   the first difference) and broadcasts them from rank 0. A parameter is watched by one
 //   Reducer at a time (parameter_claims.h); destroying the Reducer releases it.
+// - A backward is scoped to the parameters it writes: those it reaches that require grad,
+//   and, when it is given inputs (engine.h), are among them (a GAN's G step given G's
+//   parameters leaves D alone: not computed, not averaged, .grad untouched).
 // - A backward that reaches none of the parameters is not its business. Otherwise, before
 //   any gradient is computed, the ranks agree on the globally used set (used_set_agreement.h):
 //   exactly that set is averaged. Parameters no rank used keep their gradient and cost no
@@ -141,8 +144,13 @@ class Reducer : public BackwardObserver {
 
   // Runs the agreement now for the next backward, from its roots (MMGeneration's explicit
   // call); that backward then does not repeat it.
+  // With `inputs`: for a backward given those inputs (BackwardOptions::inputs). A prepared
+  // set larger than what the backward then writes (prepared without the inputs its backward
+  // is given) still works: those parameters contribute their current gradient, as a rank
+  // that does not reach them would.
   void prepare_for_backward(const Variable& root) { prepare_for_backward(std::vector<Variable>{root}); }
   void prepare_for_backward(const std::vector<Variable>& roots);
+  void prepare_for_backward(const std::vector<Variable>& roots, const std::vector<Variable>& inputs);
 
   // While the guard lives, backwards accumulate locally and communicate nothing.
   class NoSyncGuard {
@@ -223,6 +231,11 @@ class Reducer : public BackwardObserver {
   };
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
+  // prepare_for_backward from this rank's used set.
+  void prepare_local(std::vector<bool> local);
+  // At a prepared backward's start: the used parameters it will not write contribute their
+  // current gradient now.
+  void contribute_unwritten(const std::vector<bool>& written);
   // detect_anomalous_params: records (and warns of a new set of) unreached parameters.
   void detect_unreached(const std::vector<bool>& local, int64_t backward);
   // Agreement, then activation: begin_sync runs both for a synced backward.

@@ -11,9 +11,11 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "autograd/frozen_scope.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
@@ -109,10 +111,58 @@ inline const char* style_name(Style s) {
   return "";
 }
 
+// How the G step's backward treats D: full (the backward reaches D and writes its
+// gradients), inputs (loss_g.backward({.inputs = G's parameters})), update_params
+// (OptimWrapper::update_params, which scopes the same way) or frozen (D frozen by hand in
+// a FrozenScope around the G step's forward and backward).
+enum class GStep { full, inputs, update_params, frozen };
+
+inline const char* g_step_name(GStep g) {
+  switch (g) {
+    case GStep::full:
+      return "G step reaching D";
+    case GStep::inputs:
+      return "G step given G's parameters as inputs";
+    case GStep::update_params:
+      return "G step through update_params";
+    case GStep::frozen:
+      return "G step with D frozen by hand";
+  }
+  return "";
+}
+
+// What train_gan saw of its G steps: whether each left D's gradients exactly as the D step
+// before it did, and the bytes the G steps synchronised (rank-local Reducers' counts).
+struct GStepReport {
+  bool d_grads_untouched = true;
+  uint64_t g_step_bytes = 0;
+  std::vector<const Reducer*> reducers;  // set by train_gan
+  uint64_t total_bytes() const {
+    uint64_t sum = 0;
+    for (const Reducer* r : reducers) sum += r->total_bytes();
+    return sum;
+  }
+};
+
+inline std::vector<Tensor> grads_of(const std::vector<Variable>& params) {
+  std::vector<Tensor> out;
+  for (const Variable& p : params) out.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
+  return out;
+}
+
+inline bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].defined() != b[i].defined()) return false;
+    if (a[i].defined() && std::memcmp(a[i].raw_data(), b[i].raw_data(), a[i].bytes()) != 0) return false;
+  }
+  return a.size() == b.size();
+}
+
 // One D update then one G update, MMGeneration style. `prepare` (may be null) is called
 // before each backward for the explicit style.
 inline void gan_step(TinyGan& gan, const Tensor& real, const Tensor& z, int iteration,
-                     OptimWrapperDict& wrappers, Reducer* prepare) {
+                     OptimWrapperDict& wrappers, Reducer* prepare, GStep g_step = GStep::full,
+                     GStepReport* report = nullptr) {
   bool extra = gan.uses_extra(iteration);
   Variable fake = gan.generator->forward(Variable(z));
   Variable loss_d = mean(softplus(gan.discriminator->run(fake.detach(), extra))) +
@@ -122,11 +172,29 @@ inline void gan_step(TinyGan& gan, const Tensor& real, const Tensor& z, int iter
   wrappers["discriminator"].backward(loss_d);
   wrappers["discriminator"].step();
 
+  const std::vector<Tensor> d_grads = grads_of(gan.discriminator->parameters());
+  const uint64_t bytes_before = report != nullptr ? report->total_bytes() : 0;
+  std::optional<FrozenScope> frozen;
+  if (g_step == GStep::frozen) frozen.emplace(*gan.discriminator);
   Variable loss_g = mean(softplus(-gan.discriminator->run(fake, extra)));
-  wrappers["generator"].zero_grad();
-  if (prepare) prepare->prepare_for_backward(loss_g);
-  wrappers["generator"].backward(loss_g);
-  wrappers["generator"].step();
+  OptimWrapper& opt_g = wrappers["generator"];
+  opt_g.zero_grad();
+  if (g_step == GStep::full || g_step == GStep::frozen) {
+    if (prepare) prepare->prepare_for_backward(loss_g);
+    opt_g.backward(loss_g);
+    opt_g.step();
+  } else if (g_step == GStep::inputs) {
+    if (prepare) prepare->prepare_for_backward({loss_g}, gan.generator->parameters());
+    loss_g.backward({.inputs = gan.generator->parameters()});
+    opt_g.step();
+  } else {
+    if (prepare) prepare->prepare_for_backward({loss_g}, opt_g.backward_inputs());
+    opt_g.update_params(loss_g);
+  }
+  frozen.reset();
+  if (report == nullptr) return;
+  report->g_step_bytes += report->total_bytes() - bytes_before;
+  if (!same_bits(grads_of(gan.discriminator->parameters()), d_grads)) report->d_grads_untouched = false;
 }
 
 inline OptimWrapperDict make_wrappers(TinyGan& gan) {
@@ -151,7 +219,8 @@ inline std::vector<Tensor> parameter_values(const nn::Module& model) {
 // (on the CPU).
 inline std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations,
                                      const std::shared_ptr<dist::ProcessGroup>& group,
-                                     Device device = Device::cpu()) {
+                                     Device device = Device::cpu(), GStep g_step = GStep::full,
+                                     GStepReport* report = nullptr) {
   auto gan = std::make_shared<TinyGan>(/*seed=*/7, dynamic);
   gan->to(device);
   OptimWrapperDict wrappers = make_wrappers(*gan);
@@ -168,6 +237,9 @@ inline std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations,
     separate = std::make_unique<SeparateDistributedDataParallel>(gan, group, options);
   }
   Reducer* prepare = style == Style::whole_explicit_prepare ? &whole->reducer() : nullptr;
+  if (report != nullptr && whole) report->reducers = {&whole->reducer()};
+  if (report != nullptr && separate)
+    report->reducers = {&separate->reducer("discriminator"), &separate->reducer("generator")};
   for (int it = 0; it < iterations; ++it) {
     Tensor real = random_tensor({kGlobalBatch, 3}, 1000 + it);
     Tensor z = random_tensor({kGlobalBatch, 4}, 2000 + it);
@@ -175,7 +247,7 @@ inline std::vector<Tensor> train_gan(Style style, bool dynamic, int iterations,
       real = slice_rows(real, group->rank(), group->size());
       z = slice_rows(z, group->rank(), group->size());
     }
-    gan_step(*gan, real.to(device), z.to(device), it, wrappers, prepare);
+    gan_step(*gan, real.to(device), z.to(device), it, wrappers, prepare, g_step, report);
   }
   std::vector<Tensor> values;
   for (const Tensor& p : parameter_values(*gan)) values.push_back(p.to(Device::cpu()));

@@ -442,6 +442,41 @@ TEST_CASE("threads: static_graph and find_unused_parameters say once that they c
   CHECK(occurrences(one, "Reducer for Static: static_graph=true changes nothing") == 1);
 }
 
+TEST_CASE("threads: freezing D by hand, or scoping the G step, every step costs no rebuild and no warning",
+          "[reducer][threads][scoped]") {
+  for (GStep g_step : {GStep::frozen, GStep::update_params}) {
+    INFO(g_step_name(g_step));
+    std::vector<std::vector<PhaseStats>> stats(2);
+    std::vector<int64_t> evicted(2);
+    const std::string err = capture_stderr([&] {
+      run_reducer_ranks(2, [&](std::shared_ptr<dist::ProcessGroup> g) {
+        auto gan = std::make_shared<TinyGan>(7, false);
+        OptimWrapperDict wrappers = make_wrappers(*gan);
+        DistributedDataParallel ddp(gan, g);
+        for (int it = 0; it < 8; ++it) {
+          Tensor real = slice_rows(random_tensor({kGlobalBatch, 3}, 1000 + it), g->rank(), 2);
+          Tensor z = slice_rows(random_tensor({kGlobalBatch, 4}, 2000 + it), g->rank(), 2);
+          gan_step(*gan, real, z, it, wrappers, nullptr, g_step);
+        }
+        stats[static_cast<size_t>(g->rank())] = ddp.reducer().stats();
+        evicted[static_cast<size_t>(g->rank())] = ddp.reducer().evicted_phases();
+      });
+    });
+    INFO(err);
+    CHECK(err.find("warning") == std::string::npos);
+    for (int r = 0; r < 2; ++r) {
+      REQUIRE(stats[r].size() == 2);  // the D phase and the G phase, G alone
+      CHECK(stats[r][1].description.find("generator") != std::string::npos);
+      CHECK(stats[r][1].description.find("discriminator") == std::string::npos);
+      for (const PhaseStats& phase : stats[r]) {
+        CHECK(phase.backwards == 8);
+        CHECK(phase.rebuilds == 1);  // built once, rebuilt once from the observed order, then reused
+      }
+      CHECK(evicted[r] == 0);
+    }
+  }
+}
+
 TEST_CASE("threads: a reduce_function that replaces its tensors is kept; a wrong size is a named error",
           "[reducer][threads][pfn][errors]") {
   std::vector<double> replaced;

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 
+#include "autograd/frozen_scope.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
 #include "models/gan.h"
@@ -85,17 +87,25 @@ Variable critic_loss(Penalty p, const Variable& d_real, const Variable& d_fake) 
 // Trains the mlp GAN with penalty `p` at strength `strength` (lambda or gamma; 0 keeps every
 // backward but drops the penalty) in `style`: on this rank's slice of `ranks` ranks, or for
 // Style::none on all `ranks` slices at once.
-Run train_penalised(Style style, Penalty p, double strength, int ranks) {
-  auto gan = models::make_gan({.model = "mlp", .seed = 3});
-  const bool wgan = p == Penalty::wgan_gp;
-  // SGD with momentum: Adam's first steps are lr * sign(gradient), which turns the rounding
-  // noise of gradients that cancel to about 0 into differences of lr between summation orders.
+// SGD with momentum for both parts: Adam's first steps are lr * sign(gradient), which turns
+// the rounding noise of gradients that cancel to about 0 into differences of lr between
+// summation orders.
+OptimWrapperDict sgd_wrappers(const models::GanModel& gan) {
   const optim::SGDOptions sgd{.lr = 0.05, .momentum = 0.5};
   OptimWrapperDict wrappers;
   wrappers.add("generator", std::make_shared<OptimWrapper>(
-                                std::make_shared<optim::SGD>(gan->generator->parameters(), sgd)));
+                                std::make_shared<optim::SGD>(gan.generator->parameters(), sgd)));
   wrappers.add("discriminator", std::make_shared<OptimWrapper>(
-                                    std::make_shared<optim::SGD>(gan->discriminator->parameters(), sgd)));
+                                    std::make_shared<optim::SGD>(gan.discriminator->parameters(), sgd)));
+  return wrappers;
+}
+
+// g_step (gan_fixture.h): full runs MMEngine's backward; update_params and frozen scope
+// the G step to G, by update_params or by freezing D by hand.
+Run train_penalised(Style style, Penalty p, double strength, int ranks, GStep g_step = GStep::full) {
+  auto gan = models::make_gan({.model = "mlp", .seed = 3});
+  const bool wgan = p == Penalty::wgan_gp;
+  OptimWrapperDict wrappers = sgd_wrappers(*gan);
   DdpOptions options;
   options.reducer.find_unused_parameters =
       style == Style::whole_find_unused || style == Style::separate_find_unused;
@@ -142,8 +152,18 @@ Run train_penalised(Style style, Penalty p, double strength, int ranks) {
 
     // The G step (its backward reaches D too, whose gradients the next D step clears).
     if (!wgan || (it + 1) % kCriticSteps == 0) {
+      std::optional<FrozenScope> frozen;
+      if (g_step == GStep::frozen) frozen.emplace(*gan->discriminator);
       Variable d_fake = gan->discriminate(fake);
-      update("generator", wgan ? -mean(d_fake) : mean(softplus(-d_fake)));
+      Variable loss_g = wgan ? -mean(d_fake) : mean(softplus(-d_fake));
+      if (g_step == GStep::update_params) {
+        OptimWrapper& w = wrappers["generator"];
+        w.zero_grad();
+        if (prepare) prepare->prepare_for_backward({loss_g}, w.backward_inputs());
+        w.update_params(loss_g);
+      } else {
+        update("generator", loss_g);
+      }
     }
   }
   Run run;
@@ -217,6 +237,116 @@ TEST_CASE("penalised GANs in every wrap style match the single-process oracle",
         INFO("phases: " << got.phases.size());
         CHECK(found);
       }
+    }
+  }
+}
+
+TEST_CASE("penalised GANs: a G step scoped by update_params equals freezing D by hand, bitwise",
+          "[reducer][oracle][penalty][scoped]") {
+  const int ranks = world()->size();
+  for (Penalty p : {Penalty::wgan_gp, Penalty::lazy_r1}) {
+    const double strength = p == Penalty::wgan_gp ? kGpLambda : kR1Gamma;
+    const int iterations = iterations_of(p);
+    const int64_t d_steps = iterations + (p == Penalty::lazy_r1 ? (iterations + kR1Every - 1) / kR1Every : 0);
+    for (Style style : {Style::whole, Style::separate, Style::whole_explicit_prepare}) {
+      INFO(penalty_name(p) << ", " << style_name(style) << ", " << ranks << " ranks");
+      const Run frozen = train_penalised(style, p, strength, ranks, GStep::frozen);
+      const Run scoped = train_penalised(style, p, strength, ranks, GStep::update_params);
+      require_bitwise_equal(scoped.parameters, frozen.parameters);
+      require_replicas_identical(scoped.parameters, *world());
+      // D's Reducer no longer sees the G steps.
+      if (style == Style::separate) CHECK(scoped.synced_backwards[0] == d_steps);
+    }
+  }
+}
+
+namespace {
+
+// Trains `model` (pggan: stages of 2 iterations, so stage 0 then stage 1 fading in) for 4
+// iterations with the plain objective: through its own train_step, whose update_params
+// scopes the G step to G, or (by_hand) by the same step written out with D frozen in the G
+// step. Returns the parameters; `d_grads_zero` says whether D's gradients were none or zero
+// after every iteration (update_params clears them after D's step; a G step reaching D
+// would leave its gradient there).
+std::vector<Tensor> train_model(const std::string& model, Style style, bool by_hand, int ranks,
+                                bool* d_grads_zero) {
+  auto gan = models::make_gan({.model = model, .pggan_stage_iters = 2, .seed = 3});
+  OptimWrapperDict wrappers = sgd_wrappers(*gan);
+  std::unique_ptr<DataParallelWrapper> ddp;
+  Reducer* prepare = nullptr;
+  if (style == Style::separate) {
+    ddp = std::make_unique<SeparateDistributedDataParallel>(gan, world());
+  } else if (style != Style::none) {
+    auto whole = std::make_unique<DistributedDataParallel>(gan, world());
+    if (style == Style::whole_explicit_prepare) {
+      prepare = &whole->reducer();
+      gan->before_backward = [prepare](const Variable& loss, const std::vector<Variable>& inputs) {
+        prepare->prepare_for_backward({loss}, inputs);
+      };
+    }
+    ddp = std::move(whole);
+  }
+  if (ddp) {
+    for (auto& [name, wrapper] : wrappers.items()) ddp->attach(*wrapper);
+  }
+  const int first = style == Style::none ? 0 : world()->rank();
+  const int count = style == Style::none ? ranks : 1;
+  const int64_t rows = kGlobalBatch / ranks;
+  Shape data_shape = gan->data_shape();
+  data_shape.insert(data_shape.begin(), count * rows);
+  *d_grads_zero = true;
+  for (int it = 0; it < 4; ++it) {
+    gan->set_iteration(it);
+    Batch batch{draw_rows(first, count, rows, 784, it, kRealStream).reshape(data_shape),
+                draw_rows(first, count, rows, gan->noise_dim(), it, kNoiseStream)};
+    if (!by_hand) {
+      if (ddp) {
+        ddp->train_step(batch, wrappers);
+      } else {
+        gan->train_step(batch, wrappers);
+      }
+    } else {  // GanModel::train_step's plain objective, D frozen in the G step
+      OptimWrapper& opt_d = wrappers["discriminator"];
+      OptimWrapper& opt_g = wrappers["generator"];
+      Variable real(gan->prepare_real(batch.inputs));
+      Variable fake = gan->generate(Variable(batch.targets));
+      Variable d_real = gan->discriminate(real);
+      auto [fake_term, real_term] = gan->losses_d(d_real, gan->discriminate(fake.detach()));
+      Variable loss_d = add(fake_term, real_term);
+      opt_d.zero_grad();
+      if (prepare) prepare->prepare_for_backward(loss_d);
+      opt_d.update_params(loss_d);
+      FrozenScope frozen(*gan->discriminator);
+      Variable loss_g = gan->loss_g(fake);
+      opt_g.zero_grad();
+      if (prepare) prepare->prepare_for_backward(loss_g);
+      opt_g.update_params(loss_g);
+    }
+    for (const Variable& p : gan->discriminator->parameters()) {
+      if (!p.grad().defined()) continue;  // zero_grad's default
+      for (double v : p.grad().to_vector()) *d_grads_zero = *d_grads_zero && v == 0.0;
+    }
+  }
+  std::vector<Tensor> out;
+  for (const Variable& p : gan->parameters()) out.push_back(p.data().clone());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("train_step syncs G alone in the G step: bitwise the hand-written step with D frozen",
+          "[reducer][oracle][scoped]") {
+  const int ranks = world()->size();
+  for (const std::string model : {"mlp", "pggan"}) {
+    for (Style style : {Style::whole, Style::separate, Style::whole_explicit_prepare, Style::none}) {
+      INFO(model << ", " << style_name(style) << ", " << ranks << " ranks");
+      bool untouched_by_hand = false, untouched = false;
+      const std::vector<Tensor> by_hand = train_model(model, style, true, ranks, &untouched_by_hand);
+      const std::vector<Tensor> got = train_model(model, style, false, ranks, &untouched);
+      require_bitwise_equal(got, by_hand);
+      if (style != Style::none) require_replicas_identical(got, *world());
+      CHECK(untouched_by_hand);
+      CHECK(untouched);
     }
   }
 }

@@ -39,6 +39,38 @@ TEST_CASE("GAN training in every MMGeneration style matches the single-process o
   }
 }
 
+TEST_CASE("a G step scoped to G's parameters equals freezing D by hand, bitwise, and leaves D's .grad alone",
+          "[reducer][oracle][scoped]") {
+  const int iterations = 6;
+  size_t g_bytes = 0;
+  for (const Variable& p : TinyGan(7, false).generator->parameters()) g_bytes += p.data().bytes();
+  for (bool dynamic : {false, true}) {
+    for (Style style : {Style::whole, Style::separate, Style::whole_explicit_prepare, Style::none}) {
+      const auto group = style == Style::none ? nullptr : world();
+      GStepReport by_hand;
+      const std::vector<Tensor> frozen =
+          train_gan(style, dynamic, iterations, group, Device::cpu(), GStep::frozen, &by_hand);
+      for (GStep g_step : {GStep::inputs, GStep::update_params}) {
+        INFO((dynamic ? "dynamic" : "static") << " GAN, " << style_name(style) << ", " << g_step_name(g_step)
+                                              << ", " << world()->size() << " ranks");
+        GStepReport report;
+        const std::vector<Tensor> got =
+            train_gan(style, dynamic, iterations, group, Device::cpu(), g_step, &report);
+        require_bitwise_equal(got, frozen);
+        CHECK(report.d_grads_untouched);
+        CHECK(report.g_step_bytes == by_hand.g_step_bytes);
+        if (style != Style::none) CHECK(report.g_step_bytes == iterations * g_bytes);  // G alone
+      }
+      // The check can fail: a G step that reaches D writes D's gradients and sends them.
+      INFO(style_name(style));
+      GStepReport full;
+      train_gan(style, dynamic, iterations, group, Device::cpu(), GStep::full, &full);
+      CHECK_FALSE(full.d_grads_untouched);
+      if (style != Style::none) CHECK(full.g_step_bytes > by_hand.g_step_bytes);
+    }
+  }
+}
+
 // A binary MLP classifier trained MMEngine-style: ddp.train_step(batch, optim_wrapper).
 class MlpClassifier : public DataParallelModel {
  public:

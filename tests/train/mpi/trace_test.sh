@@ -19,7 +19,7 @@ log="$work/traced.log"
 "$mpiexec" -np $ranks --oversubscribe "$train" --model mlp --iters 6 --log-every 3 --ema-decay 0 \
   --out "$work/run" --trace "$work/trace.json" > "$log" 2>&1 || { cat "$log"; fail "the traced run failed"; }
 grep -q "^trace: $work/trace.json$" "$log" || { cat "$log"; fail "no 'trace: FILE' line"; }
-for phase in "mlp: 6 of 14 parameters (discriminator)" "mlp: 12 of 14 parameters (generator, discriminator)"; do
+for phase in "mlp: 6 of 14 parameters (discriminator)" "mlp: 6 of 14 parameters (generator)"; do
   grep -qF "rank 0 trace: $phase: 6 synced backwards; overlap " "$log" ||
     { cat "$log"; fail "no summary line for $phase"; }
 done
