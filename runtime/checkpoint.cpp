@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/file_write.h"
 #include "runtime/json_subset.h"
 
 namespace tandem {
@@ -381,7 +382,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   header.append((8 - header.size() % 8) % 8, ' ');
 
   const std::string tmp = path + ".tmp";
-  std::FILE* fp = std::fopen(tmp.c_str(), "wb");
+  std::FILE* fp = fopen_fresh(tmp);  // never through a link planted at the temporary's name
   TANDEM_CHECK(fp != nullptr,
                path << ": cannot save checkpoint: cannot create " << tmp << ": " << errno_text());
   auto fail_write = [&](const std::string& what) {

@@ -1,13 +1,14 @@
 #include "models/train/out_dir.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "models/train/checkpointer.h"
 #include "models/train/metrics_log.h"
 #include "models/train/run_report.h"
 #include "runtime/error.h"
+#include "runtime/file_write.h"
 
 namespace tandem::models {
 
@@ -85,10 +86,10 @@ std::string out_dir_problem(const std::string& dir) {
   if (ec || !fs::is_directory(dir)) {
     return "cannot create the directory (" + (ec ? ec.message() : std::string("not a directory")) + ")";
   }
-  const fs::path probe_path = fs::path(dir) / ".write-test";
-  std::ofstream probe(probe_path);
-  if (!probe.good()) return "directory is not writable";
-  probe.close();
+  const std::string probe_path = (fs::path(dir) / ".write-test").string();
+  std::FILE* probe = fopen_fresh(probe_path);  // a link planted there is removed, never written through
+  if (probe == nullptr) return "directory is not writable";
+  std::fclose(probe);
   fs::remove(probe_path, ec);
   return "";
 }

@@ -3,7 +3,8 @@
 // Contract:
 // - out_dir_problem(dir) creates `dir` and its parents when missing and returns why it
 //   cannot take the outputs ("cannot create the directory (<reason>)" or "directory is not
-//   writable"), or "" when it can. It writes a probe file to find out and removes it.
+//   writable"), or "" when it can. It writes a probe file (<dir>/.write-test, made
+//   fresh: a link there is removed, never written through) to find out and removes it.
 // - remove_stale_tmp_files(dir) removes from `dir` the temporaries that tandem-train's
 //   atomic writes leave when a run dies mid-write (ckpt-*.safetensors.tmp,
 //   samples-*.png.tmp, metrics.jsonl.tmp, report.html.tmp) and returns their names, sorted. Other files,
