@@ -11,7 +11,8 @@ using namespace tandem;
 
 // One line per failing rank, for a person reading the merged output of every rank: the
 // rank (and host) first, then what went wrong, then where ("[at models/data/dataset.cpp:127]").
-// Before the rank is known: "tandem-train: error: " and the error as it is.
+// Before the rank is known: "tandem-train: error: " and the error as it is. A collective
+// that timed out ends the job as every other timeout does: "tandem: ending the job: " first.
 void print_error(const std::exception& e) {
   std::cout.flush();
   const std::string label = process_label();
@@ -19,7 +20,8 @@ void print_error(const std::exception& e) {
   if (label.empty()) {
     write_stderr_line(std::string("tandem-train: error: ") + e.what());
   } else if (error) {
-    write_stderr_line(label + error->message() + " [at " + error->file() + ":" +
+    const char* prefix = dynamic_cast<const dist::TimeoutError*>(&e) ? "tandem: ending the job: " : "";
+    write_stderr_line(prefix + label + error->message() + " [at " + error->file() + ":" +
                       std::to_string(error->line()) + "]");
   } else {
     write_stderr_line(label + "error: " + e.what());
@@ -37,8 +39,9 @@ int train_printing_errors(const models::TrainOptions& options, dist::Distributed
     return 0;
   } catch (const std::exception& e) {
     print_error(e);
-    if (context.world()->size() > 1) dist::abort_job(1);
-    return 1;
+    const int status = dynamic_cast<const dist::TimeoutError*>(&e) ? dist::kTimeoutExitCode : 1;
+    if (context.world()->size() > 1) dist::abort_job(status);
+    return status;
   }
 }
 
