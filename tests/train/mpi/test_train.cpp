@@ -49,6 +49,11 @@ models::TrainOptions short_run(const std::string& model, const std::string& dir,
   return o;
 }
 
+// The error every rank gives for rank 0's verdict on the --out `dir`.
+std::string out_refusal(const std::string& dir, const std::string& reason) {
+  return "--out " + dir + ": " + (world()->rank() == 0 ? "" : "rank 0 found: ") + reason;
+}
+
 bool fashion_mnist_present() {
   return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
@@ -502,9 +507,7 @@ TEST_CASE("a new run in an --out holding checkpoints is refused, naming --resume
       "holds checkpoints of an earlier run (ckpt-000001.safetensors, ckpt-000002.safetensors). Pass --resume "
       "to "
       "continue that run, --overwrite to replace it, or choose another --out";
-  CHECK_THROWS_WITH(
-      models::train(o, world(), log),
-      Catch::Contains("--out " + dir + ": " + (world()->rank() == 0 ? "" : "rank 0 found: ") + reason));
+  CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains(out_refusal(dir, reason)));
   CHECK(fs::exists(file));  // nothing lost
   CHECK(fs::file_size(dir + "/metrics.jsonl") == first_size);
 
@@ -536,9 +539,7 @@ TEST_CASE("a new run in an --out holding an earlier run's outputs but no checkpo
       "holds the outputs of an earlier run, without checkpoints (metrics.jsonl, report.html, "
       "samples-000999.png). Pass --resume to continue that run, --overwrite to replace it, or choose another "
       "--out";
-  CHECK_THROWS_WITH(
-      models::train(o, world(), log),
-      Catch::Contains("--out " + dir + ": " + (world()->rank() == 0 ? "" : "rank 0 found: ") + reason));
+  CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains(out_refusal(dir, reason)));
   CHECK(fs::file_size(dir + "/metrics.jsonl") == 32);  // nothing lost
   CHECK(fs::exists(dir + "/report.html"));
 
