@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/file_write.h"
 #include "runtime/json_subset.h"
 
 namespace tandem {
@@ -381,20 +382,9 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   header.append((8 - header.size() % 8) % 8, ' ');
 
   const std::string tmp = path + ".tmp";
-  // O_NOFOLLOW: a link planted at the .tmp name is refused, never written through (the
-  // rename below replaces a link at `path` itself, never its target).
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    const bool link = errno == ELOOP;
-    TANDEM_FAIL(path << ": cannot save checkpoint: cannot create " << tmp << ": " << errno_text()
-                     << (link ? " (a symbolic link is there, and a save never writes through one)" : ""));
-  }
-  std::FILE* fp = ::fdopen(fd, "wb");
-  if (fp == nullptr) {
-    const std::string err = errno_text();
-    ::close(fd);
-    TANDEM_FAIL(path << ": cannot save checkpoint: cannot open " << tmp << ": " << err);
-  }
+  std::FILE* fp = fopen_fresh(tmp);  // never through a link planted at the temporary's name
+  TANDEM_CHECK(fp != nullptr,
+               path << ": cannot save checkpoint: cannot create " << tmp << ": " << errno_text());
   auto fail_write = [&](const std::string& what) {
     std::string err = errno_text();
     if (fp != nullptr) std::fclose(fp);

@@ -14,10 +14,10 @@
 //   verifies it, and a mismatch is an Error "<path>: checksum mismatch: recorded X,
 //   computed Y ...; the file is corrupt". Files without the key (other writers, older
 //   checkpoints) load unchecked; a key that is not 8 lowercase hex digits is a corrupt header.
-// - save_safetensors writes `path + ".tmp"`, flushes and fsyncs it, renames it over `path`
-//   and fsyncs the directory: a crash never leaves a half-written file under `path`. It
-//   never writes through a symbolic link: one at `path` is replaced by the file (its target
-//   is untouched), and one at `path + ".tmp"` is an Error (O_NOFOLLOW).
+// - save_safetensors writes `path + ".tmp"` (made fresh: a link there is replaced, never
+//   written through; runtime/file_write.h), flushes and fsyncs it, renames it over `path`
+//   and fsyncs the directory: a crash never leaves a half-written file under `path`. A link
+//   at `path` is replaced by the file, its target untouched.
 //   Tensors may live on any device (they are copied to the host to be written).
 // - load_safetensors validates everything before trusting it (header length against the
 //   file size, JSON syntax, dtype, shape x dtype size == byte span, offsets packed one

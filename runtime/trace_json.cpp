@@ -1,12 +1,16 @@
 #include "runtime/trace_json.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "runtime/error.h"
+#include "runtime/file_write.h"
 #include "runtime/json_subset.h"
 
 namespace tandem::trace {
@@ -67,24 +71,69 @@ std::string events_json(const std::vector<Event>& events,
   return out;
 }
 
-void write_trace_file(const std::string& path, const std::vector<std::string>& parts) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    TANDEM_CHECK(file.good(), "--trace: cannot write " << temporary << ": " << std::strerror(errno));
-    file << "{\"traceEvents\":[\n";
-    bool first = true;
-    for (const std::string& part : parts) {
-      if (part.empty()) continue;
-      file << (first ? "" : ",\n") << part;
-      first = false;
-    }
-    file << "\n],\"displayTimeUnit\":\"ms\"}\n";
-    file.flush();
-    TANDEM_CHECK(file.good(), "--trace: cannot write " << temporary << ": " << std::strerror(errno));
+namespace {
+
+// The kind of file at `path`, following links: regular files (and new paths) are replaced
+// atomically; character devices and FIFOs (/dev/null, /dev/stdout, a pipe to a reader) are
+// written in place, since renaming over them would replace the device node itself.
+enum class TraceTarget { replace, in_place };
+
+TraceTarget trace_target(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    TANDEM_CHECK(errno == ENOENT, "--trace: cannot inspect " << path << ": " << std::strerror(errno));
+    return TraceTarget::replace;
   }
-  TANDEM_CHECK(std::rename(temporary.c_str(), path.c_str()) == 0,
-               "--trace: cannot rename " << temporary << " to " << path << ": " << std::strerror(errno));
+  if (S_ISREG(st.st_mode)) return TraceTarget::replace;
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return TraceTarget::in_place;
+  const char* kind = S_ISDIR(st.st_mode)   ? "a directory"
+                     : S_ISBLK(st.st_mode) ? "a block device"
+                                           : "a socket";
+  TANDEM_FAIL("--trace: " << path << " is " << kind
+                          << "; the trace goes to a regular file, a character device or a FIFO");
+}
+
+void write_events(std::FILE* fp, const std::vector<std::string>& parts) {
+  std::fputs("{\"traceEvents\":[\n", fp);
+  bool first = true;
+  for (const std::string& part : parts) {
+    if (part.empty()) continue;
+    if (!first) std::fputs(",\n", fp);
+    std::fwrite(part.data(), 1, part.size(), fp);
+    first = false;
+  }
+  std::fputs("\n],\"displayTimeUnit\":\"ms\"}\n", fp);
+}
+
+void write_in_place(const std::string& path, const std::vector<std::string>& parts) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  TANDEM_CHECK(fd >= 0, "--trace: cannot open " << path << ": " << std::strerror(errno));
+  std::FILE* fp = ::fdopen(fd, "wb");
+  if (fp == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    TANDEM_FAIL("--trace: cannot write " << path << ": " << std::strerror(err));
+  }
+  errno = 0;
+  write_events(fp, parts);
+  bool ok = std::ferror(fp) == 0 && std::fflush(fp) == 0;
+  const int err = errno;
+  ok = std::fclose(fp) == 0 && ok;
+  TANDEM_CHECK(ok, "--trace: cannot write " << path << ": " << std::strerror(err != 0 ? err : errno));
+}
+
+}  // namespace
+
+void write_trace_file(const std::string& path, const std::vector<std::string>& parts) {
+  if (trace_target(path) == TraceTarget::in_place) return write_in_place(path, parts);
+  const std::string problem = replace_file(path, [&](std::FILE* fp) { write_events(fp, parts); });
+  TANDEM_CHECK(problem.empty(), "--trace: " << problem);
+}
+
+void check_trace_file(const std::string& path) {
+  if (trace_target(path) == TraceTarget::replace) return write_trace_file(path, {});
+  TANDEM_CHECK(::access(path.c_str(), W_OK) == 0,
+               "--trace: cannot write " << path << ": " << std::strerror(errno));
 }
 
 }  // namespace tandem::trace

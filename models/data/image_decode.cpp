@@ -45,7 +45,19 @@ std::string first_bytes(const std::vector<uint8_t>& bytes) {
   return out;
 }
 
-DecodedImage decode_png(const std::string& path, const std::vector<uint8_t>& bytes) {
+// Refuses a declared size beyond max_side per side before any pixel is allocated.
+void check_declared_size(const std::string& path, int64_t width, int64_t height, int64_t max_side) {
+  TANDEM_CHECK(width <= max_side && height <= max_side,
+               path << ": declares a " << width << "x" << height << " picture, more than " << max_side
+                    << " pixels per side (tandem-train's --max-image-side raises the limit)");
+}
+
+// height * width * channels bytes, in 64 bits (the sides are checked, so it cannot overflow).
+size_t pixel_bytes(int64_t width, int64_t height, int64_t channels) {
+  return static_cast<size_t>(width) * static_cast<size_t>(height) * static_cast<size_t>(channels);
+}
+
+DecodedImage decode_png(const std::string& path, const std::vector<uint8_t>& bytes, int64_t max_side) {
   png_image image;
   std::memset(&image, 0, sizeof image);
   image.version = PNG_IMAGE_VERSION;
@@ -57,9 +69,15 @@ DecodedImage decode_png(const std::string& path, const std::vector<uint8_t>& byt
   DecodedImage out;
   out.width = image.width;
   out.height = image.height;
+  try {
+    check_declared_size(path, out.width, out.height, max_side);
+  } catch (const Error&) {
+    png_image_free(&image);
+    throw;
+  }
   out.channels = (image.format & PNG_FORMAT_FLAG_COLOR) != 0 ? 3 : 1;
   image.format = out.channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
-  out.pixels.resize(PNG_IMAGE_SIZE(image));
+  out.pixels.resize(pixel_bytes(out.width, out.height, out.channels));
   const png_color black = {0, 0, 0};
   if (png_image_finish_read(&image, &black, out.pixels.data(), 0, nullptr) == 0) {
     std::string why = image.message;
@@ -77,6 +95,8 @@ struct JpegDecode {
   jpeg_error_mgr manager;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX] = "";
+  int64_t max_side = kMaxImageSide;
+  bool too_large = false;  // the declared size is beyond max_side (the message is the caller's)
   DecodedImage image;
 };
 
@@ -105,6 +125,14 @@ bool run_jpeg_decode(JpegDecode* state, const std::vector<uint8_t>* bytes) {
   jpeg_create_decompress(&state->cinfo);
   jpeg_mem_src(&state->cinfo, bytes->data(), static_cast<unsigned long>(bytes->size()));
   jpeg_read_header(&state->cinfo, TRUE);
+  if (static_cast<int64_t>(state->cinfo.image_width) > state->max_side ||
+      static_cast<int64_t>(state->cinfo.image_height) > state->max_side) {
+    state->image.width = state->cinfo.image_width;
+    state->image.height = state->cinfo.image_height;
+    state->too_large = true;
+    jpeg_destroy_decompress(&state->cinfo);
+    return false;
+  }
   const J_COLOR_SPACE space = state->cinfo.jpeg_color_space;
   if (space == JCS_CMYK || space == JCS_YCCK) {
     std::snprintf(state->message, sizeof state->message, "CMYK JPEG is not supported (gray or colour only)");
@@ -116,8 +144,7 @@ bool run_jpeg_decode(JpegDecode* state, const std::vector<uint8_t>* bytes) {
   state->image.width = state->cinfo.output_width;
   state->image.height = state->cinfo.output_height;
   state->image.channels = state->cinfo.output_components;
-  state->image.pixels.resize(
-      static_cast<size_t>(state->image.width * state->image.height * state->image.channels));
+  state->image.pixels.resize(pixel_bytes(state->image.width, state->image.height, state->image.channels));
   while (state->cinfo.output_scanline < state->cinfo.output_height) {
     JSAMPROW row =
         state->image.pixels.data() + static_cast<size_t>(state->cinfo.output_scanline) *
@@ -129,20 +156,22 @@ bool run_jpeg_decode(JpegDecode* state, const std::vector<uint8_t>* bytes) {
   return true;
 }
 
-DecodedImage decode_jpeg(const std::string& path, const std::vector<uint8_t>& bytes) {
+DecodedImage decode_jpeg(const std::string& path, const std::vector<uint8_t>& bytes, int64_t max_side) {
   auto state = std::make_unique<JpegDecode>();
-  TANDEM_CHECK(run_jpeg_decode(state.get(), &bytes),
-               path << ": unreadable JPEG (truncated or corrupt): " << state->message);
+  state->max_side = max_side;
+  const bool decoded = run_jpeg_decode(state.get(), &bytes);
+  if (state->too_large) check_declared_size(path, state->image.width, state->image.height, max_side);
+  TANDEM_CHECK(decoded, path << ": unreadable JPEG (truncated or corrupt): " << state->message);
   return std::move(state->image);
 }
 
 }  // namespace
 
-DecodedImage decode_image(const std::string& path) {
+DecodedImage decode_image(const std::string& path, int64_t max_side) {
   const std::vector<uint8_t> bytes = read_file(path);
   TANDEM_CHECK(!bytes.empty(), path << ": empty file, not a PNG or JPEG image");
-  if (starts_with(bytes, kPngMagic, sizeof kPngMagic)) return decode_png(path, bytes);
-  if (starts_with(bytes, kJpegMagic, sizeof kJpegMagic)) return decode_jpeg(path, bytes);
+  if (starts_with(bytes, kPngMagic, sizeof kPngMagic)) return decode_png(path, bytes, max_side);
+  if (starts_with(bytes, kJpegMagic, sizeof kJpegMagic)) return decode_jpeg(path, bytes, max_side);
   TANDEM_FAIL(path << ": not a PNG or JPEG image (it starts with bytes " << first_bytes(bytes) << ")");
 }
 
@@ -153,7 +182,7 @@ DecodedImage to_channels(const DecodedImage& image, int channels) {
   out.width = image.width;
   out.height = image.height;
   out.channels = channels;
-  const size_t count = static_cast<size_t>(image.width * image.height);
+  const size_t count = pixel_bytes(image.width, image.height, 1);
   out.pixels.resize(count * static_cast<size_t>(channels));
   for (size_t i = 0; i < count; ++i) {
     if (channels == 3) {

@@ -12,6 +12,12 @@
 //   truncated file, a bad checksum, corrupt data). A JPEG decoder warning (such as
 //   "Premature end of JPEG file", where libjpeg would fill the rest with gray) counts as
 //   an error too: no picture is ever half made up.
+// - Size (a decompression bomb: a few hundred bytes can declare a picture of gigabytes):
+//   decode_image(path, max_side) reads the declared width and height from the header and,
+//   before allocating anything for the pixels, refuses a picture wider or higher than
+//   max_side (kMaxImageSide by default): an Error "<path>: declares a <W>x<H> picture, more
+//   than <max_side> pixels per side (tandem-train's --max-image-side raises the limit)".
+//   Sizes are computed in 64 bits, so no declared size can wrap to a small allocation.
 // - to_channels(image, c) converts to c channels: gray to RGB repeats the value, RGB to
 //   gray is round(0.299 R + 0.587 G + 0.114 B) (ITU-R BT.601, as JPEG's own YCbCr).
 #pragma once
@@ -32,7 +38,9 @@ struct DecodedImage {
   }
 };
 
-DecodedImage decode_image(const std::string& path);
+constexpr int64_t kMaxImageSide = 16384;
+
+DecodedImage decode_image(const std::string& path, int64_t max_side = kMaxImageSide);
 DecodedImage to_channels(const DecodedImage& image, int channels);
 
 }  // namespace tandem::data

@@ -66,7 +66,8 @@ ImageFolder load_image_folder(const std::string& dir, const ImageFolderOptions& 
   for (size_t i = 0; i < listed.size(); ++i) {
     std::vector<float> pixels;
     try {
-      pixels = square_resize(to_channels(decode_image(listed[i]), options.channels), options.side);
+      pixels = square_resize(to_channels(decode_image(listed[i], options.max_side), options.channels),
+                             options.side);
     } catch (const Error& e) {
       if (!options.skip_bad) throw;
       out.skipped.push_back(e.message());

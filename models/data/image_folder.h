@@ -18,9 +18,10 @@
 //   Classes come from the listing, so a sub-folder whose files are all skipped (skip_bad)
 //   keeps its index and the labels of the other classes do not move.
 // - Errors name the folder or file and the reason: `dir` missing or not a folder; no file
-//   in it; a file that cannot be decoded (its path and why). With skip_bad, a file that
-//   cannot be decoded is left out and listed in `skipped` ("path: reason") instead; when
-//   every file is bad it is still an Error (nothing to train on), quoting the first reason.
+//   in it; a file that cannot be decoded (its path and why), or that declares a picture
+//   wider or higher than max_side (image_decode.h: refused before its pixels are allocated). With skip_bad, a
+//   file that cannot be decoded is left out and listed in `skipped` ("path: reason") instead; when every file
+//   is bad it is still an Error (nothing to train on), quoting the first reason.
 // - progress(done, total), when set, is called after each file.
 #pragma once
 
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "models/data/dataset.h"
+#include "models/data/image_decode.h"
 
 namespace tandem::data {
 
@@ -37,6 +39,7 @@ struct ImageFolderOptions {
   int channels = 1;  // 1 or 3
   int64_t side = 28;
   bool skip_bad = false;
+  int64_t max_side = kMaxImageSide;  // decode_image's limit on a file's declared width and height
   std::function<void(int64_t done, int64_t total)> progress = nullptr;
 };
 

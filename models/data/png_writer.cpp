@@ -11,6 +11,7 @@
 
 #include "models/data/dataset.h"
 #include "runtime/error.h"
+#include "runtime/file_write.h"
 
 namespace tandem::data {
 
@@ -135,7 +136,7 @@ void write_png(const std::string& path, int64_t width, int64_t height, int chann
                "write_png: " << path << ": " << width << "x" << height << "x" << channels << " needs "
                              << width * height * channels << " bytes, got " << pixels.size());
   const std::string tmp = path + ".tmp";
-  std::FILE* fp = std::fopen(tmp.c_str(), "wb");
+  std::FILE* fp = fopen_fresh(tmp);
   TANDEM_CHECK(fp != nullptr,
                "cannot write PNG " << path << ": cannot create " << tmp << ": " << std::strerror(errno));
 

@@ -2,7 +2,9 @@
 //
 // Contract:
 // - Every writer writes `path + ".tmp"` in the same directory and renames it over `path`,
-//   so a reader never sees a half-written picture. Any failure (an unwritable or missing
+//   so a reader never sees a half-written picture. The temporary is made fresh
+//   (runtime/file_write.h's fopen_fresh): a link at either name is replaced, never written
+//   through. Any failure (an unwritable or missing
 //   directory, a libpng error) is an Error naming `path` and the cause, and leaves no .tmp.
 // - Grids: images [N, C, H, W] (C = 1 for gray, 3 for RGB; any float dtype, any device)
 //   with values in [-1, 1] map to bytes round((v + 1) * 127.5), clamped (NaN -> 0). Tiles

@@ -62,8 +62,10 @@ data::ImageDataset load_images(const TrainOptions& o, const Shape& data_shape, s
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto last_line = start;
-  data::ImageFolderOptions options{
-      .channels = static_cast<int>(data_shape[0]), .side = data_shape[1], .skip_bad = o.skip_bad_images};
+  data::ImageFolderOptions options{.channels = static_cast<int>(data_shape[0]),
+                                   .side = data_shape[1],
+                                   .skip_bad = o.skip_bad_images,
+                                   .max_side = o.max_image_side};
   if (log != nullptr) {
     options.progress = [&](int64_t done, int64_t total) {
       const auto now = Clock::now();

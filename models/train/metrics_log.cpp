@@ -1,17 +1,22 @@
 #include "models/train/metrics_log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <limits>
 #include <optional>
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/file_write.h"
 
 namespace tandem::models {
 
@@ -132,7 +137,8 @@ std::optional<int64_t> iteration_of(const std::string& line) {
 // path.tmp and renaming it over `path`; returns "" or why it could not.
 std::string cut_after(const std::string& path, int64_t iteration) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return "";  // nothing logged yet, or not a file to cut
+  // Nothing logged yet, or not a file to cut: a link is never read through (the open refuses it).
+  if (!fs::is_regular_file(fs::symlink_status(path, ec))) return "";
   std::ifstream in(path, std::ios::binary);
   std::ostringstream original;
   errno = 0;
@@ -145,22 +151,7 @@ std::string cut_after(const std::string& path, int64_t iteration) {
     if (i && *i <= iteration) kept += line + "\n";
   }
   if (kept == original.str()) return "";
-  const std::string tmp = path + ".tmp";
-  errno = 0;
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  out << kept << std::flush;
-  if (out) out.close();
-  if (!out) {
-    const std::string reason = errno_text();
-    fs::remove(tmp, ec);
-    return "cannot write " + tmp + " (" + reason + ")";
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = errno_text();
-    fs::remove(tmp, ec);
-    return "cannot rename " + tmp + " over it (" + reason + ")";
-  }
-  return "";
+  return replace_file(path, [&](std::FILE* fp) { std::fwrite(kept.data(), 1, kept.size(), fp); });
 }
 
 }  // namespace
@@ -169,8 +160,14 @@ MetricsLog::MetricsLog(const std::string& dir, int64_t resume_iteration)
     : path_((std::filesystem::path(dir) / kMetricsFile).string()) {
   // A resumed run logs again every iteration after its checkpoint's.
   const std::string cut_problem = resume_iteration > 0 ? cut_after(path_, resume_iteration) : "";
-  file_.open(path_, resume_iteration > 0 ? std::ios::app : std::ios::trunc);
-  TANDEM_CHECK(file_.good(), "cannot open " << path_ << " for writing");
+  const int fd = open_no_follow(path_, O_WRONLY | O_CREAT | (resume_iteration > 0 ? O_APPEND : O_TRUNC));
+  TANDEM_CHECK(fd >= 0, "cannot open " << path_ << " for writing (" << open_failure(errno) << ")");
+  file_.reset(::fdopen(fd, "a"));
+  if (!file_) {
+    const int err = errno;
+    ::close(fd);
+    TANDEM_FAIL("cannot open " << path_ << " for writing (" << std::strerror(err) << ")");
+  }
   if (!cut_problem.empty()) {
     // Appending to the uncut file would log iterations twice: keep it as it is instead.
     report_write_error(resume_iteration, "cutting it to the checkpoint's iteration " +
@@ -191,8 +188,9 @@ void MetricsLog::log_ring8(int64_t iteration, const data::Ring8Quality& quality,
 void MetricsLog::write_line(const std::string& line, int64_t iteration) {
   if (write_failed_) return;
   errno = 0;
-  file_ << line + "\n" << std::flush;  // one piece: a reader never sees half a line
-  if (!file_) report_write_error(iteration, errno_text());
+  const std::string text = line + "\n";
+  if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() || std::fflush(file_.get()) != 0)
+    report_write_error(iteration, errno_text());
 }
 
 void MetricsLog::report_write_error(int64_t iteration, const std::string& reason) {

@@ -29,6 +29,10 @@
 //   crash or a full disk). A file that cannot be opened is an Error naming it; a cut that
 //   cannot be written is reported as a write error below, and the file is kept as it was.
 //   Every line is flushed as it is written, so a killed run keeps what it logged.
+//   Links (a shared --out): metrics.jsonl is opened without following a symbolic link, so a
+//   link there (dangling or not) is an Error "cannot open <path> for writing (it is a
+//   symbolic link, not written through)", and a cut never reads through one; a link at the
+//   cut's temporary is replaced (runtime/file_write.h), its target untouched.
 // - A line that cannot be written (a full disk, an I/O error) is reported once on stderr,
 //   "tandem-train: warning: cannot write <path> at iteration <i> (<reason>); ...": no
 //   further lines go to the file, and the run goes on (its checkpoints are the run).
@@ -37,7 +41,8 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
+#include <cstdio>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -89,7 +94,7 @@ class MetricsLog {
   void report_write_error(int64_t iteration, const std::string& reason);
 
   std::string path_;
-  std::ofstream file_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_{nullptr, &std::fclose};
   bool write_failed_ = false;  // reported; nothing more is written
 };
 

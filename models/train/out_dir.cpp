@@ -1,13 +1,14 @@
 #include "models/train/out_dir.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "models/train/checkpointer.h"
 #include "models/train/metrics_log.h"
 #include "models/train/run_report.h"
 #include "runtime/error.h"
+#include "runtime/file_write.h"
 
 namespace tandem::models {
 
@@ -50,20 +51,45 @@ std::vector<std::string> names_in(const std::string& dir, Keep keep) {
   return names;
 }
 
+bool is_sample_name(const std::string& name) {
+  return name.starts_with("samples-") && name.ends_with(".png");
+}
+
+// What a run that wrote no checkpoint yet leaves (killed early), as regular files: a
+// metrics log with lines, the report, sample pictures. An empty metrics log (a run that
+// ended before its first line) holds nothing to lose; a link or a directory is no run's.
+std::vector<std::string> earlier_outputs(const std::string& out) {
+  return names_in(out, [&](const std::string& name) {
+    if (name != kMetricsFile && name != kReportFile && !is_sample_name(name)) return false;
+    std::error_code ec;
+    const fs::path path = fs::path(out) / name;
+    if (!fs::is_regular_file(fs::symlink_status(path, ec))) return false;
+    return name != kMetricsFile || fs::file_size(path, ec) > 0;
+  });
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string list;
+  for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
 // "" when `out` may take this run; else why not. Removes an earlier run's files when told to
 // overwrite them, naming how many in `log`.
 std::string earlier_run_problem(const std::string& out, OutReuse reuse, std::ostream& log) {
   if (reuse == OutReuse::resume) return "";
   const std::vector<std::string> checkpoints = names_in(out, is_checkpoint_name);
-  if (checkpoints.empty()) return "";
   if (reuse == OutReuse::new_run) {
-    std::string list;
-    for (const auto& name : checkpoints) list += (list.empty() ? "" : ", ") + name;
-    return "holds checkpoints of an earlier run (" + list +
-           "). Pass --resume to continue that run, --overwrite to replace it, or choose another --out";
+    const std::string remedy =
+        "). Pass --resume to continue that run, --overwrite to replace it, or choose another --out";
+    if (!checkpoints.empty()) return "holds checkpoints of an earlier run (" + joined(checkpoints) + remedy;
+    const std::vector<std::string> outputs = earlier_outputs(out);
+    if (!outputs.empty())
+      return "holds the outputs of an earlier run, without checkpoints (" + joined(outputs) + remedy;
+    return "";
   }
-  const std::vector<std::string> samples = names_in(
-      out, [](const std::string& name) { return name.starts_with("samples-") && name.ends_with(".png"); });
+  const std::vector<std::string> samples = names_in(out, is_sample_name);
+  if (checkpoints.empty() && samples.empty()) return "";  // metrics.jsonl and report.html are rewritten
   for (const auto* names : {&checkpoints, &samples}) {
     for (const std::string& name : *names) {
       std::error_code ec;
@@ -85,10 +111,10 @@ std::string out_dir_problem(const std::string& dir) {
   if (ec || !fs::is_directory(dir)) {
     return "cannot create the directory (" + (ec ? ec.message() : std::string("not a directory")) + ")";
   }
-  const fs::path probe_path = fs::path(dir) / ".write-test";
-  std::ofstream probe(probe_path);
-  if (!probe.good()) return "directory is not writable";
-  probe.close();
+  const std::string probe_path = (fs::path(dir) / ".write-test").string();
+  std::FILE* probe = fopen_fresh(probe_path);  // a link planted there is removed, never written through
+  if (probe == nullptr) return "directory is not writable";
+  std::fclose(probe);
   fs::remove(probe_path, ec);
   return "";
 }

@@ -3,7 +3,8 @@
 // Contract:
 // - out_dir_problem(dir) creates `dir` and its parents when missing and returns why it
 //   cannot take the outputs ("cannot create the directory (<reason>)" or "directory is not
-//   writable"), or "" when it can. It writes a probe file to find out and removes it.
+//   writable"), or "" when it can. It writes a probe file (<dir>/.write-test, made
+//   fresh: a link there is removed, never written through) to find out and removes it.
 // - remove_stale_tmp_files(dir) removes from `dir` the temporaries that tandem-train's
 //   atomic writes leave when a run dies mid-write (ckpt-*.safetensors.tmp,
 //   samples-*.png.tmp, metrics.jsonl.tmp, report.html.tmp) and returns their names, sorted. Other files,
@@ -18,9 +19,13 @@
 //   rank 0 (the other ranks' hold nothing): keep it for the whole run.
 // - A new run (reuse == OutReuse::new_run) in an --out that holds files named like
 //   checkpoints (an earlier run's) is refused the same way, naming them, --resume and
-//   --overwrite: two runs' checkpoints and metrics must not mix. With OutReuse::overwrite
-//   rank 0 removes those checkpoints and the earlier run's sample pictures (samples-*.png)
-//   and says how many in `log`; OutReuse::resume leaves them for --resume.
+//   --overwrite: two runs' checkpoints and metrics must not mix. So is one in an --out
+//   holding no checkpoint but an earlier run's outputs (a run killed before its first
+//   checkpoint), as regular files: a metrics.jsonl of at least one byte, report.html or
+//   samples-*.png ("holds the outputs of an earlier run, without checkpoints (<names>).
+//   Pass --resume ..."). With OutReuse::overwrite rank 0 removes those checkpoints and the
+//   earlier run's sample pictures (samples-*.png) and says how many in `log`;
+//   OutReuse::resume leaves them for --resume.
 #pragma once
 
 #include <ostream>

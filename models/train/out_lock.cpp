@@ -13,6 +13,8 @@
 #include <thread>
 #include <utility>
 
+#include "runtime/file_write.h"
+
 namespace tandem::models {
 
 namespace {
@@ -90,8 +92,8 @@ void OutDirLock::release() {
 std::string OutDirLock::take(const std::string& dir) {
   release();
   const std::string path = (std::filesystem::path(dir) / kLockFile).string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot lock " + path + " (" + std::strerror(errno) + ")";
+  const int fd = open_no_follow(path, O_RDWR | O_CREAT);
+  if (fd < 0) return "cannot lock " + path + " (" + open_failure(errno) + ")";
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     std::string why = err == EWOULDBLOCK ? wait_for_holder(fd, path)

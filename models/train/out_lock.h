@@ -7,7 +7,8 @@
 //   (started <start time>)" when another open of the file holds the lock (another process,
 //   or another OutDirLock in this one), "in use by another process (<file> names no
 //   holder)" when the holder has not written itself there within a second, or "cannot lock
-//   <file> (<reason>)".
+//   <file> (<reason>)". A symbolic link at <dir>/.lock, dangling or not, is never
+//   followed: "cannot lock <file> (it is a symbolic link, not written through)".
 // - The lock lasts until the OutDirLock is destroyed or the process ends, however it ends
 //   (the kernel drops it with the last descriptor), so a killed run never leaves a stale
 //   lock behind. The file stays, naming its last holder; only the flock counts. The

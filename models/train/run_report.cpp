@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "models/train/progress.h"
+#include "runtime/file_write.h"
 
 namespace tandem::models {
 
@@ -444,23 +445,7 @@ std::string RunReport::html(RunState state) const {
 
 std::string RunReport::write(RunState state) const {
   const std::string text = html(state);
-  const std::string tmp = path_ + ".tmp";
-  errno = 0;
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  out << text << std::flush;
-  if (out) out.close();
-  std::error_code ec;
-  if (!out) {
-    const std::string reason = errno != 0 ? std::strerror(errno) : "the stream failed";
-    fs::remove(tmp, ec);
-    return "cannot write " + tmp + " (" + reason + ")";
-  }
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    fs::remove(tmp, ec);
-    return "cannot rename " + tmp + " to " + path_ + " (" + reason + ")";
-  }
-  return "";
+  return replace_file(path_, [&](std::FILE* fp) { std::fwrite(text.data(), 1, text.size(), fp); });
 }
 
 }  // namespace tandem::models

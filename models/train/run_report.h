@@ -15,7 +15,9 @@
 //   skipped, values that are not numbers left out) and the sample pictures
 //   <dir>/samples-<6 digits>.png of iterations <= up_to, so that the report shows the whole
 //   run, not only the part since the resume.
-// - write(state) writes <dir>/report.html atomically (report.html.tmp, renamed over it) and
+// - write(state) writes <dir>/report.html atomically (report.html.tmp, renamed over it:
+//   runtime/file_write.h's replace_file, so a link at either name is replaced, never
+//   written through) and
 //   returns "" or why it could not (the caller warns; the run goes on). The page is
 //   self-contained: no script, no style sheet or font from elsewhere, no network. It shows,
 //   in this order: the title, the state ("running" or "finished"), the last iteration of

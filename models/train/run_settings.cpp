@@ -56,6 +56,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--channels", o.channels, true),
       integer("--width", o.width, true),
       on_off("--skip-bad-images", o.skip_bad_images),
+      integer("--max-image-side", o.max_image_side),
       integer("--iters", o.iters),
       integer("--batch", o.batch, true),
       number("--lr", o.lr, true),

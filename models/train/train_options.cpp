@@ -112,6 +112,11 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add_flag("--skip-bad-images", &o.skip_bad_images,
               "--data images: leave out (and count) files that are not readable PNG or JPEG instead of "
               "stopping");
+  cl.add(
+      "--max-image-side", &o.max_image_side,
+      "--data images: a file declaring a wider or higher picture is refused (or skipped) before its pixels "
+      "are allocated",
+      1);
   cl.add("--width", &o.width,
          "dcgan64: ngf = ndf, the channels of G's last and D's first layer (the others 2, 4, 8 times that)",
          1);

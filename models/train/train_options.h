@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "models/data/image_decode.h"
 #include "models/gan_loss.h"
 #include "models/wrap_mode.h"
 #include "runtime/command_line.h"
@@ -48,6 +49,7 @@ struct TrainOptions {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";  // --data images: must be given
   int64_t channels = 1;                                        // image models: 1 (gray) or 3 (RGB)
   bool skip_bad_images = false;                                // --data images: leave out unreadable files
+  int64_t max_image_side = data::kMaxImageSide;  // --data images: larger declared sides are refused
   int64_t iters = 2000;
   int64_t batch = 64;  // per rank (dcgan64: 128 unless given)
   int64_t width = 0;   // dcgan64: ngf = ndf; 0: the model's 64

@@ -90,7 +90,7 @@ void check_trace_path(const std::string& path, dist::ProcessGroup& world) {
   std::string refusal;
   if (world.rank() == 0) {
     try {
-      trace::write_trace_file(path, {});  // a valid, empty trace until the run's is written
+      trace::check_trace_file(path);  // a regular file gets a valid, empty trace until the run's
     } catch (const Error& e) {
       refusal = e.message();
     }

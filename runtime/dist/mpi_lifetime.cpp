@@ -37,8 +37,8 @@ namespace {
 std::mutex g_mpi_mutex;
 std::atomic<bool> g_serialize_mpi{false};
 bool g_tandem_initialised_mpi = false;
-// The deadline start-up had, kept for shut-down: reading the environment again there could
-// throw, and shut-down runs in destructors.
+// Shut-down's deadline, read at start-up: reading the environment again there could throw,
+// and shut-down runs in destructors.
 std::chrono::milliseconds g_lifetime_deadline{0};
 std::atomic<bool> g_in_finalize{false};
 
@@ -100,8 +100,8 @@ void ensure_mpi_initialized(int launch_rank) {
     int provided = MPI_THREAD_SINGLE;
     {
       // MPI_Init_thread waits for every rank of the job, and nothing can interrupt it.
-      PhaseWatchdog watchdog("start-up (MPI_Init_thread)", g_lifetime_deadline, launch_rank,
-                             "a rank is frozen or was never started");
+      PhaseWatchdog watchdog("start-up (MPI_Init_thread)", startup_timeout(), launch_rank,
+                             "a rank is frozen or was never started", kStartupTimeoutEnvVar);
       TANDEM_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
     }
     g_tandem_initialised_mpi = true;

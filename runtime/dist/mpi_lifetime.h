@@ -4,15 +4,15 @@
 // Contract:
 // - ensure_mpi_initialized() calls MPI_Init_thread(MPI_THREAD_MULTIPLE) when nobody has
 //   (remembering that tandem did it) and checks that at least MPI_THREAD_SERIALIZED was
-//   granted (an Error names the level that was). The call is bounded by the collective
-//   deadline (default_timeout()): if it has not returned by then, a PhaseWatchdog names
+//   granted (an Error names the level that was). The call is bounded by the start-up
+//   deadline (startup_timeout()): if it has not returned by then, a PhaseWatchdog names
 //   the phase, launch_rank (when >= 0) and the deadline, and ends the process.
 // - lock_mpi() is held around every MPI call tandem makes: it owns the process-wide MPI
 //   lock under MPI_THREAD_SERIALIZED and nothing under MPI_THREAD_MULTIPLE. MpiLock is the
 //   same as a scope object.
 // - Groups register a StoppableGroup; shutdown_mpi() stops every live one (each drains its
 //   queue or ends the job through abort_on_timeout), then calls MPI_Finalize if
-//   ensure_mpi_initialized did MPI_Init, bounded by the same deadline as start-up (a
+//   ensure_mpi_initialized did MPI_Init, bounded by the collective deadline (a
 //   PhaseWatchdog ends the process if another rank never reaches its MPI_Finalize). The
 //   same stop runs inside MPI_Finalize when the program finalises MPI itself (a hook on
 //   MPI_COMM_SELF), so finalising with work queued or stuck cannot hang; the rest of such

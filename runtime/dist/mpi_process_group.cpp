@@ -132,8 +132,9 @@ class MpiWork final : public Work {
       return;
     }
     if (g.timed_out) {
-      TANDEM_FAIL(description_ << " (collective #" << sequence_ << " of " << g.describe_group()
-                               << ") cannot complete: " << g.failure);
+      throw TimeoutError(__FILE__, __LINE__,
+                         description_ + " (collective #" + std::to_string(sequence_) + " of " +
+                             g.describe_group() + ") cannot complete: " + g.failure);
     }
     std::ostringstream detail;
     detail << bytes_ << " bytes, collective #" << sequence_ << " of " << g.describe_group();
@@ -145,7 +146,7 @@ class MpiWork final : public Work {
     g.failure = message;
     g.wake_waiters();
     lock.unlock();
-    TANDEM_FAIL(message);
+    throw TimeoutError(__FILE__, __LINE__, message);
   }
 
   bool is_completed() const override { return done_.load(); }

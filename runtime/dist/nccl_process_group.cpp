@@ -199,7 +199,7 @@ class NcclWork final : public Work {
           group_->timed_out = true;
           if (group_->failure.empty()) group_->failure = message;
         }
-        TANDEM_FAIL(message);
+        throw TimeoutError(__FILE__, __LINE__, message);
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));

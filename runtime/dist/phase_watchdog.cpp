@@ -37,12 +37,12 @@ void write_line_to_fd2(const std::string& line) {
 }  // namespace
 
 PhaseWatchdog::PhaseWatchdog(const std::string& phase, std::chrono::milliseconds deadline, int rank,
-                             const std::string& cause) {
+                             const std::string& cause, const char* variable) {
   std::ostringstream os;
   os << "tandem: ending the job: ";
   if (rank >= 0) os << "[rank " << rank << "] ";
   os << phase << " did not finish within " << static_cast<double>(deadline.count()) / 1000.0 << " s ("
-     << kTimeoutEnvVar << "): " << cause << '\n';
+     << variable << "): " << cause << '\n';
   line_ = os.str();
   thread_ = std::thread([this, deadline] { watch(deadline); });
 }

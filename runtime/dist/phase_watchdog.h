@@ -9,7 +9,7 @@
 // - When the deadline passes first, the watchdog flushes stdout and stderr (each only if
 //   no other thread holds it, so it cannot block there), writes one line to stderr,
 //     "tandem: ending the job: [rank r] <phase> did not finish within <s> s
-//      (TANDEM_COLLECTIVE_TIMEOUT_S): <cause>"
+//      (<variable>): <cause>"
 //   ("[rank r] " only when rank >= 0), and ends the process with
 //   std::_Exit(kTimeoutExitCode). It does not call MPI_Abort (unusable before MPI_Init
 //   returns, and it may block inside MPI_Finalize): the launcher sees a rank end non-zero
@@ -26,9 +26,10 @@ namespace tandem::dist::detail {
 
 class PhaseWatchdog {
  public:
-  // phase: "start-up (MPI_Init_thread)"; cause: what the expiry most likely means.
+  // phase: "start-up (MPI_Init_thread)"; cause: what the expiry most likely means;
+  // variable: the environment variable that sets the deadline.
   PhaseWatchdog(const std::string& phase, std::chrono::milliseconds deadline, int rank,
-                const std::string& cause);
+                const std::string& cause, const char* variable = "TANDEM_COLLECTIVE_TIMEOUT_S");
   ~PhaseWatchdog();
   PhaseWatchdog(const PhaseWatchdog&) = delete;
   PhaseWatchdog& operator=(const PhaseWatchdog&) = delete;

@@ -43,6 +43,13 @@ std::chrono::milliseconds default_timeout() {
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(seconds * 1000)));
 }
 
+std::chrono::milliseconds startup_timeout() {
+  const std::optional<double> seconds = env_number(kStartupTimeoutEnvVar, 0.001, 1e6, "seconds");
+  if (!seconds)
+    return std::max(default_timeout(), std::chrono::milliseconds(llround(kMinStartupTimeoutS * 1000)));
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(*seconds * 1000)));
+}
+
 ProcessGroup::ProcessGroup(int rank, int size, std::string name)
     : rank_(rank), size_(size), name_(std::move(name)), timeout_ms_(default_timeout().count()) {}
 

@@ -13,8 +13,9 @@
 //   rank i's `in`; out has size() tensors of in's element count, dtype and device
 //   (allgather_flat: one tensor of size() * in.numel() elements, rank i's block at
 //   i * in.numel()).
-// - wait() blocks until the operation finished and throws tandem::Error if it failed or if
-//   it did not finish before its deadline: the time it was issued plus the group's
+// - wait() blocks until the operation finished and throws tandem::Error if it failed, or
+//   dist::TimeoutError (an Error) if it did not finish before its deadline (or cannot,
+//   behind one that did not): the time it was issued plus the group's
 //   timeout at that time (default 300 s, or TANDEM_COLLECTIVE_TIMEOUT_S seconds when set;
 //   set_timeout changes it for later operations). The timeout message names the op, the
 //   element count, dtype and bytes, the tag, this rank, the group size and the timeout,
@@ -59,9 +60,24 @@ inline constexpr const char* kTimeoutEnvVar = "TANDEM_COLLECTIVE_TIMEOUT_S";
 inline constexpr int kTimeoutExitCode = 3;
 
 // TANDEM_COLLECTIVE_TIMEOUT_S (seconds, a positive number) when set, else 300 s: the
-// deadline of every collective, and of MPI start-up and shut-down. A value that is not a
-// positive number throws an Error naming the variable.
+// deadline of every collective, and of MPI shut-down. A value that is not a positive
+// number throws an Error naming the variable.
 std::chrono::milliseconds default_timeout();
+
+// TANDEM_STARTUP_TIMEOUT_S (seconds, a positive number) when set, else the larger of 120 s
+// and default_timeout(): the deadline of MPI start-up, which on a loaded node can take far
+// longer than any collective (a short collective timeout must not end healthy jobs there).
+// A value that is not a positive number throws an Error naming the variable.
+inline constexpr double kMinStartupTimeoutS = 120.0;
+inline constexpr const char* kStartupTimeoutEnvVar = "TANDEM_STARTUP_TIMEOUT_S";
+std::chrono::milliseconds startup_timeout();
+
+// What a collective's wait throws when its deadline passed: a program that ends the job on
+// it prints it as every job-ending timeout line, "tandem: ending the job: [rank r] ...".
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
 
 class Work {
  public:
@@ -155,10 +171,10 @@ inline constexpr std::chrono::milliseconds kAbortGrace{2000};
 
 // Initialises MPI when nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE; at
 // least MPI_THREAD_SERIALIZED must be granted, else an Error says which level was; if
-// MPI_Init_thread has not returned within default_timeout(), because a rank is frozen or
+// MPI_Init_thread has not returned within startup_timeout(), because a rank is frozen or
 // was never started, the process ends with kTimeoutExitCode after one line
 // "tandem: ending the job: [rank r] start-up (MPI_Init_thread) did not finish within <s> s
-// (TANDEM_COLLECTIVE_TIMEOUT_S): ...", the rank taken from the launch environment), checks
+// (TANDEM_STARTUP_TIMEOUT_S): ...", the rank taken from the launch environment), checks
 // the launch environment against MPI_COMM_WORLD (an Error names the variable that
 // disagrees), calls set_process_rank and returns a new group over the world. nccl: the
 // CUDA device is the local rank modulo the device count.
@@ -166,8 +182,8 @@ std::shared_ptr<ProcessGroup> init_process_group(Backend backend = Backend::mpi)
 
 // Stops every live MPI group (waiting at most its timeout for queued operations; a stuck
 // one ends the job through abort_on_timeout) and calls MPI_Finalize if init_process_group
-// initialised MPI. MPI_Finalize is bounded like start-up: past the deadline the process
-// ends with kTimeoutExitCode after a line naming "shut-down (MPI_Finalize)". Idempotent;
+// initialised MPI. MPI_Finalize is bounded by default_timeout(): past the deadline the
+// process ends with kTimeoutExitCode after a line naming "shut-down (MPI_Finalize)". Idempotent;
 // groups used afterwards throw.
 void shutdown_process_groups();
 

@@ -22,20 +22,25 @@ std::string program_name(int argc, char** argv) {
 
 // After the line is printed: with other ranks the job ends now (they may be waiting for
 // this rank in a collective); alone, MPI shuts down as at a normal end.
-int end_after_error() {
+int end_after_error(int status) {
   if (dist::detail::mpi_running()) {
     int size = 1;
-    if (MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS || size > 1) dist::abort_job(1);
+    if (MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS || size > 1) dist::abort_job(status);
     dist::shutdown_process_groups();
   }
-  return 1;
+  return status;
 }
 
 }  // namespace
 
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& fn) {
+  int status = 1;
   try {
     return fn(argc, argv);
+  } catch (const dist::TimeoutError& e) {  // ends the job as every other timeout does
+    std::cout.flush();
+    write_stderr_line("tandem: ending the job: " + error_line(e, program_name(argc, argv)));
+    status = dist::kTimeoutExitCode;
   } catch (const std::exception& e) {
     std::cout.flush();
     write_stderr_line(error_line(e, program_name(argc, argv)));
@@ -45,7 +50,7 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& fn) {
                                  program_name(argc, argv)));
   }
   try {
-    return end_after_error();
+    return end_after_error(status);
   } catch (const std::exception& e) {  // MPI's shut-down failed too: said, and still non-zero
     write_stderr_line(error_line(e, program_name(argc, argv)));
     return 1;

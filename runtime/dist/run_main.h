@@ -4,7 +4,9 @@
 // - run_main(argc, argv, fn) returns fn(argc, argv). An exception escaping fn (a
 //   tandem::Error, another std::exception, anything else) is printed as one line on stderr
 //   (error_line in runtime/error.h: "[rank r] <message> [at <file>:<line>]"; before a rank
-//   is known "<program>: error: ..."), never as "terminate called after throwing ...".
+//   is known "<program>: error: ..."), never as "terminate called after throwing ...". A
+//   dist::TimeoutError ends the job as every timeout does: the line starts with "tandem:
+//   ending the job: " and the exit status is dist::kTimeoutExitCode (else 1).
 //   Then, while MPI runs with more than one rank, the job ends at once through
 //   dist::abort_job(1) (the other ranks may be waiting for this one in a collective: they
 //   get a moment to print their own line, then the job ends, non-zero, with no backtrace);

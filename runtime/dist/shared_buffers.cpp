@@ -206,7 +206,8 @@ void wait_for(Ready ready, std::chrono::milliseconds timeout, int rank, int size
     if (n % 64 == 0 && Clock::now() > deadline) {
       std::ostringstream detail;
       detail << "waiting for rank " << peer << " to " << step;
-      TANDEM_FAIL(
+      throw TimeoutError(
+          __FILE__, __LINE__,
           timeout_message("shared-memory allreduce (sum) of " + tag, timeout, rank, size, detail.str()));
     }
   }

@@ -1,9 +1,15 @@
 // Image folders: the PNG and JPEG decoders, channel conversion, centre crop and area
 // average, the folder's order, and the named errors for bad files (with and without
 // skipping them). The pictures are written here with libpng (png_writer) and libjpeg.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "models/data/image_decode.h"
 #include "models/data/image_folder.h"
@@ -257,4 +263,111 @@ TEST_CASE("image folder errors name the folder or file and the reason (and --ski
       CHECK_THAT(msg, Catch::Contains(only_bad + ": none of its 1 file(s)") && Catch::Contains(bad.reason));
     }
   }
+}
+
+namespace {
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((v >> shift) & 0xff);
+}
+
+void put_chunk(std::string& out, const std::string& type, const std::string& data) {
+  put_u32(out, static_cast<uint32_t>(data.size()));
+  const std::string body = type + data;
+  out += body;
+  put_u32(out, static_cast<uint32_t>(
+                   crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))));
+}
+
+// A decompression bomb: a valid PNG header declaring width x height (8-bit gray or RGB),
+// followed by a little compressed data; padded with a tEXt chunk to `bytes` in all.
+std::string bomb_png(uint32_t width, uint32_t height, bool rgb, size_t bytes) {
+  std::string png = "\x89PNG\r\n\x1a\n";
+  std::string ihdr;
+  put_u32(ihdr, width);
+  put_u32(ihdr, height);
+  ihdr += std::string{8, static_cast<char>(rgb ? 2 : 0), 0, 0, 0};
+  put_chunk(png, "IHDR", ihdr);
+  std::string zeros(64, '\0'), deflated(128, '\0');
+  uLongf deflated_bytes = deflated.size();
+  REQUIRE(compress(reinterpret_cast<Bytef*>(deflated.data()), &deflated_bytes,
+                   reinterpret_cast<const Bytef*>(zeros.data()), zeros.size()) == Z_OK);
+  deflated.resize(deflated_bytes);
+  const size_t rest = 12 + deflated.size() + 12;  // IDAT and IEND
+  REQUIRE(png.size() + 12 + 2 + rest <= bytes);
+  put_chunk(png, "tEXt", std::string("c") + '\0' + std::string(bytes - png.size() - 12 - 2 - rest, 'x'));
+  put_chunk(png, "IDAT", deflated);
+  put_chunk(png, "IEND", "");
+  return png;
+}
+
+// Runs decode_image(path) in a child process whose address space may grow by 1 GiB at most,
+// as a rank under `ulimit -v` would be: 0 when it throws the Error naming the file and the
+// declared size, 1 for another Error, 2 for anything else (std::bad_alloc), 3 if it decodes.
+int decode_capped(const std::string& path, const std::string& declared) {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    unsigned long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t bytes =
+        static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (1ul << 30);
+    const rlimit cap{bytes, bytes};
+    if (pages == 0 || setrlimit(RLIMIT_AS, &cap) != 0) _exit(4);
+    int code = 3;
+    try {
+      decode_image(path);
+    } catch (const Error& e) {
+      code = e.message() == path + ": declares a " + declared +
+                                " picture, more than 16384 pixels per side (tandem-train's "
+                                "--max-image-side raises the limit)"
+                 ? 0
+                 : 1;
+    } catch (...) {
+      code = 2;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("a picture declaring sides beyond the limit is refused before its pixels are allocated",
+          "[image][errors]") {
+  TempDir dir("image_bomb");
+  // 37837^2 RGB: 4.3 GB of pixels from 177 bytes; 100000^2 gray: 10^10 bytes, which wraps to
+  // 1.4 GB in 32 bits.
+  write_bytes(dir.file("rgb.png"), bomb_png(37837, 37837, true, 177));
+  REQUIRE(read_bytes(dir.file("rgb.png")).size() == 177);
+  write_bytes(dir.file("gray.png"), bomb_png(100000, 100000, false, 177));
+  CHECK(decode_capped(dir.file("rgb.png"), "37837x37837") == 0);
+  CHECK(decode_capped(dir.file("gray.png"), "100000x100000") == 0);
+
+  // A JPEG's declared size too (its SOF0 patched to 40000 x 30000).
+  write_jpeg(dir.file("small.jpg"), 8, 8, 3, std::vector<uint8_t>(8 * 8 * 3, 90), 90, false);
+  std::string jpeg = read_bytes(dir.file("small.jpg"));
+  const size_t sof = jpeg.find("\xff\xc0");
+  REQUIRE(sof != std::string::npos);
+  jpeg[sof + 5] = static_cast<char>(30000 >> 8), jpeg[sof + 6] = static_cast<char>(30000 & 0xff);
+  jpeg[sof + 7] = static_cast<char>(40000 >> 8), jpeg[sof + 8] = static_cast<char>(40000 & 0xff);
+  write_bytes(dir.file("big.jpg"), jpeg);
+  CHECK(decode_capped(dir.file("big.jpg"), "40000x30000") == 0);
+
+  // The limit is a parameter: an 8x8 picture passes at 8 and is refused at 7.
+  write_png(dir.file("eight.png"), 8, 8, 1, std::vector<uint8_t>(64, 3));
+  CHECK(decode_image(dir.file("eight.png"), 8).width == 8);
+  CHECK_THROWS_WITH(decode_image(dir.file("eight.png"), 7),
+                    Catch::Contains("eight.png: declares a 8x8 picture, more than 7 pixels per side"));
+
+  // --skip-bad-images leaves such a file out, and names it.
+  ImageFolder folder = load_image_folder(dir.path.string(), {.channels = 1, .side = 4, .skip_bad = true});
+  CHECK(folder.files == std::vector<std::string>{dir.file("eight.png"), dir.file("small.jpg")});
+  REQUIRE(folder.skipped.size() == 3);
+  CHECK_THAT(folder.skipped[0], Catch::StartsWith(dir.file("big.jpg") + ": declares a 40000x30000 picture"));
+  CHECK_THAT(folder.skipped[1],
+             Catch::StartsWith(dir.file("gray.png") + ": declares a 100000x100000 picture"));
+  CHECK_THAT(folder.skipped[2], Catch::StartsWith(dir.file("rgb.png") + ": declares a 37837x37837 picture"));
 }

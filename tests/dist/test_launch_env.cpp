@@ -62,7 +62,8 @@ class EnvGuard {
                                            "WORLD_SIZE",
                                            "LOCAL_RANK",
                                            "LOCAL_WORLD_SIZE",
-                                           "TANDEM_COLLECTIVE_TIMEOUT_S"};
+                                           "TANDEM_COLLECTIVE_TIMEOUT_S",
+                                           "TANDEM_STARTUP_TIMEOUT_S"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -327,6 +328,22 @@ TEST_CASE("process group: the default timeout comes from TANDEM_COLLECTIVE_TIMEO
   }
   env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "1e6");
   CHECK(default_timeout() == std::chrono::seconds(1000000));
+}
+
+TEST_CASE("process group: start-up has its own bound, TANDEM_STARTUP_TIMEOUT_S, at least 120 s by default",
+          "[launch_env][timeout]") {
+  EnvGuard env;
+  CHECK(startup_timeout() == std::chrono::seconds(300));  // the collective timeout's 300 s
+  env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "10");
+  CHECK(startup_timeout() == std::chrono::seconds(120));  // not ended by a short collective bound
+  env.set("TANDEM_COLLECTIVE_TIMEOUT_S", "600");
+  CHECK(startup_timeout() == std::chrono::seconds(600));
+  env.set("TANDEM_STARTUP_TIMEOUT_S", "2.5");
+  CHECK(startup_timeout() == std::chrono::milliseconds(2500));
+  CHECK(default_timeout() == std::chrono::seconds(600));  // and the collectives keep theirs
+  env.set("TANDEM_STARTUP_TIMEOUT_S", "later");
+  CHECK_THROWS_WITH(startup_timeout(),
+                    Catch::Contains("TANDEM_STARTUP_TIMEOUT_S='later' must be a number of seconds"));
 }
 
 TEST_CASE("process group: descriptions and timeout messages name op, count, dtype, tag and ranks",

@@ -1,15 +1,21 @@
 // The step timeline: the summary's arithmetic on a hand-built trace, the recorder's on/off
 // behaviour, and the trace-event text it writes.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/trace.h"
 #include "runtime/trace_json.h"
 #include "runtime/trace_summary.h"
+#include "tests/test_files.h"
 
 using namespace tandem;
 using trace::Event;
@@ -168,4 +174,53 @@ TEST_CASE("trace JSON: trace-event objects in microseconds, one file, a named er
   std::remove(path.c_str());
   CHECK_THROWS_WITH(trace::write_trace_file("no-such-dir/t.json", {text}),
                     Catch::Contains("--trace: cannot write no-such-dir/t.json.tmp"));
+}
+
+namespace {
+
+struct stat status_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("trace JSON: devices and FIFOs are written in place, never replaced", "[trace]") {
+  testing::TempDir dir("trace_devices");
+  const std::string part = trace::events_json({}, {}, 0);
+
+  SECTION("a FIFO stays a FIFO and its reader gets the trace") {
+    const std::string fifo = dir.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    trace::check_trace_file(fifo);  // no reader yet: checked, not opened (opening would block)
+    std::string received;
+    std::thread reader([&] { received = testing::read_bytes(fifo); });
+    trace::write_trace_file(fifo, {part});
+    reader.join();
+    CHECK(received.rfind("{\"traceEvents\":[\n", 0) == 0);
+    CHECK(received.find(part) != std::string::npos);
+    CHECK(S_ISFIFO(status_of(fifo).st_mode));
+  }
+  SECTION("a character device made with mknod stays one (root only)") {
+    const std::string node = dir.file("null");
+    if (::geteuid() != 0 || ::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+      WARN("cannot make a device node here (not root, or no CAP_MKNOD): case not run");
+      return;
+    }
+    trace::check_trace_file(node);
+    trace::write_trace_file(node, {part});
+    const struct stat st = status_of(node);
+    CHECK(S_ISCHR(st.st_mode));
+    CHECK(st.st_rdev == makedev(1, 3));
+  }
+  SECTION("/dev/null stays a character device") {
+    trace::check_trace_file("/dev/null");
+    trace::write_trace_file("/dev/null", {part});
+    CHECK(S_ISCHR(status_of("/dev/null").st_mode));
+  }
+  SECTION("a directory is refused by name") {
+    CHECK_THROWS_WITH(trace::write_trace_file(dir.path.string(), {part}),
+                      Catch::Contains("--trace: " + dir.path.string() + " is a directory"));
+  }
 }

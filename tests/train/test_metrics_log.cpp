@@ -1,6 +1,8 @@
 // What rank 0 reports: progress lines and summary lines against strings written out by
 // hand, and metrics.jsonl lines read back by an independent JSON reader.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -247,31 +249,37 @@ TEST_CASE("a resumed run's metrics file is cut to the checkpoint's iteration, to
 }
 
 TEST_CASE("a metrics line that cannot be written is reported once, naming the file", "[metrics][errors]") {
-  if (!std::filesystem::exists("/dev/full")) {
-    WARN("no /dev/full here: the write error cannot be staged");
-    return;
-  }
-  // /dev/full takes the open and fails every write with ENOSPC, as a full disk does.
+  // A FIFO whose reader has gone takes the open and fails every write (EPIPE), as a full
+  // disk fails them; SIGPIPE is ignored meanwhile, as a write error must not kill the test.
   TempDir tmp("metrics");
-  std::filesystem::create_symlink("/dev/full", tmp.file("metrics.jsonl"));
+  REQUIRE(::mkfifo(tmp.file("metrics.jsonl").c_str(), 0600) == 0);
+  const int reader = ::open(tmp.file("metrics.jsonl").c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(reader >= 0);
+  struct sigaction ignore {
+  }, saved{};
+  ignore.sa_handler = SIG_IGN;
+  REQUIRE(::sigaction(SIGPIPE, &ignore, &saved) == 0);
   std::ostringstream console;
   {
     StderrCapture capture(tmp.file("stderr"));
     MetricsLog log(tmp.path.string(), /*resume_iteration=*/0);
+    ::close(reader);
     log.log(ring8_point(), console);
     LogPoint later = ring8_point();
     later.iteration = 100;
     log.log(later, console);
   }
+  ::sigaction(SIGPIPE, &saved, nullptr);
   CHECK(read_bytes(tmp.file("stderr")) ==
         "tandem-train: warning: cannot write " + tmp.file("metrics.jsonl") +
-            " at iteration 50 (No space left on device); no more metrics lines go there, training goes on\n");
+            " at iteration 50 (Broken pipe); no more metrics lines go there, training goes on\n");
   CHECK(console.str().find("iter    100/200") != std::string::npos);  // the run still reports
 
-  // A cut that cannot be written keeps the file as it was, and says so.
+  // A cut that cannot be written (a directory holds the temporary's name) keeps the file as
+  // it was, and says so.
   TempDir ro("metrics");
   write_bytes(ro.file("metrics.jsonl"), line_of(10) + line_of(20));
-  std::filesystem::create_symlink("/dev/full", ro.file("metrics.jsonl.tmp"));
+  std::filesystem::create_directory(ro.file("metrics.jsonl.tmp"));
   {
     StderrCapture capture(ro.file("stderr"));
     MetricsLog(ro.path.string(), /*resume_iteration=*/10).log(ring8_point(), console);
@@ -281,5 +289,30 @@ TEST_CASE("a metrics line that cannot be written is reported once, naming the fi
         "tandem-train: warning: cannot write " + ro.file("metrics.jsonl") +
             " at iteration 10 (cutting it to the checkpoint's iteration 10: cannot write " +
             ro.file("metrics.jsonl.tmp") +
-            " (No space left on device)); no more metrics lines go there, training goes on\n");
+            " (Is a directory)); no more metrics lines go there, training goes on\n");
+}
+
+TEST_CASE("a link planted at metrics.jsonl or its temporary is never written through", "[metrics][errors]") {
+  TempDir tmp("metrics");
+  write_bytes(tmp.file("precious"), "precious\n");
+  std::ostringstream console;
+  SECTION("at the file: refused by name, new run or resumed") {
+    std::filesystem::create_symlink(tmp.file("precious"), tmp.file("metrics.jsonl"));
+    for (int64_t resume : {0, 10})
+      CHECK_THROWS_WITH(MetricsLog(tmp.path.string(), resume),
+                        Catch::Contains("cannot open " + tmp.file("metrics.jsonl") +
+                                        " for writing (it is a symbolic link, not written through)"));
+    std::filesystem::remove(tmp.file("metrics.jsonl"));
+    std::filesystem::create_symlink(tmp.file("absent"), tmp.file("metrics.jsonl"));  // dangling
+    CHECK_THROWS(MetricsLog(tmp.path.string(), 0));
+    CHECK_FALSE(std::filesystem::exists(tmp.file("absent")));
+  }
+  SECTION("at the temporary of a cut: the link is replaced, its target untouched") {
+    write_bytes(tmp.file("metrics.jsonl"), line_of(10) + line_of(20));
+    std::filesystem::create_symlink(tmp.file("precious"), tmp.file("metrics.jsonl.tmp"));
+    MetricsLog(tmp.path.string(), /*resume_iteration=*/10).log(ring8_point(), console);
+    CHECK(read_bytes(tmp.file("metrics.jsonl")) == line_of(10) + line_of(50));
+    CHECK_FALSE(std::filesystem::is_symlink(tmp.file("metrics.jsonl")));
+  }
+  CHECK(read_bytes(tmp.file("precious")) == "precious\n");
 }

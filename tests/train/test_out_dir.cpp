@@ -1,6 +1,7 @@
 // The --out check: a missing directory is made, and a path that cannot hold the outputs
 // gets the reason; the probe file never stays behind. The --out lock: one holder at a time,
 // named to whoever is refused, gone with its holder. Stale temporaries: only tandem-train's.
+// Links planted at the names a run writes: replaced or refused, never written through.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,8 +10,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "models/data/png_writer.h"
 #include "models/train/out_dir.h"
 #include "models/train/out_lock.h"
+#include "models/train/run_report.h"
+#include "runtime/checkpoint.h"
+#include "runtime/trace_json.h"
 #include "tests/test_files.h"
 
 using namespace tandem::models;
@@ -132,4 +137,62 @@ TEST_CASE("stale temporaries of atomic writes are removed, and nothing else", "[
     CHECK(fs::exists(tmp.file(kept)));
   }
   CHECK(remove_stale_tmp_files(tmp.path.string()).empty());
+}
+
+TEST_CASE("links planted at the names written in --out never reach their target", "[out_dir][errors]") {
+  TempDir tmp("out_links");
+  const std::string out = tmp.file("out"), precious = tmp.file("precious");
+  fs::create_directory(out);
+  tandem::testing::write_bytes(precious, "precious\n");
+  const auto plant = [&](const std::string& name) {
+    fs::create_symlink(precious, out + "/" + name);
+    return out + "/" + name;
+  };
+  const auto is_regular = [](const std::string& path) {
+    return fs::is_regular_file(fs::symlink_status(path));
+  };
+
+  SECTION("the write probe: the link is removed, the directory found writable") {
+    const std::string probe = plant(".write-test");
+    CHECK(out_dir_problem(out).empty());
+    CHECK_FALSE(fs::exists(fs::symlink_status(probe)));
+  }
+  SECTION("the lock: refused by name, dangling or not, nothing created") {
+    plant(".lock");
+    OutDirLock lock;
+    CHECK(lock.take(out) == "cannot lock " + out + "/.lock (it is a symbolic link, not written through)");
+    fs::remove(out + "/.lock");
+    fs::create_symlink(tmp.file("absent"), out + "/.lock");
+    CHECK_THAT(lock.take(out), Catch::Contains("symbolic link"));
+    CHECK_FALSE(lock.held());
+    CHECK_FALSE(fs::exists(tmp.file("absent")));
+  }
+  SECTION("the temporaries of atomic writes: replaced, then renamed into place") {
+    RunReport report(out, "t", {}, 10);
+    plant("report.html.tmp");
+    CHECK(report.write(RunState::running).empty());
+    CHECK(is_regular(out + "/report.html"));
+
+    plant("samples-000010.png.tmp");
+    tandem::data::write_png(out + "/samples-000010.png", 1, 1, 1, {7});
+    CHECK(is_regular(out + "/samples-000010.png"));
+
+    plant("ckpt-000010.safetensors.tmp");
+    tandem::save_safetensors(out + "/ckpt-000010.safetensors", {{"x", tandem::Tensor::zeros({2})}});
+    CHECK(is_regular(out + "/ckpt-000010.safetensors"));
+
+    plant("trace.json.tmp");
+    tandem::trace::write_trace_file(out + "/trace.json", {});
+    CHECK(is_regular(out + "/trace.json"));
+    for (const char* name :
+         {"report.html.tmp", "samples-000010.png.tmp", "ckpt-000010.safetensors.tmp", "trace.json.tmp"})
+      CHECK_FALSE(fs::exists(fs::symlink_status(out + "/" + name)));
+  }
+  SECTION("the final names of atomic writes: the link is replaced by the file") {
+    RunReport report(out, "t", {}, 10);
+    const std::string path = plant("report.html");
+    CHECK(report.write(RunState::running).empty());
+    CHECK(is_regular(path));
+  }
+  CHECK(tandem::testing::read_bytes(precious) == "precious\n");
 }

@@ -195,6 +195,10 @@ TEST_CASE("image folder flags: --data images needs --data-dir and the others go 
   CHECK(o.skip_bad_images);
   CHECK(parse_train_options({"--model", "dcgan"}).channels == 1);
   CHECK_FALSE(parse_train_options({"--model", "dcgan"}).skip_bad_images);
+  CHECK(parse_train_options({"--model", "dcgan"}).max_image_side == 16384);
+  CHECK(parse_train_options({"--model", "dcgan", "--max-image-side", "40000"}).max_image_side == 40000);
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--max-image-side", "0"}),
+                    Catch::Contains("--max-image-side must be at least 1, got 0"));
   CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--data", "images"}),
                     Catch::Contains("--data images needs --data-dir DIR"));
   CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--skip-bad-images"}),

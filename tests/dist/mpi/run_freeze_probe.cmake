@@ -3,8 +3,9 @@
 # seconds, with tandem's line naming the phase, the rank and the deadline.
 #   cmake -DMPIEXEC=... -DNP_FLAG=-n -DPROBE=.../dist_freeze_probe -DPHASE=startup -DDEADLINE_S=1 \
 #         -P run_freeze_probe.cmake
-# The environment (MPI settings, TANDEM_COLLECTIVE_TIMEOUT_S=DEADLINE_S) comes from the
-# CTest test.
+# The environment (MPI settings; start-up: TANDEM_STARTUP_TIMEOUT_S=DEADLINE_S with a
+# shorter TANDEM_COLLECTIVE_TIMEOUT_S, which must not bound it; shut-down:
+# TANDEM_COLLECTIVE_TIMEOUT_S=DEADLINE_S) comes from the CTest test.
 if(NOT DEADLINE_S MATCHES "^[0-9]+$")
   message(FATAL_ERROR "DEADLINE_S must be a whole number of seconds, got '${DEADLINE_S}'")
 endif()
@@ -12,7 +13,7 @@ set(kDeadlineS ${DEADLINE_S})
 math(EXPR kMaxSeconds "${kDeadlineS} + 12")  # mpirun's start and tear-down on a busy machine
 
 if(PHASE STREQUAL "startup")
-  set(expected "tandem: ending the job: [rank 0] start-up (MPI_Init_thread) did not finish within ${kDeadlineS} s (TANDEM_COLLECTIVE_TIMEOUT_S): a rank is frozen or was never started"
+  set(expected "tandem: ending the job: [rank 0] start-up (MPI_Init_thread) did not finish within ${kDeadlineS} s (TANDEM_STARTUP_TIMEOUT_S): a rank is frozen or was never started"
                "probe: rank 1 freezes before MPI start-up")
   set(forbidden "passed the final barrier")
 elseif(PHASE STREQUAL "shutdown")

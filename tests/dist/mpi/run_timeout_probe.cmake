@@ -24,7 +24,7 @@ set(expected
 if(MODE STREQUAL "catch")
   list(APPEND expected "probe: wait() threw after" "tandem: ending the job:")
 elseif(MODE STREQUAL "uncaught")
-  list(APPEND expected "terminate called after throwing an instance of 'tandem::Error'")
+  list(APPEND expected "terminate called after throwing an instance of 'tandem::dist::TimeoutError'")
 elseif(MODE STREQUAL "destroy")
   list(APPEND expected "probe: wait() threw after" "tandem: ending the job: "
                        "shutting down mpi process group 'world' of world ranks {0,1} after a timeout")

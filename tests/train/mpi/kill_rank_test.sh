@@ -7,7 +7,8 @@
 # short (a torn .tmp beside the checkpoints, as a kill during save leaves) is ignored.
 # Then the same kill under `mpirun --enable-recovery`, where mpirun leaves the survivors
 # running: each of them must give up within the collective timeout
-# (TANDEM_COLLECTIVE_TIMEOUT_S), naming the collective it was stuck in, and end the job.
+# (TANDEM_COLLECTIVE_TIMEOUT_S), naming the collective it was stuck in on a line starting
+# "tandem: ending the job: ", as every job-ending timeout line does, and end the job.
 set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
 test_name=kill_rank_test
@@ -77,8 +78,8 @@ kill_rank2_after "$work/recovery" "$work/recovery.log"
 [ $job_seconds -lt $(( timeout_s + 30 )) ] ||
   { cat "$work/recovery.log"; fail "survivors took ${job_seconds} s to end (collective timeout ${timeout_s} s)"; }
 for rank in 0 1; do
-  grep -q "\[rank $rank\] .*timed out after ${timeout_s} s on rank $rank of 3" "$work/recovery.log" ||
-    { cat "$work/recovery.log"; fail "rank $rank did not report the collective it was stuck in"; }
+  grep -q "^tandem: ending the job: \[rank $rank\] .*timed out after ${timeout_s} s on rank $rank of 3" "$work/recovery.log" ||
+    { cat "$work/recovery.log"; fail "rank $rank did not report the collective it was stuck in as a job-ending line"; }
 done
 # Open MPI 4.1 returns 0 from mpirun --enable-recovery even after MPI_Abort, and its own
 # "MPI_ABORT was invoked" report is lost in some runs ("ORTE_ERROR_LOG: Data unpack would

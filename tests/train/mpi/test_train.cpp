@@ -49,6 +49,11 @@ models::TrainOptions short_run(const std::string& model, const std::string& dir,
   return o;
 }
 
+// The error every rank gives for rank 0's verdict on the --out `dir`.
+std::string out_refusal(const std::string& dir, const std::string& reason) {
+  return "--out " + dir + ": " + (world()->rank() == 0 ? "" : "rank 0 found: ") + reason;
+}
+
 bool fashion_mnist_present() {
   return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
@@ -502,9 +507,7 @@ TEST_CASE("a new run in an --out holding checkpoints is refused, naming --resume
       "holds checkpoints of an earlier run (ckpt-000001.safetensors, ckpt-000002.safetensors). Pass --resume "
       "to "
       "continue that run, --overwrite to replace it, or choose another --out";
-  CHECK_THROWS_WITH(
-      models::train(o, world(), log),
-      Catch::Contains("--out " + dir + ": " + (world()->rank() == 0 ? "" : "rank 0 found: ") + reason));
+  CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains(out_refusal(dir, reason)));
   CHECK(fs::exists(file));  // nothing lost
   CHECK(fs::file_size(dir + "/metrics.jsonl") == first_size);
 
@@ -518,6 +521,38 @@ TEST_CASE("a new run in an --out holding checkpoints is refused, naming --resume
   if (world()->rank() == 0)
     CHECK_THAT(overwrite_log.str(),
                Catch::Contains("--overwrite: removed the earlier run's 2 checkpoint(s)"));
+}
+
+TEST_CASE("a new run in an --out holding an earlier run's outputs but no checkpoint is refused too",
+          "[train][errors][resume]") {
+  // A run killed before its first checkpoint left its metrics, report and a sample picture.
+  std::string dir = fresh_dir("killed-early");
+  if (world()->rank() == 0) {
+    std::ofstream(dir + "/metrics.jsonl") << "{\"iteration\": 2, \"loss_d\": 1.0}\n";
+    std::ofstream(dir + "/report.html") << "<html></html>\n";
+    std::ofstream(dir + "/samples-000999.png") << "png";
+  }
+  world()->barrier("outputs written")->wait();
+  std::ostringstream log;
+  auto o = short_run("ring8-mlp", dir, 2);
+  const std::string reason =
+      "holds the outputs of an earlier run, without checkpoints (metrics.jsonl, report.html, "
+      "samples-000999.png). Pass --resume to continue that run, --overwrite to replace it, or choose another "
+      "--out";
+  CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains(out_refusal(dir, reason)));
+  CHECK(fs::file_size(dir + "/metrics.jsonl") == 32);  // nothing lost
+  CHECK(fs::exists(dir + "/report.html"));
+
+  // --overwrite replaces them.
+  o.overwrite = true;
+  CHECK(models::train(o, world(), log).iterations == 2);
+  CHECK_FALSE(fs::exists(dir + "/samples-000999.png"));
+
+  // An empty metrics log (a run that ended before its first line) holds nothing to lose.
+  std::string empty = fresh_dir("ended-early");
+  if (world()->rank() == 0) std::ofstream(empty + "/metrics.jsonl").flush();
+  world()->barrier("empty log written")->wait();
+  CHECK(models::train(short_run("ring8-mlp", empty, 2), world(), log).iterations == 2);
 }
 
 TEST_CASE("--resume in an --out without checkpoints is refused naming the path, unless --resume-allow-fresh",
