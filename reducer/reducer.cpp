@@ -2,15 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <limits>
 #include <optional>
 #include <sstream>
 
 #include "autograd/optim.h"
 #include "kernels/bucket_ops.h"
-#include "kernels/elementwise.h"
-#include "kernels/reduce.h"
 #include "reducer/replica_sync.h"
 #include "runtime/cpu_memory.h"
 #include "runtime/step_capture.h"
@@ -21,10 +18,6 @@ namespace tandem {
 namespace {
 
 bool any_of(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), true) != v.end(); }
-
-// One reduction on the tensor's device: x * 0 is 0 for finite x and NaN for NaN/Inf, so
-// the sum is finite exactly when every element is.
-bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels::scale(t, 0.0)).item()); }
 
 // Numbers the synced backwards of every Reducer of the process, for the trace.
 std::atomic<int64_t> g_trace_syncs{0};
@@ -561,38 +554,6 @@ void Reducer::write_averages(Bucket& b, bool in_buffer) {
   } else {
     kernels::unpack_(b.grad_bucket.buffer, grads, b.offsets);
   }
-}
-
-void Reducer::check_finite(const Phase& phase) {
-  std::vector<std::string> bad;
-  for (const Bucket& b : phase.buckets) {
-    if (all_finite(b.grad_bucket.buffer)) continue;
-    for (size_t k = 0; k < b.params.size(); ++k) {  // only on the failure path: per parameter
-      size_t i = b.params[k];
-      if (!all_finite(b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape())))
-        bad.push_back(names_[i]);
-    }
-  }
-  if (bad.empty()) return;
-  ++non_finite_backwards_;
-  std::string list;
-  for (size_t k = 0; k < bad.size() && k < 8; ++k) list += (k ? ", '" : "'") + bad[k] + "'";
-  if (bad.size() > 8) list += " and " + std::to_string(bad.size() - 8) + " more";
-  if (options_.non_finite == NonFinitePolicy::stop) {
-    TANDEM_FAIL("Reducer for " << options_.name << ": non-finite (NaN or Inf) averaged gradient in " << list
-                               << " (phase " << phase.id << ", synced backward " << synced_backwards_ + 1
-                               << "); every rank stops here. Lower the learning rate, or set "
-                               << "ReducerOptions::non_finite (DdpOptions::reducer.non_finite) to "
-                               << "NonFinitePolicy::skip_step to skip such steps");
-  }
-  for (std::string& name : bad) non_finite_names_.push_back(std::move(name));
-}
-
-bool Reducer::take_non_finite(std::vector<std::string>* names) {
-  if (non_finite_names_.empty()) return false;
-  if (names != nullptr) *names = non_finite_names_;
-  non_finite_names_.clear();
-  return true;
 }
 
 std::vector<PhaseStats> Reducer::stats() const {

@@ -1,0 +1,53 @@
+// The Reducer's check of the averaged gradients for NaN and Inf (ReducerOptions::non_finite,
+// reducer/reducer.h): one reduction per bucket, per parameter only on the failure path.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+#include "reducer/reducer.h"
+
+namespace tandem {
+
+namespace {
+
+// One reduction on the tensor's device: x * 0 is 0 for finite x and NaN for NaN/Inf, so
+// the sum is finite exactly when every element is.
+bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels::scale(t, 0.0)).item()); }
+
+}  // namespace
+
+void Reducer::check_finite(const Phase& phase) {
+  std::vector<std::string> bad;
+  for (const Bucket& b : phase.buckets) {
+    if (all_finite(b.grad_bucket.buffer)) continue;
+    for (size_t k = 0; k < b.params.size(); ++k) {  // only on the failure path: per parameter
+      size_t i = b.params[k];
+      if (!all_finite(b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape())))
+        bad.push_back(names_[i]);
+    }
+  }
+  if (bad.empty()) return;
+  ++non_finite_backwards_;
+  std::string list;
+  for (size_t k = 0; k < bad.size() && k < 8; ++k) list += (k ? ", '" : "'") + bad[k] + "'";
+  if (bad.size() > 8) list += " and " + std::to_string(bad.size() - 8) + " more";
+  if (options_.non_finite == NonFinitePolicy::stop) {
+    TANDEM_FAIL("Reducer for " << options_.name << ": non-finite (NaN or Inf) averaged gradient in " << list
+                               << " (phase " << phase.id << ", synced backward " << synced_backwards_ + 1
+                               << "); every rank stops here. Lower the learning rate, or set "
+                               << "ReducerOptions::non_finite (DdpOptions::reducer.non_finite) to "
+                               << "NonFinitePolicy::skip_step to skip such steps");
+  }
+  for (std::string& name : bad) non_finite_names_.push_back(std::move(name));
+}
+
+bool Reducer::take_non_finite(std::vector<std::string>* names) {
+  if (non_finite_names_.empty()) return false;
+  if (names != nullptr) *names = non_finite_names_;
+  non_finite_names_.clear();
+  return true;
+}
+
+}  // namespace tandem
