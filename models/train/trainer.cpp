@@ -19,8 +19,12 @@
 #include "models/train/run_report.h"
 #include "models/train/run_settings.h"
 #include "models/train/sample_writer.h"
+#include "models/train/scalar_log.h"
 #include "models/train/settings_agreement.h"
 #include "models/train/step_timer.h"
+#if TANDEM_HAVE_TENSORBOARD
+#include "models/train/tensorboard_writer.h"
+#endif
 #include "models/wrapped_gan.h"
 #include "reducer/sync_batch_norm.h"
 #include "runtime/dist/trace_collect.h"
@@ -97,6 +101,26 @@ void check_trace_path(const std::string& path, dist::ProcessGroup& world) {
   }
   refusal = dist::broadcast_string(world, refusal, 0, "trace file check");
   TANDEM_CHECK(refusal.empty(), (world.rank() == 0 ? "" : "rank 0 cannot write the trace: ") << refusal);
+}
+
+#if TANDEM_HAVE_TENSORBOARD
+using TensorBoard = train::TensorBoardWriter;
+#else
+// Never made: without Protobuf the options refuse --tensorboard.
+struct TensorBoard {
+  explicit TensorBoard(const std::string& /*dir*/) {}
+  void add_scalars(int64_t /*step*/, const train::Scalars& /*scalars*/) {}
+  void add_png_file(const std::string& /*tag*/, const std::string& /*path*/, int64_t /*step*/) {}
+};
+#endif
+
+// What TensorBoard plots of a log point: the numbers metrics.jsonl holds, but rss.
+train::Scalars tensorboard_scalars(const LogPoint& point) {
+  train::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
+  scalars.insert(scalars.end(), point.terms.begin(), point.terms.end());
+  scalars.emplace_back("ms_per_step", point.ms_per_step);
+  scalars.emplace_back("bytes_per_step", point.bytes_per_step);
+  return scalars;
 }
 
 // True at multiples of `every` (0: never) and at the last iteration.
@@ -261,9 +285,11 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
   std::optional<RunReport> report;
+  std::optional<TensorBoard> tensorboard;  // --tensorboard
   bool report_warned = false;
   if (is_rank0) {
     metrics.emplace(o.out, /*resume_iteration=*/start);
+    if (!o.tensorboard.empty()) tensorboard.emplace(o.tensorboard);
     report.emplace(
         o.out,
         "tandem-train: " + model->type_name() + " on " + o.data + ", " + std::to_string(size) + " rank(s)",
@@ -316,6 +342,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                                 .skipped_steps = wrapped.skipped_steps(),
                                 .rss_mb = stats.rss_mb};
         metrics->log(point, out);
+        if (tensorboard) tensorboard->add_scalars(done, tensorboard_scalars(point));
         report->add_point(point);
       }
       timer.start(Clock::now(), wrapped.total_bytes());
@@ -331,6 +358,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
         Samples samples = sample_writer.write(done);
         if (samples.ring8) ring8 = samples.ring8;
         report->add_sample(done, samples.path);
+        if (tensorboard) tensorboard->add_png_file("samples", samples.path, done);
         if (last) out << "samples: " << samples.path << "\n";
       } catch (const std::exception& e) {
         out.flush();
