@@ -15,6 +15,7 @@
 #include "models/train/graphed_gan_step.h"
 #include "models/train/metrics_log.h"
 #include "models/train/out_dir.h"
+#include "models/train/progress.h"
 #include "models/train/rank_stats.h"
 #include "models/train/run_report.h"
 #include "models/train/run_settings.h"
@@ -298,6 +299,13 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     print_run_start(out, o, *model, size, synced_norms);
   }
   const SampleWriter sample_writer(o.out, o.seed, *model, ema, device);
+  // On a terminal, rank 0's latest losses on a line rewritten in place between the log
+  // points; elsewhere (a file, a pipe) the log points' lines alone, as ever.
+  std::optional<train::Progress> progress;
+  if (is_rank0) {
+    progress.emplace(o.iters, out, train::ProgressOptions{.start = start});
+    if (!progress->in_place()) progress.reset();
+  }
 
   TrainResult result;
   result.start_iteration = start;
@@ -326,7 +334,11 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     const int64_t done = it + 1;
     scheduler.set_iteration(done);  // before a checkpoint: it holds the next iteration's rate
     const bool last = done == o.iters;
-    if (done % o.log_every == 0 || last) {
+    const bool log_point = done % o.log_every == 0 || last;
+    if (progress && log_point) progress->clear();  // the log point's lines take its place
+    if (progress && !log_point)
+      progress->update(done, {{"loss_d", log["loss_d"]}, {"loss_g", log["loss_g"]}});
+    if (log_point) {
       const RankStats stats =
           gather_rank_stats(*world, log["loss_d"], log["loss_g"], logged_terms(log, scheduled, lr_used));
       const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
