@@ -87,4 +87,10 @@ void Progress::finish() {
   open_width_ = 0;
 }
 
+void Progress::clear() {
+  if (open_width_ == 0) return;
+  out_ << '\r' << std::string(open_width_, ' ') << '\r' << std::flush;
+  open_width_ = 0;
+}
+
 }  // namespace tandem::train

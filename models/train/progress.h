@@ -19,6 +19,8 @@
 //   automatic is in_place when `out` is std::cout or std::cerr and its descriptor is a
 //   terminal (isatty), lines otherwise.
 // - finish() ends an in-place line with "\n" (when one is open); the destructor calls it.
+// - clear() erases an open in-place line ("\r", spaces over it, "\r"), so that other
+//   output can take its place; the next update opens a new one.
 // - options.now is the clock (steady_clock::now by default; tests pass a fake one).
 #pragma once
 
@@ -58,6 +60,7 @@ class Progress {
   bool in_place() const { return in_place_; }
   void update(int64_t iteration, const Scalars& scalars = {});
   void finish();
+  void clear();
 
  private:
   int64_t total_;

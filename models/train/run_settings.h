@@ -5,8 +5,9 @@
 //   --out, --data-dir and --help, in a fixed order, each with its value as canonical text:
 //   numbers in %g notation with the fewest digits that read back to the same value ("2e-4"
 //   and "0.0002" both give "0.0002"; whole numbers below 10^15 as integers: "10", not
-//   "1e+01"), switches "on" or "off", --backend as the backend the run resolved ("auto"
-//   becomes "mpi" or "nccl"), --data followed by `data_identity` in parentheses
+//   "1e+01"), switches "on" or "off" (--trace and --tensorboard: whether given), --backend
+//   as the backend the run resolved ("auto" becomes "mpi" or "nccl"), --data followed by
+//   `data_identity` in parentheses
 //   when it is not empty (an image dataset's size and content hash: data::dataset_identity),
 //   --pggan-stage-iters for --model pggan as the stage length the run uses (0 resolved to
 //   iters / 3).

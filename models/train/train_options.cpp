@@ -205,6 +205,11 @@ CommandLine train_command_line(TrainOptions& o) {
               "pictures are removed first");
   cl.add("--sample-every", &o.sample_every, "write a sample picture every N iterations (0: at the end)", 0);
   cl.add("--log-every", &o.log_every, "progress line every N iterations", 1);
+  cl.add("--tensorboard", &o.tensorboard,
+         "rank 0 writes TensorBoard event files into DIR (made if missing): the logged scalars every "
+         "--log-every iterations and each sample picture. Needs a build with Protobuf (libprotobuf-dev)",
+         "DIR");
+  cl.describe_default("--tensorboard", "off");
 
   cl.group("Diagnostics");
   cl.add_choice("--on-nonfinite", &o.on_nonfinite, choices(kNonFinite),
@@ -271,6 +276,13 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
   if (given("--clip-grad-type") && o.clip_grad == 0)
     refuse("--clip-grad-type goes with --clip-grad (a positive max norm)");
   if (given("--trace") && o.trace.empty()) refuse("--trace needs a file name");
+  if (given("--tensorboard") && o.tensorboard.empty()) refuse("--tensorboard needs a folder name");
+#if !TANDEM_HAVE_TENSORBOARD
+  if (given("--tensorboard"))
+    refuse(
+        "--tensorboard needs a tandem built with Protobuf (apt-get install libprotobuf-dev "
+        "protobuf-compiler, then configure again)");
+#endif
   if (o.cuda_graphs) check_cuda_graphs(o);
   check_accumulation(o, given);
 }

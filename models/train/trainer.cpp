@@ -15,12 +15,17 @@
 #include "models/train/graphed_gan_step.h"
 #include "models/train/metrics_log.h"
 #include "models/train/out_dir.h"
+#include "models/train/progress.h"
 #include "models/train/rank_stats.h"
 #include "models/train/run_report.h"
 #include "models/train/run_settings.h"
 #include "models/train/sample_writer.h"
+#include "models/train/scalar_log.h"
 #include "models/train/settings_agreement.h"
 #include "models/train/step_timer.h"
+#if TANDEM_HAVE_TENSORBOARD
+#include "models/train/tensorboard_writer.h"
+#endif
 #include "models/wrapped_gan.h"
 #include "reducer/sync_batch_norm.h"
 #include "runtime/dist/trace_collect.h"
@@ -97,6 +102,26 @@ void check_trace_path(const std::string& path, dist::ProcessGroup& world) {
   }
   refusal = dist::broadcast_string(world, refusal, 0, "trace file check");
   TANDEM_CHECK(refusal.empty(), (world.rank() == 0 ? "" : "rank 0 cannot write the trace: ") << refusal);
+}
+
+#if TANDEM_HAVE_TENSORBOARD
+using TensorBoard = train::TensorBoardWriter;
+#else
+// Never made: without Protobuf the options refuse --tensorboard.
+struct TensorBoard {
+  explicit TensorBoard(const std::string& /*dir*/) {}
+  void add_scalars(int64_t /*step*/, const train::Scalars& /*scalars*/) {}
+  void add_png_file(const std::string& /*tag*/, const std::string& /*path*/, int64_t /*step*/) {}
+};
+#endif
+
+// What TensorBoard plots of a log point: the numbers metrics.jsonl holds, but rss.
+train::Scalars tensorboard_scalars(const LogPoint& point) {
+  train::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
+  scalars.insert(scalars.end(), point.terms.begin(), point.terms.end());
+  scalars.emplace_back("ms_per_step", point.ms_per_step);
+  scalars.emplace_back("bytes_per_step", point.bytes_per_step);
+  return scalars;
 }
 
 // True at multiples of `every` (0: never) and at the last iteration.
@@ -261,9 +286,11 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
   std::optional<RunReport> report;
+  std::optional<TensorBoard> tensorboard;  // --tensorboard
   bool report_warned = false;
   if (is_rank0) {
     metrics.emplace(o.out, /*resume_iteration=*/start);
+    if (!o.tensorboard.empty()) tensorboard.emplace(o.tensorboard);
     report.emplace(
         o.out,
         "tandem-train: " + model->type_name() + " on " + o.data + ", " + std::to_string(size) + " rank(s)",
@@ -272,6 +299,13 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     print_run_start(out, o, *model, size, synced_norms);
   }
   const SampleWriter sample_writer(o.out, o.seed, *model, ema, device);
+  // On a terminal, rank 0's latest losses on a line rewritten in place between the log
+  // points; elsewhere (a file, a pipe) the log points' lines alone, as ever.
+  std::optional<train::Progress> progress;
+  if (is_rank0) {
+    progress.emplace(o.iters, out, train::ProgressOptions{.start = start});
+    if (!progress->in_place()) progress.reset();
+  }
 
   TrainResult result;
   result.start_iteration = start;
@@ -300,7 +334,11 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
     const int64_t done = it + 1;
     scheduler.set_iteration(done);  // before a checkpoint: it holds the next iteration's rate
     const bool last = done == o.iters;
-    if (done % o.log_every == 0 || last) {
+    const bool log_point = done % o.log_every == 0 || last;
+    if (progress && log_point) progress->clear();  // the log point's lines take its place
+    if (progress && !log_point)
+      progress->update(done, {{"loss_d", log["loss_d"]}, {"loss_g", log["loss_g"]}});
+    if (log_point) {
       const RankStats stats =
           gather_rank_stats(*world, log["loss_d"], log["loss_g"], logged_terms(log, scheduled, lr_used));
       const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
@@ -316,6 +354,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
                                 .skipped_steps = wrapped.skipped_steps(),
                                 .rss_mb = stats.rss_mb};
         metrics->log(point, out);
+        if (tensorboard) tensorboard->add_scalars(done, tensorboard_scalars(point));
         report->add_point(point);
       }
       timer.start(Clock::now(), wrapped.total_bytes());
@@ -331,6 +370,7 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
         Samples samples = sample_writer.write(done);
         if (samples.ring8) ring8 = samples.ring8;
         report->add_sample(done, samples.path);
+        if (tensorboard) tensorboard->add_png_file("samples", samples.path, done);
         if (last) out << "samples: " << samples.path << "\n";
       } catch (const std::exception& e) {
         out.flush();

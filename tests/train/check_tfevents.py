@@ -58,6 +58,29 @@ def fail(message):
     sys.exit(1)
 
 
+def read_events(path, pb):
+    """The file's events, checking the first is file_version brain.Event:2, and the values of
+    the others: {(tag, step): simple_value} and {(tag, step): image}."""
+    events = []
+    for data in records(path):
+        event = pb.Event()
+        event.ParseFromString(data)
+        events.append(event)
+    if not events or events[0].file_version != "brain.Event:2":
+        fail("the first event is not file_version brain.Event:2")
+    scalars, images = {}, {}
+    for event in events[1:]:
+        for value in event.summary.value:
+            kind = value.WhichOneof("value")
+            if kind == "simple_value":
+                scalars[(value.tag, event.step)] = value.simple_value
+            elif kind == "image":
+                images[(value.tag, event.step)] = value.image
+            else:
+                fail(f"an unexpected value {value}")
+    return events, scalars, images
+
+
 def main():
     work, pb2_dir = sys.argv[1], sys.argv[2]
     sys.path.insert(0, pb2_dir)
@@ -69,24 +92,7 @@ def main():
     name = os.path.basename(files[0]).split(".")
     if name[3:4] == [] or not name[3].isdigit() or ".".join(name[4:]) != socket.gethostname():
         fail(f"{files[0]}: not events.out.tfevents.<unix seconds>.<hostname>")
-    events = []
-    for data in records(files[0]):
-        event = pb.Event()
-        event.ParseFromString(data)
-        events.append(event)
-    if not events or events[0].file_version != "brain.Event:2":
-        fail("the first event is not file_version brain.Event:2")
-
-    scalars, images = {}, {}
-    for event in events[1:]:
-        for value in event.summary.value:
-            kind = value.WhichOneof("value")
-            if kind == "simple_value":
-                scalars[(value.tag, event.step)] = value.simple_value
-            elif kind == "image":
-                images[(value.tag, event.step)] = value.image
-            else:
-                fail(f"an unexpected value {value}")
+    events, scalars, images = read_events(files[0], pb)
 
     expected = {}
     for i in (10, 20, 30):
@@ -128,4 +134,5 @@ def main():
     print(f"check_tfevents: ok ({len(events)} records, {len(scalars)} scalars, {len(images)} images)")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -8,11 +8,8 @@
 set -uo pipefail
 writer="$1"; protoc="$2"; proto="$3"; work="$4"
 fail() { echo "tensorboard_test: FAIL: $*"; exit 1; }
-python=""
-for candidate in /usr/bin/python3 python3; do
-  if "$candidate" -c 'import google.protobuf' 2> /dev/null; then python="$candidate"; break; fi
-done
-[ -n "$python" ] || { echo "tensorboard_test: SKIP: no python3 with google.protobuf (apt-get install python3-protobuf)"; exit 77; }
+test_name=tensorboard_test
+source "$(dirname "${BASH_SOURCE[0]}")/protobuf_python.sh"
 rm -rf "$work"; mkdir -p "$work"
 "$writer" "$work" || fail "write_tfevents failed"
 "$protoc" -I"$(dirname "$proto")" --python_out="$work" "$proto" || fail "protoc --python_out failed"

@@ -70,6 +70,22 @@ TEST_CASE("in place: \\r rewrites the line, padded over a longer one, newline at
   CHECK(out.str().find("\n") == out.str().size() - 1);
 }
 
+TEST_CASE("in place: clear() erases the open line for other output", "[progress]") {
+  FakeClock clock;
+  std::ostringstream out;
+  Progress progress(10, out, {.style = ProgressStyle::in_place, .refresh_s = 0.5, .now = clock.fn()});
+  progress.clear();  // nothing open: nothing written
+  CHECK(out.str().empty());
+  clock.t += 1s;
+  progress.update(2);
+  const std::string line = "\riter      2/10  2.0 it/s  ETA 4s";
+  CHECK(out.str() == line);
+  progress.clear();
+  CHECK(out.str() == line + "\r" + std::string(line.size() - 1, ' ') + "\r");
+  progress.finish();  // cleared: no newline
+  CHECK(out.str().find('\n') == std::string::npos);
+}
+
 TEST_CASE("ranks other than 0 print nothing; a string is not a terminal", "[progress]") {
   FakeClock clock;
   std::ostringstream out;

@@ -132,6 +132,19 @@ TEST_CASE("the switch --resume-allow-fresh goes with --resume", "[options]") {
                     Catch::Contains("--resume-allow-fresh goes with --resume"));
 }
 
+TEST_CASE("the TensorBoard folder flag: off by default, refused by a build without Protobuf", "[options]") {
+  CHECK(parse_train_options({}).tensorboard.empty());
+  CHECK_THROWS_WITH(parse_train_options({"--tensorboard", ""}),
+                    Catch::Contains("--tensorboard needs a folder name"));
+#if TANDEM_HAVE_TENSORBOARD
+  CHECK(parse_train_options({"--tensorboard", "runs/tb"}).tensorboard == "runs/tb");
+#else
+  CHECK_THROWS_WITH(parse_train_options({"--tensorboard", "runs/tb"}),
+                    Catch::Contains("--tensorboard needs a tandem built with Protobuf") &&
+                        Catch::Contains("libprotobuf-dev"));
+#endif
+}
+
 TEST_CASE("optimiser flags: --lr-schedule, --clip-grad, --accumulate, --detect-anomalous-params",
           "[options]") {
   TrainOptions d = parse_train_options({});
