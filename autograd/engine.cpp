@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -83,14 +84,13 @@ std::vector<Variable> apply_node(Node& node, const Variable& grad) {
 // Runs the nodes of `graph` from the seeded starts, newest ready node first. G is Tensor
 // (a plain backward) or Variable (create_graph: every rule recorded). `needed` (a backward
 // given inputs; null: every node) is the set of nodes that run, and what each one's
-// needs_input_grad names. Returns the nodes that ran.
+// needs_input_grad names. Every needed node runs: a node that consumes a needed one leads
+// to the same leaves, so it is needed too and the dependency counts stay right.
 template <typename G>
-std::vector<std::shared_ptr<Node>> run_nodes(const std::vector<std::shared_ptr<Node>>& starts,
-                                             std::vector<G> seeds, Graph& graph,
-                                             const std::unordered_set<Node*>* needed) {
+void run_nodes(const std::vector<std::shared_ptr<Node>>& starts, std::vector<G> seeds, Graph& graph,
+               const std::unordered_set<Node*>* needed) {
   auto runs = [needed](Node* node) { return needed == nullptr || needed->count(node) != 0; };
   std::unordered_map<Node*, G> buffers;
-  std::vector<std::shared_ptr<Node>> ran;
   for (size_t i = 0; i < starts.size(); ++i) {
     if (runs(starts[i].get())) accumulate(buffers, starts[i].get(), std::move(seeds[i]));
   }
@@ -107,14 +107,10 @@ std::vector<std::shared_ptr<Node>> run_nodes(const std::vector<std::shared_ptr<N
       grad = std::move(it->second);
       buffers.erase(it);
     }
-    std::vector<G> outputs;
-    if (needed != nullptr) {
-      detail::WantedEdges only_needed(*node, *needed);
-      outputs = apply_node(*node, grad);
-    } else {
-      outputs = apply_node(*node, grad);
-    }
-    ran.push_back(node);
+    std::optional<detail::WantedEdges> only_needed;
+    if (needed != nullptr) only_needed.emplace(*node, *needed);
+    std::vector<G> outputs = apply_node(*node, grad);
+    only_needed.reset();
     const auto& edges = node->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {
       if (!edges[i] || !runs(edges[i].get())) continue;
@@ -123,7 +119,6 @@ std::vector<std::shared_ptr<Node>> run_nodes(const std::vector<std::shared_ptr<N
       if (--graph.dependencies[edges[i].get()] == 0) ready.push(edges[i]);
     }
   }
-  return ran;
 }
 
 // The accumulators of a backward's `inputs`: leaves that require grad, else an Error.
@@ -275,14 +270,13 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   // The compute alone: the observers' work at begin (the Reducer's agreement) and end (its
   // waits) is theirs to record.
   const int64_t compute_start_ns = trace::enabled() ? trace::now_ns() : -1;
-  std::vector<std::shared_ptr<Node>> ran;
   try {
     if (options.create_graph) {
       GradModeScope grad_mode(true);  // the rules record, so the gradients carry history
       std::vector<Variable> graph_seeds(seeds.begin(), seeds.end());
-      ran = run_nodes(starts, std::move(graph_seeds), graph, only);
+      run_nodes(starts, std::move(graph_seeds), graph, only);
     } else {
-      ran = run_nodes(starts, std::move(seeds), graph, only);
+      run_nodes(starts, std::move(seeds), graph, only);
     }
   } catch (...) {
     pass.ok = false;
@@ -290,7 +284,9 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
     throw;
   }
   if (!retain_graph) {
-    for (const auto& node : ran) node->release();
+    for (const auto& node : graph.nodes) {
+      if (only == nullptr || only->count(node.get())) node->release();  // the nodes that ran
+    }
   }
   if (compute_start_ns >= 0) trace::complete("autograd", trace::kBackward, compute_start_ns);
   for (BackwardObserver* o : watching) o->on_backward_end(pass);

@@ -160,3 +160,15 @@ TEST_CASE("backward with inputs: errors name a non-leaf or frozen input; an empt
   for (const Variable& p : gan.g) CHECK_FALSE(p.grad().defined());
   for (const Variable& p : gan.d) CHECK_FALSE(p.grad().defined());
 }
+
+TEST_CASE("backward with inputs frees only the nodes that ran", "[backward_inputs]") {
+  Variable x(Tensor::full({3}, 1.5, DType::f64), true);
+  Variable w(Tensor::full({2}, -0.5, DType::f64), true);
+  Variable of_w = sum(w * w);  // leads to w alone
+  Variable loss = sum(x * x) + of_w;
+  loss.backward({.inputs = std::vector<Variable>{x}});  // of_w's nodes do not run
+  CHECK(x.grad().to_vector() == std::vector<double>{3.0, 3.0, 3.0});
+  CHECK_FALSE(w.grad().defined());
+  of_w.backward();  // its saved tensors are still there
+  CHECK(w.grad().to_vector() == std::vector<double>{-1.0, -1.0});
+}
