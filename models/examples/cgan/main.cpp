@@ -1,0 +1,242 @@
+// A class-conditional GAN on Fashion-MNIST, written as a user of the installed tandem package
+// would: the README's plain loop on a whole-model DistributedDataParallel, labels through
+// nn::Embedding (the generator's input, the discriminator's projection), R1 written by hand
+// with grad() every --r1-every steps (lazy), an EMA of the generator, a learning-rate
+// schedule, tandem::Checkpoint for --resume, metrics.jsonl and a progress line.
+//
+//   mpirun -np 2 cgan --iters 2000 --out runs/cgan --grid runs/cgan/grid.png
+//
+// Noise is global-batch noise (randn_global_rows) and the sampler splits the global batch,
+// so N ranks at --batch B train exactly as one process at --batch B: the examples' test
+// checks that, and that a resumed run continues bitwise. --compare A B [--base C] is that
+// test's checker: the parameters of two checkpoints (or their updates since C) agree to
+// --rtol, tensor by tensor (relative norm of the difference).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "autograd/grad.h"
+#include "autograd/grad_mode.h"
+#include "autograd/lr_scheduler.h"
+#include "autograd/nn.h"
+#include "autograd/ops.h"
+#include "autograd/optim.h"
+#include "models/data/dataset.h"
+#include "models/data/png_writer.h"
+#include "models/data/sampler.h"
+#include "models/train/ema_weights.h"
+#include "models/train/progress.h"
+#include "models/train/scalar_log.h"
+#include "models/train/train_checkpoint.h"
+#include "reducer/ddp.h"
+#include "runtime/checkpoint.h"
+#include "runtime/command_line.h"
+#include "runtime/dist/process_group.h"
+#include "runtime/dist/run_main.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
+
+using namespace tandem;
+
+constexpr int64_t kClasses = 10, kNoise = 64, kHidden = 256, kPixels = 28 * 28;
+
+struct Options {
+  int64_t iters = 2000, batch = 128, r1_every = 4, save_every = 500, log_every = 50;
+  uint64_t seed = 1;
+  double lr = 2e-4, r1_gamma = 1.0, ema_decay = 0.999;
+  std::string optimizer = "adam", schedule = "warmup:100", out = "runs/cgan", grid, compare_base;
+  std::string data_dir = data::kFashionMnistDefaultDir;
+  std::vector<std::string> compare;
+  bool resume = false;
+  double rtol = 1e-5;
+};
+
+// G(z, y): the noise and the label's embedding, pixel-normalised together, through an MLP.
+struct CondGenerator : nn::Module {
+  std::shared_ptr<nn::Embedding> embed = register_module("embed", std::make_shared<nn::Embedding>(kClasses, kNoise));
+  std::shared_ptr<nn::Sequential> net = register_module(
+      "net", std::make_shared<nn::Sequential>(
+                 std::make_shared<nn::Linear>(2 * kNoise, kHidden), std::make_shared<nn::LeakyReLU>(0.2),
+                 std::make_shared<nn::Linear>(kHidden, kHidden), std::make_shared<nn::LeakyReLU>(0.2),
+                 std::make_shared<nn::Linear>(kHidden, kPixels), std::make_shared<nn::Tanh>()));
+  Variable generate(const Variable& z, const Tensor& labels) {
+    Variable h = concat({z, embed->forward(labels)}, 1);
+    return net->forward(h / sqrt(mean(square(h), 1, true) + 1e-8));  // [N, 2Z] / [N, 1]
+  }
+};
+
+// D(x, y) = out(h) + <embed(y), h>, h = body(x): a projection discriminator (logits [N, 1]).
+struct CondDiscriminator : nn::Module {
+  std::shared_ptr<nn::Sequential> body = register_module(
+      "body", std::make_shared<nn::Sequential>(
+                  std::make_shared<nn::Linear>(kPixels, kHidden), std::make_shared<nn::LeakyReLU>(0.2),
+                  std::make_shared<nn::Linear>(kHidden, kHidden), std::make_shared<nn::LeakyReLU>(0.2)));
+  std::shared_ptr<nn::Linear> out = register_module("out", std::make_shared<nn::Linear>(kHidden, 1));
+  std::shared_ptr<nn::Embedding> embed = register_module("embed", std::make_shared<nn::Embedding>(kClasses, kHidden));
+  Variable score(const Variable& x, const Tensor& labels) {
+    Variable h = body->forward(x);
+    return out->forward(h) + sum(h * embed->forward(labels), 1, true);
+  }
+};
+
+struct CondGan : DataParallelModel {
+  std::shared_ptr<CondGenerator> generator = register_module("generator", std::make_shared<CondGenerator>());
+  std::shared_ptr<CondDiscriminator> discriminator =
+      register_module("discriminator", std::make_shared<CondDiscriminator>());
+};
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, std::vector<Variable> params) {
+  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr});
+  return std::make_unique<optim::Adam>(std::move(params), optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
+}
+
+// One row per class, the same noise in every row, from the generator's EMA weights.
+void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
+  NoGradGuard no_grad;
+  models::ScopedAverage average(ema);
+  std::vector<double> labels;
+  for (int64_t k = 0; k < kClasses * kClasses; ++k) labels.push_back(static_cast<double>(k / kClasses));
+  Tensor noise_row = randn_rows({kClasses, kNoise}, 0, o.seed, /*iteration=*/0);
+  Variable z = concat(std::vector<Variable>(kClasses, Variable(noise_row)), 0);
+  Variable images = gan.generator->generate(z, Tensor::from_values({kClasses * kClasses}, labels, DType::i64));
+  data::write_png_gray_grid(o.grid, reshape(images, {kClasses * kClasses, 1, 28, 28}).data(), kClasses);
+  std::cout << "wrote " << o.grid << "\n";
+}
+
+int run_training(const Options& o) {
+  dist::DistributedContext ctx;
+  auto world = ctx.world();
+  const int rank = world->rank(), ranks = world->size();
+  TANDEM_CHECK(o.batch % ranks == 0, "--batch " + std::to_string(o.batch) + " is not a multiple of the ranks");
+  const int64_t batch = o.batch / ranks;  // this rank's rows of the global batch
+
+  manual_seed(o.seed);  // the initial weights (rank 0's reach every rank anyway)
+  auto gan = std::make_shared<CondGan>();
+  DistributedDataParallel ddp(gan, world);
+  auto opt_g = make_optimizer(o, gan->generator->parameters());
+  auto opt_d = make_optimizer(o, gan->discriminator->parameters());
+  optim::LrScheduler scheduler({opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
+  models::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
+
+  Checkpoint checkpoint;
+  checkpoint.add_module("gan", *gan);
+  checkpoint.add_optimizer("opt_g", *opt_g);
+  checkpoint.add_optimizer("opt_d", *opt_d);
+  checkpoint.add_scheduler("schedule", scheduler);
+  checkpoint.add_ema("ema_g", ema);
+  if (auto latest = o.resume ? find_latest_checkpoint(o.out, "cgan") : std::nullopt) {
+    checkpoint.load(*latest, *world);
+    if (rank == 0) std::cout << "resumed from " << *latest << "\n";
+  }
+  const int64_t start = checkpoint.iteration;
+
+  data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
+  data::DistributedSampler sampler(dataset.size(), ranks, rank, batch, o.seed);
+  train::ScalarLog log(o.out, world.get(), start);
+  train::Progress progress(o.iters, std::cout, {.rank = rank, .start = start});
+
+  if (start == 0) checkpoint.save(checkpoint_path(o.out, "cgan", 0), *world);  // the initial weights
+  double r1_value = 0.0;  // the latest R1, for the log
+  for (int64_t it = start; it < o.iters; ++it) {
+    scheduler.set_iteration(it);
+    ddp.sync_buffers();
+    data::SampledBatch b =
+        sampler.batch(dataset, it / sampler.batches_per_epoch(), it % sampler.batches_per_epoch());
+    Variable real(b.images.reshape({batch, kPixels}), /*requires_grad=*/true);  // R1 differentiates by it
+    Variable z(randn_global_rows({batch, kNoise}, o.seed, it, rank, ranks));
+    Variable fake = gan->generator->generate(z, b.labels);
+
+    // D step; every r1_every steps with R1 = gamma/2 E|grad_x D(x)|^2 on real data, times
+    // r1_every (lazy regularisation). grad() is not a backward: loss_d's backward syncs it.
+    Variable d_real = gan->discriminator->score(real, b.labels);
+    Variable loss_d =
+        mean(softplus(gan->discriminator->score(fake.detach(), b.labels))) + mean(softplus(-d_real));
+    if (o.r1_every > 0 && it % o.r1_every == 0) {
+      Variable g = grad({sum(d_real)}, {real}, {}, {.create_graph = true})[0];
+      Variable r1 = mean(sum(square(g), 1));
+      r1_value = r1.item();
+      loss_d = loss_d + r1 * (0.5 * o.r1_gamma * static_cast<double>(o.r1_every));
+    }
+    opt_d->zero_grad();
+    loss_d.backward();
+    opt_d->step();
+
+    // G step: its backward computes and averages G's gradients alone.
+    Variable loss_g = mean(softplus(-gan->discriminator->score(fake, b.labels)));
+    opt_g->zero_grad();
+    loss_g.backward({.inputs = gan->generator->parameters()});
+    opt_g->step();
+    ema.update(it);
+
+    if ((it + 1) % o.log_every == 0 || it + 1 == o.iters) {
+      train::Scalars scalars = log.log(
+          it + 1, {{"loss_d", loss_d.item()}, {"loss_g", loss_g.item()}, {"r1", r1_value}, {"lr", opt_g->lr()}},
+          train::Reduce::mean);
+      progress.update(it + 1, scalars);
+    }
+    if ((it + 1) % o.save_every == 0 || it + 1 == o.iters) {
+      checkpoint.iteration = it + 1;
+      checkpoint.save(checkpoint_path(o.out, "cgan", it + 1), *world);
+    }
+  }
+  progress.finish();
+  ddp.check_replicas("at the end");
+  if (rank == 0) std::cout << "replicas bitwise equal on " << ranks << " ranks\n";
+  if (rank == 0 && !o.grid.empty()) write_grid(*gan, ema, o);
+  return 0;
+}
+
+// The test's checker: max over tensors "gan.*" of |a - b| / |a| (or of the updates a - base
+// and b - base); 0 when a tensor is zero in both.
+int compare(const Options& o) {
+  SafetensorsFile a = load_safetensors(o.compare.at(0)), b = load_safetensors(o.compare.at(1));
+  std::optional<SafetensorsFile> base;
+  if (!o.compare_base.empty()) base = load_safetensors(o.compare_base);
+  double worst = 0.0;
+  std::string worst_name;
+  for (const auto& [name, ta] : a.tensors) {
+    if (name.rfind("gan.", 0) != 0) continue;
+    std::vector<double> va = ta.to_vector(), vb = b.tensors.at(name).to_vector();
+    std::vector<double> v0 = base ? base->tensors.at(name).to_vector() : std::vector<double>(va.size(), 0.0);
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      diff += (va[i] - vb[i]) * (va[i] - vb[i]);
+      norm += (va[i] - v0[i]) * (va[i] - v0[i]);
+    }
+    double rel = diff == 0.0 ? 0.0 : std::sqrt(diff / norm);
+    if (rel > worst || worst_name.empty()) worst = rel, worst_name = name;
+  }
+  std::printf("max relative difference %.3g (%s), tolerance %.3g\n", worst, worst_name.c_str(), o.rtol);
+  return worst <= o.rtol ? 0 : 1;
+}
+
+int cgan_main(int argc, char** argv) {
+  Options o;
+  CommandLine cl("cgan", "A class-conditional GAN on Fashion-MNIST, data-parallel over the MPI ranks.");
+  cl.add("--iters", &o.iters, "iterations in all (a resumed run goes on to this count)", 0);
+  cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
+  cl.add("--seed", &o.seed, "weights, data order and noise");
+  cl.add("--out", &o.out, "metrics.jsonl and the checkpoints cgan-<iteration>.safetensors");
+  cl.add_flag("--resume", &o.resume, "continue from the newest checkpoint in --out");
+  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"}, "Adam(betas 0.5, 0.999) or plain SGD");
+  cl.add_positive("--lr", &o.lr, "the base learning rate of both optimizers");
+  cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
+  cl.add("--r1-every", &o.r1_every, "R1 on the D step every this many iterations (0: never)", 0);
+  cl.add_positive("--r1-gamma", &o.r1_gamma, "R1's weight");
+  cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
+  cl.add("--save-every", &o.save_every, "a checkpoint every this many iterations (and at the end)", 1);
+  cl.add("--log-every", &o.log_every, "a metrics.jsonl line every this many iterations", 1);
+  cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");
+  cl.add("--grid", &o.grid, "at the end, write a sample grid PNG here (one row per class)");
+  cl.add_list("--compare", &o.compare, "A,B: compare two checkpoints' parameters instead of training");
+  cl.add("--compare-base", &o.compare_base, "with --compare: compare the updates since this checkpoint");
+  cl.add_positive("--rtol", &o.rtol, "with --compare: the tolerance");
+  cl.parse(argc, argv);
+  if (!o.compare.empty()) return compare(o);
+  return run_training(o);
+}
+
+int main(int argc, char** argv) { return run_main(argc, argv, cgan_main); }
