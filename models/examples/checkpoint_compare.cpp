@@ -23,8 +23,10 @@ int compare_main(int argc, char** argv) {
   std::string prefix = "gan.";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if ((arg == "--rtol" || arg == "--prefix") && i + 1 < argc) {
-      (arg == "--rtol" ? rtol = std::stod(argv[++i]) : (prefix = argv[++i], 0.0));
+    if (arg == "--rtol" && i + 1 < argc) {
+      rtol = std::stod(argv[++i]);
+    } else if (arg == "--prefix" && i + 1 < argc) {
+      prefix = argv[++i];
     } else {
       files.push_back(arg);
     }
@@ -52,8 +54,8 @@ int compare_main(int argc, char** argv) {
     if (rel > worst || compared == 0) worst = rel, worst_name = name;
     ++compared;
   }
-  std::printf("%d tensors '%s*': max relative difference %.3g (%s), tolerance %.3g\n", compared, prefix.c_str(),
-              worst, worst_name.c_str(), rtol);
+  std::printf("%d tensors '%s*': max relative difference %.3g (%s), tolerance %.3g\n", compared,
+              prefix.c_str(), worst, worst_name.c_str(), rtol);
   return compared > 0 && worst <= rtol ? 0 : 1;
 }
 

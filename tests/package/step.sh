@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # $work and $step_label are the sourcing script's
 # Sourced by the package tests' scripts.
 # step <name> <command...>: runs the command into $work/<name>.log and says how long it took;
 # on failure it shows the log's end and exits 1. Messages start with $step_label.

@@ -65,8 +65,10 @@ struct Bigan : DataParallelModel {
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, std::vector<Variable> params) {
-  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
-  return std::make_unique<optim::Adam>(std::move(params), optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
+  return std::make_unique<optim::Adam>(std::move(params),
+                                       optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
 }
 
 std::unique_ptr<DataParallelWrapper> wrap(const Options& o, const std::shared_ptr<Bigan>& model,
@@ -95,7 +97,8 @@ int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
   const int rank = world->rank(), ranks = world->size();
-  TANDEM_CHECK(o.batch % ranks == 0, "--batch " + std::to_string(o.batch) + " is not a multiple of the ranks");
+  TANDEM_CHECK(o.batch % ranks == 0,
+               "--batch " + std::to_string(o.batch) + " is not a multiple of the ranks");
   const int64_t batch = o.batch / ranks;
 
   manual_seed(o.seed);
@@ -137,7 +140,8 @@ int run_training(const Options& o) {
     Variable gz = model->generator->forward(z);
 
     // D: (x, E(x)) is real, (G(z), z) is fake.
-    Variable loss_d = mean(softplus(-model->score(x, ex.detach()))) + mean(softplus(model->score(gz.detach(), z)));
+    Variable loss_d =
+        mean(softplus(-model->score(x, ex.detach()))) + mean(softplus(model->score(gz.detach(), z)));
     opt_d->zero_grad();
     loss_d.backward();
     opt_d->step();
@@ -154,10 +158,12 @@ int run_training(const Options& o) {
     ema.update(it);
 
     if ((it + 1) % o.log_every == 0 || it + 1 == o.iters) {
-      train::Scalars scalars = log.log(
-          it + 1,
-          {{"loss_d", loss_d.item()}, {"loss_e", loss_e.item()}, {"loss_g", loss_g.item()}, {"lr", opt_g->lr()}},
-          train::Reduce::mean);
+      train::Scalars scalars = log.log(it + 1,
+                                       {{"loss_d", loss_d.item()},
+                                        {"loss_e", loss_e.item()},
+                                        {"loss_g", loss_g.item()},
+                                        {"lr", opt_g->lr()}},
+                                       train::Reduce::mean);
       progress.update(it + 1, scalars);
     }
     if ((it + 1) % o.save_every == 0 || it + 1 == o.iters) {
@@ -180,7 +186,8 @@ int bigan_main(int argc, char** argv) {
   cl.add("--seed", &o.seed, "weights, data order and noise");
   cl.add("--out", &o.out, "metrics.jsonl and the checkpoints bigan-<iteration>.safetensors");
   cl.add_flag("--resume", &o.resume, "continue from the newest checkpoint in --out");
-  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"}, "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
+  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"},
+                "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
   cl.add_choice("--wrap", &o.wrap, {"whole", "separate"}, "one Reducer for the model, or one per part");
   cl.add_positive("--lr", &o.lr, "the base learning rate of the three optimizers");
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");

@@ -49,7 +49,8 @@ struct Options {
 
 // G(z, y): the noise and the label's embedding, pixel-normalised together, through an MLP.
 struct CondGenerator : nn::Module {
-  std::shared_ptr<nn::Embedding> embed = register_module("embed", std::make_shared<nn::Embedding>(kClasses, kNoise));
+  std::shared_ptr<nn::Embedding> embed =
+      register_module("embed", std::make_shared<nn::Embedding>(kClasses, kNoise));
   std::shared_ptr<nn::Sequential> net = register_module(
       "net", std::make_shared<nn::Sequential>(
                  std::make_shared<nn::Linear>(2 * kNoise, kHidden), std::make_shared<nn::LeakyReLU>(0.2),
@@ -68,7 +69,8 @@ struct CondDiscriminator : nn::Module {
                   std::make_shared<nn::Linear>(kPixels, kHidden), std::make_shared<nn::LeakyReLU>(0.2),
                   std::make_shared<nn::Linear>(kHidden, kHidden), std::make_shared<nn::LeakyReLU>(0.2)));
   std::shared_ptr<nn::Linear> out = register_module("out", std::make_shared<nn::Linear>(kHidden, 1));
-  std::shared_ptr<nn::Embedding> embed = register_module("embed", std::make_shared<nn::Embedding>(kClasses, kHidden));
+  std::shared_ptr<nn::Embedding> embed =
+      register_module("embed", std::make_shared<nn::Embedding>(kClasses, kHidden));
   Variable score(const Variable& x, const Tensor& labels) {
     Variable h = body->forward(x);
     return out->forward(h) + sum(h * embed->forward(labels), 1, true);
@@ -82,8 +84,10 @@ struct CondGan : DataParallelModel {
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, std::vector<Variable> params) {
-  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
-  return std::make_unique<optim::Adam>(std::move(params), optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
+  return std::make_unique<optim::Adam>(std::move(params),
+                                       optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
 }
 
 // One row per class, the same noise in every row, from the generator's EMA weights.
@@ -94,7 +98,8 @@ void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
   for (int64_t k = 0; k < kClasses * kClasses; ++k) labels.push_back(static_cast<double>(k / kClasses));
   Tensor noise_row = randn_rows({kClasses, kNoise}, 0, o.seed, /*iteration=*/0);
   Variable z = concat(std::vector<Variable>(kClasses, Variable(noise_row)), 0);
-  Variable images = gan.generator->generate(z, Tensor::from_values({kClasses * kClasses}, labels, DType::i64));
+  Variable images =
+      gan.generator->generate(z, Tensor::from_values({kClasses * kClasses}, labels, DType::i64));
   data::write_png_gray_grid(o.grid, reshape(images, {kClasses * kClasses, 1, 28, 28}).data(), kClasses);
   std::cout << "wrote " << o.grid << "\n";
 }
@@ -103,7 +108,8 @@ int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
   const int rank = world->rank(), ranks = world->size();
-  TANDEM_CHECK(o.batch % ranks == 0, "--batch " + std::to_string(o.batch) + " is not a multiple of the ranks");
+  TANDEM_CHECK(o.batch % ranks == 0,
+               "--batch " + std::to_string(o.batch) + " is not a multiple of the ranks");
   const int64_t batch = o.batch / ranks;  // this rank's rows of the global batch
 
   manual_seed(o.seed);  // the initial weights (rank 0's reach every rank anyway)
@@ -132,7 +138,7 @@ int run_training(const Options& o) {
   train::Progress progress(o.iters, std::cout, {.rank = rank, .start = start});
 
   if (start == 0) checkpoint.save(checkpoint_path(o.out, "cgan", 0), *world);  // the initial weights
-  double r1_value = 0.0;  // the latest R1, for the log
+  double r1_value = 0.0;                                                       // the latest R1, for the log
   for (int64_t it = start; it < o.iters; ++it) {
     scheduler.set_iteration(it);
     ddp.sync_buffers();
@@ -166,7 +172,8 @@ int run_training(const Options& o) {
 
     if ((it + 1) % o.log_every == 0 || it + 1 == o.iters) {
       train::Scalars scalars = log.log(
-          it + 1, {{"loss_d", loss_d.item()}, {"loss_g", loss_g.item()}, {"r1", r1_value}, {"lr", opt_g->lr()}},
+          it + 1,
+          {{"loss_d", loss_d.item()}, {"loss_g", loss_g.item()}, {"r1", r1_value}, {"lr", opt_g->lr()}},
           train::Reduce::mean);
       progress.update(it + 1, scalars);
     }
@@ -190,7 +197,8 @@ int cgan_main(int argc, char** argv) {
   cl.add("--seed", &o.seed, "weights, data order and noise");
   cl.add("--out", &o.out, "metrics.jsonl and the checkpoints cgan-<iteration>.safetensors");
   cl.add_flag("--resume", &o.resume, "continue from the newest checkpoint in --out");
-  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"}, "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
+  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"},
+                "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
   cl.add_positive("--lr", &o.lr, "the base learning rate of both optimizers");
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
   cl.add("--r1-every", &o.r1_every, "R1 on the D step every this many iterations (0: never)", 0);
