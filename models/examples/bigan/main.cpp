@@ -18,33 +18,22 @@
 #include "autograd/lr_scheduler.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
-#include "autograd/optim.h"
-#include "models/data/dataset.h"
+#include "example_run.h"  // the flags and the run's plumbing both examples share
 #include "models/data/png_writer.h"
-#include "models/data/sampler.h"
 #include "models/train/ema_weights.h"
-#include "models/train/progress.h"
-#include "models/train/scalar_log.h"
 #include "models/train/train_checkpoint.h"
 #include "reducer/ddp.h"
-#include "runtime/checkpoint.h"  // checkpoint_path, find_latest_checkpoint
 #include "runtime/command_line.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/dist/run_main.h"
-#include "runtime/error.h"
 #include "runtime/rng.h"
 
 using namespace tandem;
 
 constexpr int64_t kLatent = 32, kHidden = 256, kPixels = 28 * 28;
 
-struct Options {
-  int64_t iters = 2000, batch = 128, save_every = 500, log_every = 50;
-  uint64_t seed = 1;
-  double lr = 2e-4, ema_decay = 0.999;
-  std::string optimizer = "adam", schedule = "warmup:100", wrap = "whole", out = "runs/bigan", grid;
-  std::string data_dir = data::kFashionMnistDefaultDir;
-  bool resume = false;
+struct Options : examples::ExampleOptions {
+  std::string wrap = "whole";
 };
 
 std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t out, std::shared_ptr<nn::Module> last = nullptr) {
@@ -63,13 +52,6 @@ struct Bigan : DataParallelModel {
   std::shared_ptr<nn::Sequential> discriminator = register_module("discriminator", mlp(kPixels + kLatent, 1));
   Variable score(const Variable& x, const Variable& z) { return discriminator->forward(concat({x, z}, 1)); }
 };
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, std::vector<Variable> params) {
-  if (o.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
-  return std::make_unique<optim::Adam>(std::move(params),
-                                       optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
-}
 
 std::unique_ptr<DataParallelWrapper> wrap(const Options& o, const std::shared_ptr<Bigan>& model,
                                           const std::shared_ptr<dist::ProcessGroup>& world) {
@@ -96,17 +78,12 @@ void write_grid(Bigan& model, const models::EmaWeights& ema, const data::ImageDa
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int rank = world->rank(), ranks = world->size();
-  TANDEM_CHECK(o.batch % ranks == 0,
-               "--batch " + std::to_string(o.batch) + " is not a multiple of the ranks");
-  const int64_t batch = o.batch / ranks;
-
   manual_seed(o.seed);
   auto model = std::make_shared<Bigan>();
   std::unique_ptr<DataParallelWrapper> ddp = wrap(o, model, world);
-  auto opt_e = make_optimizer(o, model->encoder->parameters());
-  auto opt_g = make_optimizer(o, model->generator->parameters());
-  auto opt_d = make_optimizer(o, model->discriminator->parameters());
+  auto opt_e = examples::make_optimizer(o, model->encoder->parameters());
+  auto opt_g = examples::make_optimizer(o, model->generator->parameters());
+  auto opt_d = examples::make_optimizer(o, model->discriminator->parameters());
   optim::LrScheduler scheduler({opt_e.get(), opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
   models::EmaWeights ema(model->generator->parameters(), o.ema_decay);
 
@@ -117,25 +94,15 @@ int run_training(const Options& o) {
   checkpoint.add_optimizer("opt_d", *opt_d);
   checkpoint.add_scheduler("schedule", scheduler);
   checkpoint.add_ema("ema_g", ema);
-  if (auto latest = o.resume ? find_latest_checkpoint(o.out, "bigan") : std::nullopt) {
-    checkpoint.load(*latest, *world);
-    if (rank == 0) std::cout << "resumed from " << *latest << "\n";
-  }
-  const int64_t start = checkpoint.iteration;
+  examples::ExampleRun run(o, "bigan", checkpoint, world);
+  const int64_t batch = run.rows_per_rank();
 
-  data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
-  data::DistributedSampler sampler(dataset.size(), ranks, rank, batch, o.seed);
-  train::ScalarLog log(o.out, world.get(), start);
-  train::Progress progress(o.iters, std::cout, {.rank = rank, .start = start});
-
-  if (start == 0) checkpoint.save(checkpoint_path(o.out, "bigan", 0), *world);  // the initial weights
-  for (int64_t it = start; it < o.iters; ++it) {
+  for (int64_t it = run.start(); it < o.iters; ++it) {
     scheduler.set_iteration(it);
     ddp->sync_buffers();
-    data::SampledBatch b =
-        sampler.batch(dataset, it / sampler.batches_per_epoch(), it % sampler.batches_per_epoch());
+    data::SampledBatch b = run.batch(it);
     Variable x(b.images.reshape({batch, kPixels}));
-    Variable z(randn_global_rows({batch, kLatent}, o.seed, it, rank, ranks));
+    Variable z(randn_global_rows({batch, kLatent}, o.seed, it, world->rank(), world->size()));
     Variable ex = model->encoder->forward(x);
     Variable gz = model->generator->forward(z);
 
@@ -157,45 +124,23 @@ int run_training(const Options& o) {
     opt_g->step();
     ema.update(it);
 
-    if ((it + 1) % o.log_every == 0 || it + 1 == o.iters) {
-      train::Scalars scalars = log.log(it + 1,
-                                       {{"loss_d", loss_d.item()},
-                                        {"loss_e", loss_e.item()},
-                                        {"loss_g", loss_g.item()},
-                                        {"lr", opt_g->lr()}},
-                                       train::Reduce::mean);
-      progress.update(it + 1, scalars);
-    }
-    if ((it + 1) % o.save_every == 0 || it + 1 == o.iters) {
-      checkpoint.iteration = it + 1;
-      checkpoint.save(checkpoint_path(o.out, "bigan", it + 1), *world);
-    }
+    run.end_iteration(it, [&]() -> train::Scalars {
+      return {{"loss_d", loss_d.item()},
+              {"loss_e", loss_e.item()},
+              {"loss_g", loss_g.item()},
+              {"lr", opt_g->lr()}};
+    });
   }
-  progress.finish();
-  ddp->check_replicas("at the end");
-  if (rank == 0) std::cout << "replicas bitwise equal on " << ranks << " ranks\n";
-  if (rank == 0 && !o.grid.empty()) write_grid(*model, ema, dataset, o);
+  run.finish(*ddp);
+  if (world->rank() == 0 && !o.grid.empty()) write_grid(*model, ema, run.dataset(), o);
   return 0;
 }
 
 int bigan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("bigan", "BiGAN / ALI on Fashion-MNIST, data-parallel over the MPI ranks.");
-  cl.add("--iters", &o.iters, "iterations in all (a resumed run goes on to this count)", 0);
-  cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
-  cl.add("--seed", &o.seed, "weights, data order and noise");
-  cl.add("--out", &o.out, "metrics.jsonl and the checkpoints bigan-<iteration>.safetensors");
-  cl.add_flag("--resume", &o.resume, "continue from the newest checkpoint in --out");
-  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"},
-                "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
+  examples::add_flags(cl, o, "bigan");
   cl.add_choice("--wrap", &o.wrap, {"whole", "separate"}, "one Reducer for the model, or one per part");
-  cl.add_positive("--lr", &o.lr, "the base learning rate of the three optimizers");
-  cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
-  cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
-  cl.add("--save-every", &o.save_every, "a checkpoint every this many iterations (and at the end)", 1);
-  cl.add("--log-every", &o.log_every, "a metrics.jsonl line every this many iterations", 1);
-  cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");
-  cl.add("--grid", &o.grid, "at the end, write real images and their reconstructions G(E(x)) here (PNG)");
   cl.parse(argc, argv);
   return run_training(o);
 }

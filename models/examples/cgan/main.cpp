@@ -11,40 +11,29 @@
 // checks that (tests/package/examples_test.sh), and that a resumed run continues bitwise.
 #include <iostream>
 #include <memory>
-#include <string>
 
 #include "autograd/grad.h"
 #include "autograd/grad_mode.h"
 #include "autograd/lr_scheduler.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
-#include "autograd/optim.h"
-#include "models/data/dataset.h"
+#include "example_run.h"  // the flags and the run's plumbing both examples share
 #include "models/data/png_writer.h"
-#include "models/data/sampler.h"
 #include "models/train/ema_weights.h"
-#include "models/train/progress.h"
-#include "models/train/scalar_log.h"
 #include "models/train/train_checkpoint.h"
 #include "reducer/ddp.h"
-#include "runtime/checkpoint.h"  // checkpoint_path, find_latest_checkpoint
 #include "runtime/command_line.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/dist/run_main.h"
-#include "runtime/error.h"
 #include "runtime/rng.h"
 
 using namespace tandem;
 
 constexpr int64_t kClasses = 10, kNoise = 64, kHidden = 256, kPixels = 28 * 28;
 
-struct Options {
-  int64_t iters = 2000, batch = 128, r1_every = 4, save_every = 500, log_every = 50;
-  uint64_t seed = 1;
-  double lr = 2e-4, r1_gamma = 1.0, ema_decay = 0.999;
-  std::string optimizer = "adam", schedule = "warmup:100", out = "runs/cgan", grid;
-  std::string data_dir = data::kFashionMnistDefaultDir;
-  bool resume = false;
+struct Options : examples::ExampleOptions {
+  int64_t r1_every = 4;
+  double r1_gamma = 1.0;
 };
 
 // G(z, y): the noise and the label's embedding, pixel-normalised together, through an MLP.
@@ -83,13 +72,6 @@ struct CondGan : DataParallelModel {
       register_module("discriminator", std::make_shared<CondDiscriminator>());
 };
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, std::vector<Variable> params) {
-  if (o.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
-  return std::make_unique<optim::Adam>(std::move(params),
-                                       optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
-}
-
 // One row per class, the same noise in every row, from the generator's EMA weights.
 void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
   NoGradGuard no_grad;
@@ -107,16 +89,11 @@ void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int rank = world->rank(), ranks = world->size();
-  TANDEM_CHECK(o.batch % ranks == 0,
-               "--batch " + std::to_string(o.batch) + " is not a multiple of the ranks");
-  const int64_t batch = o.batch / ranks;  // this rank's rows of the global batch
-
   manual_seed(o.seed);  // the initial weights (rank 0's reach every rank anyway)
   auto gan = std::make_shared<CondGan>();
   DistributedDataParallel ddp(gan, world);
-  auto opt_g = make_optimizer(o, gan->generator->parameters());
-  auto opt_d = make_optimizer(o, gan->discriminator->parameters());
+  auto opt_g = examples::make_optimizer(o, gan->generator->parameters());
+  auto opt_d = examples::make_optimizer(o, gan->discriminator->parameters());
   optim::LrScheduler scheduler({opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
   models::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
 
@@ -126,26 +103,16 @@ int run_training(const Options& o) {
   checkpoint.add_optimizer("opt_d", *opt_d);
   checkpoint.add_scheduler("schedule", scheduler);
   checkpoint.add_ema("ema_g", ema);
-  if (auto latest = o.resume ? find_latest_checkpoint(o.out, "cgan") : std::nullopt) {
-    checkpoint.load(*latest, *world);
-    if (rank == 0) std::cout << "resumed from " << *latest << "\n";
-  }
-  const int64_t start = checkpoint.iteration;
+  examples::ExampleRun run(o, "cgan", checkpoint, world);
+  const int64_t batch = run.rows_per_rank();
 
-  data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
-  data::DistributedSampler sampler(dataset.size(), ranks, rank, batch, o.seed);
-  train::ScalarLog log(o.out, world.get(), start);
-  train::Progress progress(o.iters, std::cout, {.rank = rank, .start = start});
-
-  if (start == 0) checkpoint.save(checkpoint_path(o.out, "cgan", 0), *world);  // the initial weights
-  double r1_value = 0.0;                                                       // the latest R1, for the log
-  for (int64_t it = start; it < o.iters; ++it) {
+  double r1_value = 0.0;  // the latest R1, for the log
+  for (int64_t it = run.start(); it < o.iters; ++it) {
     scheduler.set_iteration(it);
     ddp.sync_buffers();
-    data::SampledBatch b =
-        sampler.batch(dataset, it / sampler.batches_per_epoch(), it % sampler.batches_per_epoch());
+    data::SampledBatch b = run.batch(it);
     Variable real(b.images.reshape({batch, kPixels}), /*requires_grad=*/true);  // R1 differentiates by it
-    Variable z(randn_global_rows({batch, kNoise}, o.seed, it, rank, ranks));
+    Variable z(randn_global_rows({batch, kNoise}, o.seed, it, world->rank(), world->size()));
     Variable fake = gan->generator->generate(z, b.labels);
 
     // D step; every r1_every steps with R1 = gamma/2 E|grad_x D(x)|^2 on real data, times
@@ -170,44 +137,21 @@ int run_training(const Options& o) {
     opt_g->step();
     ema.update(it);
 
-    if ((it + 1) % o.log_every == 0 || it + 1 == o.iters) {
-      train::Scalars scalars = log.log(
-          it + 1,
-          {{"loss_d", loss_d.item()}, {"loss_g", loss_g.item()}, {"r1", r1_value}, {"lr", opt_g->lr()}},
-          train::Reduce::mean);
-      progress.update(it + 1, scalars);
-    }
-    if ((it + 1) % o.save_every == 0 || it + 1 == o.iters) {
-      checkpoint.iteration = it + 1;
-      checkpoint.save(checkpoint_path(o.out, "cgan", it + 1), *world);
-    }
+    run.end_iteration(it, [&]() -> train::Scalars {
+      return {{"loss_d", loss_d.item()}, {"loss_g", loss_g.item()}, {"r1", r1_value}, {"lr", opt_g->lr()}};
+    });
   }
-  progress.finish();
-  ddp.check_replicas("at the end");
-  if (rank == 0) std::cout << "replicas bitwise equal on " << ranks << " ranks\n";
-  if (rank == 0 && !o.grid.empty()) write_grid(*gan, ema, o);
+  run.finish(ddp);
+  if (world->rank() == 0 && !o.grid.empty()) write_grid(*gan, ema, o);
   return 0;
 }
 
 int cgan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("cgan", "A class-conditional GAN on Fashion-MNIST, data-parallel over the MPI ranks.");
-  cl.add("--iters", &o.iters, "iterations in all (a resumed run goes on to this count)", 0);
-  cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
-  cl.add("--seed", &o.seed, "weights, data order and noise");
-  cl.add("--out", &o.out, "metrics.jsonl and the checkpoints cgan-<iteration>.safetensors");
-  cl.add_flag("--resume", &o.resume, "continue from the newest checkpoint in --out");
-  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"},
-                "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
-  cl.add_positive("--lr", &o.lr, "the base learning rate of both optimizers");
-  cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
+  examples::add_flags(cl, o, "cgan");
   cl.add("--r1-every", &o.r1_every, "R1 on the D step every this many iterations (0: never)", 0);
   cl.add_positive("--r1-gamma", &o.r1_gamma, "R1's weight");
-  cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
-  cl.add("--save-every", &o.save_every, "a checkpoint every this many iterations (and at the end)", 1);
-  cl.add("--log-every", &o.log_every, "a metrics.jsonl line every this many iterations", 1);
-  cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");
-  cl.add("--grid", &o.grid, "at the end, write a sample grid PNG here (one row per class)");
   cl.parse(argc, argv);
   return run_training(o);
 }
