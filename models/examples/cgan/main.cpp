@@ -72,7 +72,7 @@ struct CondGan : DataParallelModel {
       register_module("discriminator", std::make_shared<CondDiscriminator>());
 };
 
-// One row per class, the same noise in every row, from the generator's EMA weights.
+// One row per class (column j: the same noise in every row), from the generator's EMA weights.
 void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
   NoGradGuard no_grad;
   models::ScopedAverage average(ema);
