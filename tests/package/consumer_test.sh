@@ -18,17 +18,9 @@ consumer_src="$src/tests/package/consumer"
 rm -rf "$work"
 mkdir -p "$work/readme"
 
-# step <name> <command...>: runs the command into <work>/<name>.log; on failure shows the log.
-step() {
-  local name=$1 start=$SECONDS
-  shift
-  if ! "$@" >"$work/$name.log" 2>&1; then
-    echo "consumer_test ($mode): $name failed: $*" >&2
-    tail -n 60 "$work/$name.log" >&2
-    exit 1
-  fi
-  echo "consumer_test ($mode): $name took $((SECONDS - start)) s"
-}
+step_label="consumer_test ($mode)"
+# shellcheck source=tests/package/step.sh
+source "$(dirname "$0")/step.sh"
 
 # The README's user code: the first ```cpp block under "## User code".
 awk '/^## /{section = ($0 ~ /^## User code/); next}

@@ -1,0 +1,148 @@
+// BiGAN / ALI on Fashion-MNIST, written as a user of the installed tandem package would: an
+// encoder E (x -> z), a generator G (z -> x) and a discriminator D on (x, z) pairs, each
+// with its own optimizer and its own backward per iteration. D tells (x, E(x)) from
+// (G(z), z); E and G learn to fool it, each from the half of the loss that reaches it.
+// --wrap whole puts the three parts under one DistributedDataParallel, --wrap separate gives
+// each its own Reducer (SeparateDistributedDataParallel); both train the same.
+//
+//   mpirun -np 2 bigan --iters 2000 --out runs/bigan --grid runs/bigan/grid.png
+//
+// As the cGAN: global-batch noise and the sampler's split of the global batch (N ranks at
+// --batch B train as one process at --batch B), an EMA of G, a schedule over the three
+// optimizers, tandem::Checkpoint for --resume (tests/package/examples_test.sh checks both).
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "autograd/grad_mode.h"
+#include "autograd/lr_scheduler.h"
+#include "autograd/nn.h"
+#include "autograd/ops.h"
+#include "example_run.h"  // the flags and the run's plumbing both examples share
+#include "models/data/png_writer.h"
+#include "models/train/ema_weights.h"
+#include "models/train/train_checkpoint.h"
+#include "reducer/ddp.h"
+#include "runtime/command_line.h"
+#include "runtime/dist/process_group.h"
+#include "runtime/dist/run_main.h"
+#include "runtime/rng.h"
+
+using namespace tandem;
+
+constexpr int64_t kLatent = 32, kHidden = 256, kPixels = 28 * 28;
+
+struct Options : examples::ExampleOptions {
+  std::string wrap = "whole";
+};
+
+std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t out, std::shared_ptr<nn::Module> last = nullptr) {
+  auto net = std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(in, kHidden), std::make_shared<nn::LeakyReLU>(0.2),
+      std::make_shared<nn::Linear>(kHidden, kHidden), std::make_shared<nn::LeakyReLU>(0.2),
+      std::make_shared<nn::Linear>(kHidden, out));
+  if (last) net->push_back(last);
+  return net;
+}
+
+struct Bigan : DataParallelModel {
+  std::shared_ptr<nn::Sequential> encoder = register_module("encoder", mlp(kPixels, kLatent));
+  std::shared_ptr<nn::Sequential> generator =
+      register_module("generator", mlp(kLatent, kPixels, std::make_shared<nn::Tanh>()));
+  std::shared_ptr<nn::Sequential> discriminator = register_module("discriminator", mlp(kPixels + kLatent, 1));
+  Variable score(const Variable& x, const Variable& z) { return discriminator->forward(concat({x, z}, 1)); }
+};
+
+std::unique_ptr<DataParallelWrapper> wrap(const Options& o, const std::shared_ptr<Bigan>& model,
+                                          const std::shared_ptr<dist::ProcessGroup>& world) {
+  if (o.wrap == "separate") return std::make_unique<SeparateDistributedDataParallel>(model, world);
+  return std::make_unique<DistributedDataParallel>(model, world);
+}
+
+// Rows of 10 real images, each followed by a row of their reconstructions G(E(x)) by the
+// EMA generator.
+void write_grid(Bigan& model, const models::EmaWeights& ema, const data::ImageDataset& dataset,
+                const Options& o) {
+  NoGradGuard no_grad;
+  models::ScopedAverage average(ema);
+  std::vector<Variable> rows;
+  for (int64_t r = 0; r < 5; ++r) {
+    Variable x(dataset.images.narrow_rows(10 * r, 10).reshape({10, kPixels}));
+    rows.push_back(x);
+    rows.push_back(model.generator->forward(model.encoder->forward(x)));
+  }
+  data::write_png_gray_grid(o.grid, reshape(concat(rows, 0), {100, 1, 28, 28}).data(), 10);
+  std::cout << "wrote " << o.grid << "\n";
+}
+
+int run_training(const Options& o) {
+  dist::DistributedContext ctx;
+  auto world = ctx.world();
+  manual_seed(o.seed);
+  auto model = std::make_shared<Bigan>();
+  std::unique_ptr<DataParallelWrapper> ddp = wrap(o, model, world);
+  auto opt_e = examples::make_optimizer(o, model->encoder->parameters());
+  auto opt_g = examples::make_optimizer(o, model->generator->parameters());
+  auto opt_d = examples::make_optimizer(o, model->discriminator->parameters());
+  optim::LrScheduler scheduler({opt_e.get(), opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
+  models::EmaWeights ema(model->generator->parameters(), o.ema_decay);
+
+  Checkpoint checkpoint;
+  checkpoint.add_module("gan", *model);
+  checkpoint.add_optimizer("opt_e", *opt_e);
+  checkpoint.add_optimizer("opt_g", *opt_g);
+  checkpoint.add_optimizer("opt_d", *opt_d);
+  checkpoint.add_scheduler("schedule", scheduler);
+  checkpoint.add_ema("ema_g", ema);
+  examples::ExampleRun run(o, "bigan", checkpoint, world);
+  const int64_t batch = run.rows_per_rank();
+
+  for (int64_t it = run.start(); it < o.iters; ++it) {
+    scheduler.set_iteration(it);
+    ddp->sync_buffers();
+    data::SampledBatch b = run.batch(it);
+    Variable x(b.images.reshape({batch, kPixels}));
+    Variable z(randn_global_rows({batch, kLatent}, o.seed, it, world->rank(), world->size()));
+    Variable ex = model->encoder->forward(x);
+    Variable gz = model->generator->forward(z);
+
+    // D: (x, E(x)) is real, (G(z), z) is fake.
+    Variable loss_d =
+        mean(softplus(-model->score(x, ex.detach()))) + mean(softplus(model->score(gz.detach(), z)));
+    opt_d->zero_grad();
+    loss_d.backward();
+    opt_d->step();
+
+    // E and G, each with the flipped label on its own pair, each backward scoped to its part.
+    Variable loss_e = mean(softplus(model->score(x, ex)));
+    opt_e->zero_grad();
+    loss_e.backward({.inputs = model->encoder->parameters()});
+    opt_e->step();
+    Variable loss_g = mean(softplus(-model->score(gz, z)));
+    opt_g->zero_grad();
+    loss_g.backward({.inputs = model->generator->parameters()});
+    opt_g->step();
+    ema.update(it);
+
+    run.end_iteration(it, [&]() -> train::Scalars {
+      return {{"loss_d", loss_d.item()},
+              {"loss_e", loss_e.item()},
+              {"loss_g", loss_g.item()},
+              {"lr", opt_g->lr()}};
+    });
+  }
+  run.finish(*ddp);
+  if (world->rank() == 0 && !o.grid.empty()) write_grid(*model, ema, run.dataset(), o);
+  return 0;
+}
+
+int bigan_main(int argc, char** argv) {
+  Options o;
+  CommandLine cl("bigan", "BiGAN / ALI on Fashion-MNIST, data-parallel over the MPI ranks.");
+  examples::add_flags(cl, o, "bigan");
+  cl.add_choice("--wrap", &o.wrap, {"whole", "separate"}, "one Reducer for the model, or one per part");
+  cl.parse(argc, argv);
+  return run_training(o);
+}
+
+int main(int argc, char** argv) { return run_main(argc, argv, bigan_main); }
