@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   std::vector<Tensor> initial;
   for (const Variable& p : gan->parameters()) initial.push_back(p.data().clone());
 
-  train(gan, world, steps);
+  train_gan(gan, world, steps);
 
   int failures = 0;
   bool moved = false;
