@@ -187,7 +187,7 @@ TEST_CASE("bad optimiser flags are usage errors naming the flag", "[options][err
   refused({"--detect-anomalous-params=1", "x"}, "--detect-anomalous-params takes no value");
 }
 
-TEST_CASE("--global-batch: each rank's share of B, refused with --batch and where it does not divide",
+TEST_CASE("the global batch flag: each rank's share of B, refused with --batch and where it does not divide",
           "[options][global_batch]") {
   const TrainOptions o = parse_train_options({"--global-batch", "12"});
   CHECK(o.global_batch == 12);
