@@ -3,8 +3,9 @@
 #
 #   cluster.sh up N [--slots S]     build N hosts of S slots (default 2); a cluster of the
 #                                   same name is removed first; a failed `up` removes what it made
-#   cluster.sh run [--timeout S] -- <mpirun args>
-#                                   one job across the hosts (limit 600 s unless given)
+#   cluster.sh run [--timeout S] [--hosts I,J,..] -- <mpirun args>
+#                                   one job across the hosts (limit 600 s unless given);
+#                                   --hosts: on those alone (the others, broken, are not probed)
 #   cluster.sh down                 remove everything `up` made (exits 0 if nothing was up)
 #   cluster.sh status               namespaces, hostfile, switch ports
 #   cluster.sh break I blackhole|down   cut host I off: every packet on its link dropped
@@ -202,23 +203,34 @@ probe() {
 }
 
 do_run() {
-  local limit=600
+  local limit=600 hosts=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --timeout) limit="${2:-}"; shift 2 || die "--timeout needs seconds" ;;
+      --hosts) hosts="${2:-}"; shift 2 || die "--hosts needs a list of host numbers" ;;
       --) shift; break ;;
-      *) die "run: unknown argument '$1' (usage: cluster.sh run [--timeout S] -- <mpirun args>)" ;;
+      *) die "run: unknown argument '$1' (usage: cluster.sh run [--timeout S] [--hosts I,J,..] -- <mpirun args>)" ;;
     esac
   done
   [[ "$limit" =~ ^[0-9]+$ ]] && [ "$limit" -ge 1 ] || die "run: --timeout '$limit' must be a positive number of seconds"
   [ -f "$hostfile" ] && ip netns list | awk '{print $1}' | grep -qx "$head_ns" ||
     die "cluster $cluster is not up (no $hostfile): run 'cluster.sh up N' first"
-  local address i why
+  # The job's hostfile: every host, or those of --hosts (a lost host's survivors).
+  local job_hostfile="$hostfile" address i why
+  if [ -n "$hosts" ]; then
+    [[ "$hosts" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "run: --hosts '$hosts' must be host numbers separated by commas"
+    job_hostfile="$state/hostfile.job"
+    : > "$job_hostfile"
+    for i in ${hosts//,/ }; do
+      grep -E "^$(host_address "$i") " "$hostfile" >> "$job_hostfile" ||
+        die "run: --hosts: the cluster has no host $i (see cluster.sh status)"
+    done
+  fi
   while read -r address _; do
     i=$(( ${address##*.} - 10 ))
     why=$(probe "$i") || die "host $(host_ns "$i") ($address) is unreachable: $why; nothing was started" \
                              "('cluster.sh down' then 'cluster.sh up N' rebuilds the cluster)"
-  done < "$hostfile"
+  done < "$job_hostfile"
   # The ranks get only what is set here, on the mpirun command line (-x) and Open MPI's own.
   unset $(compgen -e | grep -E '^OMPI_MCA_(btl|pml|oob|plm|orte)' || true)
   export OMPI_MCA_btl=tcp,self OMPI_MCA_pml=ob1
@@ -235,7 +247,7 @@ do_run() {
   export OMPI_MCA_orte_tmpdir_base="$state/tmp"
   if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
   local rc=0
-  ip netns exec "$head_ns" timeout --kill-after=10 "$limit" mpirun --hostfile "$hostfile" "$@" || rc=$?
+  ip netns exec "$head_ns" timeout --kill-after=10 "$limit" mpirun --hostfile "$job_hostfile" "$@" || rc=$?
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     say "the job did not end within --timeout $limit s and was stopped (exit status $rc)"
   fi

@@ -9,12 +9,17 @@
 
 namespace tandem::models {
 
-Generator random_stream(uint64_t seed, int rank, int64_t iteration, uint64_t purpose) {
-  uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(rank) + 1) * 0xBF58476D1CE4E5B9ull ^
-                 purpose * 0x94D049BB133111EBull;
-  Generator gen(key);
-  gen.set_state({key, static_cast<uint64_t>(iteration) << 20});
-  return gen;
+namespace {
+
+// The Philox key of one purpose's draws: the streams of data, noise and mixing never meet.
+uint64_t stream_key(uint64_t seed, uint64_t purpose) {
+  return seed * 0x9E3779B97F4A7C15ull ^ purpose * 0x94D049BB133111EBull;
+}
+
+}  // namespace
+
+Generator global_stream(uint64_t seed, int64_t iteration, uint64_t purpose) {
+  return iteration_stream(stream_key(seed, purpose), iteration);
 }
 
 BatchMaker::BatchMaker(const BatchSpec& spec) : spec_(spec) {}
@@ -28,6 +33,7 @@ BatchMaker::BatchMaker(const BatchSpec& spec, data::ImageDataset images)
 
 LabeledBatch BatchMaker::make(int64_t iteration) const {
   LabeledBatch batch;
+  const int64_t global_rows = spec_.batch * spec_.world_size, first_row = spec_.batch * spec_.rank;
   if (sampler_) {
     int64_t per_epoch = sampler_->batches_per_epoch();
     data::SampledBatch rows = sampler_->batch(images_, iteration / per_epoch, iteration % per_epoch);
@@ -35,22 +41,23 @@ LabeledBatch BatchMaker::make(int64_t iteration) const {
     batch.labels = std::move(rows.labels);
     if (spec_.side > 0 && batch.inputs.size(2) != spec_.side)
       batch.inputs = data::resize_images(batch.inputs, spec_.side);
-  } else {
-    Generator data_gen = random_stream(spec_.seed, spec_.rank, iteration, kDataStream);
-    data::Ring8Draw draw = data::make_ring8_labeled(spec_.batch, data_gen);
-    batch.inputs = std::move(draw.points);
-    batch.labels = std::move(draw.labels);
+  } else {  // this rank's rows of the global draw
+    Generator data_gen = global_stream(spec_.seed, iteration, kDataStream);
+    data::Ring8Draw draw = data::make_ring8_labeled(global_rows, data_gen);
+    batch.inputs = draw.points.narrow_rows(first_row, spec_.batch).clone();
+    batch.labels = draw.labels.narrow_rows(first_row, spec_.batch).clone();
   }
   if (spec_.device.is_cuda()) {
     batch.inputs = batch.inputs.to(spec_.device);
     batch.labels = batch.labels.to(spec_.device);
   }
-  batch.targets = Tensor::empty({spec_.batch, spec_.noise_dim}, DType::f32, spec_.device);
-  Generator noise_gen = random_stream(spec_.seed, spec_.rank, iteration, kNoiseStream);
-  fill_normal(batch.targets, 0.0, 1.0, noise_gen);
-  batch.aux = Tensor::empty({spec_.batch}, DType::f32, spec_.device);
-  Generator mix_gen = random_stream(spec_.seed, spec_.rank, iteration, kMixStream);
-  fill_uniform(batch.aux, 0.0, 1.0, mix_gen);
+  batch.targets = randn_global_rows({spec_.batch, spec_.noise_dim}, stream_key(spec_.seed, kNoiseStream),
+                                    iteration, spec_.rank, spec_.world_size)
+                      .to(spec_.device);
+  Tensor mix = Tensor::empty({global_rows});
+  Generator mix_gen = global_stream(spec_.seed, iteration, kMixStream);
+  fill_uniform(mix, 0.0, 1.0, mix_gen);
+  batch.aux = mix.narrow_rows(first_row, spec_.batch).to(spec_.device);
   return batch;
 }
 

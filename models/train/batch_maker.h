@@ -1,20 +1,27 @@
-// The batch of iteration i on rank r: real data, noise and mixing coefficients that depend
-// only on (seed, r, i), so a resumed run draws exactly what an uninterrupted one would have.
+// The batch of iteration i on rank r: rank r's rows of the global batch of iteration i,
+// which depends only on (seed, i) and the global batch size, so a resumed run draws exactly
+// what an uninterrupted one would have, and so does one resumed at another number of ranks
+// with the same global batch (W ranks at `batch` rows each: W * batch rows).
 //
 // Contract:
-// - random_stream(seed, rank, iteration, purpose) is a Generator that depends only on its
-//   four arguments; purpose kDataStream draws ring8 points, kNoiseStream the noise,
-//   kMixStream the interpolation coefficients.
+// - global_stream(seed, iteration, purpose) is the Generator of the global batch's draws for
+//   one purpose: iteration_stream (runtime/rng.h) keyed by (seed, purpose); purpose
+//   kDataStream draws ring8 points, kNoiseStream the noise, kMixStream the interpolation
+//   coefficients.
 // - make(i) returns inputs (this rank's real data), targets (the generator's noise,
-//   float32 [batch, noise_dim] standard normals from the noise stream of (seed, rank, i))
-//   and aux (float32 [batch] uniforms in [0, 1) from the mix stream of (seed, rank, i):
-//   the coefficients of WGAN-GP's interpolates), all on `device`. Real data: for ring8,
-//   `batch` points drawn with data::make_ring8 from the data stream of (seed, rank, i);
-//   for an image dataset, the rows the
+//   float32 [batch, noise_dim] standard normals: this rank's rows of the global draw,
+//   randn_global_rows of the noise stream) and aux (float32 [batch] uniforms in [0, 1):
+//   rows [rank * batch, (rank + 1) * batch) of world_size * batch uniforms from the mix
+//   stream; the coefficients of WGAN-GP's interpolates), all on `device`. Real data: for
+//   ring8, the same rows of world_size * batch points drawn with data::make_ring8 from the
+//   data stream; for an image dataset, the rows the
 //   DistributedSampler (world_size, rank, batch, seed) gives this rank at step
-//   i % batches_per_epoch of epoch i / batches_per_epoch, resized to side x side
+//   i % batches_per_epoch of epoch i / batches_per_epoch (the global step's positions are
+//   those of the global batch, whatever the rank count), resized to side x side
 //   (data::resize_images) when `side` is set and the pictures have another size (Fashion-MNIST's
 //   28x28 for dcgan64's 64x64). make() keeps no state from call to call: any i can be drawn first.
+//   So W ranks' batches, concatenated in rank order, are bitwise the batch of one process at
+//   W * batch rows.
 // - make(i) also returns labels, int64 [batch] on `device`: row k is the label of the sample
 //   in row k of inputs (ring8: its mode 0..7; images: the dataset's label of the sampled row).
 //   A LabeledBatch is a Batch: code that takes a Batch sees the same inputs, targets and aux
@@ -48,7 +55,7 @@ constexpr uint64_t kDataStream = 1;
 constexpr uint64_t kNoiseStream = 2;
 constexpr uint64_t kMixStream = 3;
 
-Generator random_stream(uint64_t seed, int rank, int64_t iteration, uint64_t purpose);
+Generator global_stream(uint64_t seed, int64_t iteration, uint64_t purpose);
 
 struct BatchSpec {
   uint64_t seed = 0;

@@ -199,15 +199,27 @@ int64_t Checkpointer::load(const std::string& path) const {
                                                      << "', but this run trains '" << model.type_name()
                                                      << "'");
   const int64_t saved_world = meta_int("world_size", 1);
-  TANDEM_CHECK(saved_world == run_.world_size,
-               path << ": written by a run of " << saved_world << " ranks; resuming on " << run_.world_size
-                    << " ranks would change every rank's data stream. Resume with mpirun -np " << saved_world
-                    << ", or start a new run in another --out");
+  if (saved_world != run_.world_size) {
+    const bool has_global_batch = file.metadata.count("global_batch") == 1;
+    const std::string global_batch = has_global_batch ? " " + file.metadata.at("global_batch") : " B";
+    TANDEM_CHECK(run_.elastic, path << ": written by a run of " << saved_world << " ranks; resuming on "
+                                    << run_.world_size
+                                    << " ranks changes every rank's share of the global batch. Resume with "
+                                       "mpirun -np "
+                                    << saved_world << ", or pass --global-batch" << global_batch
+                                    << " (the global batch it was written with) to resume at another number "
+                                       "of ranks, or start a new run in another --out");
+    TANDEM_CHECK(has_global_batch, path << ": written by a run of " << saved_world
+                                        << " ranks before checkpoints recorded the global batch; resume it "
+                                           "with mpirun -np "
+                                        << saved_world);
+  }
   // A resume continues the same run: a setting that shapes it is refused, never overridden.
   std::vector<std::string> written_with, this_run;
   for (const RunSetting& setting : run_.settings) {
     auto it = file.metadata.find(setting.metadata_key());
     if (!setting.kept_on_resume || it == file.metadata.end() || it->second == setting.value) continue;
+    if (run_.elastic && setting.flag == "--batch") continue;  // the share of the global batch, compared
     RunSetting saved = setting;
     saved.value = it->second;
     written_with.push_back(saved.as_written());

@@ -22,7 +22,10 @@
 //   older readable file after `path`, for the message when `path` fails to load.
 // - load(path) checks that the checkpoint belongs to this run, each mismatch an Error
 //   starting with the path: a tandem-train checkpoint of the same model, written at the
-//   same world size; every kept setting it records must equal this run's ("written with
+//   same world size unless the run is elastic (--global-batch; the refusal names it); every
+//   kept setting it records must equal this run's (elastic: --batch, the per-rank share,
+//   is not compared, the global batch is; a checkpoint that does not record its global batch
+//   resumes at its own world size only) ("written with
 //   --lr 0.0002, this run has --lr 0.001", all differing ones named; a resume continues
 //   the same run, so such a flag is refused, never overridden); the optimizers' learning
 //   rate must be this run's --lr, or with a scheduler the rate its schedule gives at the
@@ -60,7 +63,10 @@ constexpr const char* kCheckpointPrefix = "ckpt";
 
 // What a checkpoint records of its run besides the model.
 struct RunIdentity {
-  int world_size = 1;                // a resume must match it: it decides every rank's data stream
+  int world_size = 1;  // a resume must match it, unless elastic
+  // --global-batch: a resume may change the world size (each rank's rows of the global batch
+  // follow from it); the global batch must match then, not the per-rank --batch.
+  bool elastic = false;
   std::vector<RunSetting> settings;  // those kept_on_resume are recorded and must match
 };
 

@@ -59,6 +59,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--max-image-side", o.max_image_side),
       integer("--iters", o.iters),
       integer("--batch", o.batch, true),
+      integer("--global-batch", o.global_batch, true),
       number("--lr", o.lr, true),
       value("--lr-schedule", o.lr_schedule, true),
       number("--clip-grad", o.clip_grad, true),

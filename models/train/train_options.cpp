@@ -14,10 +14,11 @@ namespace {
 
 constexpr const char* kSummary =
     "Launch with mpirun or srun: mpirun -np N tandem-train [flags] (torchrun is not a launcher for\n"
-    "tandem: refused, naming both). Trains a GAN data-parallel: each rank draws its own data and\n"
-    "noise, every backward is synchronised over the parameters it reaches. Start every rank with the\n"
-    "same flags: only --out and --data-dir may differ (node-local paths), and the data there must be\n"
-    "the same. tandem-train --help-markdown prints this list as Markdown (docs/cli.md).";
+    "tandem: refused, naming both). Trains a GAN data-parallel: each rank draws its rows of the\n"
+    "global batch's data and noise, every backward is synchronised over the parameters it\n"
+    "reaches. Start every rank with the same flags: only --out and --data-dir may differ\n"
+    "(node-local paths), and the data there must be the same. tandem-train --help-markdown\n"
+    "prints this list as Markdown (docs/cli.md).";
 
 // Each choice with the name its flag spells it by; to_string() and the table read these.
 // Constant-initialised: to_string() may run before main (a test's static settings).
@@ -130,6 +131,12 @@ CommandLine train_command_line(TrainOptions& o) {
          1);
   cl.add("--batch", &o.batch, "batch per rank", 1);
   cl.describe_default("--batch", "64; dcgan64 128");
+  cl.add("--global-batch", &o.global_batch,
+         "batch over all ranks: each rank takes N / (number of ranks), which must divide it. Not with "
+         "--batch. A checkpoint of such a run resumes at another number of ranks (mpirun -np M) with the "
+         "same --global-batch: the same global batches, data and noise, from its iteration on",
+         1);
+  cl.describe_default("--global-batch", "off: --batch per rank");
   cl.add_positive("--lr", &o.lr, "Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9)");
   cl.describe_default("--lr", "2e-4; wgan-gp 1e-4");
   cl.add("--lr-schedule", &o.lr_schedule,
@@ -191,8 +198,10 @@ CommandLine train_command_line(TrainOptions& o) {
          "DIR");
   cl.add("--ckpt-every", &o.ckpt_every, "checkpoint every N iterations (0: at the end only)", 0);
   cl.add_flag("--resume", &o.resume,
-              "continue from the newest checkpoint in --out. It must have this run's --data, --channels, "
-              "--width, --batch, --lr, --lr-schedule, --clip-grad, --clip-grad-type, --accumulate, --seed, "
+              "continue from the newest checkpoint in --out, at the number of ranks that wrote it (with "
+              "--global-batch: at any that divides it). It must have this run's --data, --channels, "
+              "--width, --batch (with --global-batch: the global batch), --lr, --lr-schedule, --clip-grad, "
+              "--clip-grad-type, --accumulate, --seed, "
               "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan: and "
               "--pggan-stage-iters); other flags may change (--iters extends). A file that cannot be read "
               "is skipped with a warning; when every checkpoint is, or there is none, --resume stops naming "
@@ -246,7 +255,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
 
 void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
   if (!given("--data")) o.data = o.model == "ring8-mlp" ? "ring8" : "fashion-mnist";
-  if (o.model == "dcgan64" && !given("--batch")) o.batch = 128;
+  if (o.model == "dcgan64" && !given("--batch") && !given("--global-batch")) o.batch = 128;
   if (o.loss == GanLoss::wgan_gp && !given("--n-critic")) o.n_critic = 5;
   if (o.loss == GanLoss::wgan_gp && !given("--lr")) o.lr = 1e-4;
   try {
@@ -269,6 +278,10 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
   if (o.dynamic && o.model != "mlp") refuse("--dynamic applies to --model mlp only");
   if (o.width != 0 && o.model != "dcgan64") refuse("--width applies to --model dcgan64 only");
   if (o.explicit_prepare && o.wrap != WrapMode::whole) refuse("--prepare goes with --wrap whole");
+  if (given("--global-batch") && given("--batch"))
+    refuse(
+        "--global-batch and --batch do not go together: --global-batch B gives each rank B / (number of "
+        "ranks)");
   if (o.resume_allow_fresh && !o.resume) refuse("--resume-allow-fresh goes with --resume");
   if (o.overwrite && o.resume) refuse("--overwrite and --resume do not go together");
   if (given("--gp-lambda") && o.loss != GanLoss::wgan_gp) refuse("--gp-lambda goes with --loss wgan-gp");
@@ -289,6 +302,20 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
 
 std::array<double, 2> adam_betas(GanLoss loss) {
   return loss == GanLoss::wgan_gp ? std::array<double, 2>{0.0, 0.9} : std::array<double, 2>{0.5, 0.999};
+}
+
+TrainOptions for_world_size(const TrainOptions& options, int world_size) {
+  TrainOptions o = options;
+  if (o.global_batch > 0) {
+    TANDEM_CHECK(o.global_batch % world_size == 0,
+                 "--global-batch " << o.global_batch << " does not divide over " << world_size
+                                   << " rank(s): pass a multiple of " << world_size
+                                   << " or start a number of ranks (mpirun -np) that divides "
+                                   << o.global_batch);
+    o.batch = o.global_batch / world_size;
+  }
+  o.global_batch = o.batch * world_size;
+  return o;
 }
 
 int64_t pggan_stage_iters(const TrainOptions& o) {

@@ -8,7 +8,8 @@
 // (validate); it returns the options, with `help` set for --help or -h, or throws
 // tandem::UsageError naming the offending flag and why (tandem-train exits with code 2).
 // resolve_defaults, each where the flag was not given: --data ring8 for ring8-mlp,
-// fashion-mnist otherwise; --batch 128 for dcgan64; --loss wgan-gp takes --n-critic 5 and
+// fashion-mnist otherwise; --batch 128 for dcgan64 (without --global-batch); --loss wgan-gp takes --n-critic
+// 5 and
 // --lr 1e-4 (the WGAN-GP paper's); and --lr-schedule in its canonical form (optim::LrSchedule::str()), or a
 // usage error when it does not parse. validate refuses: a --model and --data that do not go together; a flag
 // that needs another (--resume-allow-fresh without --resume, --gp-lambda without --loss wgan-gp, --r1-every
@@ -16,6 +17,7 @@
 // --clip-grad, --data images without --data-dir, --skip-bad-images without --data images,
 // --channels 3 without --data images, --dynamic without --model mlp, --width without
 // --model dcgan64, --prepare without --wrap whole, an empty --trace or --tensorboard);
+// --global-batch with --batch (either one: per rank, or over the ranks);
 // --tensorboard in a build without Protobuf (TANDEM_HAVE_TENSORBOARD); --overwrite with
 // --resume; --cuda-graphs without --device cuda or with a flag whose work a replayed step
 // cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop, --n-critic > 1
@@ -52,8 +54,9 @@ struct TrainOptions {
   bool skip_bad_images = false;                                // --data images: leave out unreadable files
   int64_t max_image_side = data::kMaxImageSide;  // --data images: larger declared sides are refused
   int64_t iters = 2000;
-  int64_t batch = 64;  // per rank (dcgan64: 128 unless given)
-  int64_t width = 0;   // dcgan64: ngf = ndf; 0: the model's 64
+  int64_t batch = 64;        // per rank (dcgan64: 128 unless given); with --global-batch B / world size
+  int64_t global_batch = 0;  // --global-batch B: the batch over all ranks; 0: off (--batch per rank)
+  int64_t width = 0;         // dcgan64: ngf = ndf; 0: the model's 64
   double lr = 2e-4;
   std::string lr_schedule = "constant";  // canonical (optim::LrSchedule::str())
   double clip_grad = 0.0;                // max norm of each part's averaged gradients; 0: off
@@ -102,6 +105,11 @@ TrainOptions parse_train_options(const std::vector<std::string>& args);
 using FlagGiven = std::function<bool(const std::string& flag)>;
 void resolve_defaults(TrainOptions& options, const FlagGiven& given);
 void validate(const TrainOptions& options, const FlagGiven& given);
+
+// The options of a run at `world_size` ranks: with --global-batch B, --batch is B / world_size,
+// an Error naming B and the world size when it does not divide; without it global_batch is
+// batch * world_size (either way the run's global batch, which its checkpoints record).
+TrainOptions for_world_size(const TrainOptions& options, int world_size);
 
 // Adam's betas for the run's loss: (0, 0.9) for wgan-gp, (0.5, 0.999) otherwise.
 std::array<double, 2> adam_betas(GanLoss loss);

@@ -154,7 +154,7 @@ void write_report(RunReport& report, const WrappedGan& wrapped, RunState state, 
 void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& model, int size,
                      int synced_norms) {
   out << "tandem-train: " << model.type_name() << " on " << o.data << ", " << size << " rank(s), batch "
-      << o.batch << " per rank, " << wrap_mode_name(o.wrap)
+      << o.batch << " per rank (" << o.global_batch << " global), " << wrap_mode_name(o.wrap)
       << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model.parameters().size()
       << " parameter tensors";
   if (o.sync_bn) out << ", " << synced_norms << " batch norm(s) synchronised over the ranks (--sync-bn)";
@@ -239,9 +239,10 @@ int sync_batch_norms(const TrainOptions& o, GanModel& model,
   return o.sync_bn ? nn::convert_sync_batchnorm(model, world) : 0;
 }
 
-TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGroup>& world,
+TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& world,
                   std::ostream& out) {
   const int rank = world->rank(), size = world->size();
+  const TrainOptions o = for_world_size(options, size);  // --global-batch: this world's share
   const bool is_rank0 = rank == 0;
   check_device(o.device, *world);
   // The convolutions' TANDEM_CUDNN setting is read here, so a bad value is named before the
@@ -267,8 +268,9 @@ TrainResult train(const TrainOptions& o, const std::shared_ptr<dist::ProcessGrou
   EmaWeights ema(model->generator->parameters(), o.ema_decay);
   // The learning rate of iteration i is set before it (at 0 here, then after each iteration).
   optim::LrScheduler scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, optim::parse_lr_schedule(o.lr_schedule));
-  const Checkpointer checkpointer(o.out, {.world_size = size, .settings = settings},
-                                  {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler});
+  const Checkpointer checkpointer(
+      o.out, {.world_size = size, .elastic = options.global_batch > 0, .settings = settings},
+      {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler});
 
   const int64_t start =
       o.resume ? resume_iteration(o.out, o.resume_allow_fresh, o.iters, checkpointer, *world, out) : 0;

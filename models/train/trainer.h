@@ -24,15 +24,18 @@
 // written atomically), and keeps <out>/report.html (run_report.h) up to date: rewritten
 // after each log point and sample picture while running, and once more, "finished", at the
 // end (a report that cannot be written is a warning; training goes on).
-// Data and noise of iteration i on rank r depend only on (seed, r, i), and so does its
+// Data and noise of iteration i on rank r are rank r's rows of the global batch of iteration
+// i, which depends only on (seed, i) and the global batch (batch_maker.h), and so does its
 // learning rate (--lr-schedule: set before each iteration from the iteration alone), so a
-// resumed run continues exactly as an uninterrupted one would. --accumulate k steps every
-// k-th iteration and at the last (initialize_count_status), so a resume must start at a
-// multiple of k (--ckpt-every is one). Errors (missing data, data too small
-// for --batch on this many ranks, bad checkpoint, unwritable --out, an --out another run
-// holds) are tandem::Errors naming the file or flag, thrown on every rank before training
-// starts (an --trace file rank 0 cannot write too). Rank 0 locks --out for the whole call
-// (out_dir.h). With options.trace, every rank records the step timeline from the first
+// resumed run continues exactly as an uninterrupted one would. With --global-batch B each
+// rank takes B / world size rows (for_world_size; an Error naming B and the world size when
+// it does not divide) and a checkpoint resumes at another world size: the same global
+// batches, the updates equal within float32 reduction-order noise (bitwise at the same size). --accumulate k
+// steps every k-th iteration and at the last (initialize_count_status), so a resume must start at a multiple
+// of k (--ckpt-every is one). Errors (missing data, data too small for --batch on this many ranks, bad
+// checkpoint, unwritable --out, an --out another run holds) are tandem::Errors naming the file or flag,
+// thrown on every rank before training starts (an --trace file rank 0 cannot write too). Rank 0 locks --out
+// for the whole call (out_dir.h). With options.trace, every rank records the step timeline from the first
 // iteration (runtime/trace.h: a "step" span per iteration, "data" inside it), rank 0 writes
 // it, every rank's, to that file at the end and prints one summary line per phase
 // (trace_summary.h) and "trace: FILE" to `out`.

@@ -1,5 +1,6 @@
 // The batch maker: every batch is a function of (seed, rank, iteration) alone, ranks draw
-// different data and noise, and image batches are the sampler's shard of the epoch.
+// different data and noise, image batches are the sampler's shard of the epoch, and W ranks
+// together hold the one-process batch at W times the rows.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
@@ -54,6 +55,11 @@ std::vector<int64_t> row_ids(const Tensor& inputs) {
   return ids;
 }
 
+// Rows [begin, begin + count) of a tensor, as values.
+std::vector<double> rows_of(const Tensor& t, int64_t begin, int64_t count) {
+  return t.narrow_rows(begin, count).to_vector();
+}
+
 }  // namespace
 
 TEST_CASE("a batch depends only on (seed, rank, iteration)", "[batch_maker]") {
@@ -81,17 +87,53 @@ TEST_CASE("a batch depends only on (seed, rank, iteration)", "[batch_maker]") {
   CHECK(other_seed.targets.to_vector() != first.targets.to_vector());
 }
 
-TEST_CASE("ring8 data and noise are the named streams' draws", "[batch_maker]") {
-  Batch got = BatchMaker(ring8_spec(9, 1)).make(4);
-  Generator data_gen = random_stream(9, 1, 4, kDataStream);
-  CHECK(got.inputs.to_vector() == data::make_ring8(16, data_gen).to_vector());
-  Tensor noise = Tensor::empty({16, 3});
-  Generator noise_gen = random_stream(9, 1, 4, kNoiseStream);
+TEST_CASE("ring8 data and noise are this rank's rows of the named streams' global draws", "[batch_maker]") {
+  Batch got = BatchMaker(ring8_spec(9, 1)).make(4);  // rank 1 of 2: rows [16, 32) of 32
+  Generator data_gen = global_stream(9, 4, kDataStream);
+  CHECK(got.inputs.to_vector() == rows_of(data::make_ring8(32, data_gen), 16, 16));
+  Tensor noise = Tensor::empty({32, 3});
+  Generator noise_gen = global_stream(9, 4, kNoiseStream);
   fill_normal(noise, 0.0, 1.0, noise_gen);
-  CHECK(got.targets.to_vector() == noise.to_vector());
-  // Each stream is its own: data and noise of one (seed, rank, iteration) never coincide.
-  Generator again = random_stream(9, 1, 4, kDataStream), noise_again = random_stream(9, 1, 4, kNoiseStream);
+  CHECK(got.targets.to_vector() == rows_of(noise, 16, 16));
+  Tensor mix = Tensor::empty({32});
+  Generator mix_gen = global_stream(9, 4, kMixStream);
+  fill_uniform(mix, 0.0, 1.0, mix_gen);
+  CHECK(got.aux.to_vector() == rows_of(mix, 16, 16));
+  // Each stream is its own: data and noise of one (seed, iteration) never coincide.
+  Generator again = global_stream(9, 4, kDataStream), noise_again = global_stream(9, 4, kNoiseStream);
   CHECK(again.next_block() != noise_again.next_block());
+}
+
+TEST_CASE("W ranks' batches, in rank order, are bitwise one process's batch at W times the rows",
+          "[batch_maker][global_batch]") {
+  const int64_t global = 12;
+  for (bool images : {false, true}) {
+    auto maker = [&](int world, int rank) {
+      const BatchSpec spec{
+          .seed = 11, .world_size = world, .rank = rank, .batch = global / world, .noise_dim = 3};
+      return images ? BatchMaker(spec, labelled_images(40)) : BatchMaker(spec);
+    };
+    const BatchMaker one = maker(1, 0);
+    for (int world : {2, 3, 4}) {
+      for (int64_t it : {0, 1, 5}) {  // 40 images: 3 global steps per epoch, so 5 is in the second
+        INFO((images ? "images" : "ring8") << ", " << world << " ranks, iteration " << it);
+        const LabeledBatch whole = one.make(it);
+        std::vector<double> inputs, targets, aux;
+        std::vector<int64_t> labels;
+        for (int r = 0; r < world; ++r) {
+          const LabeledBatch part = maker(world, r).make(it);
+          for (double x : part.inputs.to_vector()) inputs.push_back(x);
+          for (double x : part.targets.to_vector()) targets.push_back(x);
+          for (double x : part.aux.to_vector()) aux.push_back(x);
+          for (int64_t l : labels_of(part.labels)) labels.push_back(l);
+        }
+        CHECK(inputs == whole.inputs.to_vector());
+        CHECK(targets == whole.targets.to_vector());
+        CHECK(aux == whole.aux.to_vector());
+        CHECK(labels == labels_of(whole.labels));
+      }
+    }
+  }
 }
 
 TEST_CASE("image batches are each rank's sampler shard: disjoint, covering the epoch", "[batch_maker]") {
@@ -142,9 +184,9 @@ TEST_CASE("batch labels are the labels of the very rows in the batch, at every r
   }
   // ring8: each point's mode, the labels of the data stream's own draw.
   const LabeledBatch ring = BatchMaker(ring8_spec(9, 1)).make(4);
-  Generator data_gen = random_stream(9, 1, 4, kDataStream);
-  const data::Ring8Draw draw = data::make_ring8_labeled(16, data_gen);
-  CHECK(labels_of(ring.labels) == labels_of(draw.labels));
+  Generator data_gen = global_stream(9, 4, kDataStream);
+  const data::Ring8Draw draw = data::make_ring8_labeled(32, data_gen);
+  CHECK(labels_of(ring.labels) == labels_of(draw.labels.narrow_rows(16, 16).clone()));
   const auto modes = data::ring8_modes();
   for (int64_t k = 0; k < 16; ++k) {
     const auto& m = modes[static_cast<size_t>(ring.labels.data<int64_t>()[k])];

@@ -32,7 +32,7 @@ TrainOptions flags() {
 }
 
 RunIdentity identity(const TrainOptions& o, int world_size = 2) {
-  return {.world_size = world_size, .settings = run_settings(o, "mpi", "")};
+  return {.world_size = world_size, .settings = run_settings(for_world_size(o, world_size), "mpi", "")};
 }
 
 const RunIdentity kRun = identity(flags());
@@ -184,25 +184,17 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
 
   // The file as any safetensors reader sees it.
   SafetensorsFile file = load_safetensors(saved);
-  CHECK(file.metadata == std::map<std::string, std::string>{{"model", "ring8-mlp"},
-                                                            {"iteration", "3"},
-                                                            {"world_size", "2"},
-                                                            {"data", "ring8"},
-                                                            {"width", "0"},
-                                                            {"channels", "1"},
-                                                            {"batch", "8"},
-                                                            {"lr", "0.0002"},
-                                                            {"lr_schedule", "constant"},
-                                                            {"clip_grad", "0"},
-                                                            {"clip_grad_type", "2"},
-                                                            {"accumulate", "1"},
-                                                            {"seed", "7"},
-                                                            {"dynamic", "off"},
-                                                            {"loss", "ns"},
-                                                            {"gp_lambda", "10"},
-                                                            {"n_critic", "1"},
-                                                            {"r1_gamma", "0"},
-                                                            {"r1_every", "1"}});
+  CHECK(file.metadata ==
+        std::map<std::string, std::string>{{"model", "ring8-mlp"}, {"iteration", "3"},
+                                           {"world_size", "2"},    {"data", "ring8"},
+                                           {"width", "0"},         {"channels", "1"},
+                                           {"batch", "8"},         {"global_batch", "16"},
+                                           {"lr", "0.0002"},       {"lr_schedule", "constant"},
+                                           {"clip_grad", "0"},     {"clip_grad_type", "2"},
+                                           {"accumulate", "1"},    {"seed", "7"},
+                                           {"dynamic", "off"},     {"loss", "ns"},
+                                           {"gp_lambda", "10"},    {"n_critic", "1"},
+                                           {"r1_gamma", "0"},      {"r1_every", "1"}});
   std::set<std::string> groups;
   for (const auto& [name, t] : file.tensors)
     groups.insert(name.substr(0, name.find('.', name.find('.') + 1)));
@@ -224,6 +216,46 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
   }
 }
 
+TEST_CASE("with --global-batch a checkpoint resumes at another world size, without it the refusal names it",
+          "[checkpointer][global_batch]") {
+  TempDir tmp("checkpointer"), elsewhere("checkpointer");
+  // The identities train() gives: the options at their world size, elastic with --global-batch.
+  auto at = [](int64_t global_batch, int world_size, bool elastic) {
+    TrainOptions o = flags();
+    o.global_batch = elastic ? global_batch : 0;
+    if (!elastic) o.batch = global_batch / world_size;
+    return RunIdentity{.world_size = world_size,
+                       .elastic = elastic,
+                       .settings = run_settings(for_world_size(o, world_size), "mpi", "")};
+  };
+  Run writer(tmp.path.string(), "ring8-mlp", 1, at(12, 2, true));
+  writer.train(2);
+  const std::string path = writer.checkpointer.save(4);
+  for (int world : {1, 2, 3, 4}) {
+    INFO("resumed at " << world << " ranks");
+    Run reader(elsewhere.path.string(), "ring8-mlp", 2, at(12, world, true));
+    CHECK(reader.checkpointer.load(path) == 4);
+    for (size_t i = 0; i < reader.model->parameters().size(); ++i)
+      CHECK(reader.model->parameters()[i].data().to_vector() ==
+            writer.model->parameters()[i].data().to_vector());
+  }
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, at(12, 3, false)).checkpointer.load(path),
+                    Catch::Contains(path + ": written by a run of 2 ranks; resuming on 3 ranks") &&
+                        Catch::Contains("or pass --global-batch 12 (the global batch it was written with)"));
+  CHECK_THROWS_WITH(
+      Run(elsewhere.path.string(), "ring8-mlp", 1, at(9, 3, true)).checkpointer.load(path),
+      Catch::Contains(path + ": written with --global-batch 12, this run has --global-batch 9"));
+  // Without --global-batch the same world size resumes as ever, its global batch compared too.
+  CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1, at(12, 2, false)).checkpointer.load(path) == 4);
+  // A checkpoint that does not record its global batch stays at its world size.
+  RunIdentity unrecorded = at(12, 2, true);
+  std::erase_if(unrecorded.settings, [](const RunSetting& s) { return s.flag == "--global-batch"; });
+  const std::string old = Run(elsewhere.path.string(), "ring8-mlp", 1, unrecorded).checkpointer.save(6);
+  CHECK_THROWS_WITH(Run(tmp.path.string(), "ring8-mlp", 1, at(12, 3, true)).checkpointer.load(old),
+                    Catch::Contains(old + ": written by a run of 2 ranks before checkpoints recorded the "
+                                          "global batch; resume it with mpirun -np 2"));
+}
+
 TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkpointer][errors]") {
   TempDir tmp("checkpointer"), elsewhere("checkpointer");
   Run writer(tmp.path.string(), "ring8-mlp", 1);
@@ -235,11 +267,14 @@ TEST_CASE("a checkpoint of another run is refused, naming both values", "[checkp
   wider.world_size = 3;
   CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, wider).checkpointer.load(path),
                     Catch::Contains(path + ": written by a run of 2 ranks; resuming on 3 ranks") &&
-                        Catch::Contains("Resume with mpirun -np 2, or start a new run in another --out"));
+                        Catch::Contains("Resume with mpirun -np 2, or pass --global-batch 16 (the global "
+                                        "batch it was written with) to resume at another number of ranks"));
   TrainOptions smaller = flags();
   smaller.batch = 4;
-  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, identity(smaller)).checkpointer.load(path),
-                    Catch::Contains(path + ": written with --batch 8, this run has --batch 4"));
+  CHECK_THROWS_WITH(
+      Run(elsewhere.path.string(), "ring8-mlp", 1, identity(smaller)).checkpointer.load(path),
+      Catch::Contains(path + ": written with --batch 8 --global-batch 16, this run has --batch 4 "
+                             "--global-batch 8"));
 
   Run without_average(elsewhere.path.string(), "ring8-mlp", 1, kRun, 0.0);
   const std::string no_ema = without_average.checkpointer.save(5);
@@ -336,7 +371,9 @@ TEST_CASE("a resume that changes a flag shaping the run is refused by name, the 
                     Catch::Contains("written with no --dynamic, this run has --dynamic"));
   TrainOptions other_data = flags();
   CHECK_THROWS_WITH(
-      Run(elsewhere.path.string(), "ring8-mlp", 1, {2, run_settings(other_data, "mpi", "9 images [1, 2, 2]")})
+      Run(elsewhere.path.string(), "ring8-mlp", 1,
+          {.world_size = 2,
+           .settings = run_settings(for_world_size(other_data, 2), "mpi", "9 images [1, 2, 2]")})
           .checkpointer.load(path),
       Catch::Contains("written with --data ring8, this run has --data ring8 (9 images [1, 2, 2])"));
   // pggan's stage length, resolved from --iters when not given, is kept: a longer --iters

@@ -80,10 +80,17 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   for (const RunSetting& s : settings_of({"--model", "mlp"})) {
     if (s.kept_on_resume) kept.insert(s.flag);
   }
-  CHECK(kept == std::set<std::string>{"--data", "--channels", "--width", "--batch", "--lr", "--lr-schedule",
-                                      "--clip-grad", "--clip-grad-type", "--accumulate", "--seed",
-                                      "--dynamic", "--loss", "--gp-lambda", "--n-critic", "--r1-gamma",
-                                      "--r1-every"});
+  CHECK(kept == std::set<std::string>{"--data", "--channels", "--width", "--batch", "--global-batch", "--lr",
+                                      "--lr-schedule", "--clip-grad", "--clip-grad-type", "--accumulate",
+                                      "--seed", "--dynamic", "--loss", "--gp-lambda", "--n-critic",
+                                      "--r1-gamma", "--r1-every"});
+  // The run's global batch, with --global-batch or without: what its checkpoints record.
+  CHECK(find(run_settings(for_world_size(parse_train_options({"--batch", "8"}), 3), "mpi", ""),
+             "--global-batch")
+            .value == "24");
+  CHECK(find(run_settings(for_world_size(parse_train_options({"--global-batch", "24"}), 3), "mpi", ""),
+             "--batch")
+            .value == "8");
   // A schedule in its canonical form: two spellings of one schedule agree.
   CHECK(find(settings_of({"--lr-schedule", "warmup:5+step:10"}), "--lr-schedule").value ==
         find(settings_of({"--lr-schedule", "step:10:0.1+warmup:5:0.001"}), "--lr-schedule").value);

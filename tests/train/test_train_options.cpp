@@ -187,6 +187,32 @@ TEST_CASE("bad optimiser flags are usage errors naming the flag", "[options][err
   refused({"--detect-anomalous-params=1", "x"}, "--detect-anomalous-params takes no value");
 }
 
+TEST_CASE("the global batch flag: each rank's share of B, refused with --batch and where it does not divide",
+          "[options][global_batch]") {
+  const TrainOptions o = parse_train_options({"--global-batch", "12"});
+  CHECK(o.global_batch == 12);
+  for (auto [world, share] : {std::pair{1, 12}, {2, 6}, {3, 4}, {4, 3}, {12, 1}}) {
+    INFO(world << " ranks");
+    const TrainOptions at = for_world_size(o, world);
+    CHECK(at.batch == share);
+    CHECK(at.global_batch == 12);
+  }
+  // Without it, --batch per rank: the run's global batch grows with the ranks.
+  const TrainOptions per_rank = for_world_size(parse_train_options({"--batch", "5"}), 3);
+  CHECK(per_rank.batch == 5);
+  CHECK(per_rank.global_batch == 15);
+  CHECK(parse_train_options({"--model", "dcgan64", "--global-batch", "8"}).global_batch == 8);
+  CHECK_THROWS_WITH(for_world_size(parse_train_options({"--global-batch", "10"}), 4),
+                    Catch::Contains("--global-batch 10 does not divide over 4 rank(s)"));
+  CHECK_THROWS_WITH(for_world_size(parse_train_options({"--global-batch", "3"}), 4),
+                    Catch::Contains("--global-batch 3 does not divide over 4 rank(s)"));
+  CHECK_THROWS_WITH(parse_train_options({"--global-batch", "12", "--batch", "6"}),
+                    Catch::Contains("--global-batch and --batch do not go together"));
+  CHECK_THROWS_AS(parse_train_options({"--batch", "6", "--global-batch", "12"}), UsageError);
+  CHECK_THROWS_WITH(parse_train_options({"--global-batch", "0"}),
+                    Catch::Contains("--global-batch must be at least 1, got 0"));
+}
+
 TEST_CASE("dcgan64: batch 128 unless given, and --width goes with it alone", "[options]") {
   CHECK(parse_train_options({"--model", "dcgan64"}).batch == 128);
   CHECK(parse_train_options({"--model", "dcgan64", "--batch", "8"}).batch == 8);

@@ -7,17 +7,23 @@
 # mpirun cannot cross the broken link).
 
 link_fault_iters=200
+# The run's batch flag; a test may set another before sourcing this file.
+[ -n "${link_fault_batch+set}" ] || link_fault_batch=(--batch 16)
 link_fault_args() {  # out dir: sets run_args
-  run_args=("$train" --model mlp --iters $link_fault_iters --batch 16 --ckpt-every 10
+  run_args=("$train" --model mlp --iters $link_fault_iters "${link_fault_batch[@]}" --ckpt-every 10
             --log-every 50 --seed 3 --out "$1")
 }
 
 # job_on_cluster <out dir> [extra tandem-train args...]: the run, each rank logging to its file.
-job_on_cluster() {
-  local out="$1"; shift
+job_on_cluster() { job_on_hosts "" 4 "$@"; }
+
+# job_on_hosts <hosts> <ranks> <out dir> [extra tandem-train args...]: the run on hosts
+# <hosts> (cluster.sh run --hosts; "": every host) with <ranks> ranks.
+job_on_hosts() {
+  local hosts="$1" ranks="$2" out="$3"; shift 3
   link_fault_args "$out"
   mkdir -p "$out.logs"
-  "$cluster_sh" run --timeout 120 -- "${forward_env[@]}" -np 4 \
+  "$cluster_sh" run --timeout 120 ${hosts:+--hosts "$hosts"} -- "${forward_env[@]}" -np "$ranks" \
     bash -c 'exec "$0" "$@" > "'"$out.logs"'/rank-$OMPI_COMM_WORLD_RANK.log" 2>&1' "${run_args[@]}" "$@"
 }
 

@@ -1,9 +1,11 @@
 // compare_checkpoints: whether two tandem-train checkpoints hold the same parameters.
 //
-//   compare_checkpoints <a.safetensors> <b.safetensors> [--prefix P] [--rtol X]
+//   compare_checkpoints <a.safetensors> <b.safetensors> [--prefix P] [--rtol X] [--per-tensor]
 //
 // Compares every tensor whose name starts with P (default "model.", the parameters) by
-// value: element by element, |a - b| <= X * max(|a|, |b|) (default X 1e-6). Both files must
+// value: element by element, |a - b| <= X * max(|a|, |b|) (default X 1e-6); with
+// --per-tensor relative to the tensor's scale instead, |a - b| <= X * max over the tensor of
+// |a| and |b| (float32 noise in an element near 0 is not a large relative difference then). Both files must
 // hold the same such names, shapes and dtypes. Prints one line: the tensor and element count,
 // the largest relative difference and where, and whether the values are bitwise equal.
 // Exit status: 0 within tolerance, 1 beyond it or on a mismatch of names or shapes, 2 on a
@@ -25,6 +27,7 @@ struct Options {
   std::string a, b;
   std::string prefix = "model.";
   double rtol = 1e-6;
+  bool per_tensor = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -32,7 +35,9 @@ Options parse(int argc, char** argv) {
   int positional = 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if ((arg == "--prefix" || arg == "--rtol") && i + 1 < argc) {
+    if (arg == "--per-tensor") {
+      options.per_tensor = true;
+    } else if ((arg == "--prefix" || arg == "--rtol") && i + 1 < argc) {
       std::string value = argv[++i];
       if (arg == "--prefix") {
         options.prefix = value;
@@ -51,7 +56,8 @@ Options parse(int argc, char** argv) {
     }
   }
   TANDEM_CHECK(positional == 2,
-               "usage: compare_checkpoints <a.safetensors> <b.safetensors> [--prefix P] [--rtol X]");
+               "usage: compare_checkpoints <a.safetensors> <b.safetensors> [--prefix P] [--rtol X] "
+               "[--per-tensor]");
   return options;
 }
 
@@ -92,13 +98,19 @@ bool compare(const Options& options) {
     elements += ta.numel();
     if (std::memcmp(ta.raw_data(), tb.raw_data(), ta.bytes()) != 0) bitwise = false;
     std::vector<double> va = ta.to_vector(), vb = tb.to_vector();
+    double tensor_scale = 0;
+    for (double x : va)
+      if (std::isfinite(x)) tensor_scale = std::max(tensor_scale, std::fabs(x));
+    for (double x : vb)
+      if (std::isfinite(x)) tensor_scale = std::max(tensor_scale, std::fabs(x));
     for (size_t i = 0; i < va.size(); ++i) {
       double relative = 0;
       if (std::isnan(va[i]) || std::isnan(vb[i])) {
         relative = std::isnan(va[i]) && std::isnan(vb[i]) ? 0 : INFINITY;
       } else if (va[i] != vb[i]) {  // so the scale is positive
         double diff = std::fabs(va[i] - vb[i]);
-        relative = std::isfinite(diff) ? diff / std::max(std::fabs(va[i]), std::fabs(vb[i])) : INFINITY;
+        const double scale = options.per_tensor ? tensor_scale : std::max(std::fabs(va[i]), std::fabs(vb[i]));
+        relative = std::isfinite(diff) ? diff / scale : INFINITY;
       }
       if (relative > worst) {
         worst = relative;
@@ -111,7 +123,8 @@ bool compare(const Options& options) {
   bool within = worst <= options.rtol;
   std::cout << "compare_checkpoints: " << options.prefix << "*: " << tensors << " tensors, " << elements
             << " elements; largest relative difference " << worst << " at " << worst_at << " ("
-            << (within ? "within" : "BEYOND") << " rtol " << options.rtol << "); "
+            << (within ? "within" : "BEYOND") << " rtol " << options.rtol
+            << (options.per_tensor ? " of each tensor's largest magnitude" : "") << "); "
             << (bitwise ? "bitwise equal" : "not bitwise equal") << "\n";
   return within;
 }
