@@ -271,18 +271,15 @@ UpdateGroup& group_for(std::vector<UpdateGroup>& groups, const Variable& p, int6
 // A step captured into a CUDA graph (runtime/step_capture.h): the kernels read their
 // per-step constants from a small device array, which each launch of the graph refreshes
 // from the host state beforehand: `values` computes them, after `advance` has moved the
-// host state on one step (replays only). The array is allocated during the capture, from
-// the graph's own memory, and kept alive by it.
+// host state on one step (replays only). The array is the capture's, and never a block
+// its kernels use otherwise (kernels/optim.h says why).
 const double* graph_scalars(StepCapture& capture, Device device, size_t count,
                             std::function<std::vector<double>()> values) {
-  auto scalars = std::make_shared<Tensor>(Tensor::empty({static_cast<int64_t>(count)}, DType::f64, device));
-  capture.keep_alive(scalars);
-  capture.on_launch([scalars, values = std::move(values)](bool) {
-    const std::vector<double> v = values();
-    scalars->copy_(
-        Tensor::from_values({static_cast<int64_t>(v.size())}, v, DType::f64));  // before the launch
+  double* scalars = kernels::graph_scalars_array(capture, device, count);
+  capture.on_launch([scalars, device, values = std::move(values)](bool) {
+    kernels::write_graph_scalars(scalars, device, values());  // before the launch
   });
-  return static_cast<const double*>(scalars->raw_data());
+  return scalars;
 }
 
 }  // namespace

@@ -22,11 +22,19 @@
 //   the host would: Adam {step_size, bc2_sqrt, decay} (AdamCoeffs; the decay is applied
 //   whenever AdamW's weight decay is non-zero, a factor 1 changing nothing), SGD {lr}.
 //   step.lr and step.step then only decide nothing but the checks.
+// - graph_scalars_array(capture, device, count) (CUDA devices only, else an Error): device
+//   memory for device_scalars, `count` doubles from cudaMalloc, kept alive by `capture`.
+//   Never a block of the capture's memory pool: there a block freed earlier in the captured
+//   step (a backward's temporary) is handed out again, and every replay would overwrite it
+//   after the host wrote the constants and before the update read them.
+//   write_graph_scalars(array, device, values) copies the constants in before a launch (a
+//   synchronous copy on the legacy stream, which the graph's launch follows).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "runtime/step_capture.h"
 #include "runtime/tensor.h"
 
 namespace tandem::kernels {
@@ -58,6 +66,9 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
 
 void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& momentum_buffers, const SgdStep& step);
+
+double* graph_scalars_array(StepCapture& capture, Device device, size_t count);
+void write_graph_scalars(double* array, Device device, const std::vector<double>& values);
 
 // The per-step constants of Adam, as both kernels use them.
 struct AdamCoeffs {

@@ -171,4 +171,19 @@ void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   });
 }
 
+double* graph_scalars_array(StepCapture& capture, Device device, size_t count) {
+#if TANDEM_HAVE_CUDA
+  if (device.is_cuda()) return cuda::graph_scalars_array(capture, device, count);
+#endif
+  TANDEM_FAIL("graph_scalars_array: device scalars are for CUDA devices only, not " << device.str());
+  return nullptr;
+}
+
+void write_graph_scalars(double* array, Device device, const std::vector<double>& values) {
+#if TANDEM_HAVE_CUDA
+  if (device.is_cuda()) return cuda::write_graph_scalars(array, device, values);
+#endif
+  TANDEM_FAIL("write_graph_scalars: device scalars are for CUDA devices only, not " << device.str());
+}
+
 }  // namespace tandem::kernels

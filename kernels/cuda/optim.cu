@@ -1,6 +1,7 @@
 // Adam and SGD: one launch of the multi-tensor kernel (multi_tensor.cuh) updates a whole
 // parameter group. The updates are written in its rounded operations (no FMA contraction).
 #include <cstddef>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -152,6 +153,23 @@ void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
     op.scalars = step.device_scalars;
     launch<T>(params[0].device(), slots, op);
   });
+}
+
+double* graph_scalars_array(StepCapture& capture, Device device, size_t count) {
+  TANDEM_CHECK_CUDA(cudaSetDevice(device.index));
+  void* array = nullptr;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // not a stream operation
+  TANDEM_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+  const cudaError_t rc = cudaMalloc(&array, count * sizeof(double));
+  TANDEM_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+  TANDEM_CHECK_CUDA(rc);
+  capture.keep_alive(std::shared_ptr<void>(array, [](void* p) { cudaFree(p); }));
+  return static_cast<double*>(array);
+}
+
+void write_graph_scalars(double* array, Device device, const std::vector<double>& values) {
+  TANDEM_CHECK_CUDA(cudaSetDevice(device.index));
+  TANDEM_CHECK_CUDA(cudaMemcpy(array, values.data(), values.size() * sizeof(double), cudaMemcpyHostToDevice));
 }
 
 }  // namespace tandem::kernels::cuda

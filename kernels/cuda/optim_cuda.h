@@ -16,5 +16,7 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
                   const AdamStep& step);
 void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& momentum_buffers, const SgdStep& step);
+double* graph_scalars_array(StepCapture& capture, Device device, size_t count);
+void write_graph_scalars(double* array, Device device, const std::vector<double>& values);
 
 }  // namespace tandem::kernels::cuda
