@@ -47,6 +47,12 @@ if [ -d "$carry/usr/lib/cmake/Catch2" ]; then
 fi
 data_dir=/usr/share/datasets/fashion-mnist
 [ -d "$carry/fashion-mnist" ] && data_dir="$carry/fashion-mnist"
+# The GPU tests look for the dataset at Debian's path only: link the carried copy there
+# (else their mlp and dcgan cases are skipped).
+if [ "$mode" = run ] && [ ! -e /usr/share/datasets/fashion-mnist ] && [ -d "$carry/fashion-mnist" ]; then
+  mkdir -p /usr/share/datasets && ln -s "$carry/fashion-mnist" /usr/share/datasets/fashion-mnist ||
+    echo "gpu_proof.sh: could not link $carry/fashion-mnist at /usr/share/datasets: the tests' image cases skip"
+fi
 logs="${PROOF_LOG_DIR:-$build/proof}"
 ranks="${PROOF_RANKS:-1 2 3}"
 
