@@ -1,6 +1,7 @@
 #include "runtime/trace.h"
 
 #include <chrono>
+#include <deque>
 #include <mutex>
 
 namespace tandem::trace {
@@ -13,11 +14,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The events that began in one step: at or after begin_ns, before the next step's.
+struct Step {
+  int64_t begin_ns = 0;
+  int64_t label = -1;
+  std::vector<Event> events;
+};
+
 // Never destroyed: threads that outlive static destruction (a communication thread being
 // shut down) may still record.
 struct Recorder {
   std::mutex mu;
-  std::vector<Event> events;
+  std::deque<Step> steps = std::deque<Step>(1);  // never empty: the oldest kept first
+  KeepLast keep;  // set by start() alone, never during begin_step: on_drop runs outside mu
+  int64_t dropped_steps = 0;
+  int64_t late_events = 0;
   std::vector<std::pair<int, std::string>> names;
   std::atomic<int64_t> origin_ns{0};
   std::atomic<int> rank{0};
@@ -32,6 +43,18 @@ Recorder& recorder() {
 
 int64_t clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// What a string holds outside itself (nothing while it fits its own small buffer).
+int64_t heap_bytes(const std::string& s) {
+  return s.capacity() > std::string().capacity() ? static_cast<int64_t>(s.capacity()) + 1 : 0;
+}
+
+int64_t held_bytes(const Event& e) {
+  int64_t bytes = heap_bytes(e.category) + heap_bytes(e.name);
+  bytes += static_cast<int64_t>(e.args.capacity() * sizeof(Arg));
+  for (const Arg& a : e.args) bytes += heap_bytes(a.key) + heap_bytes(a.text);
+  return bytes;
 }
 
 thread_local int t_id = 0;
@@ -49,11 +72,15 @@ const Arg* find_arg(const std::vector<Arg>& args, const std::string& key) {
   return nullptr;
 }
 
-void start(int rank) {
+void start(int rank, KeepLast keep) {
   Recorder& r = recorder();
   {
     std::lock_guard<std::mutex> lock(r.mu);
-    r.events.clear();
+    r.steps.clear();
+    r.steps.emplace_back();
+    r.keep = std::move(keep);
+    r.dropped_steps = 0;
+    r.late_events = 0;
   }
   r.rank.store(rank);
   r.origin_ns.store(clock_ns());
@@ -104,7 +131,15 @@ void record(Event event) {
   event.pid = r.rank.load(std::memory_order_relaxed);
   if (event.tid == 0) event.tid = thread_id();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.events.push_back(std::move(event));
+  // The step it began in: nearly always the newest. Before the oldest kept one, it began
+  // in a dropped step, unless none was dropped (it began before the trace's time zero).
+  for (auto step = r.steps.rbegin(); step != r.steps.rend(); ++step) {
+    if (event.ts_ns >= step->begin_ns || (step + 1 == r.steps.rend() && r.dropped_steps == 0)) {
+      step->events.push_back(std::move(event));
+      return;
+    }
+  }
+  ++r.late_events;
 }
 
 void complete(const char* category, std::string name, int64_t start_ns, std::vector<Arg> args) {
@@ -128,10 +163,56 @@ void counter(const char* name, double value) {
   record(std::move(e));
 }
 
+void begin_step(int64_t label) {
+  if (!enabled()) return;
+  Recorder& r = recorder();
+  bool full = false;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    full = r.keep.steps > 0 && static_cast<int64_t>(r.steps.size()) >= r.keep.steps;
+  }
+  if (full) flush();  // the oldest step's spans that complete asynchronously, before it goes
+  std::vector<std::vector<Event>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    // Its time zero under the lock: an event recorded before began before it.
+    r.steps.push_back(Step{.begin_ns = now_ns(), .label = label, .events = {}});
+    while (r.keep.steps > 0 && static_cast<int64_t>(r.steps.size()) > r.keep.steps) {
+      dropped.push_back(std::move(r.steps.front().events));
+      r.steps.pop_front();
+      ++r.dropped_steps;
+    }
+  }
+  if (r.keep.on_drop) {
+    for (const std::vector<Event>& events : dropped) r.keep.on_drop(events);
+  }
+}
+
 std::vector<Event> take_events() {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mu);
-  return r.events;
+  size_t count = 0;
+  for (const Step& step : r.steps) count += step.events.size();
+  std::vector<Event> events;
+  events.reserve(count);
+  for (const Step& step : r.steps) events.insert(events.end(), step.events.begin(), step.events.end());
+  return events;
+}
+
+Retention retention() {
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lock(r.mu);
+  Retention out;
+  for (const Step& step : r.steps) {
+    out.events += static_cast<int64_t>(step.events.size());
+    out.bytes += static_cast<int64_t>(step.events.capacity() * sizeof(Event));
+    for (const Event& e : step.events) out.bytes += held_bytes(e);
+  }
+  out.steps = static_cast<int64_t>(r.steps.size());
+  out.first_step = r.steps.front().label;
+  out.dropped_steps = r.dropped_steps;
+  out.late_events = r.late_events;
+  return out;
 }
 
 void add_flusher(const void* owner, std::function<void()> fn) {

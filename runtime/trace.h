@@ -4,7 +4,14 @@
 // - Off by default. While off, every recording site costs one relaxed atomic load
 //   (enabled()) and records nothing. start(rank) clears what was recorded, makes "now" the
 //   trace's time zero and turns recording on; set_enabled pauses and resumes without
-//   clearing; take_events() returns what was recorded (and keeps it).
+//   clearing; take_events() returns what is kept (and keeps it).
+// - Steps bound the memory: begin_step(label) opens a step (a no-op while off). An event
+//   belongs to the step in which it began (by ts_ns, whichever thread records it and when);
+//   what began before the first step is a step of its own. start(rank, {.steps = N}) keeps
+//   the last N steps: opening one more drops the oldest, after running the flushers (late
+//   GPU spans come in first) and handing its events to `on_drop` (on the calling thread,
+//   outside the lock). An event that began in a dropped step is discarded and counted.
+//   N = 0 (the default) keeps every event. retention() says what is kept and dropped.
 // - Events carry time in nanoseconds since time zero (steady_clock), the rank as process
 //   id and a small thread number as thread id: 1, 2, ... in the order threads first
 //   record, or a named track (track()) for work that runs on no host thread (a GPU stream).
@@ -61,7 +68,13 @@ extern std::atomic<bool> g_enabled;
 
 inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
 
-void start(int rank);
+// How much of a run the recorder keeps (see Steps above).
+struct KeepLast {
+  int64_t steps = 0;  // 0: every event
+  std::function<void(const std::vector<Event>&)> on_drop;
+};
+
+void start(int rank, KeepLast keep = {});
 void set_enabled(bool on);
 inline void stop() { set_enabled(false); }
 int rank();
@@ -87,7 +100,20 @@ void record(Event event);
 void complete(const char* category, std::string name, int64_t start_ns, std::vector<Arg> args = {});
 void counter(const char* name, double value);
 
+// Opens a step; `label` names it in retention() (an iteration number).
+void begin_step(int64_t label);
+
 std::vector<Event> take_events();
+
+struct Retention {
+  int64_t events = 0;         // kept
+  int64_t bytes = 0;          // what the kept events hold, their strings and arguments included
+  int64_t steps = 0;          // kept, the one begun before the first begin_step included
+  int64_t first_step = -1;    // the oldest kept step's label; -1: the one before the first step
+  int64_t dropped_steps = 0;  // handed to on_drop
+  int64_t late_events = 0;    // began in a dropped step, recorded after it was dropped
+};
+Retention retention();
 
 // Sources whose spans complete asynchronously (a GPU stream's) register a function that
 // records what has completed so far; flush() runs them all (before events are written).

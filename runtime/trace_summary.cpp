@@ -21,6 +21,14 @@ int64_t sync_of(const Event& e) {
   return a != nullptr && !a->is_text ? a->number : -1;
 }
 
+// The phase named `name` in `phases`, appended if missing.
+PhaseSummary& phase_named(std::vector<PhaseSummary>& phases, const std::string& name) {
+  auto it =
+      std::find_if(phases.begin(), phases.end(), [&](const PhaseSummary& p) { return p.phase == name; });
+  if (it != phases.end()) return *it;
+  return phases.emplace_back(PhaseSummary{.phase = name});
+}
+
 }  // namespace
 
 std::vector<PhaseSummary> summarize(const std::vector<Event>& events) {
@@ -45,13 +53,7 @@ std::vector<PhaseSummary> summarize(const std::vector<Event>& events) {
   std::vector<PhaseSummary> out;
   for (const Event* s : syncs) {
     const Arg* phase = find_arg(s->args, "phase");
-    const std::string name = phase != nullptr && phase->is_text ? phase->text : "(unnamed phase)";
-    auto it = std::find_if(out.begin(), out.end(), [&](const PhaseSummary& p) { return p.phase == name; });
-    if (it == out.end()) {
-      out.push_back(PhaseSummary{.phase = name});
-      it = out.end() - 1;
-    }
-    PhaseSummary& p = *it;
+    PhaseSummary& p = phase_named(out, phase != nullptr && phase->is_text ? phase->text : "(unnamed phase)");
     const int64_t k = sync_of(*s);
     const Event* backward = nullptr;
     for (const Event* b : backwards) {
@@ -89,6 +91,21 @@ std::vector<PhaseSummary> summarize(const std::vector<Event>& events) {
     p.agreement_ns += agreement;
   }
   return out;
+}
+
+void merge(std::vector<PhaseSummary>& into, const std::vector<PhaseSummary>& more) {
+  for (const PhaseSummary& m : more) {
+    PhaseSummary& p = phase_named(into, m.phase);
+    p.steps += m.steps;
+    p.sync_ns += m.sync_ns;
+    p.reduce_ns += m.reduce_ns;
+    p.overlapped_ns += m.overlapped_ns;
+    p.exposed_ns += m.exposed_ns;
+    p.compute_ns += m.compute_ns;
+    p.comm_ns += m.comm_ns;
+    p.reducer_ns += m.reducer_ns;
+    p.agreement_ns += m.agreement_ns;
+  }
 }
 
 std::string summary_line(const PhaseSummary& p) {

@@ -18,6 +18,11 @@
 //   (bookkeeping between them) is the remainder of the sync span. The agreement is a
 //   collective: its time includes waiting for the last rank to arrive, so it is also given
 //   apart.
+// merge(into, more) adds `more` to `into`, phase by phase (by name; phases new to `into`
+// appended in their order). The summary of two sets of events that share no synced backward
+// is the merge of theirs: a run whose recorder keeps its last steps only (trace.h; a step
+// holds its backwards whole) summarizes each dropped step as it goes and merges the kept
+// events' summary at the end.
 // summary_line(s) is one human-readable line of it.
 #pragma once
 
@@ -63,6 +68,7 @@ struct PhaseSummary {
 };
 
 std::vector<PhaseSummary> summarize(const std::vector<Event>& events);
+void merge(std::vector<PhaseSummary>& into, const std::vector<PhaseSummary>& more);
 std::string summary_line(const PhaseSummary& summary);
 
 }  // namespace tandem::trace

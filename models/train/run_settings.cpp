@@ -89,6 +89,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       value("--on-nonfinite", to_string(o.on_nonfinite)),
       on_off("--cuda-graphs", o.cuda_graphs),  // replays skip the agreement: on or off everywhere
       on_off("--trace", !o.trace.empty()),     // a collective at start and end: on or off everywhere
+      integer("--trace-steps", o.trace_steps),
       on_off("--tensorboard", !o.tensorboard.empty()),
       integer("--check-replicas-every", o.check_replicas_every),
       on_off("--detect-anomalous-params", o.detect_anomalous_params),

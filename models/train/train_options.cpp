@@ -233,10 +233,15 @@ CommandLine train_command_line(TrainOptions& o) {
               "after each backward, warn (one line per new set) of the parameters that require grad in a "
               "part the backward reaches but that its loss does not reach");
   cl.add("--trace", &o.trace,
-         "write a timeline of every step of every rank to FILE (Chrome trace-event JSON: Perfetto, "
-         "chrome://tracing) and print each phase's overlap and exposed communication at the end",
+         "write a timeline of the last --trace-steps steps of every rank to FILE (Chrome trace-event "
+         "JSON: Perfetto, chrome://tracing) and print each phase's overlap and exposed communication "
+         "over the whole run at the end",
          "FILE");
   cl.describe_default("--trace", "off");
+  cl.add("--trace-steps", &o.trace_steps,
+         "with --trace: the steps each rank keeps in memory and in FILE, the last ones (0: every step; "
+         "memory then grows by tens of kilobytes per step)",
+         0);
   return cl;
 }
 
@@ -289,6 +294,7 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
   if (given("--clip-grad-type") && o.clip_grad == 0)
     refuse("--clip-grad-type goes with --clip-grad (a positive max norm)");
   if (given("--trace") && o.trace.empty()) refuse("--trace needs a file name");
+  if (given("--trace-steps") && o.trace.empty()) refuse("--trace-steps goes with --trace");
   if (given("--tensorboard") && o.tensorboard.empty()) refuse("--tensorboard needs a folder name");
 #if !TANDEM_HAVE_TENSORBOARD
   if (given("--tensorboard"))

@@ -16,8 +16,9 @@
 // without --r1-gamma, --clip-grad-type without
 // --clip-grad, --data images without --data-dir, --skip-bad-images without --data images,
 // --channels 3 without --data images, --dynamic without --model mlp, --width without
-// --model dcgan64, --prepare without --wrap whole, an empty --trace or --tensorboard);
-// --global-batch with --batch (either one: per rank, or over the ranks);
+// --model dcgan64, --prepare without --wrap whole, --trace-steps without --trace, an empty
+// --trace or --tensorboard); --global-batch with --batch (either one: per rank, or over the
+// ranks);
 // --tensorboard in a build without Protobuf (TANDEM_HAVE_TENSORBOARD); --overwrite with
 // --resume; --cuda-graphs without --device cuda or with a flag whose work a replayed step
 // cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop, --n-critic > 1
@@ -88,8 +89,9 @@ struct TrainOptions {
   int64_t check_replicas_every = 0;      // compare parameter (and broadcast buffer) hashes every N steps
   bool detect_anomalous_params = false;  // warn of parameters a part's loss does not reach
   bool cuda_graphs = false;              // capture the step into a CUDA graph and replay it
-  std::string trace;        // a Chrome trace of every step goes here (rank 0 writes it); empty: off
-  std::string tensorboard;  // rank 0 writes TensorBoard event files into this folder; empty: off
+  std::string trace;          // a Chrome trace of the last steps goes here (rank 0 writes it); empty: off
+  int64_t trace_steps = 200;  // steps the trace keeps (the summaries cover all); 0: every step
+  std::string tensorboard;    // rank 0 writes TensorBoard event files into this folder; empty: off
   bool help = false;
 };
 

@@ -171,13 +171,34 @@ std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, boo
   return terms;
 }
 
-// Every rank's timeline to `path` (rank 0 writes it), and rank 0's summary of each phase.
-void write_trace(const std::string& path, dist::ProcessGroup& world, std::ostream& out) {
+// Every rank keeps the last `steps` steps of its timeline (0: all); rank 0 summarizes each
+// step it drops into `dropped`, so that its summary lines cover the whole run.
+void start_trace(int64_t steps, dist::ProcessGroup& world, std::vector<trace::PhaseSummary>& dropped) {
+  trace::KeepLast keep{.steps = steps, .on_drop = {}};
+  if (world.rank() == 0)
+    keep.on_drop = [&dropped](const std::vector<trace::Event>& events) {
+      trace::merge(dropped, trace::summarize(events));
+    };
+  dist::start_trace_aligned(world, std::move(keep));
+}
+
+// Every rank's kept timeline to `path` (rank 0 writes it), and rank 0's summary of each
+// phase over the run's `steps`: the dropped steps' and the kept ones'.
+void write_trace(const std::string& path, dist::ProcessGroup& world, std::vector<trace::PhaseSummary> phases,
+                 int64_t steps, std::ostream& out) {
   const std::vector<trace::Event> events = dist::write_gathered_trace(world, path);
   if (world.rank() != 0) return;
-  for (const trace::PhaseSummary& phase : trace::summarize(events))
-    out << "rank 0 " << trace::summary_line(phase) << "\n";
+  trace::merge(phases, trace::summarize(events));
+  for (const trace::PhaseSummary& phase : phases) out << "rank 0 " << trace::summary_line(phase) << "\n";
   out << "trace: " << path << "\n";
+  const trace::Retention kept = trace::retention();
+  if (kept.steps < steps) {
+    out << "trace: " << path << " holds the last " << kept.steps << " of the run's " << steps
+        << " steps (--trace-steps); the summary lines above cover them all";
+    if (kept.late_events > 0)
+      out << " but " << kept.late_events << " spans that completed after their step was dropped";
+    out << "\n";
+  }
 }
 
 // The median over logged intervals, or the whole loop's mean when none was timed.
@@ -314,13 +335,15 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   std::optional<data::Ring8Quality> ring8;
   const auto loop_start = Clock::now();
   StepTimer timer;
-  if (!o.trace.empty()) dist::start_trace_aligned(*world);
+  std::vector<trace::PhaseSummary> trace_dropped;  // --trace: rank 0's summary of the steps it dropped
+  if (!o.trace.empty()) start_trace(o.trace_steps, *world, trace_dropped);
   BatchPrefetcher prefetcher(batches, device);
   timer.start(loop_start, wrapped.total_bytes());
   for (int64_t it = start; it < o.iters; ++it) {
     LogVars log;
     double lr_used = 0;
     {
+      trace::begin_step(it);
       trace::Span step("train", "step");
       if (step.on()) step.set_args({trace::arg("iteration", it)});
       model->set_iteration(it);
@@ -386,7 +409,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   }
   // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).
   world->barrier("end of training")->wait();
-  if (!o.trace.empty()) write_trace(o.trace, *world, out);
+  if (!o.trace.empty()) write_trace(o.trace, *world, std::move(trace_dropped), o.iters - start, out);
 
   result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
   result.iterations = o.iters - start;

@@ -1,12 +1,14 @@
 #include "runtime/dist/trace_collect.h"
 
+#include <utility>
+
 #include "runtime/trace_json.h"
 
 namespace tandem::dist {
 
-void start_trace_aligned(ProcessGroup& group) {
+void start_trace_aligned(ProcessGroup& group, trace::KeepLast keep) {
   group.barrier("trace clock alignment")->synchronize();
-  trace::start(group.rank());
+  trace::start(group.rank(), std::move(keep));
   trace::set_thread_name("main");
 }
 
@@ -17,7 +19,7 @@ std::vector<trace::Event> write_gathered_trace(ProcessGroup& group, const std::s
   trace::flush();
   std::vector<trace::Event> mine = trace::take_events();
   const std::string part = trace::events_json(mine, trace::track_names(), group.rank());
-  // One broadcast per rank: the parts are small (kilobytes per step), and broadcast_string
+  // One broadcast per rank: the parts are small (kilobytes per kept step), and broadcast_string
   // works for every backend.
   std::vector<std::string> parts;
   for (int r = 0; r < group.size(); ++r) {

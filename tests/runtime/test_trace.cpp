@@ -4,6 +4,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
@@ -138,6 +139,136 @@ TEST_CASE("trace recorder: nothing while off, spans and arguments while on", "[t
   CHECK(events[0].tid == trace::thread_id());
   CHECK(events[0].dur_ns >= 0);
   CHECK(trace::find_arg(events[0].args, "iteration")->number == 7);
+}
+
+namespace {
+
+// Synced backward k as the Reducer, the engine and the communication thread record it,
+// microseconds from its start; its compute's length varies with k, so that steps differ.
+std::vector<Event> synced_backward(int64_t k) {
+  const char* phase = k % 2 == 1 ? "d" : "g";
+  const int64_t c = 100 + 37 * (k % 7);
+  return {
+      span("reducer", trace::kAgreement, 0, 20, kMain, of(k, phase)),
+      span("reducer", trace::kLaunch, c - 10, c, kMain, of(k, phase, 0)),
+      span("autograd", trace::kBackward, 20, c, kMain),
+      span("comm", "allreduce (sum)", c - 10, c + 200, kComm, of(k, phase, 0)),
+      span("reducer", trace::kWait, c, c + 200, kMain, of(k, phase, 0)),
+      span("reducer", trace::kUnpack, c + 200, c + 250, kMain, of(k, phase, 0)),
+      span("reducer", trace::kSync, 0, c + 300, kMain, of(k, phase)),
+  };
+}
+
+std::vector<int64_t> figures(const trace::PhaseSummary& p) {
+  return {p.steps,      p.sync_ns, p.reduce_ns,  p.overlapped_ns, p.exposed_ns,
+          p.compute_ns, p.comm_ns, p.reducer_ns, p.agreement_ns};
+}
+
+// An event named `name` that began at `ts_ns`.
+Event at(const char* name, int64_t ts_ns, int tid) {
+  Event e;
+  e.name = name;
+  e.ts_ns = ts_ns;
+  e.tid = tid;
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("trace recorder: the last N steps kept, memory bounded, the dropped ones summarized on the way",
+          "[trace]") {
+  constexpr int64_t kKeep = 5, kSteps = 400, kPerStep = 7;
+  std::vector<trace::PhaseSummary> dropped;
+  int64_t dropped_events = 0;
+  trace::start(0, {.steps = kKeep, .on_drop = [&](const std::vector<Event>& events) {
+                     dropped_events += static_cast<int64_t>(events.size());
+                     trace::merge(dropped, trace::summarize(events));
+                   }});
+  std::vector<Event> all;  // what a recorder that keeps everything would hold
+  int64_t full_bytes = 0, most_events = 0, most_bytes = 0, base = 0;
+  for (int64_t k = 1; k <= kSteps; ++k) {
+    trace::begin_step(k);
+    // In its step and after the one before: one thread's synced backwards do not overlap.
+    base = std::max(trace::now_ns(), base + 1'000'000);
+    for (Event e : synced_backward(k)) {
+      e.ts_ns += base;
+      all.push_back(e);
+      trace::record(std::move(e));
+    }
+    const trace::Retention kept = trace::retention();
+    if (k == kKeep) full_bytes = kept.bytes;
+    most_events = std::max(most_events, kept.events);
+    most_bytes = std::max(most_bytes, kept.bytes);
+  }
+  trace::stop();
+  const trace::Retention kept = trace::retention();
+  CHECK(most_events == kKeep * kPerStep);
+  CHECK(full_bytes >= kKeep * kPerStep * static_cast<int64_t>(sizeof(Event)));
+  CHECK(most_bytes == full_bytes);  // 80 times the steps, not a byte more held
+  CHECK(kept.steps == kKeep);
+  CHECK(kept.first_step == kSteps - kKeep + 1);
+  CHECK(kept.dropped_steps == kSteps - kKeep + 1);  // the (empty) one before the first step too
+  CHECK(kept.late_events == 0);
+  CHECK(dropped_events + kept.events == static_cast<int64_t>(all.size()));
+
+  const std::vector<Event> events = trace::take_events();
+  REQUIRE(events.size() == static_cast<size_t>(kKeep * kPerStep));
+  std::vector<int64_t> syncs;  // the kept synced backwards: the last ones
+  for (const Event& e : events) {
+    if (e.name == trace::kSync) syncs.push_back(trace::find_arg(e.args, "sync")->number);
+  }
+  CHECK(syncs == std::vector<int64_t>{396, 397, 398, 399, 400});
+
+  // The dropped steps' summaries and the kept ones' make the whole run's.
+  std::vector<trace::PhaseSummary> merged = dropped;
+  trace::merge(merged, trace::summarize(events));
+  const std::vector<trace::PhaseSummary> whole = trace::summarize(all);
+  REQUIRE(whole.size() == 2);
+  REQUIRE(merged.size() == whole.size());
+  for (size_t p = 0; p < whole.size(); ++p) {
+    CHECK(merged[p].phase == whole[p].phase);
+    CHECK(figures(merged[p]) == figures(whole[p]));
+  }
+  CHECK(whole[0].steps == kSteps / 2);
+  trace::start(0);  // unbounded again, on_drop's captures forgotten
+  trace::stop();
+}
+
+TEST_CASE("trace recorder: an event joins the step it began in, late ones flushed in before a drop",
+          "[trace]") {
+  std::vector<std::string> dropped;
+  trace::start(0, {.steps = 2, .on_drop = [&](const std::vector<Event>& events) {
+                     for (const Event& e : events) dropped.push_back(e.name);
+                   }});
+  trace::begin_step(1);
+  const int64_t in_1 = trace::now_ns();
+  trace::record(at("in 1", in_1, kMain));
+  trace::begin_step(2);  // drops the one before step 1 (empty)
+  CHECK(dropped.empty());
+  // Spans of step 1 that complete asynchronously (a GPU stream's): one recorded late, one
+  // that only a flush brings in; both reach on_drop with step 1.
+  trace::record(at("late, in 1", in_1 + 1, kComm));
+  trace::record(at("in 2", trace::now_ns(), kMain));
+  bool flushed = false;
+  trace::add_flusher(&flushed, [&] {
+    if (!flushed) trace::record(at("flushed, in 1", in_1 + 2, kComm));
+    flushed = true;
+  });
+  trace::begin_step(3);
+  trace::remove_flusher(&flushed);
+  CHECK(dropped == std::vector<std::string>{"in 1", "late, in 1", "flushed, in 1"});
+  trace::record(at("too late, in 1", in_1 + 3, kComm));
+  trace::stop();
+  trace::begin_step(4);  // off: no step
+  const trace::Retention kept = trace::retention();
+  CHECK(kept.steps == 2);
+  CHECK(kept.first_step == 2);
+  CHECK(kept.late_events == 1);
+  const std::vector<Event> events = trace::take_events();
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].name == "in 2");
+  trace::start(0);
+  trace::stop();
 }
 
 TEST_CASE("trace JSON: trace-event objects in microseconds, one file, a named error when unwritable",

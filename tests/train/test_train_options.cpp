@@ -132,6 +132,20 @@ TEST_CASE("the switch --resume-allow-fresh goes with --resume", "[options]") {
                     Catch::Contains("--resume-allow-fresh goes with --resume"));
 }
 
+TEST_CASE("the trace flags: off, the last 200 steps by default, --trace-steps goes with --trace",
+          "[options]") {
+  const TrainOptions d = parse_train_options({});
+  CHECK(d.trace.empty());
+  CHECK(d.trace_steps == 200);
+  const TrainOptions o = parse_train_options({"--trace", "t.json", "--trace-steps", "0"});
+  CHECK(o.trace == "t.json");
+  CHECK(o.trace_steps == 0);  // every step
+  CHECK_THROWS_WITH(parse_train_options({"--trace", "t.json", "--trace-steps", "-1"}),
+                    Catch::Contains("--trace-steps must be at least 0, got -1"));
+  CHECK_THROWS_WITH(parse_train_options({"--trace-steps", "10"}),
+                    Catch::Contains("--trace-steps goes with --trace"));
+}
+
 TEST_CASE("the TensorBoard folder flag: off by default, refused by a build without Protobuf", "[options]") {
   CHECK(parse_train_options({}).tensorboard.empty());
   CHECK_THROWS_WITH(parse_train_options({"--tensorboard", ""}),

@@ -7,7 +7,9 @@
 # thread, wait, unpack) lies inside its training step's span and its backward's sync span;
 # within each backward the buckets launch, and are reduced, in index order 0, 1, ...; the
 # bytes-in-flight counter is back at 0 after every backward; rank 0 prints each phase's
-# summary. An unwritable --trace ends the job at start, naming the flag and the file.
+# summary. With --trace-steps N a longer run keeps the last N steps: the file holds those
+# (valid as above), as many events at 120 iterations as at 40, while the summary lines
+# count every step. An unwritable --trace ends the job at start, naming the flag and the file.
 set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
 test_name=trace_test
@@ -24,11 +26,14 @@ for phase in "mlp: 6 of 14 parameters (discriminator)" "mlp: 6 of 14 parameters 
     { cat "$log"; fail "no summary line for $phase"; }
 done
 
-python3 - "$work/trace.json" "$ranks" <<'EOF' || fail "the trace does not hold (above)"
+# check_trace <file> <steps> <first iteration>: the file holds both ranks' timelines of
+# <steps> steps from <first iteration> on, as described above; prints its event count.
+check_trace() {
+python3 - "$1" "$ranks" "$2" "$3" <<'EOF' || fail "the trace $1 does not hold (above)"
 import json, sys
 from collections import defaultdict
 
-path, ranks = sys.argv[1], int(sys.argv[2])
+path, ranks, n_steps, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 with open(path) as f:
     doc = json.load(f)
 problems = []
@@ -66,12 +71,15 @@ for pid in range(ranks):
     steps = [e for e in mine if e["cat"] == "train" and e["name"] == "step"]
     syncs = {e["args"]["sync"]: e for e in mine if e["cat"] == "reducer" and e["name"] == "sync"}
     syncs_per_rank[pid] = len(syncs)
-    check(len(steps) == 6, f"rank {pid}: {len(steps)} step spans, not 6")
-    check(len(syncs) == 12, f"rank {pid}: {len(syncs)} synced backwards, not 12 (a D and a G step per iteration)")
+    check(len(steps) == n_steps, f"rank {pid}: {len(steps)} step spans, not {n_steps}")
+    iterations = sorted(e["args"]["iteration"] for e in steps)
+    check(iterations == list(range(first, first + n_steps)), f"rank {pid}: steps of iterations {iterations}")
+    check(len(syncs) == 2 * n_steps,
+          f"rank {pid}: {len(syncs)} synced backwards, not {2 * n_steps} (a D and a G step per iteration)")
     for name in ("data", "forward (D step)", "forward (G step)", "optimizer step"):
         check(any(e["name"] == name for e in mine), f"rank {pid}: no '{name}' span")
-    check(sum(e["cat"] == "autograd" and e["name"] == "backward" for e in mine) == 12,
-          f"rank {pid}: not 12 backward spans")
+    check(sum(e["cat"] == "autograd" and e["name"] == "backward" for e in mine) == 2 * n_steps,
+          f"rank {pid}: not {2 * n_steps} backward spans")
     buckets = [e for e in mine if "bucket" in e.get("args", {})]
     # A bucket's reduction, whatever its name (the MPI allreduce, or the shared-memory one).
     for e in buckets:
@@ -98,9 +106,34 @@ for pid in range(ranks):
     check(most >= 2, f"rank {pid}: no backward with two buckets: the order check saw nothing")
 check(len(set(syncs_per_rank.values())) == 1, f"ranks synced different counts: {syncs_per_rank}")
 for p in problems[:20]:
-    print("trace_test:", p)
+    print("trace_test:", p, file=sys.stderr)
+print(len(events))
 sys.exit(1 if problems else 0)
 EOF
+}
+check_trace "$work/trace.json" 6 0 > /dev/null
+
+# --trace-steps 10: a run three times as long keeps as many events, and its summary still
+# counts every synced backward. Log points and checkpoints only at the end, as at 40.
+declare -A kept
+for iters in 40 120; do
+  log="$work/bounded-$iters.log"
+  "$mpiexec" -np $ranks --oversubscribe "$train" --model mlp --iters $iters --log-every 1000 --ema-decay 0 \
+    --out "$work/run-$iters" --trace "$work/trace-$iters.json" --trace-steps 10 > "$log" 2>&1 ||
+    { cat "$log"; fail "the run of $iters iterations with --trace-steps 10 failed"; }
+  grep -qF "rank 0 trace: mlp: 6 of 14 parameters (discriminator): $iters synced backwards; overlap " "$log" ||
+    { cat "$log"; fail "the summary does not cover the $iters iterations"; }
+  grep -qF "trace: $work/trace-$iters.json holds the last 10 of the run's $iters steps (--trace-steps)" "$log" ||
+    { cat "$log"; fail "no line saying which steps the trace holds"; }
+  kept[$iters]=$(check_trace "$work/trace-$iters.json" 10 $((iters - 10))) || exit 1
+done
+[ "${kept[40]}" = "${kept[120]}" ] ||
+  fail "the trace grew with the run: ${kept[40]} events at 40 iterations, ${kept[120]} at 120"
+size40=$(stat -c %s "$work/trace-40.json")
+size120=$(stat -c %s "$work/trace-120.json")
+# The same events; only their times may take a digit more.
+[ "$size120" -le $((size40 * 21 / 20)) ] ||
+  fail "the trace grew with the run: $size40 bytes at 40 iterations, $size120 at 120"
 
 # An --trace that cannot be written stops every rank at start with the flag and the file.
 bad="$work/bad.log"
