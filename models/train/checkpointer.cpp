@@ -59,12 +59,11 @@ ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::
   if (!choice.path.empty() && !problems.empty() && !skip_damaged) {
     // One flipped bit is one outcome, in the header or in the data: the run stops.
     choice.warnings.clear();
+    const bool one = problems.size() == 1;
     choice.refusal =
-        "--resume: " + joined(problems, "; ") + (problems.size() == 1 ? ". It is" : ". They are") +
-        " newer than " + choice.path +
-        ", the newest checkpoint that can be read. Repair or move the damaged file away, or pass "
-        "--resume-skip-damaged to resume from " +
-        choice.path;
+        "--resume: " + joined(problems, "; ") + (one ? ". It is" : ". They are") + " newer than " +
+        choice.path + ", the newest checkpoint that can be read. Repair or move the damaged " +
+        (one ? "file" : "files") + " away, or pass --resume-skip-damaged to resume from " + choice.path;
     choice.path.clear();
     choice.older.clear();
     return choice;

@@ -167,7 +167,7 @@ TEST_CASE("resume stops at damaged newer checkpoints unless told to skip them, a
         stopped.refusal ==
         "--resume: d/ckpt-000500.safetensors: truncated; d/ckpt-000400.safetensors: corrupt. They are newer "
         "than d/ckpt-000200.safetensors, the newest checkpoint that can be read. Repair or move the damaged "
-        "file away, or pass --resume-skip-damaged to resume from d/ckpt-000200.safetensors");
+        "files away, or pass --resume-skip-damaged to resume from d/ckpt-000200.safetensors");
     CHECK(stopped.warnings.empty());  // the refusal names them
     // ... which the user may take: the newest readable one wins, each newer file named.
     ResumeChoice choice = choose_resume(mixed, "d", allow_fresh, true);
