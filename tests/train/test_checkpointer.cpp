@@ -74,6 +74,21 @@ struct Run {
 
 std::string prefix_of(const std::string& head, size_t bytes) { return read_bytes(head).substr(0, bytes); }
 
+// A resume from `path`, each newer file passed over named in `warnings`.
+void check_chosen(const ResumeChoice& choice, const std::string& path,
+                  const std::vector<std::string>& warnings) {
+  CHECK(choice.path == path);
+  CHECK(choice.refusal.empty());
+  CHECK(choice.warnings == warnings);
+}
+
+// A refused resume: nothing chosen, nothing but the refusal, which names every file itself.
+void check_refused(const ResumeChoice& choice, const std::string& refusal) {
+  CHECK(choice.path.empty());
+  CHECK(choice.refusal == refusal);
+  CHECK(choice.warnings.empty());
+}
+
 }  // namespace
 
 TEST_CASE("newest() picks the highest complete checkpoint, never a torn or foreign file", "[checkpointer]") {
@@ -161,37 +176,28 @@ TEST_CASE("resume stops at damaged newer checkpoints unless told to skip them, a
   for (bool allow_fresh : {false, true}) {
     // Damaged files newer than the newest readable one stop the run, each named with its
     // problem, and the way on ...
-    ResumeChoice stopped = choose_resume(mixed, "d", allow_fresh, false);
-    CHECK(stopped.path.empty());
-    CHECK(
-        stopped.refusal ==
+    check_refused(
+        choose_resume(mixed, "d", allow_fresh, false),
         "--resume: d/ckpt-000500.safetensors: truncated; d/ckpt-000400.safetensors: corrupt. They are newer "
         "than d/ckpt-000200.safetensors, the newest checkpoint that can be read. Repair or move the damaged "
         "files away, or pass --resume-skip-damaged to resume from d/ckpt-000200.safetensors");
-    CHECK(stopped.warnings.empty());  // the refusal names them
     // ... which the user may take: the newest readable one wins, each newer file named.
-    ResumeChoice choice = choose_resume(mixed, "d", allow_fresh, true);
-    CHECK(choice.path == "d/ckpt-000200.safetensors");
+    const ResumeChoice choice = choose_resume(mixed, "d", allow_fresh, true);
+    check_chosen(choice, "d/ckpt-000200.safetensors",
+                 {"--resume skips d/ckpt-000500.safetensors: truncated",
+                  "--resume skips d/ckpt-000400.safetensors: corrupt"});
     CHECK(choice.older == "d/ckpt-000030.safetensors");
-    CHECK(choice.refusal.empty());
-    CHECK(choice.warnings == std::vector<std::string>{"--resume skips d/ckpt-000500.safetensors: truncated",
-                                                      "--resume skips d/ckpt-000400.safetensors: corrupt"});
   }
   // An older damaged file does not matter.
-  ResumeChoice newest_readable = choose_resume({mixed.begin() + 2, mixed.end()}, "d", false, false);
-  CHECK(newest_readable.path == "d/ckpt-000200.safetensors");
-  CHECK(newest_readable.refusal.empty());
-  CHECK(newest_readable.warnings.empty());
+  check_chosen(choose_resume({mixed.begin() + 2, mixed.end()}, "d", false, false),
+               "d/ckpt-000200.safetensors", {});
 
   // Files, none readable: refused, naming each file and problem, and the way out.
-  ResumeChoice refused = choose_resume(torn, "d", false, false);
-  CHECK(refused.path.empty());
-  CHECK(
-      refused.refusal ==
+  check_refused(
+      choose_resume(torn, "d", false, false),
       "--resume: no checkpoint in d can be read (d/ckpt-000500.safetensors: truncated; "
       "d/ckpt-000400.safetensors: corrupt). Repair or move them away, or pass --resume-allow-fresh to start "
       "from iteration 0");
-  CHECK(refused.warnings.empty());  // the refusal names them
 
   // ... unless the user says so: a fresh start, with each file named.
   ResumeChoice fresh = choose_resume(torn, "d", true, false);
@@ -204,12 +210,10 @@ TEST_CASE("resume stops at damaged newer checkpoints unless told to skip them, a
                                "from iteration 0"));
 
   // No checkpoint at all (a typo in --out?): refused, naming the directory and the way out ...
-  ResumeChoice none = choose_resume({}, "d", false, false);
-  CHECK(none.path.empty());
-  CHECK(none.refusal ==
-        "--resume: no checkpoint in d (no ckpt-*.safetensors file there). Check the --out path, or pass "
-        "--resume-allow-fresh to start from iteration 0");
-  CHECK(none.warnings.empty());
+  check_refused(
+      choose_resume({}, "d", false, false),
+      "--resume: no checkpoint in d (no ckpt-*.safetensors file there). Check the --out path, or pass "
+      "--resume-allow-fresh to start from iteration 0");
   // ... unless the user says so, and then it is said on stderr, with the directory.
   ResumeChoice none_fresh = choose_resume({}, "d", true, false);
   CHECK(none_fresh.path.empty());

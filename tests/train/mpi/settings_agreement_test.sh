@@ -80,30 +80,31 @@ grep -q "^iter  *5/5 " "$log" || { cat "$log"; fail "fresh: did not train from i
 
 # ... and now that a readable ckpt-000005 is there, the torn newer file stops a resume by
 # name, with the way on, changing nothing.
-before=$(snapshot "$out")
-log="$work/torn_newer.log"
-"$train" "${args[@]}" --iters 10 --out "$out" --resume > "$log" 2>&1 &&
-  { cat "$log"; fail "torn_newer: resumed past a damaged newer checkpoint"; }
+# refused_resume <case> <args...>: a --resume to 10 with those arguments ends non-zero,
+# trains nothing and changes nothing in $out; its log is $work/<case>.log.
+refused_resume() {
+  local name="$1" before
+  shift
+  before=$(snapshot "$out")
+  log="$work/$name.log"
+  "$train" "${args[@]}" --iters 10 --out "$out" --resume "$@" > "$log" 2>&1 && { cat "$log"; fail "$name: resumed"; }
+  expect_no_training "$log"
+  [ "$(snapshot "$out")" = "$before" ] || fail "$name: the refused resume changed $out"
+}
+refused_resume torn_newer
 grep -qF "[rank 0] --resume: $out/ckpt-000010.safetensors: truncated" "$log" ||
   { cat "$log"; fail "torn_newer: the damaged file and its damage were not named"; }
 grep -qF "or pass --resume-skip-damaged to resume from $out/ckpt-000005.safetensors" "$log" ||
   { cat "$log"; fail "torn_newer: the way on was not named"; }
-expect_no_training "$log"
-[ "$(snapshot "$out")" = "$before" ] || fail "torn_newer: the refused resume changed $out"
 
 # 3. A resume with another --lr: the torn newer file is skipped by name (--resume-skip-damaged;
 # without it the torn file alone stops the run), the resume from ckpt-000005 refused by name,
 # and nothing changes.
-before=$(snapshot "$out")
-log="$work/other_lr.log"
-"$train" "${args[@]}" --iters 10 --out "$out" --resume --resume-skip-damaged --lr 0.001 > "$log" 2>&1 &&
-  { cat "$log"; fail "other_lr: resumed with another --lr"; }
+refused_resume other_lr --resume-skip-damaged --lr 0.001
 grep -q "^tandem-train: warning: --resume skips $out/ckpt-000010.safetensors: truncated" "$log" ||
   { cat "$log"; fail "other_lr: the torn file was not named"; }
 grep -qF "$out/ckpt-000005.safetensors: written with --lr 0.0002, this run has --lr 0.001. A resume continues the same run: resume with --lr 0.0002" "$log" ||
   { cat "$log"; fail "other_lr: the flag, both values and the file were not named"; }
-expect_no_training "$log"
-[ "$(snapshot "$out")" = "$before" ] || fail "other_lr: the refused resume changed $out"
 
 echo "settings_agreement_test: ok"
 rm -rf "$work"
