@@ -3,7 +3,8 @@
 # 1. a segment left in /dev/shm by a process that is gone is removed at the next job's start,
 #    named on stderr, and the job still reduces through shared memory; a live process's stays;
 # 2. TANDEM_SHARED_MEMORY_ALLREDUCE=0 on rank 1 only ends the job within 30 s with an error
-#    naming the variable and each rank's value, and leaves no segment of the job's processes.
+#    naming the variable and each rank's value, and leaves no segment of the job's processes;
+# 3. so does a job that ends inside SharedBuffers::create (a rank that never joins it).
 # Usage: shared_memory_choice_test.sh <mpiexec> <shared_memory_probe> <work dir>
 set -u
 mpiexec=$1 probe=$2 work=$3
@@ -38,8 +39,18 @@ rc=$? elapsed=$(($(date +%s) - start))
 [ "$elapsed" -le 30 ] || { cat "$log"; fail "the mismatched job took $elapsed s, more than 30 s"; }
 grep -qF 'TANDEM_SHARED_MEMORY_ALLREDUCE differs across ranks (rank 0: unset; rank 1: "0")' "$log" ||
   { cat "$log"; fail "the error does not name the variable and each rank's value"; }
-for pid in $(sed -n 's/^probe: rank [0-9]* pid \([0-9]*\)$/\1/p' "$log"); do
-  left=$(ls /dev/shm | grep -E "^tandem-([0-9]+-)?$pid-" || true)
-  [ -z "$left" ] || fail "the mismatched job left /dev/shm/$left"
-done
+expect_no_segments() {  # <case>: no segment of the processes the log names is left
+  local pid left
+  for pid in $(sed -n 's/^probe: rank [0-9]* pid \([0-9]*\)$/\1/p' "$log"); do
+    left=$(ls /dev/shm | grep -E "^tandem-([0-9]+-)?$pid-" || true)
+    [ -z "$left" ] || fail "the $1 job left /dev/shm/$left"
+  done
+}
+expect_no_segments mismatched
+
+# 3. A job ended inside SharedBuffers::create (rank 1 never joins): its segment goes too.
+log=$work/create_timeout.log
+"$mpiexec" -np 2 "$probe" create-timeout > "$log" 2>&1 && { cat "$log"; fail "the abandoned create() exited 0"; }
+grep -q "shared-memory segment names of abandoned buffers" "$log" || { cat "$log"; fail "create() did not time out"; }
+expect_no_segments create-timeout
 echo "$test_name: ok (mismatch ended in $elapsed s)"
