@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
+#include "runtime/error.h"
 #include "runtime/trace.h"
 
 namespace tandem {
@@ -13,11 +15,85 @@ namespace {
 // The span of a bucket's reduction (a collective's span, like "allreduce (sum)").
 constexpr const char* kSharedReduce = "shared-memory allreduce (sum)";
 
+constexpr const char* kEnvName = "TANDEM_SHARED_MEMORY_ALLREDUCE";
+
+// A rank's choice as sent to the others: [wanted, variable set, its value (truncated)].
+constexpr size_t kChoiceBytes = 64;
+
+std::string raw_value(const uint8_t* choice) {
+  const char* text = reinterpret_cast<const char*>(choice + 2);
+  return std::string(text, strnlen(text, kChoiceBytes - 2));
+}
+
 // TANDEM_SHARED_MEMORY_ALLREDUCE=0 turns the shared-memory buckets off (any other value,
 // or none, leaves ReducerOptions::shared_memory_allreduce in charge).
-bool allowed_by_env() {
-  const char* value = std::getenv("TANDEM_SHARED_MEMORY_ALLREDUCE");
-  return value == nullptr || std::string(value) != "0";
+bool allowed_by_env(const uint8_t* choice) { return choice[1] == 0 || raw_value(choice) != "0"; }
+
+std::string env_value(const uint8_t* choice) {
+  if (choice[1] == 0) return "unset";
+  std::string quoted = "\"";
+  quoted += raw_value(choice);
+  quoted += '"';
+  return quoted;
+}
+
+// "rank 0: unset; ranks 1, 2: "0"": the ranks grouped by what `describe` says of them.
+template <typename Describe>
+std::string ranks_by(int size, Describe describe) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int q = 0; q < size; ++q) {
+    const std::string what = describe(q);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == what; });
+    if (it == groups.end()) {
+      groups.emplace_back(what, std::vector<int>{});
+      it = groups.end() - 1;
+    }
+    it->second.push_back(q);
+  }
+  std::string out;
+  for (const auto& [what, ranks] : groups) {
+    out += out.empty() ? "" : "; ";
+    out += ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t k = 0; k < ranks.size() && k < 8; ++k) out += (k ? ", " : "") + std::to_string(ranks[k]);
+    if (ranks.size() > 8) out += " and " + std::to_string(ranks.size() - 8) + " more";
+    out += ": " + what;
+  }
+  return out;
+}
+
+// Whether the ranks use shared memory, agreed by all (one small allgather): a rank whose
+// choice differed would issue the segments' collectives while the others do not, and the
+// job would wait a whole collective timeout, then name an unrelated collective.
+bool agreed_choice(dist::ProcessGroup& group, bool wanted, const std::string& name) {
+  Tensor mine = Tensor::zeros({static_cast<int64_t>(kChoiceBytes)}, DType::u8);
+  uint8_t* own = mine.data<uint8_t>();
+  own[0] = wanted ? 1 : 0;
+  if (const char* value = std::getenv(kEnvName)) {
+    own[1] = 1;
+    std::memcpy(own + 2, value, std::min(std::strlen(value), kChoiceBytes - 3));
+  }
+  Tensor all = Tensor::zeros({static_cast<int64_t>(kChoiceBytes) * group.size()}, DType::u8);
+  group.allgather_flat(all, mine, "shared-memory choice of " + name)->wait();
+  auto choice = [&](int q) { return all.data<uint8_t>() + kChoiceBytes * static_cast<size_t>(q); };
+  bool same_wanted = true, same_allowed = true;
+  for (int q = 1; q < group.size(); ++q) {
+    same_wanted = same_wanted && choice(q)[0] == choice(0)[0];
+    same_allowed = same_allowed && allowed_by_env(choice(q)) == allowed_by_env(choice(0));
+  }
+  // Every rank reaches the same verdicts, from the same gathered choices.
+  TANDEM_CHECK(same_wanted, "the Reducer for "
+                                << name << " asks for the shared-memory allreduce on some ranks only ("
+                                << ranks_by(group.size(), [&](int q) { return choice(q)[0] ? "yes" : "no"; })
+                                << "): ReducerOptions::shared_memory_allreduce, or the parameters' device "
+                                   "and dtype (CPU float32), differ across ranks");
+  TANDEM_CHECK(!wanted || same_allowed,
+               kEnvName << " differs across ranks ("
+                        << ranks_by(group.size(), [&](int q) { return env_value(choice(q)); })
+                        << "), found by the Reducer for " << name
+                        << ": the shared-memory allreduce is on or off on every rank together, so set it the "
+                           "same way on every rank (mpirun -x "
+                        << kEnvName << "=0 turns it off everywhere)");
+  return wanted && allowed_by_env(own);
 }
 
 }  // namespace
@@ -25,7 +101,8 @@ bool allowed_by_env() {
 SharedMemoryTransport::SharedMemoryTransport(dist::ProcessGroup& group, bool wanted, int64_t agreement_size,
                                              std::string name)
     : group_(group), name_(std::move(name)) {
-  active_ = wanted && allowed_by_env() && group_.backend() == dist::Backend::mpi && group_.size() > 1;
+  active_ =
+      group_.backend() == dist::Backend::mpi && group_.size() > 1 && agreed_choice(group_, wanted, name_);
   if (active_ && agreement_size > 0) {
     agreement_ = dist::SharedBuffers::create(group_, agreement_size, "used-parameter agreement of " + name_,
                                              DType::i64);

@@ -4,7 +4,11 @@
 // Contract (beside bucket_transport.h's):
 // - It is active over an MPI group of two or more ranks when the Reducer asks for it
 //   (ReducerOptions::shared_memory_allreduce, CPU float32 parameters) and
-//   TANDEM_SHARED_MEMORY_ALLREDUCE is not 0. attach() makes a new bucket's buffer shared,
+//   TANDEM_SHARED_MEMORY_ALLREDUCE is not 0. Over an MPI group of two or more ranks the
+//   constructor agrees that choice with one small allgather: when the variable is 0 on some
+//   ranks only (or `wanted` differs), every rank throws an Error naming the variable and
+//   each rank's value, instead of the ranks' collectives going out of step.
+//   attach() makes a new bucket's buffer shared,
 //   collectively; when any rank cannot, it is inactive from then on, on every rank, and the
 //   buckets made after keep the comm hook's allreduce.
 // - It stands in for the default allreduce only: a registered comm hook or reduce_function
@@ -40,7 +44,8 @@ struct SharedBucket {
 
 class SharedMemoryTransport final : public BucketTransport {
  public:
-  // Collective when active and agreement_size > 0 (the agreement's memory is made now).
+  // Collective over an MPI group of two or more ranks (the choice is agreed; the agreement's
+  // memory is made when active and agreement_size > 0).
   // `wanted`: asked for, and every parameter a CPU float32 one.
   SharedMemoryTransport(dist::ProcessGroup& group, bool wanted, int64_t agreement_size, std::string name);
 

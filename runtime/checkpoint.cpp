@@ -424,25 +424,40 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   return read_header(f.fp, path, file_size_of(f.fp, path));
 }
 
+namespace {
+
+// The recorded checksum against the header and the data section as they lie in the file,
+// in one pass, before any tensor is made; nothing to do for a file that records none.
+void check_checksum(std::FILE* fp, const SafetensorsHeader& h, uint64_t file_bytes, const std::string& path) {
+  if (!h.checksum) return;
+  const std::string covered = checksummed_header(h.metadata, h.entries);
+  uint32_t crc = crc32_update(0, covered.data(), covered.size());
+  std::vector<unsigned char> chunk(std::min<uint64_t>(file_bytes - h.data_offset, 1u << 20));
+  for (uint64_t at = h.data_offset; at < file_bytes; at += chunk.size()) {
+    const size_t bytes = static_cast<size_t>(std::min<uint64_t>(chunk.size(), file_bytes - at));
+    read_exact(fp, chunk.data(), bytes, at, path, "the data");
+    crc = crc32_update(crc, chunk.data(), bytes);
+  }
+  TANDEM_CHECK(crc == *h.checksum, path << ": checksum mismatch: recorded " << checksum_text(*h.checksum)
+                                        << ", computed " << checksum_text(crc)
+                                        << " over the header and data; the file is corrupt");
+}
+
+}  // namespace
+
+void verify_safetensors(const std::string& path) {
+  File f;
+  open_for_reading(f, path);
+  const uint64_t file_bytes = file_size_of(f.fp, path);
+  check_checksum(f.fp, read_header(f.fp, path, file_bytes), file_bytes, path);
+}
+
 SafetensorsFile load_safetensors(const std::string& path) {
   File f;
   open_for_reading(f, path);
   const uint64_t file_bytes = file_size_of(f.fp, path);
   SafetensorsHeader h = read_header(f.fp, path, file_bytes);
-  if (h.checksum) {
-    // One pass over the data section as it lies in the file, before any tensor is made.
-    const std::string covered = checksummed_header(h.metadata, h.entries);
-    uint32_t crc = crc32_update(0, covered.data(), covered.size());
-    std::vector<unsigned char> chunk(std::min<uint64_t>(file_bytes - h.data_offset, 1u << 20));
-    for (uint64_t at = h.data_offset; at < file_bytes; at += chunk.size()) {
-      const size_t bytes = static_cast<size_t>(std::min<uint64_t>(chunk.size(), file_bytes - at));
-      read_exact(f.fp, chunk.data(), bytes, at, path, "the data");
-      crc = crc32_update(crc, chunk.data(), bytes);
-    }
-    TANDEM_CHECK(crc == *h.checksum, path << ": checksum mismatch: recorded " << checksum_text(*h.checksum)
-                                          << ", computed " << checksum_text(crc)
-                                          << " over the header and data; the file is corrupt");
-  }
+  check_checksum(f.fp, h, file_bytes, path);
   SafetensorsFile out;
   out.metadata = std::move(h.metadata);
   for (const auto& [name, e] : h.entries) {

@@ -24,7 +24,8 @@
 //   tensor after another from byte 0 of the data section to the end of the file: no
 //   overlap, no gap, nothing after them), then the checksum. Every problem is an Error
 //   whose message starts with the path and says what is wrong.
-// - read_safetensors_header validates the header alone (the checksum needs the data).
+// - read_safetensors_header validates the header alone (the checksum needs the data);
+//   verify_safetensors the header and the checksum, making no tensor.
 // - find_latest_checkpoint returns the complete checkpoint `<dir>/<prefix>-<iteration>
 //   .safetensors` with the highest iteration, skipping *.tmp files and files whose header
 //   does not validate (a torn or foreign file never wins); nullopt when there is none or
@@ -69,6 +70,10 @@ SafetensorsFile load_safetensors(const std::string& path);
 // Reads and validates the header only, including that the file is long enough for it and
 // for the data it describes; the checksum is not verified (see load_safetensors).
 SafetensorsHeader read_safetensors_header(const std::string& path);
+
+// Everything load_safetensors checks of the file (the header, then the checksum over the
+// header and data), the same Error on a problem, without making the tensors.
+void verify_safetensors(const std::string& path);
 
 // "<dir>/<prefix>-000100.safetensors" (iteration zero-padded to at least 6 digits).
 std::string checkpoint_path(const std::string& dir, const std::string& prefix, int64_t iteration);

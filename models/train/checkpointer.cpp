@@ -20,16 +20,29 @@ std::array<std::pair<std::string, optim::Optimizer*>, 2> optimizers_of(const Tra
 }
 
 // "--batch 8 --lr 0.0002"
-std::string joined(const std::vector<std::string>& parts) {
+std::string joined(const std::vector<std::string>& parts, const std::string& separator = " ") {
   std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
+  for (const auto& p : parts) out += (out.empty() ? "" : separator) + p;
   return out;
+}
+
+// What `check` throws about the file at `path`, starting with the path; "" when nothing.
+template <typename Check>
+std::string problem_of(const std::string& path, Check check) {
+  try {
+    check();
+  } catch (const Error& e) {
+    return e.message();
+  } catch (const std::exception& e) {
+    return path + ": " + e.what();
+  }
+  return "";
 }
 
 }  // namespace
 
-ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::string& dir,
-                           bool allow_fresh) {
+ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::string& dir, bool allow_fresh,
+                           bool skip_damaged) {
   auto readable = [](const CheckpointFile& f) { return f.problem.empty(); };
   ResumeChoice choice;
   auto chosen = std::find_if(files.begin(), files.end(), readable);
@@ -42,6 +55,18 @@ ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::
     choice.path = chosen->path;
     auto older = std::find_if(chosen + 1, files.end(), readable);
     if (older != files.end()) choice.older = older->path;
+  }
+  if (!choice.path.empty() && !problems.empty() && !skip_damaged) {
+    // One flipped bit is one outcome, in the header or in the data: the run stops.
+    choice.warnings.clear();
+    const bool one = problems.size() == 1;
+    choice.refusal =
+        "--resume: " + joined(problems, "; ") + (one ? ". It is" : ". They are") + " newer than " +
+        choice.path + ", the newest checkpoint that can be read. Repair or move the damaged " +
+        (one ? "file" : "files") + " away, or pass --resume-skip-damaged to resume from " + choice.path;
+    choice.path.clear();
+    choice.older.clear();
+    return choice;
   }
   if (!choice.path.empty()) return choice;
   if (files.empty()) {  // a typo in --out would silently start anew
@@ -62,9 +87,7 @@ ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::
     return choice;
   }
   choice.warnings.clear();
-  std::string list;
-  for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
-  choice.refusal = "--resume: no checkpoint in " + dir + " can be read (" + list +
+  choice.refusal = "--resume: no checkpoint in " + dir + " can be read (" + joined(problems, "; ") +
                    "). Repair or move them away, or pass --resume-allow-fresh to start from iteration 0";
   return choice;
 }
@@ -98,18 +121,22 @@ std::vector<CheckpointFile> Checkpointer::scan() const {
     if (!entry.is_regular_file(type_ec)) {
       file.problem = file.path + ": not a regular file";
     } else {
-      try {
-        read_safetensors_header(file.path);
-      } catch (const Error& e) {
-        file.problem = e.message();
-      } catch (const std::exception& e) {
-        file.problem = file.path + ": " + e.what();
-      }
+      file.problem = problem_of(file.path, [&] { read_safetensors_header(file.path); });
     }
     files.push_back(std::move(file));
   }
   std::sort(files.begin(), files.end(),
             [](const auto& a, const auto& b) { return a.iteration > b.iteration; });
+  return files;
+}
+
+std::vector<CheckpointFile> Checkpointer::scan_for_resume() const {
+  std::vector<CheckpointFile> files = scan();
+  for (CheckpointFile& file : files) {
+    if (!file.problem.empty()) continue;
+    file.problem = problem_of(file.path, [&] { verify_safetensors(file.path); });
+    if (file.problem.empty()) break;  // the one to resume from: older files need not be read
+  }
   return files;
 }
 

@@ -12,10 +12,15 @@
 //   .tmp files are saves cut short and never count), newest first, each with `problem`:
 //   why it cannot be read (its header does not validate, or it is not a regular file),
 //   the message starting with the path; "" when its header validates. newest() is the
-//   first without a problem, nullopt when there is none.
-// - choose_resume(scan, dir, allow_fresh) is --resume's decision. The newest readable file
-//   wins; each newer one is passed over with a warning "--resume skips <problem>". When
-//   files exist but none is readable, `refusal` lists each with its problem and names
+//   first without a problem, nullopt when there is none. scan_for_resume() is scan() with
+//   the data checked too, newest first, up to the first file whose checksum verifies
+//   (verify_safetensors): a flipped data byte is a `problem` as a damaged header is, and
+//   older files are not read.
+// - choose_resume(scan, dir, allow_fresh, skip_damaged) is --resume's decision. The newest
+//   readable file is the one to resume from. A damaged file newer than it stops the run:
+//   `refusal` names each such file and its problem, and --resume-skip-damaged; with
+//   skip_damaged, each is passed over with a warning "--resume skips <problem>" instead.
+//   When files exist but none is readable, `refusal` lists each with its problem and names
 //   --resume-allow-fresh, unless allow_fresh: then `path` is "" (start from iteration 0)
 //   and the warnings say so. Without any file the same: `refusal` names `dir` and
 //   --resume-allow-fresh, or with allow_fresh a warning naming `dir`. `older` is the next
@@ -85,8 +90,8 @@ struct ResumeChoice {
   std::string refusal;                // when not empty, --resume must stop with it
 };
 
-ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::string& dir,
-                           bool allow_fresh);
+ResumeChoice choose_resume(const std::vector<CheckpointFile>& files, const std::string& dir, bool allow_fresh,
+                           bool skip_damaged);
 
 // Handles on the state of the live run that a checkpoint holds.
 struct TrainState {
@@ -104,6 +109,7 @@ class Checkpointer {
 
   std::string path(int64_t iteration) const;
   std::vector<CheckpointFile> scan() const;
+  std::vector<CheckpointFile> scan_for_resume() const;
   std::optional<std::string> newest() const;
   std::string save(int64_t iteration) const;
   int64_t load(const std::string& path) const;

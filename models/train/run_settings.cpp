@@ -76,6 +76,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--ckpt-every", o.ckpt_every),
       on_off("--resume", o.resume),
       on_off("--resume-allow-fresh", o.resume_allow_fresh),
+      on_off("--resume-skip-damaged", o.resume_skip_damaged),
       on_off("--overwrite", o.overwrite),
       integer("--sample-every", o.sample_every),
       integer("--log-every", o.log_every),

@@ -203,12 +203,16 @@ CommandLine train_command_line(TrainOptions& o) {
               "--width, --batch (with --global-batch: the global batch), --lr, --lr-schedule, --clip-grad, "
               "--clip-grad-type, --accumulate, --seed, "
               "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan: and "
-              "--pggan-stage-iters); other flags may change (--iters extends). A file that cannot be read "
-              "is skipped with a warning; when every checkpoint is, or there is none, --resume stops naming "
-              "--out");
+              "--pggan-stage-iters); other flags may change (--iters extends). A damaged checkpoint (header or "
+              "data) newer than the newest readable one stops the run naming it; when every checkpoint is "
+              "damaged, or there is none, --resume stops naming --out");
   cl.add_flag(
       "--resume-allow-fresh", &o.resume_allow_fresh,
       "with --resume: start from iteration 0 when --out holds no checkpoint, or none that can be read");
+  cl.add_flag(
+      "--resume-skip-damaged", &o.resume_skip_damaged,
+      "with --resume: pass over damaged checkpoints newer than the newest readable one, each named in "
+      "a warning, and resume from that one");
   cl.add_flag("--overwrite", &o.overwrite,
               "start a new run in an --out that holds an earlier run's checkpoints: they and its sample "
               "pictures are removed first");
@@ -288,6 +292,7 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
         "--global-batch and --batch do not go together: --global-batch B gives each rank B / (number of "
         "ranks)");
   if (o.resume_allow_fresh && !o.resume) refuse("--resume-allow-fresh goes with --resume");
+  if (o.resume_skip_damaged && !o.resume) refuse("--resume-skip-damaged goes with --resume");
   if (o.overwrite && o.resume) refuse("--overwrite and --resume do not go together");
   if (given("--gp-lambda") && o.loss != GanLoss::wgan_gp) refuse("--gp-lambda goes with --loss wgan-gp");
   if (given("--r1-every") && o.r1_gamma == 0) refuse("--r1-every goes with --r1-gamma (a positive value)");

@@ -73,9 +73,10 @@ struct TrainOptions {
   std::string out = "runs/default";
   int64_t ckpt_every = 0;  // 0: only at the end
   bool resume = false;
-  bool resume_allow_fresh = false;  // --resume starts from 0 when no checkpoint is there or usable
-  bool overwrite = false;           // without --resume: replace an earlier run's checkpoints in --out
-  int64_t sample_every = 0;         // 0: only at the end
+  bool resume_allow_fresh = false;   // --resume starts from 0 when no checkpoint is there or usable
+  bool resume_skip_damaged = false;  // --resume passes over damaged newer checkpoints (else stops)
+  bool overwrite = false;            // without --resume: replace an earlier run's checkpoints in --out
+  int64_t sample_every = 0;          // 0: only at the end
   int64_t log_every = 100;
   bool dynamic = false;
   GanLoss loss = GanLoss::non_saturating;

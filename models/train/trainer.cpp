@@ -50,12 +50,14 @@ void check_device(DeviceKind device, const dist::ProcessGroup& world) {
 // Rank 0 chooses the checkpoint; every rank resumes from that file, or fails naming it (a
 // rank whose disk does not hold it must not train from elsewhere, or from scratch). Returns
 // the iteration to start from.
-int64_t resume_iteration(const std::string& out_dir, bool allow_fresh, int64_t iters,
-                         const Checkpointer& checkpointer, dist::ProcessGroup& world, std::ostream& out) {
+int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer, dist::ProcessGroup& world,
+                         std::ostream& out) {
+  const std::string& out_dir = o.out;
   const bool is_rank0 = world.rank() == 0;
   ResumeChoice choice;
   if (is_rank0) {
-    choice = choose_resume(checkpointer.scan(), out_dir, allow_fresh);
+    choice =
+        choose_resume(checkpointer.scan_for_resume(), out_dir, o.resume_allow_fresh, o.resume_skip_damaged);
     out.flush();
     for (const std::string& warning : choice.warnings) write_stderr_line("tandem-train: warning: " + warning);
   }
@@ -82,9 +84,9 @@ int64_t resume_iteration(const std::string& out_dir, bool allow_fresh, int64_t i
                                         " to resume from the checkpoint before it, " + choice.older;
     TANDEM_FAIL("--resume: " << why << older);
   }
-  TANDEM_CHECK(start <= iters, "--resume: " << chosen << " is at iteration " << start << ", beyond --iters "
-                                            << iters << "; pass --iters " << start
-                                            << " or more to continue that run");
+  TANDEM_CHECK(start <= o.iters, "--resume: " << chosen << " is at iteration " << start << ", beyond --iters "
+                                              << o.iters << "; pass --iters " << start
+                                              << " or more to continue that run");
   if (is_rank0) out << "resuming from " << chosen << " at iteration " << start << "\n";
   return start;
 }
@@ -293,8 +295,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       o.out, {.world_size = size, .elastic = options.global_batch > 0, .settings = settings},
       {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler});
 
-  const int64_t start =
-      o.resume ? resume_iteration(o.out, o.resume_allow_fresh, o.iters, checkpointer, *world, out) : 0;
+  const int64_t start = o.resume ? resume_iteration(o, checkpointer, *world, out) : 0;
   scheduler.set_iteration(start);
   // A run whose length is not a multiple of --accumulate steps on its last, partial group.
   // Every checkpoint is written right after an optimizer step (at multiples of the count,

@@ -5,9 +5,11 @@
 // options.out, to options.iters. Before the first collective that depends on a setting,
 // the ranks compare their settings (run_settings.h, settings_agreement.h): a difference is
 // an Error on every rank naming each differing flag, its values and ranks. Resuming, rank
-// 0 chooses (checkpointer.h, choose_resume) and prints to stderr a warning for each newer
-// file it passes over, naming it and why; when checkpoints exist but none can be read,
-// every rank stops with an Error listing them unless options.resume_allow_fresh. Every rank
+// 0 chooses (checkpointer.h, scan_for_resume and choose_resume): a damaged checkpoint (header
+// or data) newer than the newest readable one stops every rank with an Error naming it and
+// what is damaged, unless options.resume_skip_damaged, when rank 0 prints to stderr a warning
+// for each file it passes over, naming it and why; when checkpoints exist but none can be
+// read, every rank stops with an Error listing them unless options.resume_allow_fresh. Every rank
 // loads rank 0's choice: a rank that cannot is an Error naming the file (rank 0's also
 // names the checkpoint before it, to move the file aside; nothing falls back on its own),
 // as is a checkpoint written with another value of a setting it keeps, or one beyond

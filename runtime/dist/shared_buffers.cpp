@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include <immintrin.h>
 #endif
 
+#include "runtime/dist/shared_segments.h"
 #include "runtime/error.h"
 
 namespace tandem::dist {
@@ -50,6 +52,30 @@ void cpu_relax() {
 }
 
 std::string errno_text() { return std::strerror(errno); }
+
+// Once per process, before its first segment: the leftovers of processes that are gone.
+void remove_leftovers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& removed : remove_stale_segments()) {
+      write_stderr_line("tandem: " + process_label() + "removed the stale shared-memory segment /dev/shm/" +
+                        removed + ", left by a process that no longer exists");
+    }
+  });
+}
+
+// Unlinks a segment's name when it goes out of scope, on the way out of create() whether
+// it returns or throws: once every rank has mapped it, or when something failed.
+class UnlinkAtExit {
+ public:
+  explicit UnlinkAtExit(std::string name) : name_(std::move(name)) {}
+  ~UnlinkAtExit() { shm_unlink(name_.c_str()); }
+  UnlinkAtExit(const UnlinkAtExit&) = delete;
+  UnlinkAtExit& operator=(const UnlinkAtExit&) = delete;
+
+ private:
+  std::string name_;
+};
 
 }  // namespace
 
@@ -104,14 +130,15 @@ std::unique_ptr<SharedBuffers> SharedBuffers::create(ProcessGroup& group, int64_
   out->peers_.resize(static_cast<size_t>(size));
 
   // This rank's segment.
+  remove_leftovers();
   std::string why;
-  const std::string name = "/tandem-" + std::to_string(getpid()) + "-" + std::to_string(++g_segments);
-  bool created = false;
+  const std::string name = segment_name(++g_segments);
+  std::unique_ptr<UnlinkAtExit> unlink_name;
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     why = "shm_open " + name + ": " + errno_text();
   } else {
-    created = true;
+    unlink_name = std::make_unique<UnlinkAtExit>(name);
     // Reserved now, not at the first write: a full /dev/shm is then a failure here (and
     // the MPI allreduce), never a SIGBUS in the middle of a backward.
     const int reserved = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
@@ -167,7 +194,7 @@ std::unique_ptr<SharedBuffers> SharedBuffers::create(ProcessGroup& group, int64_
   // Whether every rank mapped every segment; after this no rank opens a name again.
   Tensor ok = Tensor::full({1}, why.empty() ? 1.0 : 0.0, DType::i64);
   allreduce_host(group, ok, ReduceOp::sum, "shared-memory segments of " + tag);
-  if (created) shm_unlink(name.c_str());
+  unlink_name.reset();
   if (ok.data<int64_t>()[0] != size) return nullptr;
 
   std::shared_ptr<Mapping> own = out->peers_[static_cast<size_t>(rank)];

@@ -10,7 +10,11 @@
 // Contract:
 // - create() is collective over `group` (two small host collectives). Each rank makes a
 //   POSIX shared-memory segment (/dev/shm, unlinked as soon as every rank has mapped it, so
-//   nothing is left behind by a crash after creation) and maps every rank's. When any rank
+//   nothing is left behind by a crash after creation, and on every way out of create(),
+//   failures and exceptions included) and maps every rank's. Its name is unique to this
+//   process's life (shared_segments.h); before a process's first segment, the segments of
+//   processes that no longer exist (a job killed inside create()) are removed, each named on
+//   stderr ("tandem: removed the stale shared-memory segment ..."). When any rank
 //   cannot (ranks on hosts of different names, even where they could share /dev/shm, as
 //   the simulated cluster's; no /dev/shm, or too little of it: the segment's pages are
 //   reserved at creation; different mount namespaces), create() returns null on every

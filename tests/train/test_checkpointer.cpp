@@ -74,6 +74,21 @@ struct Run {
 
 std::string prefix_of(const std::string& head, size_t bytes) { return read_bytes(head).substr(0, bytes); }
 
+// A resume from `path`, each newer file passed over named in `warnings`.
+void check_chosen(const ResumeChoice& choice, const std::string& path,
+                  const std::vector<std::string>& warnings) {
+  CHECK(choice.path == path);
+  CHECK(choice.refusal.empty());
+  CHECK(choice.warnings == warnings);
+}
+
+// A refused resume: nothing chosen, nothing but the refusal, which names every file itself.
+void check_refused(const ResumeChoice& choice, const std::string& refusal) {
+  CHECK(choice.path.empty());
+  CHECK(choice.refusal == refusal);
+  CHECK(choice.warnings.empty());
+}
+
 }  // namespace
 
 TEST_CASE("newest() picks the highest complete checkpoint, never a torn or foreign file", "[checkpointer]") {
@@ -122,7 +137,34 @@ TEST_CASE("scan() names every file that looks like a checkpoint and why it canno
   CHECK(files[4].problem.empty());
 }
 
-TEST_CASE("resume skips unreadable checkpoints by name, and refuses when none is left", "[checkpointer]") {
+TEST_CASE(
+    "scan_for_resume() names damaged data as scan() names a damaged header, down to the first sound file",
+    "[checkpointer]") {
+  TempDir tmp("checkpointer");
+  Run run(tmp.path.string(), "ring8-mlp", 1);
+  const std::string newest = run.checkpointer.save(300), sound = run.checkpointer.save(200),
+                    oldest = run.checkpointer.save(30);
+  write_bytes(tmp.file("ckpt-000400.safetensors"), prefix_of(newest, 100));  // a damaged header
+  for (const std::string& path : {newest, oldest}) {                         // a flipped data byte
+    std::string bytes = read_bytes(path);
+    bytes.back() = static_cast<char>(bytes.back() ^ 0x10);
+    write_bytes(path, bytes);
+  }
+  const std::vector<CheckpointFile> files = run.checkpointer.scan_for_resume();
+  REQUIRE(files.size() == 4);
+  CHECK_THAT(files[0].problem, Catch::StartsWith(tmp.file("ckpt-000400.safetensors") + ": truncated"));
+  CHECK(files[1].path == newest);
+  CHECK_THAT(files[1].problem,
+             Catch::StartsWith(newest + ": checksum mismatch") && Catch::EndsWith("the file is corrupt"));
+  CHECK(files[2].path == sound);
+  CHECK(files[2].problem.empty());
+  CHECK(files[3].path == oldest);
+  CHECK(files[3].problem.empty());                    // older than the one to resume from: not read
+  CHECK(run.checkpointer.scan()[1].problem.empty());  // scan() reads headers only
+}
+
+TEST_CASE("resume stops at damaged newer checkpoints unless told to skip them, and refuses when none is left",
+          "[checkpointer]") {
   const std::vector<CheckpointFile> torn = {
       {"d/ckpt-000500.safetensors", 500, "d/ckpt-000500.safetensors: truncated"},
       {"d/ckpt-000400.safetensors", 400, "d/ckpt-000400.safetensors: corrupt"}};
@@ -131,28 +173,34 @@ TEST_CASE("resume skips unreadable checkpoints by name, and refuses when none is
   mixed.push_back({"d/ckpt-000100.safetensors", 100, "d/ckpt-000100.safetensors: truncated"});
   mixed.push_back({"d/ckpt-000030.safetensors", 30, ""});
 
-  // The newest readable one wins; each newer file is named with its problem.
   for (bool allow_fresh : {false, true}) {
-    ResumeChoice choice = choose_resume(mixed, "d", allow_fresh);
-    CHECK(choice.path == "d/ckpt-000200.safetensors");
+    // Damaged files newer than the newest readable one stop the run, each named with its
+    // problem, and the way on ...
+    check_refused(
+        choose_resume(mixed, "d", allow_fresh, false),
+        "--resume: d/ckpt-000500.safetensors: truncated; d/ckpt-000400.safetensors: corrupt. They are newer "
+        "than d/ckpt-000200.safetensors, the newest checkpoint that can be read. Repair or move the damaged "
+        "files away, or pass --resume-skip-damaged to resume from d/ckpt-000200.safetensors");
+    // ... which the user may take: the newest readable one wins, each newer file named.
+    const ResumeChoice choice = choose_resume(mixed, "d", allow_fresh, true);
+    check_chosen(choice, "d/ckpt-000200.safetensors",
+                 {"--resume skips d/ckpt-000500.safetensors: truncated",
+                  "--resume skips d/ckpt-000400.safetensors: corrupt"});
     CHECK(choice.older == "d/ckpt-000030.safetensors");
-    CHECK(choice.refusal.empty());
-    CHECK(choice.warnings == std::vector<std::string>{"--resume skips d/ckpt-000500.safetensors: truncated",
-                                                      "--resume skips d/ckpt-000400.safetensors: corrupt"});
   }
+  // An older damaged file does not matter.
+  check_chosen(choose_resume({mixed.begin() + 2, mixed.end()}, "d", false, false),
+               "d/ckpt-000200.safetensors", {});
 
   // Files, none readable: refused, naming each file and problem, and the way out.
-  ResumeChoice refused = choose_resume(torn, "d", false);
-  CHECK(refused.path.empty());
-  CHECK(
-      refused.refusal ==
+  check_refused(
+      choose_resume(torn, "d", false, false),
       "--resume: no checkpoint in d can be read (d/ckpt-000500.safetensors: truncated; "
       "d/ckpt-000400.safetensors: corrupt). Repair or move them away, or pass --resume-allow-fresh to start "
       "from iteration 0");
-  CHECK(refused.warnings.empty());  // the refusal names them
 
   // ... unless the user says so: a fresh start, with each file named.
-  ResumeChoice fresh = choose_resume(torn, "d", true);
+  ResumeChoice fresh = choose_resume(torn, "d", true, false);
   CHECK(fresh.path.empty());
   CHECK(fresh.refusal.empty());
   REQUIRE(fresh.warnings.size() == 3);
@@ -162,14 +210,12 @@ TEST_CASE("resume skips unreadable checkpoints by name, and refuses when none is
                                "from iteration 0"));
 
   // No checkpoint at all (a typo in --out?): refused, naming the directory and the way out ...
-  ResumeChoice none = choose_resume({}, "d", false);
-  CHECK(none.path.empty());
-  CHECK(none.refusal ==
-        "--resume: no checkpoint in d (no ckpt-*.safetensors file there). Check the --out path, or pass "
-        "--resume-allow-fresh to start from iteration 0");
-  CHECK(none.warnings.empty());
+  check_refused(
+      choose_resume({}, "d", false, false),
+      "--resume: no checkpoint in d (no ckpt-*.safetensors file there). Check the --out path, or pass "
+      "--resume-allow-fresh to start from iteration 0");
   // ... unless the user says so, and then it is said on stderr, with the directory.
-  ResumeChoice none_fresh = choose_resume({}, "d", true);
+  ResumeChoice none_fresh = choose_resume({}, "d", true, false);
   CHECK(none_fresh.path.empty());
   CHECK(none_fresh.refusal.empty());
   CHECK(none_fresh.warnings ==

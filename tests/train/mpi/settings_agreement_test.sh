@@ -7,9 +7,11 @@
 # 2. Every checkpoint in --out unreadable: --resume refuses, naming each, and changes
 #    nothing; with --resume-allow-fresh it names each and starts from iteration 0, keeping
 #    them.
-# 3. --resume with a --lr that differs from the newest readable checkpoint's: the unreadable
-#    newer file is named and skipped, the resume refused naming the flag, both values and
-#    the file; nothing in --out changes.
+#    Then, with a readable ckpt-000005 beside it, the torn newer file stops --resume by name,
+#    naming --resume-skip-damaged.
+# 3. --resume --resume-skip-damaged with a --lr that differs from the newest readable
+#    checkpoint's: the unreadable newer file is named and skipped, the resume refused naming
+#    the flag, both values and the file; nothing in --out changes.
 set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
 test_name=settings_agreement_test
@@ -76,18 +78,33 @@ grep -q "^iter  *5/5 " "$log" || { cat "$log"; fail "fresh: did not train from i
 [ -f "$out/ckpt-000005.safetensors" ] || fail "fresh: no checkpoint at 5"
 [ "$(stat -c %s "$out/ckpt-000010.safetensors")" = 16 ] || fail "fresh: the torn checkpoint was not kept"
 
-# 3. A resume with another --lr: the torn newer file is skipped by name, the resume from
-# ckpt-000005 refused by name, and nothing changes.
-before=$(snapshot "$out")
-log="$work/other_lr.log"
-"$train" "${args[@]}" --iters 10 --out "$out" --resume --lr 0.001 > "$log" 2>&1 &&
-  { cat "$log"; fail "other_lr: resumed with another --lr"; }
+# ... and now that a readable ckpt-000005 is there, the torn newer file stops a resume by
+# name, with the way on, changing nothing.
+# refused_resume <case> <args...>: a --resume to 10 with those arguments ends non-zero,
+# trains nothing and changes nothing in $out; its log is $work/<case>.log.
+refused_resume() {
+  local name="$1" before
+  shift
+  before=$(snapshot "$out")
+  log="$work/$name.log"
+  "$train" "${args[@]}" --iters 10 --out "$out" --resume "$@" > "$log" 2>&1 && { cat "$log"; fail "$name: resumed"; }
+  expect_no_training "$log"
+  [ "$(snapshot "$out")" = "$before" ] || fail "$name: the refused resume changed $out"
+}
+refused_resume torn_newer
+grep -qF "[rank 0] --resume: $out/ckpt-000010.safetensors: truncated" "$log" ||
+  { cat "$log"; fail "torn_newer: the damaged file and its damage were not named"; }
+grep -qF "or pass --resume-skip-damaged to resume from $out/ckpt-000005.safetensors" "$log" ||
+  { cat "$log"; fail "torn_newer: the way on was not named"; }
+
+# 3. A resume with another --lr: the torn newer file is skipped by name (--resume-skip-damaged;
+# without it the torn file alone stops the run), the resume from ckpt-000005 refused by name,
+# and nothing changes.
+refused_resume other_lr --resume-skip-damaged --lr 0.001
 grep -q "^tandem-train: warning: --resume skips $out/ckpt-000010.safetensors: truncated" "$log" ||
   { cat "$log"; fail "other_lr: the torn file was not named"; }
 grep -qF "$out/ckpt-000005.safetensors: written with --lr 0.0002, this run has --lr 0.001. A resume continues the same run: resume with --lr 0.0002" "$log" ||
   { cat "$log"; fail "other_lr: the flag, both values and the file were not named"; }
-expect_no_training "$log"
-[ "$(snapshot "$out")" = "$before" ] || fail "other_lr: the refused resume changed $out"
 
 echo "settings_agreement_test: ok"
 rm -rf "$work"

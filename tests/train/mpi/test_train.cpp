@@ -18,10 +18,13 @@
 #include "runtime/checkpoint.h"
 #include "runtime/dist/process_group.h"
 #include "tests/mpi_world.h"
+#include "tests/test_files.h"
 #include "tests/train/json_reader.h"
 
 using namespace tandem;
+using tandem::testing::read_bytes;
 using tandem::testing::world;
+using tandem::testing::write_bytes;
 namespace fs = std::filesystem;
 
 namespace {
@@ -576,18 +579,48 @@ TEST_CASE("--resume in an --out without checkpoints is refused naming the path, 
   CHECK(fresh.iterations == 2);
 }
 
-TEST_CASE("resume passes over a torn newest checkpoint to the one before", "[train][resume]") {
-  std::string dir = fresh_dir("torn-newest");
-  std::ostringstream log;
-  auto o = short_run("ring8-mlp", dir, 4);
-  o.ckpt_every = 2;
-  models::train(o, world(), log);
-  truncate_checkpoint(dir, 4);
-  o.iters = 6;
-  o.resume = true;
-  auto resumed = models::train(o, world(), log);  // rank 0's warning naming the file goes to stderr
-  CHECK(resumed.start_iteration == 2);
-  CHECK(resumed.iterations == 4);
+// Damages checkpoint `iteration` on rank 0: its header (cut to 100 bytes) or one data byte.
+void damage_checkpoint(const std::string& dir, int64_t iteration, bool header) {
+  if (header) return truncate_checkpoint(dir, iteration);
+  if (world()->rank() == 0) {
+    const std::string path = checkpoint_path(dir, "ckpt", iteration);
+    std::string bytes = read_bytes(path);
+    bytes.back() = static_cast<char>(bytes.back() ^ 0x01);  // the data section ends the file
+    write_bytes(path, bytes);
+  }
+  world()->barrier("damaged")->wait();
+}
+
+TEST_CASE(
+    "a damaged newest checkpoint (header or data) stops the resume naming it, unless "
+    "--resume-skip-damaged, which resumes from the one before",
+    "[train][resume]") {
+  for (bool header : {true, false}) {
+    INFO((header ? "header" : "data") << " damage");
+    std::string dir = fresh_dir(header ? "torn-newest" : "flipped-newest");
+    std::ostringstream log;
+    auto o = short_run("ring8-mlp", dir, 4);
+    o.ckpt_every = 2;
+    models::train(o, world(), log);
+    damage_checkpoint(dir, 4, header);
+    const std::string newest = checkpoint_path(dir, "ckpt", 4), older = checkpoint_path(dir, "ckpt", 2);
+    o.iters = 6;
+    o.resume = true;
+    const std::string refusal = "--resume: " + newest + (header ? ": truncated" : ": checksum mismatch");
+    const std::string way_on =
+        ". It is newer than " + older +
+        ", the newest checkpoint that can be read. Repair or move the damaged file away, "
+        "or pass --resume-skip-damaged to resume from " +
+        older;
+    CHECK_THROWS_WITH(models::train(o, world(), log),
+                      Catch::Contains((world()->rank() == 0 ? "" : "rank 0 cannot resume: ") + refusal) &&
+                          Catch::Contains(way_on));
+    CHECK_FALSE(fs::exists(checkpoint_path(dir, "ckpt", 6)));  // nothing trained
+    o.resume_skip_damaged = true;
+    auto resumed = models::train(o, world(), log);  // rank 0's warning naming the file goes to stderr
+    CHECK(resumed.start_iteration == 2);
+    CHECK(resumed.iterations == 4);
+  }
 }
 
 TEST_CASE("a newest checkpoint that cannot be loaded is an error naming it and the one before",
