@@ -1,5 +1,6 @@
 #include "models/train/tensorboard_writer.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
@@ -7,9 +8,11 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/file_write.h"
 #include "tensorboard_event.pb.h"
 
 namespace tandem::train {
@@ -17,6 +20,9 @@ namespace tandem::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Event files of one second and host get ".1", ".2", ...; the bound keeps the search finite.
+constexpr int kMaxNameSuffix = 10000;
 
 std::array<uint32_t, 256> crc32c_table() {
   std::array<uint32_t, 256> table{};
@@ -78,13 +84,20 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   const std::string base =
       (fs::path(dir) / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name())).string();
   path_ = base;
-  for (int n = 1; fs::exists(path_); ++n) path_ = base + "." + std::to_string(n);
-  file_.open(path_, std::ios::binary | std::ios::trunc);
-  TANDEM_CHECK(file_.good(), "cannot open " << path_ << " for writing (" << std::strerror(errno) << ")");
+  for (int n = 1; n <= kMaxNameSuffix; ++n) {
+    fd_ = open_no_follow(path_, O_WRONLY | O_CREAT | O_EXCL);
+    if (fd_ >= 0 || errno != EEXIST) break;
+    path_ = base + "." + std::to_string(n);
+  }
+  TANDEM_CHECK(fd_ >= 0, "cannot create " << path_ << " (" << open_failure(errno) << ")");
   tensorboard::Event event;
   event.set_wall_time(unix_seconds());
   event.set_file_version("brain.Event:2");
   write_event(event.SerializeAsString());
+}
+
+TensorBoardWriter::~TensorBoardWriter() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t step) {
@@ -144,13 +157,20 @@ void TensorBoardWriter::add_png_file(const std::string& tag, const std::string& 
 
 void TensorBoardWriter::write_event(const std::string& serialized) {
   if (write_failed_) return;
-  errno = 0;
-  file_ << tfrecord(serialized) << std::flush;
-  if (!file_) {
-    write_failed_ = true;
-    write_stderr_line("tandem: warning: cannot write " + path_ + " (" +
-                      (errno != 0 ? std::strerror(errno) : "the stream failed") +
-                      "); no more TensorBoard events go there, training goes on");
+  // Unbuffered: each event reaches the file as it is written.
+  const std::string record = tfrecord(serialized);
+  size_t written = 0;
+  while (written < record.size()) {
+    const ssize_t n = ::write(fd_, record.data() + written, record.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      write_failed_ = true;
+      write_stderr_line("tandem: warning: cannot write " + path_ + " (" +
+                        (n < 0 ? std::strerror(errno) : "nothing written") +
+                        "); no more TensorBoard events go there, training goes on");
+      return;
+    }
+    written += static_cast<size_t>(n);
   }
 }
 

@@ -5,7 +5,9 @@
 // Contract:
 // - TensorBoardWriter(dir) creates `dir` (and its parents) and the file
 //   <dir>/events.out.tfevents.<unix seconds>.<hostname> (".<n>" appended, from 1, when that
-//   name is taken), and writes its first event: file_version "brain.Event:2". A directory or
+//   name is taken), and writes its first event: file_version "brain.Event:2". The file is
+//   created new (O_EXCL | O_NOFOLLOW, runtime/file_write.h): a name held by anything, a
+//   symbolic link included, counts as taken and is never written through. A directory or
 //   file that cannot be made is an Error naming it. Construct it on one rank (rank 0).
 // - Every event is one TFRecord: uint64 length, uint32 masked CRC-32C of those 8 bytes, the
 //   serialized Event (tensorboard_event.proto), uint32 masked CRC-32C of it, all
@@ -25,7 +27,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <string>
 
 #include "models/train/scalar_log.h"
@@ -40,6 +41,9 @@ std::string tfrecord(const std::string& data);
 class TensorBoardWriter : public ScalarSink {
  public:
   explicit TensorBoardWriter(const std::string& dir);
+  ~TensorBoardWriter();
+  TensorBoardWriter(const TensorBoardWriter&) = delete;
+  TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
   const std::string& path() const { return path_; }
   void add_scalar(const std::string& tag, double value, int64_t step);
@@ -52,7 +56,7 @@ class TensorBoardWriter : public ScalarSink {
   void write_event(const std::string& serialized);
 
   std::string path_;
-  std::ofstream file_;
+  int fd_ = -1;
   bool write_failed_ = false;
 };
 

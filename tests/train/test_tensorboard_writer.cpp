@@ -38,4 +38,30 @@ TEST_CASE("the writer names its file by time and host and refuses what it cannot
   CHECK_THROWS_WITH(TensorBoardWriter(tmp.file("file")),
                     Catch::Contains("cannot make the TensorBoard directory"));
 }
+
+TEST_CASE("the writer never writes through a link planted at an event file's name", "[tensorboard][errors]") {
+  namespace fs = std::filesystem;
+  TempDir tmp("tensorboard_links");
+  const fs::path dir = tmp.file("tb");
+  const std::string first = TensorBoardWriter(dir.string()).path();
+  // events.out.tfevents.<seconds>.<host>: plant dangling links at every name the next
+  // writer could pick in this second and the next two.
+  const std::string name = fs::path(first).filename().string();
+  const std::string prefix = "events.out.tfevents.";
+  const size_t dot = name.find('.', prefix.size());
+  const long long seconds = std::stoll(name.substr(prefix.size(), dot - prefix.size()));
+  const std::string host = name.substr(dot);
+  int planted = 0;
+  for (long long s = seconds; s <= seconds + 2; ++s)
+    for (int n = 0; n <= 3; ++n) {
+      const fs::path link = dir / (prefix + std::to_string(s) + host + (n ? "." + std::to_string(n) : ""));
+      if (fs::exists(fs::symlink_status(link))) continue;
+      fs::create_symlink(tmp.file("target" + std::to_string(planted++)), link);
+    }
+  TensorBoardWriter writer(dir.string());
+  writer.add_scalar("loss", 1.0, 0);
+  CHECK(fs::is_regular_file(fs::symlink_status(writer.path())));
+  CHECK(fs::file_size(writer.path()) > 0);
+  for (int i = 0; i < planted; ++i) CHECK_FALSE(fs::exists(tmp.file("target" + std::to_string(i))));
+}
 #endif
