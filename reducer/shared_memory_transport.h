@@ -1,12 +1,16 @@
 // SharedMemoryTransport: the default allreduce of a Reducer whose MPI ranks share a host,
-// with each bucket made in memory every rank maps (runtime/dist/shared_buffers.h).
+// with the Reducer's flat bucket storage made in memory every rank maps
+// (runtime/dist/shared_buffers.h), each bucket a window of it.
 //
 // Contract (beside bucket_transport.h's):
 // - It is active over an MPI group of two or more ranks when the Reducer asks for it
 //   (ReducerOptions::shared_memory_allreduce, CPU float32 parameters) and
-//   TANDEM_SHARED_MEMORY_ALLREDUCE is not 0. attach() makes a new bucket's buffer shared,
-//   collectively; when any rank cannot, it is inactive from then on, on every rank, and the
-//   buckets made after keep the comm hook's allreduce.
+//   TANDEM_SHARED_MEMORY_ALLREDUCE is not 0. make_storage() makes the one flat storage
+//   shared, collectively; when any rank cannot, it is inactive from then on, on every rank,
+//   and the buckets keep the comm hook's allreduce. attach() makes a bucket a window of that
+//   storage (no collective): bucket k of any phase uses window k's flags, and the first
+//   bucket's begin() waits until every rank has read every window of the sync before, whose
+//   ranges the new phase's may overlap.
 // - It stands in for the default allreduce only: a registered comm hook or reduce_function
 //   reduces shared buckets as any other (the Reducer chooses per bucket and backward).
 // - launch() publishes the full bucket; this rank's slice of it is summed as soon as every
@@ -31,10 +35,10 @@
 
 namespace tandem {
 
-// One bucket's shared memory and where its reduction stands.
+// One bucket's window of the shared storage and where its reduction stands.
 struct SharedBucket {
   std::unique_ptr<dist::SharedBuffers> memory;
-  uint64_t epoch = 0;    // uses so far (SharedBuffers' protocol)
+  uint64_t epoch = 0;    // this backward's use of the window (SharedBuffers' protocol)
   bool reduced = false;  // this rank's slice reduced, in this backward
 };
 
@@ -46,9 +50,13 @@ class SharedMemoryTransport final : public BucketTransport {
 
   // True while buckets are made in shared memory (see the contract).
   bool active() const { return active_; }
-  // Collective: makes the bucket's buffer (numel float32) shared memory and returns true,
-  // or returns false (inactive, or some rank could not) and leaves the buffer to the caller.
-  bool attach(TransportBucket& bucket, int64_t numel);
+  // Collective: makes the flat storage (numel float32, for buckets of at most `buckets` per
+  // phase) shared memory and returns its local buffer, or returns an undefined tensor
+  // (inactive, or some rank could not) and leaves the storage to the caller.
+  Tensor make_storage(int64_t numel, int buckets);
+  // Makes the bucket's buffer elements [first, first + numel) of the shared storage and
+  // returns true, or returns false when there is none.
+  bool attach(TransportBucket& bucket, int64_t first, int64_t numel);
   // Whether this transport reduces `bucket` (its buffer is shared).
   static bool holds(const TransportBucket& bucket) { return bucket.shared != nullptr; }
   // Sums the int64 `counts` over the ranks, in place.
@@ -67,6 +75,9 @@ class SharedMemoryTransport final : public BucketTransport {
   std::string name_;  // the Reducer's, in tags
   bool active_ = false;
   std::unique_ptr<dist::SharedBuffers> agreement_;
+  std::unique_ptr<dist::SharedBuffers> storage_;
+  std::vector<uint64_t> epochs_;  // per window: its uses so far
+  std::vector<std::unique_ptr<dist::SharedBuffers>> fences_;  // per window, for wait_finished
   uint64_t agreement_epoch_ = 0;
   bool in_order_ = false;  // every bucket launched so far in this backward is reduced
 };
