@@ -72,7 +72,8 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
   for (size_t g = 0; g < layout_.groups(); ++g) {
     const Variable& first = params_[first_of_group[g]];
     Tensor flat = shared_transport_->make_storage(layout_.capacity(g), static_cast<int>(params_.size()));
-    storage_.push_back(flat.defined() ? flat : Tensor::zeros({layout_.capacity(g)}, first.dtype(), first.device()));
+    storage_.push_back(flat.defined() ? flat
+                                      : Tensor::zeros({layout_.capacity(g)}, first.dtype(), first.device()));
   }
   warn_ignored_options();
   unsynced_used_.assign(params_.size(), false);
@@ -347,8 +348,17 @@ void Reducer::move_out_of_storage(const Phase& phase) {
 }
 
 size_t Reducer::bucket_bytes() const {
+  // Whatever the buckets hold, counted where it is: the flat storage, and anything else
+  // (a hook's scratch during a sync; a buffer of its own, which no bucket should have).
   size_t bytes = 0;
   for (const Tensor& flat : storage_) bytes += flat.bytes();
+  for (const auto& [key, phase] : phases_) {
+    for (const Bucket& b : phase.buckets) {
+      const Tensor& flat = storage_[layout_.group_of(b.params.front())];
+      if (!b.grad_bucket.buffer.shares_storage_with(flat)) bytes += b.grad_bucket.buffer.bytes();
+      if (b.grad_bucket.scratch.defined()) bytes += b.grad_bucket.scratch.bytes();
+    }
+  }
   return bytes;
 }
 

@@ -227,7 +227,7 @@ class Reducer : public BackwardObserver {
     int rebuilds = 0;
     int64_t backwards = 0;
     size_t bytes = 0;
-    std::string label;       // "model: 6 of 12 parameters (discriminator)", in traces
+    std::string label;  // "model: 6 of 12 parameters (discriminator)", in traces
   };
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;

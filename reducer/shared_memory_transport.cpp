@@ -72,7 +72,9 @@ void SharedMemoryTransport::begin(TransportBucket& bucket) {
   if (w == 0) {  // the phase before may have laid other buckets over this one's range
     for (size_t v = 0; v < epochs_.size(); ++v) {
       if (epochs_[v] == 0) continue;
-      if (!fences_[v]) fences_[v] = storage_->window(static_cast<int>(v), 0, storage_->numel(), "gradient buckets of " + name_);
+      if (!fences_[v])
+        fences_[v] =
+            storage_->window(static_cast<int>(v), 0, storage_->numel(), "gradient buckets of " + name_);
       fences_[v]->wait_finished(epochs_[v]);
     }
   }

@@ -76,7 +76,7 @@ class SharedMemoryTransport final : public BucketTransport {
   bool active_ = false;
   std::unique_ptr<dist::SharedBuffers> agreement_;
   std::unique_ptr<dist::SharedBuffers> storage_;
-  std::vector<uint64_t> epochs_;  // per window: its uses so far
+  std::vector<uint64_t> epochs_;                              // per window: its uses so far
   std::vector<std::unique_ptr<dist::SharedBuffers>> fences_;  // per window, for wait_finished
   uint64_t agreement_epoch_ = 0;
   bool in_order_ = false;  // every bucket launched so far in this backward is reduced

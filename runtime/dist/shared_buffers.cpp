@@ -187,7 +187,8 @@ SharedBuffers::~SharedBuffers() = default;
 
 template <typename T>
 T* SharedBuffers::elements(const Mapping& segment) const {
-  return reinterpret_cast<T*>(static_cast<char*>(segment.data()) + static_cast<size_t>(first_) * dtype_size(dtype_));
+  return reinterpret_cast<T*>(static_cast<char*>(segment.data()) +
+                              static_cast<size_t>(first_) * dtype_size(dtype_));
 }
 
 std::unique_ptr<SharedBuffers> SharedBuffers::window(int w, int64_t first, int64_t numel,
@@ -304,7 +305,9 @@ void SharedBuffers::sum_range(int64_t first, int64_t count, void* out) const {
 bool SharedBuffers::try_reduce(uint64_t epoch) {
   if (!all_published(epoch)) return false;
   const auto [lo, hi] = slice(rank_);
-  sum_range(lo, hi - lo, elements<char>(*peers_[static_cast<size_t>(rank_)]) + static_cast<size_t>(lo) * dtype_size(dtype_));
+  sum_range(
+      lo, hi - lo,
+      elements<char>(*peers_[static_cast<size_t>(rank_)]) + static_cast<size_t>(lo) * dtype_size(dtype_));
   peers_[static_cast<size_t>(rank_)]->header(window_).reduced.value.store(epoch, std::memory_order_release);
   return true;
 }
@@ -324,8 +327,8 @@ void SharedBuffers::reduce(uint64_t epoch) {
 
 const float* SharedBuffers::reduced_slice(int q, uint64_t epoch) {
   const Mapping& peer = *peers_[static_cast<size_t>(q)];
-  wait_for([&] { return peer.header(window_).reduced.value.load(std::memory_order_acquire) >= epoch; }, timeout_,
-           rank_, size(), q, "reduce its slice", tag_);
+  wait_for([&] { return peer.header(window_).reduced.value.load(std::memory_order_acquire) >= epoch; },
+           timeout_, rank_, size(), q, "reduce its slice", tag_);
   TANDEM_CHECK(dtype_ == DType::f32, "internal: float32 slices of int64 buffers of " << tag_);
   return elements<float>(peer) + slice(q).first;
 }

@@ -463,8 +463,9 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("threads: with gradients as bucket views, a phase leaves the gradients of another phase as they were",
-          "[reducer][threads][phases]") {
+TEST_CASE(
+    "threads: with gradients as bucket views, a phase leaves the gradients of another phase as they were",
+    "[reducer][threads][phases]") {
   // The D step's and the G step's buckets lie over the same flat storage: D's gradients,
   // views of it after the D step, must survive the G step (and G's the next D step).
   for (int n = 1; n <= kMaxRanks; ++n) {

@@ -176,7 +176,8 @@ TEST_CASE("the ring8 quality and the sync summary lines", "[metrics]") {
         "sync buckets: 2 phase(s) in 1.12 MB of buckets for 1.12 MB of parameters (1.00x)");
   CHECK(sync_buckets_line(9, 655360, 625000) ==
         "sync buckets: 9 phase(s) in 655.4 kB of buckets for 625.0 kB of parameters (1.05x)");
-  CHECK(sync_buckets_line(0, 0, 0) == "sync buckets: 0 phase(s) in 0.0 kB of buckets for 0.0 kB of parameters (-)");
+  CHECK(sync_buckets_line(0, 0, 0) ==
+        "sync buckets: 0 phase(s) in 0.0 kB of buckets for 0.0 kB of parameters (-)");
 }
 
 TEST_CASE("the metrics log writes both, and a resumed run appends to its file", "[metrics]") {
