@@ -100,13 +100,8 @@ std::unique_ptr<SharedBuffers> SharedBuffers::create(ProcessGroup& group, int64_
   const size_t data_bytes = static_cast<size_t>(numel) * dtype_size(dtype);
   const size_t offset = data_offset(windows);
   const size_t bytes = offset + data_bytes;
-  std::unique_ptr<SharedBuffers> out(new SharedBuffers);
-  out->rank_ = rank;
-  out->windows_ = windows;
+  std::unique_ptr<SharedBuffers> out(new SharedBuffers(rank, windows, dtype, tag, group.timeout()));
   out->numel_ = numel;
-  out->dtype_ = dtype;
-  out->tag_ = tag;
-  out->timeout_ = group.timeout();
   out->peers_.resize(static_cast<size_t>(size));
 
   // This rank's segment.
@@ -196,16 +191,11 @@ std::unique_ptr<SharedBuffers> SharedBuffers::window(int w, int64_t first, int64
   TANDEM_CHECK(w >= 0 && w < windows_ && first >= 0 && numel > 0 && first + numel <= numel_,
                "shared buffers for " << tag_ << ": window " << w << " of " << windows_ << ", elements ["
                                      << first << ", " << first + numel << ") of " << numel_);
-  std::unique_ptr<SharedBuffers> out(new SharedBuffers);
-  out->rank_ = rank_;
-  out->dtype_ = dtype_;
-  out->timeout_ = timeout_;
+  std::unique_ptr<SharedBuffers> out(new SharedBuffers(rank_, windows_, dtype_, tag, timeout_));
   out->peers_ = peers_;
-  out->windows_ = windows_;
   out->window_ = w;
   out->first_ = first_ + first;
   out->numel_ = numel;
-  out->tag_ = tag;
   out->local_ = local_.view_range(first, {numel});
   return out;
 }

@@ -91,7 +91,8 @@ class SharedBuffers {
   struct Mapping;  // one mapped segment (shared_buffers.cpp)
 
  private:
-  SharedBuffers() = default;
+  SharedBuffers(int rank, int windows, DType dtype, std::string tag, std::chrono::milliseconds timeout)
+      : rank_(rank), windows_(windows), dtype_(dtype), tag_(std::move(tag)), timeout_(timeout) {}
   bool all_published(uint64_t epoch) const;
   template <typename T>
   T* elements(const Mapping& segment) const;  // the window's first element in a segment
