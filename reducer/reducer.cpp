@@ -295,6 +295,7 @@ void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<
   Phase& phase = phase_for(global);
   maybe_rebuild(phase);
   if (options_.gradient_as_bucket_view) move_out_of_storage(phase);
+  shared_transport_->settle();  // before anything is packed into the storage
   active_ = &phase;
   // Registrations and removals apply from this backward on. Shared memory stands in for
   // the default allreduce only.
@@ -563,6 +564,7 @@ std::vector<PhaseStats> Reducer::stats() const {
   for (const auto& [key, phase] : phases_) ordered.push_back(&phase);
   std::sort(ordered.begin(), ordered.end(), [](const Phase* a, const Phase* b) { return a->id < b->id; });
   std::vector<PhaseStats> out;
+  const size_t storage_bytes = bucket_bytes();
   for (const Phase* p : ordered) {
     PhaseStats s;
     s.description = "phase " + std::to_string(p->id) + ": " + agreement_.parts().describe(p->used);
@@ -571,7 +573,7 @@ std::vector<PhaseStats> Reducer::stats() const {
     s.bytes_per_backward = p->bytes;
     s.rebuilds = p->rebuilds;
     s.backwards = p->backwards;
-    s.storage_bytes = bucket_bytes();
+    s.storage_bytes = storage_bytes;
     s.parameter_bytes = parameter_bytes_;
     out.push_back(std::move(s));
   }

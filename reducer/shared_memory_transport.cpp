@@ -67,20 +67,20 @@ void SharedMemoryTransport::sum_counts(Tensor& counts) {
   shared.end(agreement_epoch_);
 }
 
-void SharedMemoryTransport::begin(TransportBucket& bucket) {
-  const size_t w = bucket.grad_bucket.index;
-  if (w == 0) {  // the phase before may have laid other buckets over this one's range
-    for (size_t v = 0; v < epochs_.size(); ++v) {
-      if (epochs_[v] == 0) continue;
-      if (!fences_[v])
-        fences_[v] =
-            storage_->window(static_cast<int>(v), 0, storage_->numel(), "gradient buckets of " + name_);
-      fences_[v]->wait_finished(epochs_[v]);
-    }
+void SharedMemoryTransport::settle() {
+  for (size_t v = 0; v < epochs_.size(); ++v) {
+    if (epochs_[v] == 0) continue;
+    if (!fences_[v])
+      fences_[v] =
+          storage_->window(static_cast<int>(v), 0, storage_->numel(), "gradient buckets of " + name_);
+    fences_[v]->wait_finished(epochs_[v]);
   }
+}
+
+void SharedMemoryTransport::begin(TransportBucket& bucket) {
   SharedBucket& s = *bucket.shared;
   s.reduced = false;
-  s.epoch = ++epochs_[w];
+  s.epoch = ++epochs_[bucket.grad_bucket.index];
   s.memory->begin(s.epoch);
 }
 

@@ -8,9 +8,9 @@
 //   TANDEM_SHARED_MEMORY_ALLREDUCE is not 0. make_storage() makes the one flat storage
 //   shared, collectively; when any rank cannot, it is inactive from then on, on every rank,
 //   and the buckets keep the comm hook's allreduce. attach() makes a bucket a window of that
-//   storage (no collective): bucket k of any phase uses window k's flags, and the first
-//   bucket's begin() waits until every rank has read every window of the sync before, whose
-//   ranges the new phase's may overlap.
+//   storage (no collective): bucket k of any phase uses window k's flags. Phases' windows
+//   overlap, so settle() must come before anything is written into the storage for a new
+//   sync (whichever transport then reduces it).
 // - It stands in for the default allreduce only: a registered comm hook or reduce_function
 //   reduces shared buckets as any other (the Reducer chooses per bucket and backward).
 // - launch() publishes the full bucket; this rank's slice of it is summed as soon as every
@@ -57,6 +57,8 @@ class SharedMemoryTransport final : public BucketTransport {
   // Makes the bucket's buffer elements [first, first + numel) of the shared storage and
   // returns true, or returns false when there is none.
   bool attach(TransportBucket& bucket, int64_t first, int64_t numel);
+  // Returns once every rank has read every window used so far (nothing without storage).
+  void settle();
   // Whether this transport reduces `bucket` (its buffer is shared).
   static bool holds(const TransportBucket& bucket) { return bucket.shared != nullptr; }
   // Sums the int64 `counts` over the ranks, in place.
