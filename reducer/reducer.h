@@ -178,9 +178,9 @@ class Reducer : public BackwardObserver {
 
   // The phases, by id.
   std::vector<PhaseStats> stats() const;
-  // Bytes of the flat bucket storage (every phase's buckets; a comm hook's scratch lives
-  // only during a sync), and of the parameters: bucket_bytes() <= parameter_bytes() plus
-  // kAlign - 1 elements per parameter at most (flat_layout.h).
+  // Bytes of the flat bucket storage (every phase's buckets; a comm hook's scratch too while
+  // held: during a sync, or for a captured step), and of the parameters: bucket_bytes() <=
+  // parameter_bytes() plus kAlign - 1 elements per parameter (flat_layout.h) outside syncs.
   size_t bucket_bytes() const;
   size_t parameter_bytes() const { return parameter_bytes_; }
   // Bytes the last synced backward put on the wire.
