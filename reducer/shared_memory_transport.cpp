@@ -34,7 +34,7 @@ SharedMemoryTransport::SharedMemoryTransport(dist::ProcessGroup& group, bool wan
 }
 
 Tensor SharedMemoryTransport::make_storage(int64_t numel, int buckets) {
-  if (!active_) return Tensor();
+  if (!active_ || numel == 0) return Tensor();
   storage_ = dist::SharedBuffers::create(group_, numel, "gradient buckets of " + name_, DType::f32, buckets);
   active_ = storage_ != nullptr;  // the same on every rank
   if (!active_) return Tensor();
@@ -44,7 +44,7 @@ Tensor SharedMemoryTransport::make_storage(int64_t numel, int buckets) {
 }
 
 bool SharedMemoryTransport::attach(TransportBucket& bucket, int64_t first, int64_t numel) {
-  if (!storage_) return false;
+  if (!storage_ || numel == 0) return false;  // an empty bucket needs no reduction of its own
   const int w = static_cast<int>(bucket.grad_bucket.index);
   bucket.shared = std::make_unique<SharedBucket>();
   bucket.shared->memory = storage_->window(w, first, numel, bucket.grad_bucket.tag);
