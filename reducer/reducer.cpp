@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <limits>
 #include <optional>
 #include <sstream>
 
 #include "autograd/optim.h"
 #include "kernels/bucket_ops.h"
 #include "reducer/replica_sync.h"
-#include "runtime/cpu_memory.h"
 #include "runtime/step_capture.h"
 #include "runtime/trace_summary.h"
 
@@ -18,6 +16,12 @@ namespace tandem {
 namespace {
 
 bool any_of(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), true) != v.end(); }
+
+std::vector<BucketParamInfo> bucket_infos(const std::vector<Variable>& params) {
+  std::vector<BucketParamInfo> infos;
+  for (const Variable& p : params) infos.push_back({p.numel(), p.dtype(), p.device()});
+  return infos;
+}
 
 // Numbers the synced backwards of every Reducer of the process, for the trace.
 std::atomic<int64_t> g_trace_syncs{0};
@@ -31,6 +35,7 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
       group_(std::move(group)),
       options_(std::move(options)),
       agreement_(names_, options_.name, options_.allow_absent_ranks),
+      layout_(bucket_infos(params_)),
       steps_base_(optim::steps_taken_on_this_thread()) {
   TANDEM_CHECK(group_ != nullptr, "Reducer for " << options_.name << ": no process group");
   TANDEM_CHECK(params_.size() == names_.size(), "Reducer for " << options_.name << ": " << params_.size()
@@ -39,10 +44,6 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
   TANDEM_CHECK(
       options_.bucket_cap_mb > 0 && options_.first_bucket_cap_mb > 0,
       "Reducer for " << options_.name << ": bucket_cap_mb must be positive, got " << options_.bucket_cap_mb);
-  TANDEM_CHECK(options_.phase_cache_mb >= 0,  // false for NaN too
-               "Reducer for " << options_.name
-                              << ": phase_cache_mb must be 0 (twice the parameters' bytes) or positive, got "
-                              << options_.phase_cache_mb);
   std::vector<TensorDescription> descriptions;
   std::vector<Tensor*> data;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -53,13 +54,7 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
     descriptions.push_back({names_[i], &params_[i].data()});
     data.push_back(&params_[i].data());
   }
-  if (options_.phase_cache_mb == 0) {
-    for (const Variable& p : params_) phase_cache_bytes_ += 4 * p.data().bytes();
-  } else {
-    const double bytes = options_.phase_cache_mb * 1024 * 1024;
-    constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
-    phase_cache_bytes_ = bytes >= static_cast<double>(kUnbounded) ? kUnbounded : static_cast<size_t>(bytes);
-  }
+  for (const Variable& p : params_) parameter_bytes_ += p.data().bytes();
   claims_.claim(params_, names_, options_.name);
   verify_replicas(*group_, descriptions, "parameter");
   broadcast_from_rank0(*group_, data, "initial parameters of " + options_.name, options_.broadcast_function);
@@ -70,6 +65,16 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
   for (const Variable& p : params_) shared = shared && p.device().is_cpu() && p.dtype() == DType::f32;
   shared_transport_ = std::make_unique<SharedMemoryTransport>(
       *group_, shared, options_.negotiate_grads ? agreement_.size() : 0, options_.name);
+  // The flat storage, made once: shared memory when the transport can (one group then: CPU
+  // float32), else a tensor per (dtype, device). A phase has at most one bucket per parameter.
+  std::vector<size_t> first_of_group(layout_.groups(), params_.size());
+  for (size_t i = params_.size(); i-- > 0;) first_of_group[layout_.group_of(i)] = i;
+  for (size_t g = 0; g < layout_.groups(); ++g) {
+    const Variable& first = params_[first_of_group[g]];
+    Tensor flat = shared_transport_->make_storage(layout_.capacity(g), static_cast<int>(params_.size()));
+    storage_.push_back(flat.defined() ? flat
+                                      : Tensor::zeros({layout_.capacity(g)}, first.dtype(), first.device()));
+  }
   warn_ignored_options();
   unsynced_used_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -289,6 +294,8 @@ void Reducer::count_in_flight(int64_t bytes) {
 void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable) {
   Phase& phase = phase_for(global);
   maybe_rebuild(phase);
+  if (options_.gradient_as_bucket_view) move_out_of_storage(phase);
+  shared_transport_->settle();  // before anything is packed into the storage
   active_ = &phase;
   // Registrations and removals apply from this backward on. Shared memory stands in for
   // the default allreduce only.
@@ -314,67 +321,57 @@ void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<
 
 Reducer::Phase& Reducer::phase_for(const std::vector<bool>& global) {
   auto it = phases_.find(global);
-  if (it != phases_.end()) {
-    it->second.last_used = ++use_clock_;
-    return it->second;
-  }
-  size_t incoming = 0;  // what the new phase's buckets will hold
-  for (size_t i = 0; i < global.size(); ++i) {
-    if (global[i]) incoming += params_[i].data().bytes();
-  }
-  make_room(incoming);
+  if (it != phases_.end()) return it->second;
   Phase& phase = phases_[global];
   phase.id = next_phase_id_++;
-  phase.last_used = ++use_clock_;
   for (size_t i = 0; i < global.size(); ++i) {
     if (global[i]) phase.used.push_back(i);
   }
-  // Names the parameter set, not the phase's id: a phase evicted and rebuilt (a dynamic
-  // model's) keeps its label, so a trace summary adds up all its backwards.
+  // Names the parameter set, not the phase's id: a trace summary adds up its backwards.
   phase.label = options_.name + ": " + agreement_.parts().describe(phase.used);
   std::vector<size_t> order(phase.used.rbegin(), phase.used.rend());  // gradients arrive roughly in reverse
   build_layout(phase, order);
   return phase;
 }
 
-void Reducer::make_room(size_t incoming) {
-  // Called between backwards only (begin_sync checks), so no phase is in flight and any
-  // may go. The order of agreed sets is the same on every rank, hence so are evictions.
-  TANDEM_CHECK(active_ == nullptr, "internal: phase eviction during a backward of " << options_.name);
-  size_t held = cached_bucket_bytes();
-  while (!phases_.empty() && held + incoming > phase_cache_bytes_) {
-    auto oldest = phases_.begin();
-    for (auto it = phases_.begin(); it != phases_.end(); ++it) {
-      if (it->second.last_used < oldest->second.last_used) oldest = it;
+void Reducer::move_out_of_storage(const Phase& phase) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& grad = params_[i].grad();
+    const Tensor& flat = storage_[layout_.group_of(i)];
+    if (!grad.defined() || !grad.shares_storage_with(flat)) continue;
+    const int b = phase.bucket_of[i];
+    if (b >= 0 && grad.offset() == flat.offset() + phase.buckets[static_cast<size_t>(b)].flat_offset +
+                                       phase.slot_offset[i]) {
+      continue;  // its slot in this phase too
     }
-    for (const Bucket& b : oldest->second.buckets) held -= b.held_bytes();
-    CpuCacheBypass to_malloc;  // its sizes may never come again: let malloc reuse them for any size
-    phases_.erase(oldest);
-    ++evicted_phases_;
+    params_[i].set_grad(grad.clone());
   }
 }
 
-size_t Reducer::cached_bucket_bytes() const {
+size_t Reducer::bucket_bytes() const {
+  // Whatever the buckets hold, counted where it is: the flat storage, and anything else
+  // (a hook's scratch during a sync; a buffer of its own, which no bucket should have).
   size_t bytes = 0;
+  for (const Tensor& flat : storage_) bytes += flat.bytes();
   for (const auto& [key, phase] : phases_) {
-    for (const Bucket& b : phase.buckets) bytes += b.held_bytes();
+    for (const Bucket& b : phase.buckets) {
+      const Tensor& flat = storage_[layout_.group_of(b.params.front())];
+      if (!b.grad_bucket.buffer.shares_storage_with(flat)) bytes += b.grad_bucket.buffer.bytes();
+      if (b.grad_bucket.scratch.defined()) bytes += b.grad_bucket.scratch.bytes();
+    }
   }
   return bytes;
 }
 
 void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
-  std::vector<BucketParamInfo> infos;
-  for (const Variable& p : params_) infos.push_back({p.numel(), p.dtype(), p.device()});
   BucketCaps caps;
   caps.bucket_bytes = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);
   caps.first_bucket_bytes =
       std::min(caps.bucket_bytes, static_cast<size_t>(options_.first_bucket_cap_mb * 1024 * 1024));
-  std::vector<std::vector<size_t>> assignment = assign_buckets(infos, order, caps);
+  std::vector<std::vector<size_t>> assignment = assign_buckets(bucket_infos(params_), order, caps);
+  const std::vector<int64_t> flat_offsets = layout_.place(assignment);
 
-  {
-    CpuCacheBypass to_malloc;  // a rebuild splits the same bytes otherwise: the old sizes rarely come back
-    phase.buckets.clear();
-  }
+  phase.buckets.clear();  // views of the flat storage: no memory goes
   phase.bucket_of.assign(params_.size(), -1);
   phase.slot_offset.assign(params_.size(), 0);
   for (size_t b = 0; b < assignment.size(); ++b) {
@@ -391,12 +388,13 @@ void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
       if (names.size() < 120) names += (names.empty() ? "" : ", ") + names_[i];
     }
     if (bucket.params.size() > 0 && names.size() >= 120) names += ", ...";
-    const Variable& first = params_[bucket.params.front()];
+    bucket.flat_offset = flat_offsets[b];
     bucket.grad_bucket.index = b;
     bucket.grad_bucket.tag = "bucket " + std::to_string(b) + " of phase " + std::to_string(phase.id) +
                              " of " + options_.name + " (" + names + ")";
-    if (!shared_transport_->attach(bucket, total)) {
-      bucket.grad_bucket.buffer = Tensor::zeros({total}, first.dtype(), first.device());
+    if (!shared_transport_->attach(bucket, bucket.flat_offset, total)) {
+      const Tensor& flat = storage_[layout_.group_of(bucket.params.front())];
+      bucket.grad_bucket.buffer = flat.view_range(bucket.flat_offset, {total});
     }
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       const size_t i = bucket.params[k];
@@ -521,6 +519,11 @@ void Reducer::finish_sync() {
     const SyncSpan span(*this, trace::kUnpack, static_cast<int>(k));
     write_averages(phase.buckets[k], into_buffer);
   }
+  // A hook's scratch is the bucket's only memory outside the flat storage: it goes with the
+  // sync, but a captured step's replays reuse it.
+  if (active_capture() == nullptr) {
+    for (Bucket& b : phase.buckets) b.grad_bucket.scratch = Tensor();
+  }
   phase.bytes = bytes;
   ++phase.backwards;
   last_backward_bytes_ = bytes;
@@ -561,6 +564,7 @@ std::vector<PhaseStats> Reducer::stats() const {
   for (const auto& [key, phase] : phases_) ordered.push_back(&phase);
   std::sort(ordered.begin(), ordered.end(), [](const Phase* a, const Phase* b) { return a->id < b->id; });
   std::vector<PhaseStats> out;
+  const size_t storage_bytes = bucket_bytes();
   for (const Phase* p : ordered) {
     PhaseStats s;
     s.description = "phase " + std::to_string(p->id) + ": " + agreement_.parts().describe(p->used);
@@ -569,6 +573,8 @@ std::vector<PhaseStats> Reducer::stats() const {
     s.bytes_per_backward = p->bytes;
     s.rebuilds = p->rebuilds;
     s.backwards = p->backwards;
+    s.storage_bytes = storage_bytes;
+    s.parameter_bytes = parameter_bytes_;
     out.push_back(std::move(s));
   }
   return out;

@@ -18,6 +18,12 @@
 //   calls prepare_for_backward(loss) before every backward, on every rank.
 // - Each used set is a phase with a cached bucket layout: registration order reversed at
 //   its first backward, rebuilt once at its second from the ready order rank 0 observed.
+//   Buckets live in one flat storage per (dtype, device) of the parameters, made at
+//   construction, of the parameters' bytes (plus at most 15 elements of alignment each): every
+//   phase lays its buckets out in it from the start (flat_layout.h), so a phase costs
+//   offsets, not memory, and none is ever evicted. With gradient_as_bucket_view, a gradient
+//   that views the storage where a phase about to run lays out something else is copied
+//   out of it first (into a tensor of its own), so no phase changes another's gradients.
 // - Each gradient is packed into its bucket as it becomes ready; a full bucket goes to its
 //   transport at once (bucket_transport.h), strictly in bucket order, while the backward
 //   goes on: the comm hook in use (the default allreduce, reduce_function or a registered
@@ -36,7 +42,7 @@
 //   is the one its own used set names, already rebuilt (two eager backwards first), else an
 //   Error; no_sync accumulation and the non-finite check cannot be captured. A replay is a
 //   promise that every rank reaches that set again; replays advance the Reducer's counts as
-//   the captured backward did. The captured phase must not be evicted while the graph lives.
+//   the captured backward did. The flat storage never moves, so neither do its buckets.
 #pragma once
 
 #include <map>
@@ -51,6 +57,7 @@
 #include "reducer/bucket_assignment.h"
 #include "reducer/bucket_transport.h"
 #include "reducer/comm_hook.h"
+#include "reducer/flat_layout.h"
 #include "reducer/parameter_claims.h"
 #include "reducer/reducer_hooks.h"
 #include "reducer/shared_memory_transport.h"
@@ -114,14 +121,6 @@ struct ReducerOptions {
   // naming the parameters holding NaN/Inf. skip_step: the gradients are left as they are
   // and the next step of an OptimWrapper attached to this Reducer is skipped, on every rank.
   NonFinitePolicy non_finite = NonFinitePolicy::off;
-  // The most bytes the cached phases' buckets (buffers and hooks' scratch) may hold, in MB;
-  // 0: four times the bytes of the Reducer's parameters; infinity: never evict. Before a new
-  // phase's buckets are made, the least recently used phases are evicted until the new ones
-  // fit; the new phase is always made (alone, when larger than the cap). Every rank sees the
-  // same agreed sets, so evicts the same phases. A set that returns after eviction is a new
-  // phase (only its first backward's summation order can differ). Evicted buckets are freed
-  // past the host tensor cache (cpu_memory.h).
-  double phase_cache_mb = 0.0;
 };
 
 struct PhaseStats {
@@ -131,6 +130,10 @@ struct PhaseStats {
   size_t bytes_per_backward = 0;     // bytes put on the wire by the last backward of this phase
   int rebuilds = 0;
   int64_t backwards = 0;
+  // The Reducer's, the same in each of its phases: the flat storage every phase's buckets
+  // share, and the parameters' bytes.
+  size_t storage_bytes = 0;
+  size_t parameter_bytes = 0;
 };
 
 class Reducer : public BackwardObserver {
@@ -173,13 +176,13 @@ class Reducer : public BackwardObserver {
   // order, once per synced backward. Applies from the next backward.
   HookHandle register_pre_bucket_hook(PreBucketHook hook);
 
-  // The cached phases, by id (evicted phases are gone).
+  // The phases, by id.
   std::vector<PhaseStats> stats() const;
-  // Bytes held by the cached phases' buckets (buffers and hooks' scratch), and the cap.
-  size_t cached_bucket_bytes() const;
-  size_t phase_cache_bytes() const { return phase_cache_bytes_; }
-  // Phases evicted from the cache so far, to make room for new ones.
-  int64_t evicted_phases() const { return evicted_phases_; }
+  // Bytes of the flat bucket storage (every phase's buckets; a comm hook's scratch too while
+  // held: during a sync, or for a captured step), and of the parameters: bucket_bytes() <=
+  // parameter_bytes() plus kAlign - 1 elements per parameter (flat_layout.h) outside syncs.
+  size_t bucket_bytes() const;
+  size_t parameter_bytes() const { return parameter_bytes_; }
   // Bytes the last synced backward put on the wire.
   size_t last_backward_bytes() const { return last_backward_bytes_; }
   uint64_t total_bytes() const { return total_bytes_; }           // over every synced backward so far
@@ -210,11 +213,9 @@ class Reducer : public BackwardObserver {
   // progress through the backward in flight.
   struct Bucket : TransportBucket {
     std::vector<size_t> params;            // parameter indices, layout order
+    int64_t flat_offset = 0;               // the buffer's first element in its flat storage
     size_t pending = 0;                    // gradients not yet packed
     BucketTransport* transport = nullptr;  // chosen as the backward's sync begins
-    size_t held_bytes() const {            // buffer and scratch
-      return grad_bucket.buffer.bytes() + (grad_bucket.scratch.defined() ? grad_bucket.scratch.bytes() : 0);
-    }
   };
   struct Phase {
     int id = 0;
@@ -226,8 +227,7 @@ class Reducer : public BackwardObserver {
     int rebuilds = 0;
     int64_t backwards = 0;
     size_t bytes = 0;
-    uint64_t last_used = 0;  // use_clock_ at its latest activation
-    std::string label;       // "model: 6 of 12 parameters (discriminator)", in traces
+    std::string label;  // "model: 6 of 12 parameters (discriminator)", in traces
   };
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
@@ -247,8 +247,9 @@ class Reducer : public BackwardObserver {
   // that this backward does not reach contribute their current gradient at once.
   void activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable);
   Phase& phase_for(const std::vector<bool>& global);
-  // Evicts least recently used phases until `incoming` more bytes fit the cap.
-  void make_room(size_t incoming);
+  // gradient_as_bucket_view: gradients viewing the flat storage anywhere but their slot in
+  // `phase` become tensors of their own (the phase is about to write there).
+  void move_out_of_storage(const Phase& phase);
   void build_layout(Phase& phase, const std::vector<size_t>& order);
   void maybe_rebuild(Phase& phase);
   void mark_ready(size_t index, const Tensor* grad);
@@ -299,12 +300,12 @@ class Reducer : public BackwardObserver {
   std::unique_ptr<SharedMemoryTransport> shared_transport_;
   std::vector<PreBucketHook> pre_bucket_;  // the pre-bucket hooks of the backward in flight
 
+  FlatLayout layout_;
+  std::vector<Tensor> storage_;  // per group of layout_: the flat bucket storage
+  size_t parameter_bytes_ = 0;
   std::map<std::vector<bool>, Phase> phases_;
   Phase* active_ = nullptr;  // the phase of the backward in flight
-  size_t phase_cache_bytes_ = 0;
   int next_phase_id_ = 1;
-  uint64_t use_clock_ = 0;
-  int64_t evicted_phases_ = 0;
   std::vector<bool> slot_ready_;
   size_t next_launch_ = 0;
   double prescale_ = 1.0;  // applied while copying into buckets (CommHook::prescaled)

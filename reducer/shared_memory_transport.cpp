@@ -110,15 +110,22 @@ SharedMemoryTransport::SharedMemoryTransport(dist::ProcessGroup& group, bool wan
   }
 }
 
-bool SharedMemoryTransport::attach(TransportBucket& bucket, int64_t numel) {
-  if (!active_) return false;
-  std::unique_ptr<dist::SharedBuffers> memory =
-      dist::SharedBuffers::create(group_, numel, bucket.grad_bucket.tag);
-  active_ = memory != nullptr;  // the same on every rank
-  if (!active_) return false;
-  bucket.grad_bucket.buffer = memory->local();
+Tensor SharedMemoryTransport::make_storage(int64_t numel, int buckets) {
+  if (!active_ || numel == 0) return Tensor();
+  storage_ = dist::SharedBuffers::create(group_, numel, "gradient buckets of " + name_, DType::f32, buckets);
+  active_ = storage_ != nullptr;  // the same on every rank
+  if (!active_) return Tensor();
+  epochs_.assign(static_cast<size_t>(buckets), 0);
+  fences_.resize(static_cast<size_t>(buckets));
+  return storage_->local();
+}
+
+bool SharedMemoryTransport::attach(TransportBucket& bucket, int64_t first, int64_t numel) {
+  if (!storage_ || numel == 0) return false;  // an empty bucket needs no reduction of its own
+  const int w = static_cast<int>(bucket.grad_bucket.index);
   bucket.shared = std::make_unique<SharedBucket>();
-  bucket.shared->memory = std::move(memory);
+  bucket.shared->memory = storage_->window(w, first, numel, bucket.grad_bucket.tag);
+  bucket.grad_bucket.buffer = bucket.shared->memory->local();
   return true;
 }
 
@@ -137,10 +144,21 @@ void SharedMemoryTransport::sum_counts(Tensor& counts) {
   shared.end(agreement_epoch_);
 }
 
+void SharedMemoryTransport::settle() {
+  for (size_t v = 0; v < epochs_.size(); ++v) {
+    if (epochs_[v] == 0) continue;
+    if (!fences_[v])
+      fences_[v] =
+          storage_->window(static_cast<int>(v), 0, storage_->numel(), "gradient buckets of " + name_);
+    fences_[v]->wait_finished(epochs_[v]);
+  }
+}
+
 void SharedMemoryTransport::begin(TransportBucket& bucket) {
   SharedBucket& s = *bucket.shared;
   s.reduced = false;
-  s.memory->begin(++s.epoch);
+  s.epoch = ++epochs_[bucket.grad_bucket.index];
+  s.memory->begin(s.epoch);
 }
 
 void SharedMemoryTransport::launch(TransportBucket& bucket) {

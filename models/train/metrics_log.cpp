@@ -83,13 +83,19 @@ std::string sync_phase_line(const PhaseStats& phase) {
   return os.str();
 }
 
-std::string sync_cache_line(size_t phases, size_t held_bytes, size_t cap_bytes, int64_t evicted) {
+std::string bucket_memory_ratio(size_t bucket_bytes, size_t parameter_bytes) {
+  if (parameter_bytes == 0) return "-";
   std::ostringstream os;
-  os << "sync cache: " << phases << " phase(s), " << format_bytes(static_cast<double>(held_bytes))
-     << " of buckets (cap "
-     << (cap_bytes == std::numeric_limits<size_t>::max() ? "none"
-                                                         : format_bytes(static_cast<double>(cap_bytes)))
-     << "), " << evicted << " evicted";
+  os << std::fixed << std::setprecision(2)
+     << static_cast<double>(bucket_bytes) / static_cast<double>(parameter_bytes) << "x";
+  return os.str();
+}
+
+std::string sync_buckets_line(size_t phases, size_t bucket_bytes, size_t parameter_bytes) {
+  std::ostringstream os;
+  os << "sync buckets: " << phases << " phase(s) in " << format_bytes(static_cast<double>(bucket_bytes))
+     << " of buckets for " << format_bytes(static_cast<double>(parameter_bytes)) << " of parameters ("
+     << bucket_memory_ratio(bucket_bytes, parameter_bytes) << ")";
   return os.str();
 }
 

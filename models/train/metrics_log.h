@@ -18,9 +18,11 @@
 //   with one decimal; the JSON {"iteration": i, "ring8_modes": n, "ring8_high_quality": x}).
 // - sync_phase_line(phase): "sync <description>: <n> bucket(s), largest <bytes>, <bytes>
 //   per backward, <k> backward(s), rebuilt <r>x", what one kind of backward cost.
-// - sync_cache_line(phases, held, cap, evicted): "sync cache: <n> phase(s), <bytes> of
-//   buckets (cap <bytes>), <e> evicted", a Reducer's phase cache at the end of the run
-//   (cap "none" for the largest size_t, an unbounded cache).
+// - sync_buckets_line(phases, bucket bytes, parameter bytes): "sync buckets: <n> phase(s)
+//   in <bytes> of buckets for <bytes> of parameters (<ratio>)", a Reducer's bucket memory
+//   at the end of the run, the ratio as bucket_memory_ratio gives it.
+// - bucket_memory_ratio(bucket bytes, parameter bytes): "<bucket / parameter bytes, 2
+//   decimals>x" ("-" without parameters).
 // - MetricsLog(dir, resume_iteration) opens <dir>/metrics.jsonl: emptied for a run from
 //   iteration 0; for a run resumed from the checkpoint of iteration N > 0, first cut to the
 //   lines of iterations <= N (the resumed run logs the later ones again) by an atomic
@@ -74,7 +76,8 @@ std::string metrics_json(const LogPoint& point);
 std::string ring8_line(const data::Ring8Quality& quality);
 std::string ring8_json(int64_t iteration, const data::Ring8Quality& quality);
 std::string sync_phase_line(const PhaseStats& phase);
-std::string sync_cache_line(size_t phases, size_t held_bytes, size_t cap_bytes, int64_t evicted);
+std::string sync_buckets_line(size_t phases, size_t bucket_bytes, size_t parameter_bytes);
+std::string bucket_memory_ratio(size_t bucket_bytes, size_t parameter_bytes);
 
 std::string format_duration(double seconds);
 std::string format_bytes(double bytes);

@@ -419,7 +419,7 @@ std::string RunReport::html(RunState state) const {
 
   os << "<h2>Synchronisation</h2>\n<table id=\"phases\"><tr><th>reducer</th><th>phase</th><th>buckets</th>"
         "<th>largest bucket</th><th>bytes per backward</th><th>backwards (this "
-        "process)</th><th>rebuilds</th></tr>\n";
+        "process)</th><th>rebuilds</th><th>bucket memory / parameters</th></tr>\n";
   for (const auto& [reducer, phases] : phases_) {
     for (const PhaseStats& phase : phases) {
       size_t largest = 0;
@@ -428,10 +428,11 @@ std::string RunReport::html(RunState state) const {
          << "</td><td class=\"n\">" << phase.bucket_bytes.size() << "</td><td class=\"n\">"
          << format_bytes(static_cast<double>(largest)) << "</td><td class=\"n\">"
          << format_bytes(static_cast<double>(phase.bytes_per_backward)) << "</td><td class=\"n\">"
-         << phase.backwards << "</td><td class=\"n\">" << phase.rebuilds << "</td></tr>\n";
+         << phase.backwards << "</td><td class=\"n\">" << phase.rebuilds << "</td><td class=\"n\">"
+         << bucket_memory_ratio(phase.storage_bytes, phase.parameter_bytes) << "</td></tr>\n";
     }
   }
-  if (phases_.empty()) os << "<tr><td colspan=\"7\">no synchronised backward yet</td></tr>\n";
+  if (phases_.empty()) os << "<tr><td colspan=\"8\">no synchronised backward yet</td></tr>\n";
   os << "</table>\n";
 
   os << "<h2>Configuration</h2>\n<div class=\"settings\" id=\"settings\">\n";

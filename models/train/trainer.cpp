@@ -214,9 +214,7 @@ void print_sync_summary(const WrappedGan& wrapped, std::ostream& out) {
   for (const Reducer* reducer : wrapped.reducers()) {
     const std::vector<PhaseStats> phases = reducer->stats();
     for (const PhaseStats& phase : phases) out << sync_phase_line(phase) << "\n";
-    out << sync_cache_line(phases.size(), reducer->cached_bucket_bytes(), reducer->phase_cache_bytes(),
-                           reducer->evicted_phases())
-        << "\n";
+    out << sync_buckets_line(phases.size(), reducer->bucket_bytes(), reducer->parameter_bytes()) << "\n";
   }
 }
 

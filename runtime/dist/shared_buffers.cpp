@@ -32,13 +32,18 @@ struct alignas(64) Flag {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the flags must be lock-free to be shared");
 
+// One window's flags; a segment starts with one per window, then its data.
 struct Header {
   Flag published;  // this rank's buffer holds its contribution to use e
   Flag reduced;    // this rank's slice of use e is reduced, in its buffer
   Flag finished;   // this rank has read every slice of use e it needs
 };
-constexpr size_t kDataOffset = 256;  // past the header, 64-byte aligned
-static_assert(sizeof(Header) <= kDataOffset);
+constexpr size_t kDataAlign = 256;  // the data past the headers, aligned
+
+size_t data_offset(int windows) {
+  const size_t headers = static_cast<size_t>(windows) * sizeof(Header);
+  return (headers + kDataAlign - 1) / kDataAlign * kDataAlign;
+}
 
 constexpr size_t kNameBytes = 64;
 constexpr int64_t kSliceAlign = 16;  // elements: slice boundaries on 64-byte lines
@@ -82,24 +87,21 @@ class UnlinkAtExit {
 struct SharedBuffers::Mapping {
   void* base = MAP_FAILED;
   size_t bytes = 0;
+  size_t data_offset = 0;
   Mapping() = default;
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
   ~Mapping() {
     if (base != MAP_FAILED) munmap(base, bytes);
   }
-  Header& header() const { return *static_cast<Header*>(base); }
-  void* data() const { return static_cast<char*>(base) + kDataOffset; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data());
-  }
+  Header& header(int window) const { return static_cast<Header*>(base)[window]; }
+  void* data() const { return static_cast<char*>(base) + data_offset; }
 };
 
 namespace {
 
 // Maps the segment `name` (already of `bytes` bytes); null with `why` set on failure.
-std::shared_ptr<SharedBuffers::Mapping> map_segment(int fd, size_t bytes, std::string* why) {
+std::shared_ptr<SharedBuffers::Mapping> map_segment(int fd, size_t bytes, size_t offset, std::string* why) {
   auto mapping = std::make_shared<SharedBuffers::Mapping>();
   mapping->base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (mapping->base == MAP_FAILED) {
@@ -107,26 +109,25 @@ std::shared_ptr<SharedBuffers::Mapping> map_segment(int fd, size_t bytes, std::s
     return nullptr;
   }
   mapping->bytes = bytes;
+  mapping->data_offset = offset;
   return mapping;
 }
 
 }  // namespace
 
 std::unique_ptr<SharedBuffers> SharedBuffers::create(ProcessGroup& group, int64_t numel,
-                                                     const std::string& tag, DType dtype) {
+                                                     const std::string& tag, DType dtype, int windows) {
   TANDEM_CHECK(numel > 0, "shared buffers for " << tag << ": " << numel << " elements");
+  TANDEM_CHECK(windows >= 1, "shared buffers for " << tag << ": " << windows << " windows");
   TANDEM_CHECK(dtype == DType::f32 || dtype == DType::i64,
                "shared buffers for " << tag << ": " << dtype_name(dtype) << " (float32 or int64 only)");
   const int size = group.size(), rank = group.rank();
   if (size < 2) return nullptr;  // nothing to share
   const size_t data_bytes = static_cast<size_t>(numel) * dtype_size(dtype);
-  const size_t bytes = kDataOffset + data_bytes;
-  std::unique_ptr<SharedBuffers> out(new SharedBuffers);
-  out->rank_ = rank;
+  const size_t offset = data_offset(windows);
+  const size_t bytes = offset + data_bytes;
+  std::unique_ptr<SharedBuffers> out(new SharedBuffers(rank, windows, dtype, tag, group.timeout()));
   out->numel_ = numel;
-  out->dtype_ = dtype;
-  out->tag_ = tag;
-  out->timeout_ = group.timeout();
   out->peers_.resize(static_cast<size_t>(size));
 
   // This rank's segment.
@@ -145,7 +146,7 @@ std::unique_ptr<SharedBuffers> SharedBuffers::create(ProcessGroup& group, int64_
     if (reserved != 0) {
       why = "posix_fallocate " + name + " (" + std::to_string(bytes) + " bytes): " + std::strerror(reserved);
     } else {
-      out->peers_[static_cast<size_t>(rank)] = map_segment(fd, bytes, &why);
+      out->peers_[static_cast<size_t>(rank)] = map_segment(fd, bytes, offset, &why);
     }
     close(fd);
   }
@@ -186,7 +187,7 @@ std::unique_ptr<SharedBuffers> SharedBuffers::create(ProcessGroup& group, int64_
       why =
           "rank " + std::to_string(q) + "'s segment " + peer + " is not " + std::to_string(bytes) + " bytes";
     } else {
-      out->peers_[static_cast<size_t>(q)] = map_segment(peer_fd, bytes, &why);
+      out->peers_[static_cast<size_t>(q)] = map_segment(peer_fd, bytes, offset, &why);
     }
     close(peer_fd);
   }
@@ -205,6 +206,26 @@ std::unique_ptr<SharedBuffers> SharedBuffers::create(ProcessGroup& group, int64_
 }
 
 SharedBuffers::~SharedBuffers() = default;
+
+template <typename T>
+T* SharedBuffers::elements(const Mapping& segment) const {
+  return reinterpret_cast<T*>(static_cast<char*>(segment.data()) +
+                              static_cast<size_t>(first_) * dtype_size(dtype_));
+}
+
+std::unique_ptr<SharedBuffers> SharedBuffers::window(int w, int64_t first, int64_t numel,
+                                                     const std::string& tag) const {
+  TANDEM_CHECK(w >= 0 && w < windows_ && first >= 0 && numel > 0 && first + numel <= numel_,
+               "shared buffers for " << tag_ << ": window " << w << " of " << windows_ << ", elements ["
+                                     << first << ", " << first + numel << ") of " << numel_);
+  std::unique_ptr<SharedBuffers> out(new SharedBuffers(rank_, windows_, dtype_, tag, timeout_));
+  out->peers_ = peers_;
+  out->window_ = w;
+  out->first_ = first_ + first;
+  out->numel_ = numel;
+  out->local_ = local_.view_range(first, {numel});
+  return out;
+}
 
 std::pair<int64_t, int64_t> SharedBuffers::slice(int q) const {
   const int64_t n = size();
@@ -248,27 +269,27 @@ void SharedBuffers::begin(uint64_t epoch) {
 
 void SharedBuffers::wait_finished(uint64_t epoch) {
   for (int q = 0; q < size(); ++q) {
-    const Header& h = peers_[static_cast<size_t>(q)]->header();
+    const Header& h = peers_[static_cast<size_t>(q)]->header(window_);
     wait_for([&] { return h.finished.value.load(std::memory_order_acquire) >= epoch; }, timeout_, rank_,
              size(), q, "finish reading this rank's buffer", tag_);
   }
 }
 
 void SharedBuffers::publish(uint64_t epoch) {
-  peers_[static_cast<size_t>(rank_)]->header().published.value.store(epoch, std::memory_order_release);
+  peers_[static_cast<size_t>(rank_)]->header(window_).published.value.store(epoch, std::memory_order_release);
 }
 
 bool SharedBuffers::all_published(uint64_t epoch) const {
   for (const auto& peer : peers_) {
-    if (peer->header().published.value.load(std::memory_order_acquire) < epoch) return false;
+    if (peer->header(window_).published.value.load(std::memory_order_acquire) < epoch) return false;
   }
   return true;
 }
 
 template <typename T>
 void SharedBuffers::sum_range_as(int64_t first, int64_t count, T* out) const {
-  const T* p0 = peers_[0]->as<T>() + first;
-  const T* p1 = peers_[1]->as<T>() + first;
+  const T* p0 = elements<T>(*peers_[0]) + first;
+  const T* p1 = elements<T>(*peers_[1]) + first;
   if (size() == 2) {  // out may be p0 or p1: each element is read before it is written
     for (int64_t i = 0; i < count; ++i) out[i] = p0[i] + p1[i];
     return;
@@ -280,7 +301,7 @@ void SharedBuffers::sum_range_as(int64_t first, int64_t count, T* out) const {
     const int64_t n = std::min(kBlock, count - start);
     for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] = p0[start + i] + p1[start + i];
     for (size_t q = 2; q < peers_.size(); ++q) {
-      const T* pq = peers_[q]->as<T>() + first + start;
+      const T* pq = elements<T>(*peers_[q]) + first + start;
       for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] += pq[i];
     }
     std::copy_n(acc.begin(), n, out + start);
@@ -301,16 +322,16 @@ void SharedBuffers::sum_range(int64_t first, int64_t count, void* out) const {
 bool SharedBuffers::try_reduce(uint64_t epoch) {
   if (!all_published(epoch)) return false;
   const auto [lo, hi] = slice(rank_);
-  sum_range(lo, hi - lo,
-            static_cast<char*>(peers_[static_cast<size_t>(rank_)]->data()) +
-                static_cast<size_t>(lo) * dtype_size(dtype_));
-  peers_[static_cast<size_t>(rank_)]->header().reduced.value.store(epoch, std::memory_order_release);
+  sum_range(
+      lo, hi - lo,
+      elements<char>(*peers_[static_cast<size_t>(rank_)]) + static_cast<size_t>(lo) * dtype_size(dtype_));
+  peers_[static_cast<size_t>(rank_)]->header(window_).reduced.value.store(epoch, std::memory_order_release);
   return true;
 }
 
 void SharedBuffers::wait_published(uint64_t epoch) {
   for (int q = 0; q < size(); ++q) {
-    const Header& h = peers_[static_cast<size_t>(q)]->header();
+    const Header& h = peers_[static_cast<size_t>(q)]->header(window_);
     wait_for([&] { return h.published.value.load(std::memory_order_acquire) >= epoch; }, timeout_, rank_,
              size(), q, "publish its contribution", tag_);
   }
@@ -323,14 +344,14 @@ void SharedBuffers::reduce(uint64_t epoch) {
 
 const float* SharedBuffers::reduced_slice(int q, uint64_t epoch) {
   const Mapping& peer = *peers_[static_cast<size_t>(q)];
-  wait_for([&] { return peer.header().reduced.value.load(std::memory_order_acquire) >= epoch; }, timeout_,
-           rank_, size(), q, "reduce its slice", tag_);
+  wait_for([&] { return peer.header(window_).reduced.value.load(std::memory_order_acquire) >= epoch; },
+           timeout_, rank_, size(), q, "reduce its slice", tag_);
   TANDEM_CHECK(dtype_ == DType::f32, "internal: float32 slices of int64 buffers of " << tag_);
-  return peer.as<float>() + slice(q).first;
+  return elements<float>(peer) + slice(q).first;
 }
 
 void SharedBuffers::end(uint64_t epoch) {
-  peers_[static_cast<size_t>(rank_)]->header().finished.value.store(epoch, std::memory_order_release);
+  peers_[static_cast<size_t>(rank_)]->header(window_).finished.value.store(epoch, std::memory_order_release);
 }
 
 }  // namespace tandem::dist

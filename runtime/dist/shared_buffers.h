@@ -42,6 +42,11 @@
 //                    may change outside the protocol: gradients that are views into it).
 //   The sum of each element is computed once, by one rank, so every rank gets bitwise the
 //   same result.
+// - window(w, first, numel): elements [first, first + numel) of these buffers as buffers of
+//   their own, with their own protocol (epochs, flags, slices), without a collective; w <
+//   the `windows` given to create() numbers the flags, and window 0 is these buffers' own.
+//   Windows share the segments (they keep them mapped). Uses of two windows whose ranges
+//   overlap must be ordered by the caller (wait_finished on the one before begin on the other).
 // - Waits spin briefly, then yield the core; each one gives up after the group's timeout
 //   (TANDEM_COLLECTIVE_TIMEOUT_S) with an Error naming the rank waited for, the step of the
 //   protocol and `tag`: a rank that crashed or runs another step ends the job, not hangs it.
@@ -63,7 +68,8 @@ namespace tandem::dist {
 class SharedBuffers {
  public:
   static std::unique_ptr<SharedBuffers> create(ProcessGroup& group, int64_t numel, const std::string& tag,
-                                               DType dtype = DType::f32);
+                                               DType dtype = DType::f32, int windows = 1);
+  std::unique_ptr<SharedBuffers> window(int w, int64_t first, int64_t numel, const std::string& tag) const;
   ~SharedBuffers();
   SharedBuffers(const SharedBuffers&) = delete;
   SharedBuffers& operator=(const SharedBuffers&) = delete;
@@ -89,12 +95,18 @@ class SharedBuffers {
   struct Mapping;  // one mapped segment (shared_buffers.cpp)
 
  private:
-  SharedBuffers() = default;
+  SharedBuffers(int rank, int windows, DType dtype, std::string tag, std::chrono::milliseconds timeout)
+      : rank_(rank), windows_(windows), dtype_(dtype), tag_(std::move(tag)), timeout_(timeout) {}
   bool all_published(uint64_t epoch) const;
+  template <typename T>
+  T* elements(const Mapping& segment) const;  // the window's first element in a segment
   template <typename T>
   void sum_range_as(int64_t first, int64_t count, T* out) const;
 
   int rank_ = 0;
+  int window_ = 0;     // which flags
+  int windows_ = 1;    // flags in each segment
+  int64_t first_ = 0;  // the window's first element in the segment
   int64_t numel_ = 0;
   DType dtype_ = DType::f32;
   std::string tag_;

@@ -28,6 +28,15 @@ namespace tandem::testing {
 constexpr int64_t kGlobalBatch = 12;  // divisible by 1, 2, 3 and 4 ranks
 
 // Rows of a global batch that belong to `rank` of `size`.
+// Whether the Reducer's bucket memory is at most its parameters' bytes plus the alignment
+// padding its flat storage may add (flat_layout.h), whatever its phases.
+inline bool buckets_within_parameters(const Reducer& reducer) {
+  size_t padding = 0;
+  for (const Variable& p : reducer.parameters())
+    padding += static_cast<size_t>(FlatLayout::kAlign - 1) * dtype_size(p.dtype());
+  return reducer.bucket_bytes() <= reducer.parameter_bytes() + padding;
+}
+
 inline Tensor slice_rows(const Tensor& global, int rank, int size) {
   int64_t rows = global.size(0) / size;
   return global.narrow_rows(rank * rows, rows).clone();

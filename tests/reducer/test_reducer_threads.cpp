@@ -1,7 +1,7 @@
 // The Reducer's logic at 1-4 thread ranks (dist::run_ranks), without mpirun: the
 // single-process oracle in every MMGeneration style, the D step sending nothing for G,
-// ranks whose backwards diverge, no_sync accumulation, and the bounded phase cache under a
-// LayerDrop model (a new used set nearly every backward). The multi-rank MPI suite
+// ranks whose backwards diverge, no_sync accumulation, and the one flat bucket storage under
+// a LayerDrop model (a new used set nearly every backward). The multi-rank MPI suite
 // (mpi/test_reducer.cpp) runs the same models over real processes.
 // Catch2 assertions are not thread-safe: ranks record what they saw, the main thread checks.
 #include <algorithm>
@@ -75,7 +75,7 @@ TEST_CASE("threads: a D-step backward sends nothing for G and leaves G's gradien
     std::vector<size_t> d_step_bytes, g_step_bytes;
     bool g_grads_untouched = true;
     std::vector<PhaseStats> stats;
-    int64_t evicted = -1;
+    bool buckets_within = false;
   };
   for (int n = 2; n <= kMaxRanks; ++n) {
     INFO(n << " thread ranks");
@@ -106,7 +106,7 @@ TEST_CASE("threads: a D-step backward sends nothing for G and leaves G's gradien
         s.g_step_bytes.push_back(ddp.reducer().last_backward_bytes());
       }
       s.stats = ddp.reducer().stats();
-      s.evicted = ddp.reducer().evicted_phases();
+      s.buckets_within = buckets_within_parameters(ddp.reducer());
     });
     for (int r = 0; r < n; ++r) {
       INFO("rank " << r);
@@ -121,7 +121,7 @@ TEST_CASE("threads: a D-step backward sends nothing for G and leaves G's gradien
       CHECK(s.stats[0].backwards == 3);
       CHECK(s.stats[0].rebuilds == 1);
       CHECK(s.stats[1].rebuilds == 1);
-      CHECK(s.evicted == 0);  // D and G phases fit the default phase cache
+      CHECK(s.buckets_within);  // D and G phases share one flat storage
     }
   }
 }
@@ -337,11 +337,11 @@ namespace {
 struct LayerDropRun {
   std::vector<std::vector<Tensor>> grads;  // [iteration][parameter]
   size_t parameter_bytes = 0;
-  size_t cap_bytes = 0;
-  size_t most_cached_bytes = 0;  // the largest cached_bucket_bytes() seen after a backward
-  int64_t evicted = 0;
-  size_t phases_left = 0;
-  bool all_rebuilt_once = true;  // every cached phase (each has had two backwards or more)
+  size_t first_bucket_bytes = 0;  // bucket_bytes() after the first backward
+  size_t most_bucket_bytes = 0;   // the largest bucket_bytes() seen after a backward
+  bool buckets_within = true;     // buckets_within_parameters() after every backward
+  size_t phases = 0;
+  bool all_rebuilt_once = true;  // every phase (each has had two backwards or more)
 };
 
 // require_close's test (within rel of `want`, or 1e-6) as one verdict per tensor: this
@@ -366,31 +366,31 @@ Tensor layer_drop_input(int iteration) {
 
 // Each random subset is used for two iterations in a row (its phase is rebuilt from the
 // observed order at its second backward), and the 12 subsets come round three times (a
-// phase evicted meanwhile is built again).
+// phase met again reuses its layout).
 std::vector<bool> layer_drop_pattern(int iteration) {
   return layer_drop_subset((iteration / 2) % kLayerDropSubsets);
 }
 
-LayerDropRun train_layer_drop(const std::shared_ptr<dist::ProcessGroup>& g, double phase_cache_mb) {
+LayerDropRun train_layer_drop(const std::shared_ptr<dist::ProcessGroup>& g, bool as_view) {
   auto model = std::make_shared<LayerDropModel>(kLayerDropWidth, /*seed=*/21);
   DdpOptions options;
-  options.reducer.phase_cache_mb = phase_cache_mb;
+  options.reducer.gradient_as_bucket_view = as_view;
   DistributedDataParallel ddp(model, g, options);
   LayerDropRun run;
   run.parameter_bytes = bytes_of(model->parameters());
-  run.cap_bytes = ddp.reducer().phase_cache_bytes();
   for (int it = 0; it < kLayerDropIterations; ++it) {
     model->zero_grad();
     Tensor x = slice_rows(layer_drop_input(it), g->rank(), g->size());
     model->loss(Variable(x), layer_drop_pattern(it)).backward();
-    run.most_cached_bytes = std::max(run.most_cached_bytes, ddp.reducer().cached_bucket_bytes());
+    if (it == 0) run.first_bucket_bytes = ddp.reducer().bucket_bytes();
+    run.most_bucket_bytes = std::max(run.most_bucket_bytes, ddp.reducer().bucket_bytes());
+    run.buckets_within = run.buckets_within && buckets_within_parameters(ddp.reducer());
     std::vector<Tensor>& grads = run.grads.emplace_back();
     for (const Variable& p : model->parameters())
       grads.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
   }
-  run.evicted = ddp.reducer().evicted_phases();
   for (const PhaseStats& phase : ddp.reducer().stats()) {
-    ++run.phases_left;
+    ++run.phases;
     run.all_rebuilt_once = run.all_rebuilt_once && phase.rebuilds == 1;
   }
   return run;
@@ -399,9 +399,9 @@ LayerDropRun train_layer_drop(const std::shared_ptr<dist::ProcessGroup>& g, doub
 }  // namespace
 
 TEST_CASE(
-    "threads: a LayerDrop model's phase cache stays within four times its parameters, gradients as the "
-    "oracle's",
-    "[reducer][threads][phase_cache]") {
+    "threads: a LayerDrop model's phases share one flat storage of its parameters' bytes, gradients as "
+    "the oracle's",
+    "[reducer][threads][phases]") {
   // The oracle: per iteration, the average over ranks of each rank's gradients, computed
   // without a Reducer.
   constexpr int kRanks = 3;  // not a power of two: the prescale rounds
@@ -429,21 +429,16 @@ TEST_CASE(
     expected.push_back(std::move(sum));
   }
 
-  // Rank 0's gradients with the default cap: every other run must match them bit for bit
-  // (the threads backend sums each element in rank order whatever the buckets, so evicting
-  // and rebuilding phases changes nothing).
-  std::vector<std::vector<Tensor>> default_cap_grads;
-  enum class Cap { default_cap, one_phase, none };
-  for (Cap cap : {Cap::default_cap, Cap::one_phase, Cap::none}) {
-    const double cap_mb = cap == Cap::default_cap ? 0.0
-                          : cap == Cap::one_phase ? 1e-9  // below any phase: only the newest stays
-                                                  : std::numeric_limits<double>::infinity();
-    INFO("phase_cache_mb " << cap_mb);
+  // Rank 0's gradients with copies: every other run must match them bit for bit (the
+  // threads backend sums each element in rank order whatever the buckets).
+  std::vector<std::vector<Tensor>> copied_grads;
+  for (bool as_view : {false, true}) {
+    INFO("gradient_as_bucket_view " << as_view);
     std::vector<LayerDropRun> runs(kRanks);
     run_reducer_ranks(kRanks, [&](std::shared_ptr<dist::ProcessGroup> g) {
-      runs[static_cast<size_t>(g->rank())] = train_layer_drop(g, cap_mb);
+      runs[static_cast<size_t>(g->rank())] = train_layer_drop(g, as_view);
     });
-    if (cap == Cap::default_cap) default_cap_grads = runs[0].grads;
+    if (!as_view) copied_grads = runs[0].grads;
     for (int r = 0; r < kRanks; ++r) {
       INFO("rank " << r);
       const LayerDropRun& run = runs[static_cast<size_t>(r)];
@@ -455,50 +450,57 @@ TEST_CASE(
           REQUIRE(run.grads[it][i].defined() == expected[it][i].defined());
           if (!expected[it][i].defined()) continue;
           REQUIRE(all_close(run.grads[it][i], expected[it][i], 1e-6));
-          require_bitwise_equal({run.grads[it][i]}, {default_cap_grads[it][i]});
+          require_bitwise_equal({run.grads[it][i]}, {copied_grads[it][i]});
         }
       }
       CHECK(run.all_rebuilt_once);
-      switch (cap) {
-        case Cap::default_cap:
-          CHECK(run.cap_bytes == 4 * run.parameter_bytes);
-          CHECK(run.most_cached_bytes <= 4 * run.parameter_bytes);
-          // Every phase built is evicted or still cached: more than one per subset means
-          // evicted subsets came back and were built again.
-          CHECK(static_cast<size_t>(run.evicted) + run.phases_left > static_cast<size_t>(kLayerDropSubsets));
-          break;
-        case Cap::one_phase:
-          CHECK(run.phases_left == 1);
-          CHECK(run.most_cached_bytes <= run.parameter_bytes);
-          break;
-        case Cap::none:
-          // Without the cap every subset's phase stays: far more than the default bound,
-          // which is therefore no accident.
-          CHECK(run.most_cached_bytes > 4 * run.parameter_bytes);
-          CHECK(run.evicted == 0);
-          CHECK(run.phases_left == static_cast<size_t>(kLayerDropSubsets));
-          break;
-      }
+      // Every subset keeps its phase, in the storage made at construction: never more.
+      CHECK(run.phases == static_cast<size_t>(kLayerDropSubsets));
+      CHECK(run.buckets_within);
+      CHECK(run.most_bucket_bytes == run.first_bucket_bytes);
+      CHECK(run.most_bucket_bytes >= run.parameter_bytes);
     }
   }
 }
 
-TEST_CASE("threads: a phase_cache_mb that is negative or NaN is refused by name",
-          "[reducer][threads][errors]") {
-  for (double bad : {-1.0, std::numeric_limits<double>::quiet_NaN()}) {
-    INFO("phase_cache_mb " << bad);
-    std::string error;
-    run_reducer_ranks(1, [&](std::shared_ptr<dist::ProcessGroup> g) {
+TEST_CASE(
+    "threads: with gradients as bucket views, a phase leaves the gradients of another phase as they were",
+    "[reducer][threads][phases]") {
+  // The D step's and the G step's buckets lie over the same flat storage: D's gradients,
+  // views of it after the D step, must survive the G step (and G's the next D step).
+  for (int n = 1; n <= kMaxRanks; ++n) {
+    INFO(n << " thread ranks");
+    std::vector<int> kept(static_cast<size_t>(n), 0), viewed(static_cast<size_t>(n), 0);
+    run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
+      auto gan = std::make_shared<TinyGan>(3, /*dynamic=*/false);
       DdpOptions options;
-      options.reducer.phase_cache_mb = bad;
-      try {
-        DistributedDataParallel ddp(make_side_model(), g, options);
-      } catch (const std::exception& e) {
-        error = e.what();
+      options.reducer.gradient_as_bucket_view = true;
+      DistributedDataParallel ddp(gan, g, options);
+      const std::vector<Variable> d = gan->discriminator->parameters(), gen = gan->generator->parameters();
+      int& k = kept[static_cast<size_t>(g->rank())];
+      int& v = viewed[static_cast<size_t>(g->rank())];
+      for (int it = 0; it < 3; ++it) {
+        Tensor z = slice_rows(random_tensor({kGlobalBatch, 4}, 60 + it), g->rank(), g->size());
+        Tensor real = slice_rows(random_tensor({kGlobalBatch, 3}, 70 + it), g->rank(), g->size());
+        Variable fake = gan->generator->forward(Variable(z));
+        Variable loss_d = mean(softplus(gan->discriminator->run(fake.detach(), false))) +
+                          mean(softplus(-gan->discriminator->run(Variable(real), false)));
+        for (const Variable& p : d) Variable(p).set_grad(Tensor());
+        loss_d.backward();
+        const Tensor d_view = d[0].grad();  // a view of the flat storage
+        const std::vector<Tensor> d_after = grads_of(d);
+        for (const Variable& p : gen) Variable(p).set_grad(Tensor());
+        mean(softplus(-gan->discriminator->run(fake, false))).backward({.inputs = gen});
+        if (same_bits(grads_of(d), d_after)) ++k;
+        // Else the test proves nothing: G's buckets lie where D's gradients were.
+        if (gen[0].grad().shares_storage_with(d_view)) ++v;
       }
     });
-    CHECK(error.find("phase_cache_mb must be 0 (twice the parameters' bytes) or positive, got") !=
-          std::string::npos);
+    for (int r = 0; r < n; ++r) {
+      INFO("rank " << r);
+      CHECK(kept[static_cast<size_t>(r)] == 3);
+      CHECK(viewed[static_cast<size_t>(r)] == 3);
+    }
   }
 }
 

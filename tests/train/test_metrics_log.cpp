@@ -172,12 +172,12 @@ TEST_CASE("the ring8 quality and the sync summary lines", "[metrics]") {
         "sync phase 2: 12 of 12 parameters (generator, discriminator): 3 bucket(s), largest 1.05 MB, 1.12 MB "
         "per "
         "backward, 50 backward(s), rebuilt 1x");
-  CHECK(sync_cache_line(2, 1122776, 2245552, 0) ==
-        "sync cache: 2 phase(s), 1.12 MB of buckets (cap 2.25 MB), 0 evicted");
-  CHECK(sync_cache_line(5, 20480, 21760, 31) ==
-        "sync cache: 5 phase(s), 20.5 kB of buckets (cap 21.8 kB), 31 evicted");
-  CHECK(sync_cache_line(4, 7070000, std::numeric_limits<size_t>::max(), 0) ==
-        "sync cache: 4 phase(s), 7.07 MB of buckets (cap none), 0 evicted");
+  CHECK(sync_buckets_line(2, 1122816, 1122776) ==
+        "sync buckets: 2 phase(s) in 1.12 MB of buckets for 1.12 MB of parameters (1.00x)");
+  CHECK(sync_buckets_line(9, 655360, 625000) ==
+        "sync buckets: 9 phase(s) in 655.4 kB of buckets for 625.0 kB of parameters (1.05x)");
+  CHECK(sync_buckets_line(0, 0, 0) ==
+        "sync buckets: 0 phase(s) in 0.0 kB of buckets for 0.0 kB of parameters (-)");
 }
 
 TEST_CASE("the metrics log writes both, and a resumed run appends to its file", "[metrics]") {

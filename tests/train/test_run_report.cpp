@@ -111,6 +111,8 @@ TEST_CASE("the report shows losses, speed, sync, samples and settings, and reloa
   phase.bytes_per_backward = 251000;
   phase.backwards = 300;
   phase.rebuilds = 1;
+  phase.storage_bytes = 251008;
+  phase.parameter_bytes = 251000;
   report.set_phases("#1", {phase});
 
   REQUIRE(report.write(RunState::running) == "");
@@ -139,7 +141,7 @@ TEST_CASE("the report shows losses, speed, sync, samples and settings, and reloa
   CHECK(count_of(running,
                  "<td>#1</td><td>phase 1: 6 of 12 parameters (discriminator.*)</td><td class=\"n\">2</td>"
                  "<td class=\"n\">250.0 kB</td><td class=\"n\">251.0 kB</td><td class=\"n\">300</td>"
-                 "<td class=\"n\">1</td>") == 1);
+                 "<td class=\"n\">1</td><td class=\"n\">1.00x</td>") == 1);
   // The latest picture inline, the earlier by name.
   CHECK(count_of(
             running,

@@ -97,6 +97,48 @@ TEST_CASE("shared buffers: reduce-scatter then slices give the exact sum, use af
   }
 }
 
+TEST_CASE("shared buffers: windows of one segment reduce their own ranges, each with its own uses",
+          "[shared]") {
+  auto g = world();
+  if (g->size() < 2) return;
+  const int size = g->size(), rank = g->rank();
+  constexpr int64_t kNumel = 1000;
+  auto shared = SharedBuffers::create(*g, kNumel, "window test", DType::f32, /*windows=*/3);
+  REQUIRE(shared != nullptr);
+  // Windows 1 and 2 over disjoint ranges, then window 2 again over a range overlapping both.
+  struct Use {
+    int window;
+    int64_t first, numel;
+    uint64_t epoch;
+  };
+  const Use uses[] = {{1, 0, 400, 1}, {2, 416, 584, 1}, {2, 100, 700, 2}};
+  int64_t wrong = 0;
+  for (const Use& u : uses) {
+    INFO("window " << u.window << " [" << u.first << ", " << u.first + u.numel << "), rank " << rank);
+    auto w = shared->window(u.window, u.first, u.numel, "window");
+    CHECK(w->local().numel() == u.numel);
+    CHECK(w->local().data<float>() == shared->local().data<float>() + u.first);
+    w->begin(u.epoch);
+    float* mine = w->local().data<float>();
+    for (int64_t i = 0; i < u.numel; ++i) mine[i] = static_cast<float>(value(rank, u.first + i, u.epoch));
+    w->publish(u.epoch);
+    w->reduce(u.epoch);
+    for (int q = 0; q < size; ++q) {
+      const auto [first, last] = w->slice(q);
+      if (first == last) continue;
+      const float* reduced = w->reduced_slice(q, u.epoch);
+      for (int64_t i = first; i < last; ++i) {
+        if (reduced[i - first] != static_cast<float>(sum_over_ranks(size, u.first + i, u.epoch))) ++wrong;
+      }
+    }
+    w->end(u.epoch);
+    w->wait_finished(u.epoch);  // the next use overlaps this one's range
+  }
+  CHECK(wrong == 0);
+  CHECK_THROWS_WITH(shared->window(3, 0, 10, "beyond"), Catch::Contains("window 3 of 3"));
+  CHECK_THROWS_WITH(shared->window(0, 990, 11, "beyond"), Catch::Contains("elements [990, 1001) of 1000"));
+}
+
 TEST_CASE("shared buffers: whole-range sums, float32 and int64, into this rank's memory", "[shared]") {
   auto g = world();
   if (g->size() < 2) return;
