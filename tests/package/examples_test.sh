@@ -8,7 +8,10 @@
 #       BiGAN: wrapped whole and wrapped per part (--wrap separate) alike;
 #   (b) the replicas are bitwise equal across the 2 ranks (the example's check_replicas line);
 #   (c) 6 iterations straight equal 3, a stop, and --resume to 6, byte for byte in the final
-#       checkpoint (Adam, a warm-up + cosine schedule and an EMA of the generator included).
+#       checkpoint (Adam, a warm-up + cosine schedule and an EMA of the generator included);
+#   (d) a kill: every rank of a long run gets SIGKILL once its first checkpoint (iteration 40)
+#       is on disk, whatever it is writing then; --resume to 160 equals 160 straight, byte
+#       for byte.
 #   examples_test.sh <cmake> <mpiexec> <c++> <source dir> <build dir> <work dir> [example...]
 # Prints the seconds each step took.
 set -euo pipefail
@@ -72,4 +75,38 @@ for example in "${examples[@]}"; do
     exit 1
   }
   echo "examples_test: $example: resumed run bitwise equal to the uninterrupted one"
+
+  # (d)
+  killed=("${small[@]}" --schedule warmup:10+cosine:200 --ema-decay 0.9 --save-every 40)
+  step "$example-straight160" "$mpiexec" -np 2 --oversubscribe "$program" "${killed[@]}" --iters 160 \
+    --out "$runs/straight160"
+  "$mpiexec" -np 2 --oversubscribe "$program" "${killed[@]}" --iters 100000 --out "$runs/killed" \
+    >"$work/$example-killed.log" 2>&1 &
+  launcher=$!
+  for _ in $(seq 1200); do  # at most 60 s
+    [ -e "$(ckpt killed 40)" ] && break
+    sleep 0.05
+  done
+  [ -e "$(ckpt killed 40)" ] || {
+    echo "examples_test: $example wrote no iteration-40 checkpoint within 60 s" >&2
+    kill -9 "$launcher" 2>/dev/null
+    pkill -9 -f -- "--out $runs/killed" || true
+    cat "$work/$example-killed.log" >&2
+    exit 1
+  }
+  pkill -9 -f -- "$program .*--out $runs/killed" || true
+  kill -9 "$launcher" 2>/dev/null || true
+  wait "$launcher" 2>/dev/null || true
+  step "$example-after-kill" "$mpiexec" -np 2 --oversubscribe "$program" "${killed[@]}" --iters 160 \
+    --out "$runs/killed" --resume
+  grep -Eq "resumed from .*$example-(0000[4-9][0-9]|0001[0-5][0-9])" "$work/$example-after-kill.log" || {
+    echo "examples_test: $example did not resume from a checkpoint of the killed run:" >&2
+    cat "$work/$example-after-kill.log" >&2
+    exit 1
+  }
+  cmp "$(ckpt straight160 160)" "$(ckpt killed 160)" || {
+    echo "examples_test: $example killed and resumed is not bitwise the uninterrupted run" >&2
+    exit 1
+  }
+  echo "examples_test: $example: killed (SIGKILL) and resumed, bitwise equal to the uninterrupted run"
 done
