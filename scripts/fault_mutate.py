@@ -14,6 +14,7 @@ Python's standard library only.
 """
 import json
 import math
+import re
 import struct
 import sys
 import zlib
@@ -103,6 +104,15 @@ def flip_in_header(raw, needle, offset=0, mask=0x01):
     """Flips a bit of the header byte at `offset` into the first occurrence of `needle`."""
     at = raw.index(needle.encode(), 8, data_start(raw))
     return flip(raw, at + offset, mask)
+
+
+def flip_offset_digit(raw):
+    """Flips the low bit of the second digit of the first data_offsets start of 4+ digits
+    (an offset that stays a number but points elsewhere), wherever the layout puts it."""
+    found = re.compile(rb'"data_offsets":\[(\d{4,}),').search(raw, 8, data_start(raw))
+    if found is None:
+        raise ValueError("no data_offsets entry of four or more digits in the header")
+    return flip(raw, found.start(1) + 1, 0x01)
 
 
 def flip_in_tensor(raw, name, last=False, byte=0, mask=0x01):
@@ -297,7 +307,7 @@ def mutants():
         lambda r: flip_in_header(r, '"model.generator.0.weight"', 8))
     add("hflip-dtype", "dtype \"F32\" -> \"F36\"", lambda r: flip_in_header(r, '"F32"', 3, 0x04))
     add("hflip-shape", "a shape digit", lambda r: flip_in_header(r, '"shape":[128,16]', 10, 0x02))
-    add("hflip-offset", "a data_offsets digit", lambda r: flip_in_header(r, '"data_offsets":[8816,', 17, 0x01))
+    add("hflip-offset", "a data_offsets digit", flip_offset_digit)
     add("hflip-quote", "a quote", lambda r: flip_in_header(r, '"model.generator.0.bias"', 0, 0x01))
     add("hflip-last-byte", "the header's last byte", lambda r: flip(r, data_start(r) - 1, 0x01))
 
