@@ -307,6 +307,13 @@ heal_host() {
   ip netns exec "$switch_ns" tc qdisc del dev "host$i" root 2>/dev/null || true
   ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
   ip -n "$switch_ns" link set "host$i" up
+  # A job started before both ends report the link up fails to connect (Open MPI's TCP
+  # connect, "Operation now in progress"): wait for them, at most 10 s.
+  for _ in $(seq 50); do
+    ip -n "$switch_ns" -br link show "host$i" | grep -qw UP && ip -n "$ns" -br link show eth0 | grep -qw UP && return 0
+    sleep 0.2
+  done
+  die "heal: the link of host $i is not up 10 s after it was set up"
 }
 
 do_status() {
