@@ -35,7 +35,7 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
       group_(std::move(group)),
       options_(std::move(options)),
       agreement_(names_, options_.name, options_.allow_absent_ranks),
-      layout_(bucket_infos(params_)),
+      layout_(bucket_infos(params_), agreement_.parts().of),
       steps_base_(optim::steps_taken_on_this_thread()) {
   TANDEM_CHECK(group_ != nullptr, "Reducer for " << options_.name << ": no process group");
   TANDEM_CHECK(params_.size() == names_.size(), "Reducer for " << options_.name << ": " << params_.size()
@@ -335,16 +335,27 @@ Reducer::Phase& Reducer::phase_for(const std::vector<bool>& global) {
 }
 
 void Reducer::move_out_of_storage(const Phase& phase) {
+  // A gradient viewing the storage where this phase's buckets will be packed would be
+  // overwritten: copy it out. Phases of one part lie in that part's region (flat_layout.h),
+  // so a GAN's D and G steps copy nothing.
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& grad = params_[i].grad();
-    const Tensor& flat = storage_[layout_.group_of(i)];
+    const size_t group = layout_.group_of(i);
+    const Tensor& flat = storage_[group];
     if (!grad.defined() || !grad.shares_storage_with(flat)) continue;
+    const int64_t start = grad.offset() - flat.offset(), end = start + grad.numel();
     const int b = phase.bucket_of[i];
-    if (b >= 0 && grad.offset() == flat.offset() + phase.buckets[static_cast<size_t>(b)].flat_offset +
-                                       phase.slot_offset[i]) {
+    if (b >= 0 && start == phase.buckets[static_cast<size_t>(b)].flat_offset + phase.slot_offset[i]) {
       continue;  // its slot in this phase too
     }
-    params_[i].set_grad(grad.clone());
+    bool overlapped = false;
+    for (const Bucket& bucket : phase.buckets) {
+      const int64_t bucket_start = bucket.flat_offset;
+      const int64_t bucket_end = bucket_start + bucket.grad_bucket.buffer.numel();
+      overlapped = overlapped || (layout_.group_of(bucket.params.front()) == group && start < bucket_end &&
+                                  bucket_start < end);
+    }
+    if (overlapped) params_[i].set_grad(grad.clone());
   }
 }
 

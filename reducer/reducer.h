@@ -20,8 +20,9 @@
 //   its first backward, rebuilt once at its second from the ready order rank 0 observed.
 //   Buckets live in one flat storage per (dtype, device) of the parameters, made at
 //   construction, of the parameters' bytes (plus at most 15 elements of alignment each): every
-//   phase lays its buckets out in it from the start (flat_layout.h), so a phase costs
-//   offsets, not memory, and none is ever evicted. With gradient_as_bucket_view, a gradient
+//   phase lays its buckets out in it, in its model part's region when it holds one part's
+//   parameters (flat_layout.h), so a phase costs offsets, not memory, and none is ever
+//   evicted. With gradient_as_bucket_view, a gradient
 //   that views the storage where a phase about to run lays out something else is copied
 //   out of it first (into a tensor of its own), so no phase changes another's gradients.
 // - Each gradient is packed into its bucket as it becomes ready; a full bucket goes to its
@@ -247,8 +248,8 @@ class Reducer : public BackwardObserver {
   // that this backward does not reach contribute their current gradient at once.
   void activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable);
   Phase& phase_for(const std::vector<bool>& global);
-  // gradient_as_bucket_view: gradients viewing the flat storage anywhere but their slot in
-  // `phase` become tensors of their own (the phase is about to write there).
+  // gradient_as_bucket_view: gradients viewing the flat storage where `phase` lays out
+  // something else become tensors of their own (the phase is about to write there).
   void move_out_of_storage(const Phase& phase);
   void build_layout(Phase& phase, const std::vector<size_t>& order);
   void maybe_rebuild(Phase& phase);

@@ -463,14 +463,31 @@ TEST_CASE(
   }
 }
 
-TEST_CASE(
-    "threads: with gradients as bucket views, a phase leaves the gradients of another phase as they were",
-    "[reducer][threads][phases]") {
-  // The D step's and the G step's buckets lie over the same flat storage: D's gradients,
-  // views of it after the D step, must survive the G step (and G's the next D step).
+namespace {
+
+// The gradients themselves (views of the flat storage), not copies.
+std::vector<Tensor> grad_views(const std::vector<Variable>& params) {
+  std::vector<Tensor> out;
+  for (const Variable& p : params) out.push_back(p.grad());
+  return out;
+}
+
+// The same elements of the same storage (or both undefined: no gradient).
+bool same_place_as(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
+  return a.shares_storage_with(b) && a.offset() == b.offset();
+}
+
+}  // namespace
+
+TEST_CASE("threads: with gradients as bucket views, the D and G phases lie in regions of their own",
+          "[reducer][threads][phases]") {
+  // flat_layout.h: a phase of one part's parameters lies in that part's region of the flat
+  // storage, so D's gradients, views of it after the D step, stay where they are (not
+  // copied) through the G step, and G's through the next D step.
   for (int n = 1; n <= kMaxRanks; ++n) {
     INFO(n << " thread ranks");
-    std::vector<int> kept(static_cast<size_t>(n), 0), viewed(static_cast<size_t>(n), 0);
+    std::vector<int> kept(static_cast<size_t>(n), 0), in_place(static_cast<size_t>(n), 0);
     run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
       auto gan = std::make_shared<TinyGan>(3, /*dynamic=*/false);
       DdpOptions options;
@@ -478,7 +495,7 @@ TEST_CASE(
       DistributedDataParallel ddp(gan, g, options);
       const std::vector<Variable> d = gan->discriminator->parameters(), gen = gan->generator->parameters();
       int& k = kept[static_cast<size_t>(g->rank())];
-      int& v = viewed[static_cast<size_t>(g->rank())];
+      int& v = in_place[static_cast<size_t>(g->rank())];
       for (int it = 0; it < 3; ++it) {
         Tensor z = slice_rows(random_tensor({kGlobalBatch, 4}, 60 + it), g->rank(), g->size());
         Tensor real = slice_rows(random_tensor({kGlobalBatch, 3}, 70 + it), g->rank(), g->size());
@@ -487,19 +504,63 @@ TEST_CASE(
                           mean(softplus(-gan->discriminator->run(Variable(real), false)));
         for (const Variable& p : d) Variable(p).set_grad(Tensor());
         loss_d.backward();
-        const Tensor d_view = d[0].grad();  // a view of the flat storage
-        const std::vector<Tensor> d_after = grads_of(d);
+        const std::vector<Tensor> d_views = grad_views(d), d_after = grads_of(d);
         for (const Variable& p : gen) Variable(p).set_grad(Tensor());
         mean(softplus(-gan->discriminator->run(fake, false))).backward({.inputs = gen});
         if (same_bits(grads_of(d), d_after)) ++k;
-        // Else the test proves nothing: G's buckets lie where D's gradients were.
-        if (gen[0].grad().shares_storage_with(d_view)) ++v;
+        bool same_place = true;
+        for (size_t i = 0; i < d.size(); ++i) same_place = same_place && same_place_as(d[i].grad(), d_views[i]);
+        if (same_place) ++v;
       }
     });
     for (int r = 0; r < n; ++r) {
       INFO("rank " << r);
       CHECK(kept[static_cast<size_t>(r)] == 3);
-      CHECK(viewed[static_cast<size_t>(r)] == 3);
+      CHECK(in_place[static_cast<size_t>(r)] == 3);
+    }
+  }
+}
+
+TEST_CASE(
+    "threads: with gradients as bucket views, a phase over both parts leaves the gradients of another phase as "
+    "they were",
+    "[reducer][threads][phases]") {
+  // A G step backed through D as well (no inputs) is one phase over both parts: it lies
+  // over the whole flat storage, D's region included. Its G gradients, views of it, must
+  // survive the next D step, whose buckets lie in D's region.
+  for (int n = 1; n <= kMaxRanks; ++n) {
+    INFO(n << " thread ranks");
+    std::vector<int> kept(static_cast<size_t>(n), 0), moved(static_cast<size_t>(n), 0);
+    run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
+      auto gan = std::make_shared<TinyGan>(3, /*dynamic=*/false);
+      DdpOptions options;
+      options.reducer.gradient_as_bucket_view = true;
+      DistributedDataParallel ddp(gan, g, options);
+      const std::vector<Variable> d = gan->discriminator->parameters(), gen = gan->generator->parameters();
+      int& k = kept[static_cast<size_t>(g->rank())];
+      int& m = moved[static_cast<size_t>(g->rank())];
+      for (int it = 0; it < 3; ++it) {
+        Tensor z = slice_rows(random_tensor({kGlobalBatch, 4}, 80 + it), g->rank(), g->size());
+        Tensor real = slice_rows(random_tensor({kGlobalBatch, 3}, 90 + it), g->rank(), g->size());
+        Variable fake = gan->generator->forward(Variable(z));
+        for (const Variable& p : gan->parameters()) Variable(p).set_grad(Tensor());
+        mean(softplus(-gan->discriminator->run(fake, false))).backward();  // G and D
+        const std::vector<Tensor> g_views = grad_views(gen), g_after = grads_of(gen);
+        Variable loss_d = mean(softplus(gan->discriminator->run(fake.detach(), false))) +
+                          mean(softplus(-gan->discriminator->run(Variable(real), false)));
+        for (const Variable& p : d) Variable(p).set_grad(Tensor());
+        loss_d.backward();
+        if (same_bits(grads_of(gen), g_after)) ++k;
+        // Else the test proves nothing: D's buckets did not lie where G's gradients were.
+        bool any_moved = false;
+        for (size_t i = 0; i < gen.size(); ++i) any_moved = any_moved || !same_place_as(gen[i].grad(), g_views[i]);
+        if (any_moved) ++m;
+      }
+    });
+    for (int r = 0; r < n; ++r) {
+      INFO("rank " << r);
+      CHECK(kept[static_cast<size_t>(r)] == 3);
+      CHECK(moved[static_cast<size_t>(r)] == 3);
     }
   }
 }
