@@ -509,7 +509,8 @@ TEST_CASE("threads: with gradients as bucket views, the D and G phases lie in re
         mean(softplus(-gan->discriminator->run(fake, false))).backward({.inputs = gen});
         if (same_bits(grads_of(d), d_after)) ++k;
         bool same_place = true;
-        for (size_t i = 0; i < d.size(); ++i) same_place = same_place && same_place_as(d[i].grad(), d_views[i]);
+        for (size_t i = 0; i < d.size(); ++i)
+          same_place = same_place && same_place_as(d[i].grad(), d_views[i]);
         if (same_place) ++v;
       }
     });
@@ -522,7 +523,8 @@ TEST_CASE("threads: with gradients as bucket views, the D and G phases lie in re
 }
 
 TEST_CASE(
-    "threads: with gradients as bucket views, a phase over both parts leaves the gradients of another phase as "
+    "threads: with gradients as bucket views, a phase over both parts leaves the gradients of another phase "
+    "as "
     "they were",
     "[reducer][threads][phases]") {
   // A G step backed through D as well (no inputs) is one phase over both parts: it lies
@@ -553,7 +555,8 @@ TEST_CASE(
         if (same_bits(grads_of(gen), g_after)) ++k;
         // Else the test proves nothing: D's buckets did not lie where G's gradients were.
         bool any_moved = false;
-        for (size_t i = 0; i < gen.size(); ++i) any_moved = any_moved || !same_place_as(gen[i].grad(), g_views[i]);
+        for (size_t i = 0; i < gen.size(); ++i)
+          any_moved = any_moved || !same_place_as(gen[i].grad(), g_views[i]);
         if (any_moved) ++m;
       }
     });
