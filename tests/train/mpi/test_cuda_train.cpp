@@ -11,6 +11,7 @@
 #include "runtime/dist/process_group.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/mpi_gpu_skip.h"
+#include "tests/mpi_world.h"
 
 using namespace tandem;
 namespace fs = std::filesystem;
@@ -28,13 +29,7 @@ std::shared_ptr<dist::ProcessGroup> gpu_world() {
 }
 
 std::string fresh_dir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() / ("tandem-cuda-test-" + name)).string();
-  if (cpu_world()->rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  cpu_world()->barrier("fresh dir")->wait();
-  return dir;
+  return tandem::testing::shared_fresh_dir(*cpu_world(), "tandem-cuda-test-", name);
 }
 
 models::TrainOptions run_options(const std::string& model, const std::string& device,

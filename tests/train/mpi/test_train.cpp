@@ -31,13 +31,7 @@ namespace {
 
 // A fresh directory shared by the ranks (rank 0 creates it).
 std::string fresh_dir(const std::string& name) {
-  std::string dir = (fs::temp_directory_path() / ("tandem-test-" + name)).string();
-  if (world()->rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  world()->barrier("fresh dir")->wait();
-  return dir;
+  return tandem::testing::shared_fresh_dir(*world(), "tandem-test-", name);
 }
 
 models::TrainOptions short_run(const std::string& model, const std::string& dir, int64_t iters) {
@@ -516,6 +510,7 @@ TEST_CASE("a new run in an --out holding checkpoints is refused, naming --resume
   CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains(out_refusal(dir, reason)));
   CHECK(fs::exists(file));  // nothing lost
   CHECK(fs::file_size(dir + "/metrics.jsonl") == first_size);
+  world()->barrier("refusal checked")->wait();  // before rank 0's --overwrite removes the file
 
   // --overwrite: the earlier run's checkpoints go, this run's alone are left.
   o.overwrite = true;
