@@ -4,7 +4,7 @@
 # find_package(tandem), and each example is run for a few steps:
 #   (a) 2 ranks equal 1 process on the global batch: SGD with momentum, 3 steps, the
 #       gradients (momentum buffers) and the parameters agree to 1e-5 relative
-#       (checkpoint_compare);
+#       (compare_checkpoints --norm: tensor by tensor, in norm);
 #       BiGAN: wrapped whole and wrapped per part (--wrap separate) alike;
 #   (b) the replicas are bitwise equal across the 2 ranks (the example's check_replicas line);
 #   (c) 6 iterations straight equal 3, a stop, and --resume to 6, byte for byte in the final
@@ -12,11 +12,12 @@
 #   (d) a kill: every rank of a long run gets SIGKILL once its first checkpoint (iteration 40)
 #       is on disk, whatever it is writing then; --resume to 160 equals 160 straight, byte
 #       for byte.
-#   examples_test.sh <cmake> <mpiexec> <c++> <source dir> <build dir> <work dir> [example...]
+#   examples_test.sh <cmake> <mpiexec> <c++> <source dir> <build dir> <compare_checkpoints> <work dir>
+#                    [example...]
 # Prints the seconds each step took.
 set -euo pipefail
-cmake=$1 mpiexec=$2 cxx=$3 src=$4 build=$5 work=$6
-shift 6
+cmake=$1 mpiexec=$2 cxx=$3 src=$4 build=$5 compare_checkpoints=$6 work=$7
+shift 7
 examples=("$@")
 [ ${#examples[@]} -gt 0 ] || examples=(cgan bigan)
 rm -rf "$work"
@@ -29,7 +30,7 @@ source "$(dirname "$0")/step.sh"
 step install "$cmake" --install "$build" --prefix "$work/prefix"
 step configure "$cmake" -S "$src/models/examples" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release
-step build "$cmake" --build "$work/build" -j 2 --target "${examples[@]}" checkpoint_compare
+step build "$cmake" --build "$work/build" -j 2 --target "${examples[@]}"
 
 for example in "${examples[@]}"; do
   program="$work/build/$example"
@@ -48,8 +49,8 @@ for example in "${examples[@]}"; do
   # The momentum buffers, 0.81 g1 + 0.9 g2 + g3, are the gradients (the parameters' updates
   # since iteration 0 would drown them in the parameters' float32 rounding).
   compare() {  # compare <what> <tensor name prefix> <2-rank run>
-    step "$example-oracle-$1-$3" "$work/build/checkpoint_compare" "$(ckpt np1 3)" "$(ckpt "$3" 3)" --prefix "$2" \
-      --rtol 1e-5
+    step "$example-oracle-$1-$3" "$compare_checkpoints" "$(ckpt np1 3)" "$(ckpt "$3" 3)" --prefix "$2" \
+      --norm --rtol 1e-5
     cat "$work/$example-oracle-$1-$3.log"
   }
   compare gradients opt_ np2

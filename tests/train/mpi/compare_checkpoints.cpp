@@ -1,13 +1,17 @@
-// compare_checkpoints: whether two tandem-train checkpoints hold the same parameters.
+// compare_checkpoints: whether two tandem checkpoints hold the same parameters.
 //
-//   compare_checkpoints <a.safetensors> <b.safetensors> [--prefix P] [--rtol X] [--per-tensor]
+//   compare_checkpoints <a.safetensors> <b.safetensors> [--prefix P] [--rtol X]
+//                       [--per-tensor | --norm | --base BASE.safetensors]
 //
 // Compares every tensor whose name starts with P (default "model.", the parameters) by
 // value: element by element, |a - b| <= X * max(|a|, |b|) (default X 1e-6); with
 // --per-tensor relative to the tensor's scale instead, |a - b| <= X * max over the tensor of
-// |a| and |b| (float32 noise in an element near 0 is not a large relative difference then). Both files must
-// hold the same such names, shapes and dtypes. Prints one line: the tensor and element count,
-// the largest relative difference and where, and whether the values are bitwise equal.
+// |a| and |b| (float32 noise in an element near 0 is not a large relative difference then).
+// With --norm, tensor by tensor: ||a - b|| <= X * ||a||; with --base, ||a - b|| <= X *
+// ||a - base||, the change since BASE (which makes gradient-sized differences in parameters
+// visible). Both files (and BASE) must hold the same such names, shapes and dtypes. Prints
+// one line: the tensor and element count, the largest relative difference and where, and
+// whether the values are bitwise equal.
 // Exit status: 0 within tolerance, 1 beyond it or on a mismatch of names or shapes, 2 on a
 // usage error or a file that cannot be read.
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "runtime/checkpoint.h"
@@ -28,6 +33,8 @@ struct Options {
   std::string prefix = "model.";
   double rtol = 1e-6;
   bool per_tensor = false;
+  bool norm = false;  // --norm, or --base
+  std::string base;
 };
 
 Options parse(int argc, char** argv) {
@@ -37,9 +44,14 @@ Options parse(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--per-tensor") {
       options.per_tensor = true;
-    } else if ((arg == "--prefix" || arg == "--rtol") && i + 1 < argc) {
+    } else if (arg == "--norm") {
+      options.norm = true;
+    } else if ((arg == "--prefix" || arg == "--rtol" || arg == "--base") && i + 1 < argc) {
       std::string value = argv[++i];
-      if (arg == "--prefix") {
+      if (arg == "--base") {
+        options.base = value;
+        options.norm = true;
+      } else if (arg == "--prefix") {
         options.prefix = value;
       } else {
         char* end = nullptr;
@@ -57,7 +69,8 @@ Options parse(int argc, char** argv) {
   }
   TANDEM_CHECK(positional == 2,
                "usage: compare_checkpoints <a.safetensors> <b.safetensors> [--prefix P] [--rtol X] "
-               "[--per-tensor]");
+               "[--per-tensor | --norm | --base BASE.safetensors]");
+  TANDEM_CHECK(!(options.per_tensor && options.norm), "--per-tensor does not go with --norm or --base");
   return options;
 }
 
@@ -67,6 +80,8 @@ bool has_prefix(const std::string& name, const std::string& prefix) { return nam
 bool compare(const Options& options) {
   SafetensorsFile a = load_safetensors(options.a);
   SafetensorsFile b = load_safetensors(options.b);
+  std::optional<SafetensorsFile> base;
+  if (!options.base.empty()) base = load_safetensors(options.base);
   bool same_names = true;
   for (const auto& [name, _] : a.tensors)
     if (has_prefix(name, options.prefix) && !b.tensors.count(name)) {
@@ -98,6 +113,23 @@ bool compare(const Options& options) {
     elements += ta.numel();
     if (std::memcmp(ta.raw_data(), tb.raw_data(), ta.bytes()) != 0) bitwise = false;
     std::vector<double> va = ta.to_vector(), vb = tb.to_vector();
+    if (options.norm) {
+      std::vector<double> v0(va.size(), 0.0);
+      if (base) {
+        const auto found = base->tensors.find(name);
+        TANDEM_CHECK(found != base->tensors.end() && found->second.shape() == ta.shape(),
+                     name << " is not in " << options.base << " with shape " << ta.str());
+        v0 = found->second.to_vector();
+      }
+      double diff = 0, scale = 0;
+      for (size_t i = 0; i < va.size(); ++i) {
+        diff += (va[i] - vb[i]) * (va[i] - vb[i]);
+        scale += (va[i] - v0[i]) * (va[i] - v0[i]);
+      }
+      const double relative = diff == 0 ? 0 : (std::isnan(diff) ? INFINITY : std::sqrt(diff / scale));
+      if (relative > worst) worst = relative, worst_at = name;
+      continue;
+    }
     double tensor_scale = 0;
     for (double x : va)
       if (std::isfinite(x)) tensor_scale = std::max(tensor_scale, std::fabs(x));
@@ -124,8 +156,11 @@ bool compare(const Options& options) {
   std::cout << "compare_checkpoints: " << options.prefix << "*: " << tensors << " tensors, " << elements
             << " elements; largest relative difference " << worst << " at " << worst_at << " ("
             << (within ? "within" : "BEYOND") << " rtol " << options.rtol
-            << (options.per_tensor ? " of each tensor's largest magnitude" : "") << "); "
-            << (bitwise ? "bitwise equal" : "not bitwise equal") << "\n";
+            << (options.per_tensor ? " of each tensor's largest magnitude" : "")
+            << (options.norm
+                    ? (base ? " of each tensor's change since the base, in norm" : " of each tensor's norm")
+                    : "")
+            << "); " << (bitwise ? "bitwise equal" : "not bitwise equal") << "\n";
   return within;
 }
 
