@@ -457,14 +457,44 @@ SafetensorsFile load_safetensors(const std::string& path) {
   open_for_reading(f, path);
   const uint64_t file_bytes = file_size_of(f.fp, path);
   SafetensorsHeader h = read_header(f.fp, path, file_bytes);
-  check_checksum(f.fp, h, file_bytes, path);
-  SafetensorsFile out;
-  out.metadata = std::move(h.metadata);
-  for (const auto& [name, e] : h.entries) {
-    Tensor t = Tensor::empty(e.shape, e.dtype);
-    read_exact(f.fp, t.raw_data(), t.bytes(), h.data_offset + e.begin, path, "tensor \"" + name + "\"");
-    out.tensors.emplace(name, std::move(t));
+  // One pass over the data: each tensor is read into its own memory in file order and the
+  // checksum taken over the bytes as they pass, the gaps between tensors included (the
+  // header check refused overlaps).
+  std::vector<std::pair<uint64_t, const std::string*>> in_file_order;
+  for (const auto& [name, e] : h.entries) in_file_order.emplace_back(e.begin, &name);
+  std::sort(in_file_order.begin(), in_file_order.end());
+  uint32_t crc = 0;
+  if (h.checksum) {
+    const std::string covered = checksummed_header(h.metadata, h.entries);
+    crc = crc32_update(0, covered.data(), covered.size());
   }
+  std::vector<unsigned char> chunk;
+  auto pass_over = [&](uint64_t from, uint64_t to) {  // bytes no tensor holds
+    for (uint64_t at = from; at < to;) {
+      chunk.resize(static_cast<size_t>(std::min<uint64_t>(to - at, 1u << 20)));
+      read_exact(f.fp, chunk.data(), chunk.size(), at, path, "the data");
+      if (h.checksum) crc = crc32_update(crc, chunk.data(), chunk.size());
+      at += chunk.size();
+    }
+  };
+  SafetensorsFile out;
+  uint64_t at = h.data_offset;
+  for (const auto& [begin, name] : in_file_order) {
+    const SafetensorsEntry& e = h.entries.at(*name);
+    pass_over(at, h.data_offset + begin);
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    read_exact(f.fp, t.raw_data(), t.bytes(), h.data_offset + begin, path, "tensor \"" + *name + "\"");
+    if (h.checksum) crc = crc32_update(crc, t.raw_data(), t.bytes());
+    at = std::max(at, h.data_offset + begin + t.bytes());  // an empty tensor may sit where another starts
+    out.tensors.emplace(*name, std::move(t));
+  }
+  pass_over(at, file_bytes);
+  if (h.checksum) {
+    TANDEM_CHECK(crc == *h.checksum, path << ": checksum mismatch: recorded " << checksum_text(*h.checksum)
+                                          << ", computed " << checksum_text(crc)
+                                          << " over the header and data; the file is corrupt");
+  }
+  out.metadata = std::move(h.metadata);
   return out;
 }
 

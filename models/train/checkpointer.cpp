@@ -116,7 +116,8 @@ std::vector<CheckpointFile> Checkpointer::scan() const {
     int64_t iteration = 0;
     auto [end, parse_ec] = std::from_chars(digits.data(), digits.data() + digits.size(), iteration);
     if (parse_ec != std::errc() || end != digits.data() + digits.size() || digits[0] == '-') continue;
-    CheckpointFile file{.path = entry.path().string(), .iteration = iteration, .problem = ""};
+    CheckpointFile file{
+        .path = entry.path().string(), .iteration = iteration, .problem = "", .loaded = nullptr};
     std::error_code type_ec;
     if (!entry.is_regular_file(type_ec)) {
       file.problem = file.path + ": not a regular file";
@@ -134,7 +135,9 @@ std::vector<CheckpointFile> Checkpointer::scan_for_resume() const {
   std::vector<CheckpointFile> files = scan();
   for (CheckpointFile& file : files) {
     if (!file.problem.empty()) continue;
-    file.problem = problem_of(file.path, [&] { verify_safetensors(file.path); });
+    file.problem = problem_of(file.path, [&] {
+      file.loaded = std::make_shared<const SafetensorsFile>(load_safetensors(file.path));
+    });
     if (file.problem.empty()) break;  // the one to resume from: older files need not be read
   }
   return files;
@@ -169,8 +172,8 @@ std::string Checkpointer::save(int64_t iteration) const {
   return file;
 }
 
-int64_t Checkpointer::load(const std::string& path) const {
-  SafetensorsFile file = load_safetensors(path);
+int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loaded) const {
+  SafetensorsFile file = loaded != nullptr ? *loaded : load_safetensors(path);  // a copy shares the tensors
   auto meta = [&](const std::string& key) {
     auto it = file.metadata.find(key);
     TANDEM_CHECK(it != file.metadata.end(),

@@ -13,9 +13,9 @@
 //   why it cannot be read (its header does not validate, or it is not a regular file),
 //   the message starting with the path; "" when its header validates. newest() is the
 //   first without a problem, nullopt when there is none. scan_for_resume() is scan() with
-//   the data checked too, newest first, up to the first file whose checksum verifies
-//   (verify_safetensors): a flipped data byte is a `problem` as a damaged header is, and
-//   older files are not read.
+//   the data checked too, newest first, up to the first file that loads whole with its
+//   checksum verified (load_safetensors), kept in `loaded` for load(): a flipped data byte
+//   is a `problem` as a damaged header is, and older files are not read.
 // - choose_resume(scan, dir, allow_fresh, skip_damaged) is --resume's decision. The newest
 //   readable file is the one to resume from. A damaged file newer than it stops the run:
 //   `refusal` names each such file and its problem, and --resume-skip-damaged; with
@@ -51,6 +51,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,7 @@
 #include "models/gan.h"
 #include "models/train/run_settings.h"
 #include "models/train/train_checkpoint.h"
+#include "runtime/checkpoint.h"
 #include "runtime/tensor.h"
 
 namespace tandem::models {
@@ -80,6 +82,7 @@ struct CheckpointFile {
   std::string path;
   int64_t iteration = 0;
   std::string problem;
+  std::shared_ptr<const SafetensorsFile> loaded;  // scan_for_resume's choice, read once
 };
 
 // What --resume does (see choose_resume).
@@ -112,7 +115,8 @@ class Checkpointer {
   std::vector<CheckpointFile> scan_for_resume() const;
   std::optional<std::string> newest() const;
   std::string save(int64_t iteration) const;
-  int64_t load(const std::string& path) const;
+  // `loaded`: the file's contents when already read (scan_for_resume), else it is read here.
+  int64_t load(const std::string& path, const SafetensorsFile* loaded = nullptr) const;
 
  private:
   // The generic checkpoint of this run's state: "model", "optim.generator",

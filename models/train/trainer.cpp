@@ -55,9 +55,13 @@ int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer
   const std::string& out_dir = o.out;
   const bool is_rank0 = world.rank() == 0;
   ResumeChoice choice;
+  std::shared_ptr<const SafetensorsFile> loaded;  // rank 0: the chosen file, read while choosing
   if (is_rank0) {
-    choice =
-        choose_resume(checkpointer.scan_for_resume(), out_dir, o.resume_allow_fresh, o.resume_skip_damaged);
+    const std::vector<CheckpointFile> files = checkpointer.scan_for_resume();
+    choice = choose_resume(files, out_dir, o.resume_allow_fresh, o.resume_skip_damaged);
+    for (const CheckpointFile& file : files) {
+      if (file.path == choice.path) loaded = file.loaded;
+    }
     out.flush();
     for (const std::string& warning : choice.warnings) write_stderr_line("tandem-train: warning: " + warning);
   }
@@ -71,7 +75,7 @@ int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer
   }
   int64_t start = 0;
   try {
-    start = checkpointer.load(chosen);
+    start = checkpointer.load(chosen, loaded.get());
   } catch (const std::exception& e) {
     const auto* error = dynamic_cast<const Error*>(&e);  // its message names the file: no second file:line
     const std::string why = error ? error->message() : e.what();

@@ -166,12 +166,12 @@ TEST_CASE(
 TEST_CASE("resume stops at damaged newer checkpoints unless told to skip them, and refuses when none is left",
           "[checkpointer]") {
   const std::vector<CheckpointFile> torn = {
-      {"d/ckpt-000500.safetensors", 500, "d/ckpt-000500.safetensors: truncated"},
-      {"d/ckpt-000400.safetensors", 400, "d/ckpt-000400.safetensors: corrupt"}};
+      {"d/ckpt-000500.safetensors", 500, "d/ckpt-000500.safetensors: truncated", nullptr},
+      {"d/ckpt-000400.safetensors", 400, "d/ckpt-000400.safetensors: corrupt", nullptr}};
   std::vector<CheckpointFile> mixed = torn;
-  mixed.push_back({"d/ckpt-000200.safetensors", 200, ""});
-  mixed.push_back({"d/ckpt-000100.safetensors", 100, "d/ckpt-000100.safetensors: truncated"});
-  mixed.push_back({"d/ckpt-000030.safetensors", 30, ""});
+  mixed.push_back({"d/ckpt-000200.safetensors", 200, "", nullptr});
+  mixed.push_back({"d/ckpt-000100.safetensors", 100, "d/ckpt-000100.safetensors: truncated", nullptr});
+  mixed.push_back({"d/ckpt-000030.safetensors", 30, "", nullptr});
 
   for (bool allow_fresh : {false, true}) {
     // Damaged files newer than the newest readable one stop the run, each named with its
