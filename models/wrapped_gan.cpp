@@ -10,8 +10,12 @@ WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::Pr
                    << wrap_mode_name(options.wrap) << "'");
   opt_g_ = std::make_shared<optim::Adam>(model_->generator->parameters(),
                                          optim::AdamOptions{.lr = options.lr, .betas = options.betas});
-  opt_d_ = std::make_shared<optim::Adam>(model_->discriminator->parameters(),
-                                         optim::AdamOptions{.lr = options.lr, .betas = options.betas});
+  const GanObjective& o = model_->objective;
+  const bool lazy_r1 = o.r1_gamma > 0 && o.r1_every > 1;
+  opt_d_ = std::make_shared<optim::Adam>(
+      model_->discriminator->parameters(),
+      lazy_regularization_adam({.lr = options.lr, .betas = options.betas},
+                               lazy_r1 && options.lazy_r1_correction ? o.r1_every : 1));
   wrappers_.add("generator",
                 std::make_shared<OptimWrapper>(opt_g_, options.accumulative_counts, options.clip_grad));
   wrappers_.add("discriminator",

@@ -33,6 +33,7 @@ constexpr Named<GanLoss> kLosses[] = {
 constexpr Named<OnNonFinite> kNonFinite[] = {
     {"off", OnNonFinite::off}, {"skip", OnNonFinite::skip}, {"stop", OnNonFinite::stop}};
 constexpr Named<ClipGradType> kClipGradTypes[] = {{"2", ClipGradType::l2}, {"inf", ClipGradType::inf}};
+constexpr Named<bool> kOnOff[] = {{"on", true}, {"off", false}};
 constexpr Named<int64_t> kChannels[] = {{"1", 1}, {"3", 3}};
 
 template <typename T, size_t N>
@@ -167,6 +168,9 @@ CommandLine train_command_line(TrainOptions& o) {
          "with --r1-gamma: lazy R1, a D update of the penalty alone, scaled by K, every K-th D step "
          "(1: in every D loss)",
          1);
+  cl.add_choice("--lazy-r1-correction", &o.lazy_r1_correction, choices(kOnOff),
+                "with lazy R1: D's Adam takes lr * c and betas beta^c, c = K / (K + 1) for --r1-every K, "
+                "as StyleGAN2 does for the extra updates (off: lr and betas as given, as before)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "samples from a moving average of G's weights (0: off)",
                          1.0);
 
@@ -297,6 +301,8 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
   if (o.overwrite && o.resume) refuse("--overwrite and --resume do not go together");
   if (given("--gp-lambda") && o.loss != GanLoss::wgan_gp) refuse("--gp-lambda goes with --loss wgan-gp");
   if (given("--r1-every") && o.r1_gamma == 0) refuse("--r1-every goes with --r1-gamma (a positive value)");
+  if (given("--lazy-r1-correction") && !(o.r1_gamma > 0 && o.r1_every > 1))
+    refuse("--lazy-r1-correction goes with lazy R1 (--r1-gamma and --r1-every > 1)");
   if (given("--clip-grad-type") && o.clip_grad == 0)
     refuse("--clip-grad-type goes with --clip-grad (a positive max norm)");
   if (given("--trace") && o.trace.empty()) refuse("--trace needs a file name");

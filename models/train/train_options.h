@@ -13,7 +13,7 @@
 // --lr 1e-4 (the WGAN-GP paper's); and --lr-schedule in its canonical form (optim::LrSchedule::str()), or a
 // usage error when it does not parse. validate refuses: a --model and --data that do not go together; a flag
 // that needs another (--resume-allow-fresh without --resume, --gp-lambda without --loss wgan-gp, --r1-every
-// without --r1-gamma, --clip-grad-type without
+// without --r1-gamma, --lazy-r1-correction without lazy R1, --clip-grad-type without
 // --clip-grad, --data images without --data-dir, --skip-bad-images without --data images,
 // --channels 3 without --data images, --dynamic without --model mlp, --width without
 // --model dcgan64, --prepare without --wrap whole, --trace-steps without --trace, an empty
@@ -84,6 +84,7 @@ struct TrainOptions {
   int64_t n_critic = 1;           // D steps per G step (wgan-gp: 5 unless given)
   double r1_gamma = 0.0;          // R1 penalty on reals; 0: off
   int64_t r1_every = 1;           // lazy R1: a penalty-only D step every N D steps
+  bool lazy_r1_correction = true;  // lazy R1: D's Adam takes lr * c, betas^c, c = N / (N + 1)
   int64_t pggan_stage_iters = 0;  // 0: iters / 3
   OnNonFinite on_nonfinite = OnNonFinite::off;
   bool sync_bn = false;                  // batch norms use statistics over every rank's batch

@@ -242,6 +242,7 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
   options.explicit_prepare = o.explicit_prepare;
   options.lr = o.lr;
   options.betas = adam_betas(o.loss);
+  options.lazy_r1_correction = o.lazy_r1_correction;
   options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
   options.ddp.check_replicas_every = o.check_replicas_every;
   options.ddp.reducer.detect_anomalous_params = o.detect_anomalous_params;
