@@ -71,6 +71,8 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       value("--clip-grad-type", to_string(o.clip_grad_type), true),
       integer("--accumulate", o.accumulate, true),
       number("--ema-decay", o.ema_decay),
+      number("--ema-kimg", o.ema_kimg),
+      number("--ema-rampup", o.ema_rampup),
       value("--wrap", wrap_mode_name(o.wrap)),
       on_off("--prepare", o.explicit_prepare),
       on_off("--sync-bn", o.sync_bn),

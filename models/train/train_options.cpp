@@ -173,6 +173,13 @@ CommandLine train_command_line(TrainOptions& o) {
                 "as StyleGAN2 does for the extra updates (off: lr and betas as given, as before)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "samples from a moving average of G's weights (0: off)",
                          1.0);
+  cl.add_off_or_positive("--ema-kimg", &o.ema_kimg,
+                         "the moving average by a half-life of N thousand images over all ranks, StyleGAN's "
+                         "ema_kimg: each iteration's decay is 0.5^(global batch / (N * 1000)). Not with "
+                         "--ema-decay (0: --ema-decay's ramp instead)");
+  cl.add_off_or_positive("--ema-rampup", &o.ema_rampup,
+                         "with --ema-kimg: the half-life is at most R times the images seen so far (StyleGAN2-ADA "
+                         "uses 0.05), so the average follows the weights closely early on (0: off)");
 
   cl.group("Distributed");
   cl.add_choice("--backend", &o.backend, choices(kBackends), "auto: nccl with --device cuda, else mpi");
@@ -303,6 +310,10 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
   if (given("--r1-every") && o.r1_gamma == 0) refuse("--r1-every goes with --r1-gamma (a positive value)");
   if (given("--lazy-r1-correction") && !(o.r1_gamma > 0 && o.r1_every > 1))
     refuse("--lazy-r1-correction goes with lazy R1 (--r1-gamma and --r1-every > 1)");
+  if (given("--ema-kimg") && given("--ema-decay"))
+    refuse("--ema-kimg and --ema-decay do not go together: --ema-kimg sets the moving average's decay by a "
+           "half-life in images, --ema-decay by a maximum; pass one");
+  if (given("--ema-rampup") && o.ema_kimg == 0) refuse("--ema-rampup goes with --ema-kimg (a positive value)");
   if (given("--clip-grad-type") && o.clip_grad == 0)
     refuse("--clip-grad-type goes with --clip-grad (a positive max norm)");
   if (given("--trace") && o.trace.empty()) refuse("--trace needs a file name");

@@ -17,7 +17,8 @@
 // --clip-grad, --data images without --data-dir, --skip-bad-images without --data images,
 // --channels 3 without --data images, --dynamic without --model mlp, --width without
 // --model dcgan64, --prepare without --wrap whole, --trace-steps without --trace, an empty
-// --trace or --tensorboard); --global-batch with --batch (either one: per rank, or over the
+// --trace or --tensorboard, --ema-rampup without --ema-kimg); --ema-kimg with --ema-decay;
+// --global-batch with --batch (either one: per rank, or over the
 // ranks);
 // --tensorboard in a build without Protobuf (TANDEM_HAVE_TENSORBOARD); --overwrite with
 // --resume; --cuda-graphs without --device cuda or with a flag whose work a replayed step
@@ -64,6 +65,8 @@ struct TrainOptions {
   ClipGradType clip_grad_type = ClipGradType::l2;
   int64_t accumulate = 1;           // train_steps per optimizer step (OptimWrapper accumulative_counts)
   double ema_decay = 0.999;         // samples come from an exponential moving average of G's weights; 0: off
+  double ema_kimg = 0;              // > 0: the average by a half-life in thousands of images instead
+  double ema_rampup = 0;            // with ema_kimg: half-life at most this times the images seen; 0: off
   WrapMode wrap = WrapMode::whole;  // --wrap offers whole | separate
   bool explicit_prepare = false;    // MMGeneration style: prepare_for_backward before each backward
   double bucket_cap_mb = 25.0;

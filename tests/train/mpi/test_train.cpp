@@ -353,6 +353,45 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a moving average by a half-life in images, ramped up, resumes bitwise", "[train][resume][ema]") {
+  // Its decay follows from the iteration and the global batch: the resumed run's last
+  // checkpoint holds the straight run's average to the bit.
+  auto half_life = [](const std::string& dir, int64_t iters) {
+    auto o = short_run("ring8-mlp", dir, iters);
+    o.ema_kimg = 0.05;
+    o.ema_rampup = 0.5;
+    return o;
+  };
+  std::ostringstream log;
+  const std::string straight_dir = fresh_dir("ema-straight"), dir = fresh_dir("ema-resumed");
+  models::train(half_life(straight_dir, 20), world(), log);
+  models::train(half_life(dir, 10), world(), log);
+  auto o = half_life(dir, 20);
+  o.resume = true;
+  CHECK(models::train(o, world(), log).start_iteration == 10);
+  // The same training with --ema-decay's ramp: the same weights, another average.
+  const std::string decay_dir = fresh_dir("ema-decay");
+  models::train(short_run("ring8-mlp", decay_dir, 20), world(), log);
+  world()->barrier("ema files")->wait();
+  const SafetensorsFile straight = load_safetensors(straight_dir + "/ckpt-000020.safetensors");
+  const SafetensorsFile resumed = load_safetensors(dir + "/ckpt-000020.safetensors");
+  const SafetensorsFile by_decay = load_safetensors(decay_dir + "/ckpt-000020.safetensors");
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.bytes() == b.bytes() && std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
+  };
+  int averages = 0, differ_from_decay = 0;
+  for (const auto& [name, tensor] : straight.tensors) {
+    INFO(name);
+    const bool average = name.rfind("ema.", 0) == 0;
+    CHECK(same(resumed.tensors.at(name), tensor));
+    if (name.rfind("model.", 0) == 0) CHECK(same(by_decay.tensors.at(name), tensor));
+    averages += average;
+    differ_from_decay += average && !same(by_decay.tensors.at(name), tensor);
+  }
+  CHECK(averages > 0);
+  CHECK(differ_from_decay == averages);
+}
+
 TEST_CASE("resumed from an earlier checkpoint, metrics.jsonl holds each iteration once", "[train][resume]") {
   // 20 iterations logged every 2; the checkpoint of iteration 20 is lost (as a crash before
   // it leaves things), so the resume from 10 logs 12..20 again. A torn line ends the file.
