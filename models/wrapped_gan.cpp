@@ -1,5 +1,7 @@
 #include "models/wrapped_gan.h"
 
+#include <set>
+
 namespace tandem::models {
 
 WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::ProcessGroup> group,
@@ -52,6 +54,18 @@ int64_t WrappedGan::skipped_steps() const {
   int64_t n = 0;
   for (const auto& [name, wrapper] : wrappers_.items()) n += wrapper->skipped_steps();
   return n;
+}
+
+WrappedGan::Scrubbed WrappedGan::scrubbed_elements() const {
+  std::set<const VariableImpl*> generator;
+  for (const Variable& p : model_->generator->parameters()) generator.insert(p.impl());
+  Scrubbed sum;
+  for (const Reducer* r : reducers()) {
+    const std::vector<int64_t>& counts = r->scrubbed_elements();
+    for (size_t i = 0; i < counts.size(); ++i)
+      (generator.count(r->parameters()[i].impl()) ? sum.generator : sum.discriminator) += counts[i];
+  }
+  return sum;
 }
 
 }  // namespace tandem::models

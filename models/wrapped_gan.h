@@ -45,6 +45,11 @@ class WrappedGan {
   uint64_t total_bytes() const;  // over every synchronised backward so far
   // Optimizer steps skipped for non-finite averaged gradients (ReducerOptions::non_finite).
   int64_t skipped_steps() const;
+  // Averaged gradient elements scrubbed so far (ReducerOptions::non_finite scrub), per part.
+  struct Scrubbed {
+    int64_t generator = 0, discriminator = 0;
+  };
+  Scrubbed scrubbed_elements() const;
 
   GanModel& model() { return *model_; }
   optim::Adam& opt_g() { return *opt_g_; }

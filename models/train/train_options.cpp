@@ -31,7 +31,10 @@ constexpr Named<DeviceKind> kDevices[] = {{"cpu", DeviceKind::cpu}, {"cuda", Dev
 constexpr Named<GanLoss> kLosses[] = {
     {"ns", GanLoss::non_saturating}, {"hinge", GanLoss::hinge}, {"wgan-gp", GanLoss::wgan_gp}};
 constexpr Named<OnNonFinite> kNonFinite[] = {
-    {"off", OnNonFinite::off}, {"skip", OnNonFinite::skip}, {"stop", OnNonFinite::stop}};
+    {"off", OnNonFinite::off},
+    {"skip", OnNonFinite::skip},
+    {"stop", OnNonFinite::stop},
+    {"scrub", OnNonFinite::scrub}};
 constexpr Named<ClipGradType> kClipGradTypes[] = {{"2", ClipGradType::l2}, {"inf", ClipGradType::inf}};
 constexpr Named<bool> kOnOff[] = {{"on", true}, {"off", false}};
 constexpr Named<int64_t> kChannels[] = {{"1", 1}, {"3", 3}};
@@ -238,8 +241,9 @@ CommandLine train_command_line(TrainOptions& o) {
 
   cl.group("Diagnostics");
   cl.add_choice("--on-nonfinite", &o.on_nonfinite, choices(kNonFinite),
-                "NaN/Inf in an averaged gradient: off, skip (the step, on every rank) or stop (with the "
-                "parameter names)");
+                "NaN/Inf in an averaged gradient: off, skip (the step, on every rank), stop (with the "
+                "parameter names) or scrub (NaN becomes 0, +-Inf +-1e5, alike on every rank, and the step "
+                "goes on; the elements scrubbed so far are logged as scrubbed_g and scrubbed_d)");
   cl.add("--check-replicas-every", &o.check_replicas_every,
          "every N steps compare a hash of every parameter across ranks, and of every buffer (batch-norm "
          "running statistics) right after broadcasting it from rank 0 (between broadcasts each rank's "

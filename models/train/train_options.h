@@ -22,7 +22,7 @@
 // ranks);
 // --tensorboard in a build without Protobuf (TANDEM_HAVE_TENSORBOARD); --overwrite with
 // --resume; --cuda-graphs without --device cuda or with a flag whose work a replayed step
-// cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop, --n-critic > 1
+// cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop/scrub, --n-critic > 1
 // including wgan-gp's default, lazy R1, --check-replicas-every, --sync-bn); --accumulate
 // with --n-critic > 1 or lazy R1, or a --ckpt-every that is not a multiple of --accumulate
 // (a checkpoint inside an accumulation could not resume). given(flag) (FlagGiven) says
@@ -45,7 +45,7 @@
 namespace tandem::models {
 
 enum class TrainBackend { automatic, mpi, nccl };  // --backend auto: nccl for --device cuda, else mpi
-enum class OnNonFinite { off, skip, stop };        // NaN/Inf in averaged gradients
+enum class OnNonFinite { off, skip, stop, scrub };  // NaN/Inf in averaged gradients
 enum class ClipGradType { l2, inf };               // the norm --clip-grad bounds
 
 struct TrainOptions {
@@ -103,7 +103,7 @@ struct TrainOptions {
 const char* to_string(TrainBackend backend);  // "auto", "mpi", "nccl"
 const char* to_string(DeviceKind device);     // "cpu", "cuda"
 const char* to_string(GanLoss loss);          // "ns", "hinge", "wgan-gp"
-const char* to_string(OnNonFinite policy);    // "off", "skip", "stop"
+const char* to_string(OnNonFinite policy);    // "off", "skip", "stop", "scrub"
 const char* to_string(ClipGradType type);     // "2", "inf"
 
 CommandLine train_command_line(TrainOptions& options);

@@ -167,7 +167,7 @@ void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& m
 std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, bool scheduled, double lr_used) {
   std::vector<std::pair<std::string, double>> terms;
   if (scheduled) terms.emplace_back("lr", lr_used);
-  for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g"}) {
+  for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d"}) {
     if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
   }
   return terms;
@@ -252,7 +252,8 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
       .norm_type = o.clip_grad_type == ClipGradType::inf ? std::numeric_limits<double>::infinity() : 2.0};
   options.ddp.reducer.non_finite = o.on_nonfinite == OnNonFinite::skip   ? NonFinitePolicy::skip_step
                                    : o.on_nonfinite == OnNonFinite::stop ? NonFinitePolicy::stop
-                                                                         : NonFinitePolicy::off;
+                                   : o.on_nonfinite == OnNonFinite::scrub ? NonFinitePolicy::scrub
+                                                                          : NonFinitePolicy::off;
   return options;
 }
 
@@ -356,6 +357,11 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       data.reset();
       log = graphed ? graphed->step(batch, it) : wrapped.train_step(batch);
       lr_used = wrapped.opt_d().lr();
+      if (o.on_nonfinite == OnNonFinite::scrub) {  // elements so far, equal on every rank
+        const WrappedGan::Scrubbed scrubbed = wrapped.scrubbed_elements();
+        log["scrubbed_g"] = static_cast<double>(scrubbed.generator);
+        log["scrubbed_d"] = static_cast<double>(scrubbed.discriminator);
+      }
       ema.update(it);
     }
     timer.step();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -390,6 +391,42 @@ TEST_CASE("a moving average by a half-life in images, ramped up, resumes bitwise
   }
   CHECK(averages > 0);
   CHECK(differ_from_decay == averages);
+}
+
+TEST_CASE("--on-nonfinite scrub: a NaN in one rank's real data is scrubbed from D's averages, counted as D's",
+          "[train][scrub]") {
+  // The NaN reaches D's gradients (the D step), never G's (its loss sees only fakes).
+  auto o = short_run("ring8-mlp", "unused", 3);
+  o.on_nonfinite = models::OnNonFinite::scrub;
+  for (models::WrapMode wrap : {models::WrapMode::whole, models::WrapMode::separate}) {
+    INFO(models::wrap_mode_name(wrap));
+    auto model = models::make_gan(models::gan_config(o));
+    models::WrappedGanOptions wrapped_options = models::wrapped_gan_options(o);
+    wrapped_options.wrap = wrap;
+    models::WrappedGan wrapped(model, world(), wrapped_options);
+    Generator gen(3);
+    for (int64_t it = 0; it < 3; ++it) {
+      Batch batch{Tensor::empty({8, 2}), Tensor::empty({8, model->noise_dim()})};
+      fill_normal(batch.inputs, 0.0, 1.0, gen);
+      fill_normal(batch.targets, 0.0, 1.0, gen);
+      if (it == 1 && world()->rank() == world()->size() - 1)
+        batch.inputs.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+      model->set_iteration(it);
+      wrapped.train_step(batch);
+      const models::WrappedGan::Scrubbed scrubbed = wrapped.scrubbed_elements();
+      CHECK(scrubbed.generator == 0);
+      if (it == 0) CHECK(scrubbed.discriminator == 0);
+      if (it >= 1) CHECK(scrubbed.discriminator > 0);
+    }
+    CHECK(wrapped.skipped_steps() == 0);
+    // Every rank holds the same finite weights: the scrub ran on the same averages everywhere.
+    for (const Variable& p : model->parameters()) {
+      Tensor mine = p.data().clone(), rank0 = p.data().clone();
+      world()->broadcast(rank0, 0, "rank 0's weights")->wait();
+      for (double x : mine.to_vector()) REQUIRE(std::isfinite(x));
+      CHECK(std::memcmp(mine.raw_data(), rank0.raw_data(), mine.bytes()) == 0);
+    }
+  }
 }
 
 TEST_CASE("resumed from an earlier checkpoint, metrics.jsonl holds each iteration once", "[train][resume]") {
