@@ -30,8 +30,8 @@ struct WrappedGanOptions {
   double lr = 2e-4;
   std::array<double, 2> betas = {0.5, 0.999};
   bool lazy_r1_correction = true;  // D's Adam corrected for lazy R1's extra updates
-  int accumulative_counts = 1;  // both optimizer wrappers (GanModel::train_step)
-  ClipGrad clip_grad;           // both optimizer wrappers: each part's averaged gradients
+  int accumulative_counts = 1;     // both optimizer wrappers (GanModel::train_step)
+  ClipGrad clip_grad;              // both optimizer wrappers: each part's averaged gradients
   DdpOptions ddp;
 };
 

@@ -34,8 +34,8 @@ int64_t scrub_non_finite_(Tensor& t, double limit) {
   set_device(t);
   Tensor replaced = Tensor::zeros({1}, DType::i64, t.device());
   dispatch_float(op, t.dtype(), [&]<typename T>() {
-    scrub_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-        mut_ptr<T>(t), n, static_cast<T>(limit), mut_ptr<unsigned long long>(replaced));
+    scrub_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(mut_ptr<T>(t), n, static_cast<T>(limit),
+                                                           mut_ptr<unsigned long long>(replaced));
     TANDEM_CHECK_LAUNCH();
   });
   return replaced.to(Device::cpu()).data<int64_t>()[0];

@@ -21,9 +21,10 @@
 //   r1-every > 1). A checkpoint records them
 //   and a resume must match them (checkpointer.h). value_when_absent(setting) is the value a
 //   checkpoint written before the setting was recorded ran with ("off" for
-//   --lazy-r1-correction), "" when such a checkpoint is not compared. The others are honoured on resume: a larger --iters
-//   extends the run, and --wrap, --prepare,
-//   --bucket-cap-mb, --backend, --device, --ema-decay, --ema-kimg, --ema-rampup, --ckpt-every, --sample-every,
+//   --lazy-r1-correction), "" when such a checkpoint is not compared. The others are honoured on resume: a
+//   larger --iters extends the run, and --wrap, --prepare,
+//   --bucket-cap-mb, --backend, --device, --ema-decay, --ema-kimg, --ema-rampup, --ckpt-every,
+//   --sample-every,
 //   --log-every, --on-nonfinite, --cuda-graphs, --check-replicas-every and
 //   --detect-anomalous-params
 //   take effect from the resumed

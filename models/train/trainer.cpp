@@ -250,8 +250,8 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
   options.clip_grad = {
       .max_norm = o.clip_grad,
       .norm_type = o.clip_grad_type == ClipGradType::inf ? std::numeric_limits<double>::infinity() : 2.0};
-  options.ddp.reducer.non_finite = o.on_nonfinite == OnNonFinite::skip   ? NonFinitePolicy::skip_step
-                                   : o.on_nonfinite == OnNonFinite::stop ? NonFinitePolicy::stop
+  options.ddp.reducer.non_finite = o.on_nonfinite == OnNonFinite::skip    ? NonFinitePolicy::skip_step
+                                   : o.on_nonfinite == OnNonFinite::stop  ? NonFinitePolicy::stop
                                    : o.on_nonfinite == OnNonFinite::scrub ? NonFinitePolicy::scrub
                                                                           : NonFinitePolicy::off;
   return options;
@@ -288,11 +288,12 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   WrappedGan wrapped(model, world, wrapped_gan_options(o));
   std::optional<GraphedGanStep> graphed;  // --cuda-graphs
   if (o.cuda_graphs) graphed.emplace(wrapped, kDefaultGraphWarmup, is_rank0 ? &out : nullptr);
-  EmaWeights ema = o.ema_kimg > 0 ? EmaWeights(model->generator->parameters(),
-                                               EmaHalfLife{.kimg = o.ema_kimg,
-                                                           .rampup = o.ema_rampup,
-                                                           .global_batch = o.global_batch})
-                                   : EmaWeights(model->generator->parameters(), o.ema_decay);
+  EmaWeights ema =
+      o.ema_kimg > 0
+          ? EmaWeights(
+                model->generator->parameters(),
+                EmaHalfLife{.kimg = o.ema_kimg, .rampup = o.ema_rampup, .global_batch = o.global_batch})
+          : EmaWeights(model->generator->parameters(), o.ema_decay);
   // The learning rate of iteration i is set before it (at 0 here, then after each iteration).
   optim::LrScheduler scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, optim::parse_lr_schedule(o.lr_schedule));
   const Checkpointer checkpointer(

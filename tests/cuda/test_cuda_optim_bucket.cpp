@@ -237,7 +237,8 @@ TEST_CASE("cuda multi-tensor kernels reject mixed devices by name") {
 TEST_CASE("cuda scrub_non_finite_ matches the CPU: the same values and the same count") {
   for (DType dtype : kFloatTypes) {
     Tensor cpu = random_cpu({1000003}, dtype, 31);
-    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN(),
+                 inf = std::numeric_limits<double>::infinity();
     std::vector<double> values = cpu.to_vector();
     for (size_t i = 0; i < values.size(); i += 997) values[i] = i % 3 == 0 ? nan : i % 3 == 1 ? inf : -inf;
     cpu = Tensor::from_values(cpu.shape(), values, dtype);

@@ -19,7 +19,7 @@ TEST_CASE("scrub_non_finite_ replaces NaN and Inf, keeps the rest and counts wha
     const std::vector<double> got = t.to_vector();
     CHECK(got == std::vector<double>{Tensor::from_values({1}, {1.0 / 3.0}, dtype).to_vector()[0], 0.0, 1e5,
                                      -1e5, 0.0, Tensor::from_values({1}, {1e30}, dtype).to_vector()[0], 0.0});
-    CHECK(std::signbit(got[4]));  // -0.0 is finite: kept as it is
+    CHECK(std::signbit(got[4]));                     // -0.0 is finite: kept as it is
     CHECK(kernels::scrub_non_finite_(t, 1e5) == 0);  // nothing left to replace
   }
   // A view replaces inside its range only.

@@ -31,7 +31,8 @@ WrappedGanOptions alone(bool correction) {
 
 }  // namespace
 
-TEST_CASE("lazy_regularization_adam scales lr by c and raises betas to c, c = k / (k + 1)", "[gan][lazy-r1]") {
+TEST_CASE("lazy_regularization_adam scales lr by c and raises betas to c, c = k / (k + 1)",
+          "[gan][lazy-r1]") {
   for (int64_t k : {2, 4, 16}) {
     const optim::AdamOptions got = lazy_regularization_adam({.lr = 2e-4, .betas = {0.5, 0.999}}, k);
     const optim::AdamOptions want = stylegan2_formula(2e-4, {0.5, 0.999}, k);

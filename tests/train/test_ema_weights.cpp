@@ -135,7 +135,8 @@ TEST_CASE("by a half-life, the average after a few updates is the direct computa
   CHECK(average == Approx(0.5743491775 * 2.375 + (1 - 0.5743491775) * 4));
 }
 
-TEST_CASE("by a half-life, an average restored at iteration t continues as if never stopped, bitwise", "[ema]") {
+TEST_CASE("by a half-life, an average restored at iteration t continues as if never stopped, bitwise",
+          "[ema]") {
   const EmaHalfLife h{.kimg = 0.05, .rampup = 0.05, .global_batch = 16};
   auto weights_at = [](int64_t t) { return 1.0 / double(t + 3); };  // not representable exactly
   Variable w = parameter({4}, 0.5);

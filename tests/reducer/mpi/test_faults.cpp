@@ -1,9 +1,8 @@
 // Faults the wrappers must catch: a NaN/Inf that reaches an averaged gradient (skip the
-// step on every rank, stop naming the parameters, or scrub it alike on every rank) and replicas that drift apart (a
-// hash check names the first differing parameter, or a buffer that the broadcast does not
-// reach; batch-norm statistics that differ between broadcasts by design are not a fault).
-// Run at 2 ranks: the bad value lives on rank 1 only, so rank 0 must reach the same
-// verdict through the averages.
+// step on every rank, stop naming the parameters, or scrub it alike on every rank) and replicas that drift
+// apart (a hash check names the first differing parameter, or a buffer that the broadcast does not reach;
+// batch-norm statistics that differ between broadcasts by design are not a fault). Run at 2 ranks: the bad
+// value lives on rank 1 only, so rank 0 must reach the same verdict through the averages.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -165,7 +164,8 @@ TEST_CASE("non-finite scrub: every rank holds the same scrubbed averages, counte
   // Element by element, rank 0's and rank 1's gradient of a, their average, and its scrub:
   //   1, 3 -> 2; NaN, 1 -> NaN -> 0; 2, Inf -> Inf -> 1e5; Inf, -Inf -> NaN -> 0;
   //   3, -Inf -> -Inf -> -1e5; -Inf, -Inf -> -Inf -> -1e5; 4, 5 -> 4.5; 5, 8 -> 6.5
-  const std::vector<double> a_grad[2] = {{1, nan, 2, inf, 3, -inf, 4, 5}, {3, 1, inf, -inf, -inf, -inf, 5, 8}};
+  const std::vector<double> a_grad[2] = {{1, nan, 2, inf, 3, -inf, 4, 5},
+                                         {3, 1, inf, -inf, -inf, -inf, 5, 8}};
   const std::vector<double> a_scrubbed = {2, 0, 1e5, 0, -1e5, -1e5, 4.5, 6.5};
   auto model = std::make_shared<Planted>();
   OptimWrapper wrapper(std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 1e-6}));
@@ -198,7 +198,8 @@ TEST_CASE("non-finite scrub: every rank holds the same scrubbed averages, counte
   if (rank == 1) batch.targets = Tensor::from_values({2}, {-inf, 2.0});
   ddp.train_step(batch, wrapper);
   const std::vector<int64_t> later = ddp.reducer().scrubbed_elements();
-  for (size_t i = 0; i < names.size(); ++i) CHECK(later[i] == (names[i] == "a" ? 15 : 1));  // a: 5 more at each step
+  for (size_t i = 0; i < names.size(); ++i)
+    CHECK(later[i] == (names[i] == "a" ? 15 : 1));  // a: 5 more at each step
   CHECK(same_on_all_ranks(model->a.data()));
   CHECK(same_on_all_ranks(model->b.data()));
   // b[0]: -1e-6 * 1 at the first step, then -1e-6 * -1e5 (rank 1's -Inf averaged, scrubbed).
