@@ -83,13 +83,13 @@ struct TrainOptions {
   int64_t log_every = 100;
   bool dynamic = false;
   GanLoss loss = GanLoss::non_saturating;
-  double gp_lambda = 10.0;         // wgan-gp: the gradient penalty's weight
-  int64_t n_critic = 1;            // D steps per G step (wgan-gp: 5 unless given)
-  double r1_gamma = 0.0;           // R1 penalty on reals; 0: off
-  int64_t r1_every = 1;            // lazy R1: a penalty-only D step every N D steps
-  bool lazy_r1_correction = true;  // lazy R1: D's Adam takes lr * c, betas^c, c = N / (N + 1)
-  int64_t pggan_stage_iters = 0;   // 0: iters / 3
+  double gp_lambda = 10.0;        // wgan-gp: the gradient penalty's weight
+  int64_t n_critic = 1;           // D steps per G step (wgan-gp: 5 unless given)
+  double r1_gamma = 0.0;          // R1 penalty on reals; 0: off
+  int64_t r1_every = 1;           // lazy R1: a penalty-only D step every N D steps
+  int64_t pggan_stage_iters = 0;  // 0: iters / 3
   OnNonFinite on_nonfinite = OnNonFinite::off;
+  bool lazy_r1_correction = true;        // lazy R1: D's Adam takes lr * c, betas^c, c = N / (N + 1)
   bool sync_bn = false;                  // batch norms use statistics over every rank's batch
   int64_t check_replicas_every = 0;      // compare parameter (and broadcast buffer) hashes every N steps
   bool detect_anomalous_params = false;  // warn of parameters a part's loss does not reach
