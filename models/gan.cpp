@@ -1,5 +1,6 @@
 #include "models/gan.h"
 
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -54,6 +55,15 @@ double GanModel::log_value(const char* name, const Variable& v) {
 LogVars GanModel::read_captured_log(LogVars log) const {
   for (const auto& [name, value] : captured_log_) log[name] = value.item();
   return log;
+}
+
+optim::AdamOptions lazy_regularization_adam(optim::AdamOptions adam, int64_t every) {
+  TANDEM_CHECK(every >= 1, "lazy regularisation every " << every << " steps: must be at least 1");
+  if (every == 1) return adam;
+  const double c = static_cast<double>(every) / static_cast<double>(every + 1);
+  adam.lr *= c;
+  for (double& beta : adam.betas) beta = std::pow(beta, c);
+  return adam;
 }
 
 LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) {

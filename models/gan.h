@@ -16,7 +16,10 @@
 //   (r1_gamma / 2 times the mean squared gradient norm on the reals) joins the D loss of
 //   every D step when r1_every is 1; otherwise every r1_every-th D step (iteration %
 //   r1_every == 0) is followed by a D update of the penalty alone, scaled by r1_every (lazy
-//   regularisation: its backward is a phase of its own for the Reducer).
+//   regularisation: its backward is a phase of its own for the Reducer). D then takes
+//   r1_every + 1 updates in every r1_every iterations; StyleGAN2's correction for that is
+//   lazy_regularization_adam (below), which WrappedGan applies to D's Adam by default
+//   (WrappedGanOptions::lazy_r1_correction).
 // - The log values: loss_d (without the penalties), loss_g (of the latest G step; 0 before
 //   the first), and when they apply gp, wdist (mean D(real) - mean D(fake), the critic's
 //   Wasserstein estimate) and r1 (the latest R1 value); grad_norm_d and grad_norm_g when
@@ -55,6 +58,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "autograd/optim.h"
 #include "models/gan_loss.h"
 #include "reducer/ddp.h"
 
@@ -152,6 +156,13 @@ class GanModel : public DataParallelModel {
   std::map<std::string, Tensor> captured_log_;
   double last_loss_g_ = 0.0, last_r1_ = 0.0;
 };
+
+// Lazy regularisation's correction of a part's Adam (StyleGAN2, Karras et al. 2020, appendix
+// B): with a penalty-only update every `every` steps the part takes every + 1 updates per
+// `every` iterations, so it gets lr * c and betas beta^c, c = every / (every + 1), as in
+// StyleGAN2's `mb_ratio = reg_interval / (reg_interval + 1)`. every 1 returns `adam` as it
+// is; every < 1 is an Error. eps and weight_decay are kept.
+optim::AdamOptions lazy_regularization_adam(optim::AdamOptions adam, int64_t every);
 
 // Builds a model by name; an Error lists the known names. An objective out of range, or a
 // penalty on a critic with batch norm, is an Error naming the setting (and the model).

@@ -1,5 +1,7 @@
 #include "models/wrapped_gan.h"
 
+#include <set>
+
 namespace tandem::models {
 
 WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::ProcessGroup> group,
@@ -10,8 +12,12 @@ WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::Pr
                    << wrap_mode_name(options.wrap) << "'");
   opt_g_ = std::make_shared<optim::Adam>(model_->generator->parameters(),
                                          optim::AdamOptions{.lr = options.lr, .betas = options.betas});
-  opt_d_ = std::make_shared<optim::Adam>(model_->discriminator->parameters(),
-                                         optim::AdamOptions{.lr = options.lr, .betas = options.betas});
+  const GanObjective& o = model_->objective;
+  const bool lazy_r1 = o.r1_gamma > 0 && o.r1_every > 1;
+  opt_d_ = std::make_shared<optim::Adam>(
+      model_->discriminator->parameters(),
+      lazy_regularization_adam({.lr = options.lr, .betas = options.betas},
+                               lazy_r1 && options.lazy_r1_correction ? o.r1_every : 1));
   wrappers_.add("generator",
                 std::make_shared<OptimWrapper>(opt_g_, options.accumulative_counts, options.clip_grad));
   wrappers_.add("discriminator",
@@ -48,6 +54,18 @@ int64_t WrappedGan::skipped_steps() const {
   int64_t n = 0;
   for (const auto& [name, wrapper] : wrappers_.items()) n += wrapper->skipped_steps();
   return n;
+}
+
+WrappedGan::Scrubbed WrappedGan::scrubbed_elements() const {
+  std::set<const VariableImpl*> generator;
+  for (const Variable& p : model_->generator->parameters()) generator.insert(p.impl());
+  Scrubbed sum;
+  for (const Reducer* r : reducers()) {
+    const std::vector<int64_t>& counts = r->scrubbed_elements();
+    for (size_t i = 0; i < counts.size(); ++i)
+      (generator.count(r->parameters()[i].impl()) ? sum.generator : sum.discriminator) += counts[i];
+  }
+  return sum;
 }
 
 }  // namespace tandem::models

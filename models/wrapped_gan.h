@@ -6,7 +6,9 @@
 // model's backwards are preceded by reducer.prepare_for_backward, MMGeneration style);
 // separate is one Reducer per part; none trains the model alone (no communication).
 // explicit_prepare with any wrap but whole is an Error naming the wrap.
-// Both optimizer wrappers take the options' accumulative_counts and clip_grad.
+// Both optimizer wrappers take the options' accumulative_counts and clip_grad. With lazy R1
+// (the model's objective: r1_gamma > 0, r1_every > 1) and lazy_r1_correction, D's Adam gets
+// lazy_regularization_adam(lr, betas, r1_every) (models/gan.h); G's keeps lr and betas.
 // train_step runs one D and one G update; reducers()/total_bytes() report what was sent.
 #pragma once
 
@@ -27,8 +29,9 @@ struct WrappedGanOptions {
   bool explicit_prepare = false;
   double lr = 2e-4;
   std::array<double, 2> betas = {0.5, 0.999};
-  int accumulative_counts = 1;  // both optimizer wrappers (GanModel::train_step)
-  ClipGrad clip_grad;           // both optimizer wrappers: each part's averaged gradients
+  bool lazy_r1_correction = true;  // D's Adam corrected for lazy R1's extra updates
+  int accumulative_counts = 1;     // both optimizer wrappers (GanModel::train_step)
+  ClipGrad clip_grad;              // both optimizer wrappers: each part's averaged gradients
   DdpOptions ddp;
 };
 
@@ -42,6 +45,11 @@ class WrappedGan {
   uint64_t total_bytes() const;  // over every synchronised backward so far
   // Optimizer steps skipped for non-finite averaged gradients (ReducerOptions::non_finite).
   int64_t skipped_steps() const;
+  // Averaged gradient elements scrubbed so far (ReducerOptions::non_finite scrub), per part.
+  struct Scrubbed {
+    int64_t generator = 0, discriminator = 0;
+  };
+  Scrubbed scrubbed_elements() const;
 
   GanModel& model() { return *model_; }
   optim::Adam& opt_g() { return *opt_g_; }

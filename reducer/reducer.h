@@ -69,7 +69,7 @@
 
 namespace tandem {
 
-enum class NonFinitePolicy { off, skip_step, stop };
+enum class NonFinitePolicy { off, skip_step, stop, scrub };
 
 struct ReducerOptions {
   // Bucket sizes: parameters are assigned by size, one dtype and device per bucket, the
@@ -121,6 +121,8 @@ struct ReducerOptions {
   // are equal on every rank, so is the verdict (no collective). stop: the backward throws
   // naming the parameters holding NaN/Inf. skip_step: the gradients are left as they are
   // and the next step of an OptimWrapper attached to this Reducer is skipped, on every rank.
+  // scrub: in the averages, NaN becomes 0 and +-Inf +-kScrubLimit (kernels/non_finite.h),
+  // bitwise alike on every rank, and the step goes on; scrubbed_elements() counts them.
   NonFinitePolicy non_finite = NonFinitePolicy::off;
 };
 
@@ -197,6 +199,10 @@ class Reducer : public BackwardObserver {
   // `names` then lists the parameters that held them.
   bool take_non_finite(std::vector<std::string>* names = nullptr);
   int64_t non_finite_backwards() const { return non_finite_backwards_; }  // that averaged a NaN/Inf
+  // scrub policy: per parameter (parameters()' order), the averaged elements replaced so far
+  // (empty before the first).
+  const std::vector<int64_t>& scrubbed_elements() const { return scrubbed_; }
+  static constexpr double kScrubLimit = 1e5;  // what +-Inf becomes
   // detect_anomalous_params: the parameters the latest backward that reached this Reducer
   // left unreached within the parts it reached, on this rank (empty when off).
   const std::vector<std::string>& unreached_parameters() const { return unreached_; }
@@ -320,6 +326,7 @@ class Reducer : public BackwardObserver {
   int64_t synced_backwards_ = 0;
   int64_t non_finite_backwards_ = 0;
   std::vector<std::string> non_finite_names_;     // pending for take_non_finite
+  std::vector<int64_t> scrubbed_;                 // scrub: per parameter, elements replaced
   std::vector<std::string> unreached_;            // detect_anomalous_params, latest backward
   std::set<std::vector<bool>> unreached_warned_;  // sets already written to stderr
   int64_t trace_sync_ = -1;                       // this synced backward's number in the trace; -1: untraced

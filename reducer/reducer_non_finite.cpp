@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "kernels/non_finite.h"
 #include "kernels/reduce.h"
 #include "reducer/reducer.h"
 
@@ -24,12 +25,18 @@ void Reducer::check_finite(const Phase& phase) {
     if (all_finite(b.grad_bucket.buffer)) continue;
     for (size_t k = 0; k < b.params.size(); ++k) {  // only on the failure path: per parameter
       size_t i = b.params[k];
-      if (!all_finite(b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape())))
-        bad.push_back(names_[i]);
+      Tensor grad = b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape());
+      if (all_finite(grad)) continue;
+      bad.push_back(names_[i]);
+      if (options_.non_finite != NonFinitePolicy::scrub) continue;
+      // The averages are equal on every rank, so the scrubbed values and counts are too.
+      if (scrubbed_.empty()) scrubbed_.assign(params_.size(), 0);
+      scrubbed_[i] += kernels::scrub_non_finite_(grad, kScrubLimit);
     }
   }
   if (bad.empty()) return;
   ++non_finite_backwards_;
+  if (options_.non_finite == NonFinitePolicy::scrub) return;
   std::string list;
   for (size_t k = 0; k < bad.size() && k < 8; ++k) list += (k ? ", '" : "'") + bad[k] + "'";
   if (bad.size() > 8) list += " and " + std::to_string(bad.size() - 8) + " more";

@@ -246,14 +246,21 @@ int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loade
   }
   // A resume continues the same run: a setting that shapes it is refused, never overridden.
   std::vector<std::string> written_with, this_run;
-  for (const RunSetting& setting : run_.settings) {
-    auto it = file.metadata.find(setting.metadata_key());
-    if (!setting.kept_on_resume || it == file.metadata.end() || it->second == setting.value) continue;
-    if (run_.elastic && setting.flag == "--batch") continue;  // the share of the global batch, compared
-    RunSetting saved = setting;
-    saved.value = it->second;
-    written_with.push_back(saved.as_written());
-    this_run.push_back(setting.as_written());
+  // A setting the file predates counts as value_when_absent, named only when nothing recorded
+  // differs: a file that differs elsewhere (not lazy R1, say) may not have had it apply.
+  for (bool recorded : {true, false}) {
+    if (!recorded && !written_with.empty()) break;
+    for (const RunSetting& setting : run_.settings) {
+      auto it = file.metadata.find(setting.metadata_key());
+      if (!setting.kept_on_resume || (it != file.metadata.end()) != recorded) continue;
+      const std::string saved_value = recorded ? it->second : value_when_absent(setting);
+      if (saved_value.empty() || saved_value == setting.value) continue;
+      if (run_.elastic && setting.flag == "--batch") continue;  // the share of the global batch, compared
+      RunSetting saved = setting;
+      saved.value = saved_value;
+      written_with.push_back(saved.as_written());
+      this_run.push_back(setting.as_written());
+    }
   }
   TANDEM_CHECK(written_with.empty(), path << ": written with " << joined(written_with) << ", this run has "
                                           << joined(this_run)

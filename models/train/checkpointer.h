@@ -36,7 +36,9 @@
 //   rate must be this run's --lr, or with a scheduler the rate its schedule gives at the
 //   checkpoint's iteration (the schedule is a function of the iteration: the spec in the
 //   metadata, the iteration and that rate are all of its state). Checkpoints written before a setting was
-//   recorded resume without comparing it (their --lr is still compared: the optimizer state holds it). Then
+//   recorded resume without comparing it, or as if written with value_when_absent
+//   (run_settings.h: no --lazy-r1-correction is "off"), named only when no recorded setting
+//   differs (their --lr is still compared: the optimizer state holds it). Then
 //   it restores the model, both optimizers and the average through a Checkpoint
 //   (train_checkpoint.h: all or nothing), and returns the checkpoint's iteration. Tensors that do
 //   not fit, or belong to none of them, are an Error "<path>: does not fit this model: ..." naming

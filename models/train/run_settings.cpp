@@ -33,6 +33,11 @@ std::string canonical_number(double value) {
   return text;
 }
 
+// Checkpoints from before the correction existed trained without it.
+std::string value_when_absent(const RunSetting& setting) {
+  return setting.flag == "--lazy-r1-correction" ? "off" : "";
+}
+
 std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& backend,
                                      const std::string& data_identity) {
   auto value = [](const std::string& flag, std::string text, bool kept = false) {
@@ -66,6 +71,8 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       value("--clip-grad-type", to_string(o.clip_grad_type), true),
       integer("--accumulate", o.accumulate, true),
       number("--ema-decay", o.ema_decay),
+      number("--ema-kimg", o.ema_kimg),
+      number("--ema-rampup", o.ema_rampup),
       value("--wrap", wrap_mode_name(o.wrap)),
       on_off("--prepare", o.explicit_prepare),
       on_off("--sync-bn", o.sync_bn),
@@ -86,6 +93,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--n-critic", o.n_critic, true),
       number("--r1-gamma", o.r1_gamma, true),
       integer("--r1-every", o.r1_every, true),
+      value("--lazy-r1-correction", o.lazy_r1_correction ? "on" : "off", o.r1_gamma > 0 && o.r1_every > 1),
       integer("--pggan-stage-iters", stage_iters, pggan),
       value("--on-nonfinite", to_string(o.on_nonfinite)),
       on_off("--cuda-graphs", o.cuda_graphs),  // replays skip the agreement: on or off everywhere

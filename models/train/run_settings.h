@@ -16,11 +16,15 @@
 // - kept_on_resume marks the settings that shape the run's trajectory (its data, noise and
 //   updates): --data, --batch, --global-batch (the run's: for_world_size), --lr,
 //   --lr-schedule (canonical), --clip-grad, --clip-grad-type, --accumulate, --seed,
-//   --dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, and
-//   --pggan-stage-iters for pggan. A checkpoint records them
-//   and a resume must match them (checkpointer.h). The others are honoured on resume: a larger --iters
-//   extends the run, and --wrap, --prepare,
-//   --bucket-cap-mb, --backend, --device, --ema-decay, --ckpt-every, --sample-every,
+//   --dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every,
+//   --pggan-stage-iters for pggan, and --lazy-r1-correction with lazy R1 (r1-gamma > 0,
+//   r1-every > 1). A checkpoint records them
+//   and a resume must match them (checkpointer.h). value_when_absent(setting) is the value a
+//   checkpoint written before the setting was recorded ran with ("off" for
+//   --lazy-r1-correction), "" when such a checkpoint is not compared. The others are honoured on resume: a
+//   larger --iters extends the run, and --wrap, --prepare,
+//   --bucket-cap-mb, --backend, --device, --ema-decay, --ema-kimg, --ema-rampup, --ckpt-every,
+//   --sample-every,
 //   --log-every, --on-nonfinite, --cuda-graphs, --check-replicas-every and
 //   --detect-anomalous-params
 //   take effect from the resumed
@@ -49,6 +53,8 @@ struct RunSetting {
 
 std::vector<RunSetting> run_settings(const TrainOptions& options, const std::string& backend,
                                      const std::string& data_identity);
+
+std::string value_when_absent(const RunSetting& setting);
 
 // `value` in %g notation with the fewest digits (1 to 17) that parse back to it exactly;
 // a whole number below 10^15 in magnitude as an integer.

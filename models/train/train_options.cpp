@@ -30,9 +30,12 @@ constexpr Named<TrainBackend> kBackends[] = {
 constexpr Named<DeviceKind> kDevices[] = {{"cpu", DeviceKind::cpu}, {"cuda", DeviceKind::cuda}};
 constexpr Named<GanLoss> kLosses[] = {
     {"ns", GanLoss::non_saturating}, {"hinge", GanLoss::hinge}, {"wgan-gp", GanLoss::wgan_gp}};
-constexpr Named<OnNonFinite> kNonFinite[] = {
-    {"off", OnNonFinite::off}, {"skip", OnNonFinite::skip}, {"stop", OnNonFinite::stop}};
+constexpr Named<OnNonFinite> kNonFinite[] = {{"off", OnNonFinite::off},
+                                             {"skip", OnNonFinite::skip},
+                                             {"stop", OnNonFinite::stop},
+                                             {"scrub", OnNonFinite::scrub}};
 constexpr Named<ClipGradType> kClipGradTypes[] = {{"2", ClipGradType::l2}, {"inf", ClipGradType::inf}};
+constexpr Named<bool> kOnOff[] = {{"on", true}, {"off", false}};
 constexpr Named<int64_t> kChannels[] = {{"1", 1}, {"3", 3}};
 
 template <typename T, size_t N>
@@ -167,8 +170,19 @@ CommandLine train_command_line(TrainOptions& o) {
          "with --r1-gamma: lazy R1, a D update of the penalty alone, scaled by K, every K-th D step "
          "(1: in every D loss)",
          1);
+  cl.add_choice("--lazy-r1-correction", &o.lazy_r1_correction, choices(kOnOff),
+                "with lazy R1: D's Adam takes lr * c and betas beta^c, c = K / (K + 1) for --r1-every K, "
+                "as StyleGAN2 does for the extra updates (off: lr and betas as given, as before)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "samples from a moving average of G's weights (0: off)",
                          1.0);
+  cl.add_off_or_positive("--ema-kimg", &o.ema_kimg,
+                         "the moving average by a half-life of X thousand images over all ranks, StyleGAN's "
+                         "ema_kimg: each iteration's decay is 0.5^(global batch / (X * 1000)). Not with "
+                         "--ema-decay (0: --ema-decay's ramp instead)");
+  cl.add_off_or_positive(
+      "--ema-rampup", &o.ema_rampup,
+      "with --ema-kimg: the half-life is at most X times the images seen so far (StyleGAN2-ADA "
+      "uses 0.05), so the average follows the weights closely early on (0: off)");
 
   cl.group("Distributed");
   cl.add_choice("--backend", &o.backend, choices(kBackends), "auto: nccl with --device cuda, else mpi");
@@ -197,16 +211,16 @@ CommandLine train_command_line(TrainOptions& o) {
          "--resume or --overwrite",
          "DIR");
   cl.add("--ckpt-every", &o.ckpt_every, "checkpoint every N iterations (0: at the end only)", 0);
-  cl.add_flag(
-      "--resume", &o.resume,
-      "continue from the newest checkpoint in --out, at the number of ranks that wrote it (with "
-      "--global-batch: at any that divides it). It must have this run's --data, --channels, "
-      "--width, --batch (with --global-batch: the global batch), --lr, --lr-schedule, --clip-grad, "
-      "--clip-grad-type, --accumulate, --seed, "
-      "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan: and "
-      "--pggan-stage-iters); other flags may change (--iters extends). A damaged checkpoint (header or "
-      "data) newer than the newest readable one stops the run naming it; when every checkpoint is "
-      "damaged, or there is none, --resume stops naming --out");
+  cl.add_flag("--resume", &o.resume,
+              "continue from the newest checkpoint in --out, at the number of ranks that wrote it (with "
+              "--global-batch: at any that divides it). It must have this run's --data, --channels, "
+              "--width, --batch (with --global-batch: the global batch), --lr, --lr-schedule, --clip-grad, "
+              "--clip-grad-type, --accumulate, --seed, "
+              "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan: and "
+              "--pggan-stage-iters; lazy R1: and --lazy-r1-correction, off for a checkpoint from before it); "
+              "other flags may change (--iters extends). A damaged checkpoint (header or "
+              "data) newer than the newest readable one stops the run naming it; when every checkpoint is "
+              "damaged, or there is none, --resume stops naming --out");
   cl.add_flag(
       "--resume-allow-fresh", &o.resume_allow_fresh,
       "with --resume: start from iteration 0 when --out holds no checkpoint, or none that can be read");
@@ -227,8 +241,9 @@ CommandLine train_command_line(TrainOptions& o) {
 
   cl.group("Diagnostics");
   cl.add_choice("--on-nonfinite", &o.on_nonfinite, choices(kNonFinite),
-                "NaN/Inf in an averaged gradient: off, skip (the step, on every rank) or stop (with the "
-                "parameter names)");
+                "NaN/Inf in an averaged gradient: off, skip (the step, on every rank), stop (with the "
+                "parameter names) or scrub (NaN becomes 0, +-Inf +-1e5, alike on every rank, and the step "
+                "goes on; the elements scrubbed so far are logged as scrubbed_g and scrubbed_d)");
   cl.add("--check-replicas-every", &o.check_replicas_every,
          "every N steps compare a hash of every parameter across ranks, and of every buffer (batch-norm "
          "running statistics) right after broadcasting it from rank 0 (between broadcasts each rank's "
@@ -297,6 +312,14 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
   if (o.overwrite && o.resume) refuse("--overwrite and --resume do not go together");
   if (given("--gp-lambda") && o.loss != GanLoss::wgan_gp) refuse("--gp-lambda goes with --loss wgan-gp");
   if (given("--r1-every") && o.r1_gamma == 0) refuse("--r1-every goes with --r1-gamma (a positive value)");
+  if (given("--lazy-r1-correction") && !(o.r1_gamma > 0 && o.r1_every > 1))
+    refuse("--lazy-r1-correction goes with lazy R1 (--r1-gamma and --r1-every > 1)");
+  if (given("--ema-kimg") && given("--ema-decay"))
+    refuse(
+        "--ema-kimg and --ema-decay do not go together: --ema-kimg sets the moving average's decay by a "
+        "half-life in images, --ema-decay by a maximum; pass one");
+  if (given("--ema-rampup") && o.ema_kimg == 0)
+    refuse("--ema-rampup goes with --ema-kimg (a positive value)");
   if (given("--clip-grad-type") && o.clip_grad == 0)
     refuse("--clip-grad-type goes with --clip-grad (a positive max norm)");
   if (given("--trace") && o.trace.empty()) refuse("--trace needs a file name");

@@ -13,15 +13,16 @@
 // --lr 1e-4 (the WGAN-GP paper's); and --lr-schedule in its canonical form (optim::LrSchedule::str()), or a
 // usage error when it does not parse. validate refuses: a --model and --data that do not go together; a flag
 // that needs another (--resume-allow-fresh without --resume, --gp-lambda without --loss wgan-gp, --r1-every
-// without --r1-gamma, --clip-grad-type without
+// without --r1-gamma, --lazy-r1-correction without lazy R1, --clip-grad-type without
 // --clip-grad, --data images without --data-dir, --skip-bad-images without --data images,
 // --channels 3 without --data images, --dynamic without --model mlp, --width without
 // --model dcgan64, --prepare without --wrap whole, --trace-steps without --trace, an empty
-// --trace or --tensorboard); --global-batch with --batch (either one: per rank, or over the
+// --trace or --tensorboard, --ema-rampup without --ema-kimg); --ema-kimg with --ema-decay;
+// --global-batch with --batch (either one: per rank, or over the
 // ranks);
 // --tensorboard in a build without Protobuf (TANDEM_HAVE_TENSORBOARD); --overwrite with
 // --resume; --cuda-graphs without --device cuda or with a flag whose work a replayed step
-// cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop, --n-critic > 1
+// cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop/scrub, --n-critic > 1
 // including wgan-gp's default, lazy R1, --check-replicas-every, --sync-bn); --accumulate
 // with --n-critic > 1 or lazy R1, or a --ckpt-every that is not a multiple of --accumulate
 // (a checkpoint inside an accumulation could not resume). given(flag) (FlagGiven) says
@@ -43,9 +44,9 @@
 
 namespace tandem::models {
 
-enum class TrainBackend { automatic, mpi, nccl };  // --backend auto: nccl for --device cuda, else mpi
-enum class OnNonFinite { off, skip, stop };        // NaN/Inf in averaged gradients
-enum class ClipGradType { l2, inf };               // the norm --clip-grad bounds
+enum class TrainBackend { automatic, mpi, nccl };   // --backend auto: nccl for --device cuda, else mpi
+enum class OnNonFinite { off, skip, stop, scrub };  // NaN/Inf in averaged gradients
+enum class ClipGradType { l2, inf };                // the norm --clip-grad bounds
 
 struct TrainOptions {
   std::string model = "ring8-mlp";
@@ -64,6 +65,8 @@ struct TrainOptions {
   ClipGradType clip_grad_type = ClipGradType::l2;
   int64_t accumulate = 1;           // train_steps per optimizer step (OptimWrapper accumulative_counts)
   double ema_decay = 0.999;         // samples come from an exponential moving average of G's weights; 0: off
+  double ema_kimg = 0;              // > 0: the average by a half-life in thousands of images instead
+  double ema_rampup = 0;            // with ema_kimg: half-life at most this times the images seen; 0: off
   WrapMode wrap = WrapMode::whole;  // --wrap offers whole | separate
   bool explicit_prepare = false;    // MMGeneration style: prepare_for_backward before each backward
   double bucket_cap_mb = 25.0;
@@ -86,6 +89,7 @@ struct TrainOptions {
   int64_t r1_every = 1;           // lazy R1: a penalty-only D step every N D steps
   int64_t pggan_stage_iters = 0;  // 0: iters / 3
   OnNonFinite on_nonfinite = OnNonFinite::off;
+  bool lazy_r1_correction = true;        // lazy R1: D's Adam takes lr * c, betas^c, c = N / (N + 1)
   bool sync_bn = false;                  // batch norms use statistics over every rank's batch
   int64_t check_replicas_every = 0;      // compare parameter (and broadcast buffer) hashes every N steps
   bool detect_anomalous_params = false;  // warn of parameters a part's loss does not reach
@@ -99,7 +103,7 @@ struct TrainOptions {
 const char* to_string(TrainBackend backend);  // "auto", "mpi", "nccl"
 const char* to_string(DeviceKind device);     // "cpu", "cuda"
 const char* to_string(GanLoss loss);          // "ns", "hinge", "wgan-gp"
-const char* to_string(OnNonFinite policy);    // "off", "skip", "stop"
+const char* to_string(OnNonFinite policy);    // "off", "skip", "stop", "scrub"
 const char* to_string(ClipGradType type);     // "2", "inf"
 
 CommandLine train_command_line(TrainOptions& options);

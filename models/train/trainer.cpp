@@ -171,7 +171,7 @@ void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& m
 std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, bool scheduled, double lr_used) {
   std::vector<std::pair<std::string, double>> terms;
   if (scheduled) terms.emplace_back("lr", lr_used);
-  for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g"}) {
+  for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d"}) {
     if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
   }
   return terms;
@@ -246,6 +246,7 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
   options.explicit_prepare = o.explicit_prepare;
   options.lr = o.lr;
   options.betas = adam_betas(o.loss);
+  options.lazy_r1_correction = o.lazy_r1_correction;
   options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
   options.ddp.check_replicas_every = o.check_replicas_every;
   options.ddp.reducer.detect_anomalous_params = o.detect_anomalous_params;
@@ -253,9 +254,10 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
   options.clip_grad = {
       .max_norm = o.clip_grad,
       .norm_type = o.clip_grad_type == ClipGradType::inf ? std::numeric_limits<double>::infinity() : 2.0};
-  options.ddp.reducer.non_finite = o.on_nonfinite == OnNonFinite::skip   ? NonFinitePolicy::skip_step
-                                   : o.on_nonfinite == OnNonFinite::stop ? NonFinitePolicy::stop
-                                                                         : NonFinitePolicy::off;
+  options.ddp.reducer.non_finite = o.on_nonfinite == OnNonFinite::skip    ? NonFinitePolicy::skip_step
+                                   : o.on_nonfinite == OnNonFinite::stop  ? NonFinitePolicy::stop
+                                   : o.on_nonfinite == OnNonFinite::scrub ? NonFinitePolicy::scrub
+                                                                          : NonFinitePolicy::off;
   return options;
 }
 
@@ -290,7 +292,12 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   WrappedGan wrapped(model, world, wrapped_gan_options(o));
   std::optional<GraphedGanStep> graphed;  // --cuda-graphs
   if (o.cuda_graphs) graphed.emplace(wrapped, kDefaultGraphWarmup, is_rank0 ? &out : nullptr);
-  EmaWeights ema(model->generator->parameters(), o.ema_decay);
+  EmaWeights ema =
+      o.ema_kimg > 0
+          ? EmaWeights(
+                model->generator->parameters(),
+                EmaHalfLife{.kimg = o.ema_kimg, .rampup = o.ema_rampup, .global_batch = o.global_batch})
+          : EmaWeights(model->generator->parameters(), o.ema_decay);
   // The learning rate of iteration i is set before it (at 0 here, then after each iteration).
   optim::LrScheduler scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, optim::parse_lr_schedule(o.lr_schedule));
   const Checkpointer checkpointer(
@@ -355,6 +362,11 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       data.reset();
       log = graphed ? graphed->step(batch, it) : wrapped.train_step(batch);
       lr_used = wrapped.opt_d().lr();
+      if (o.on_nonfinite == OnNonFinite::scrub) {  // elements so far, equal on every rank
+        const WrappedGan::Scrubbed scrubbed = wrapped.scrubbed_elements();
+        log["scrubbed_g"] = static_cast<double>(scrubbed.generator);
+        log["scrubbed_d"] = static_cast<double>(scrubbed.discriminator);
+      }
       ema.update(it);
     }
     timer.step();

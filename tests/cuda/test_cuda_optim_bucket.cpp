@@ -1,11 +1,14 @@
 // The multi-tensor CUDA kernels against their CPU twins: Adam/AdamW and SGD over groups of
 // tensors (sizes 1, 7 and 1000003 in one launch, misaligned views), the optimizers of
-// autograd on GPU parameters, and bucket pack/unpack with scale and an undefined part.
+// autograd on GPU parameters, bucket pack/unpack with scale and an undefined part, and the
+// non-finite scrub of averaged gradients.
 // The kernels round each operation as the CPU does, so results must agree bit for bit.
 #include <cstring>
+#include <limits>
 
 #include "autograd/optim.h"
 #include "kernels/bucket_ops.h"
+#include "kernels/non_finite.h"
 #include "kernels/optim.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -229,4 +232,20 @@ TEST_CASE("cuda multi-tensor kernels reject mixed devices by name") {
   Tensor p = Tensor::zeros({4}, DType::f32, Device::cuda());
   CHECK_THROWS_WITH(kernels::adam_update_({p}, {part}, {p}, {p}, {}),
                     Catch::Contains("adam_update_") && Catch::Contains("gradient #0"));
+}
+
+TEST_CASE("cuda scrub_non_finite_ matches the CPU: the same values and the same count") {
+  for (DType dtype : kFloatTypes) {
+    Tensor cpu = random_cpu({1000003}, dtype, 31);
+    const double nan = std::numeric_limits<double>::quiet_NaN(),
+                 inf = std::numeric_limits<double>::infinity();
+    std::vector<double> values = cpu.to_vector();
+    for (size_t i = 0; i < values.size(); i += 997) values[i] = i % 3 == 0 ? nan : i % 3 == 1 ? inf : -inf;
+    cpu = Tensor::from_values(cpu.shape(), values, dtype);
+    Tensor gpu = on_gpu(cpu);
+    const int64_t cpu_count = kernels::scrub_non_finite_(cpu, 1e5);
+    CHECK(cpu_count == 1004);  // every 997th element of 1000003
+    CHECK(kernels::scrub_non_finite_(gpu, 1e5) == cpu_count);
+    require_same(gpu, cpu, std::string("scrub ") + dtype_name(dtype), 0.0);
+  }
 }

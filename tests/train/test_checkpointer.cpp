@@ -467,6 +467,37 @@ TEST_CASE("a resume that changes a flag shaping the run is refused by name, the 
                                  "0.001. A resume continues the same run: resume with --lr 0.0002"));
 }
 
+TEST_CASE("lazy R1's correction is kept on resume; a checkpoint from before it was recorded ran without it",
+          "[checkpointer][errors]") {
+  TempDir tmp("checkpointer"), elsewhere("checkpointer");
+  TrainOptions lazy = flags();
+  lazy.r1_gamma = 10;
+  lazy.r1_every = 4;
+  const std::string path = Run(tmp.path.string(), "ring8-mlp", 1, identity(lazy)).checkpointer.save(4);
+  CHECK(load_safetensors(path).metadata.at("lazy_r1_correction") == "on");
+  TrainOptions off = lazy;
+  off.lazy_r1_correction = false;
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, identity(off)).checkpointer.load(path),
+                    Catch::Contains(path + ": written with --lazy-r1-correction on, this run has "
+                                           "--lazy-r1-correction off"));
+  CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1, identity(lazy)).checkpointer.load(path) == 4);
+
+  // Without the field: the run was trained uncorrected, so only "off" continues it.
+  SafetensorsFile old = load_safetensors(path);
+  REQUIRE(old.metadata.erase("lazy_r1_correction") == 1);
+  const std::string old_path = tmp.file("old.safetensors");
+  save_safetensors(old_path, old.tensors, old.metadata);
+  CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, identity(lazy)).checkpointer.load(old_path),
+                    Catch::Contains(old_path + ": written with --lazy-r1-correction off, this run has "
+                                               "--lazy-r1-correction on. A resume continues the same run: "
+                                               "resume with --lazy-r1-correction off"));
+  CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1, identity(off)).checkpointer.load(old_path) == 4);
+  // A run without lazy R1 neither records nor compares it.
+  const std::string plain = Run(tmp.path.string(), "ring8-mlp", 1).checkpointer.save(6);
+  CHECK(load_safetensors(plain).metadata.count("lazy_r1_correction") == 0);
+  CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1).checkpointer.load(plain) == 6);
+}
+
 TEST_CASE("with a learning-rate schedule, a checkpoint's rate must be the schedule's at its iteration",
           "[checkpointer][errors]") {
   TempDir tmp("checkpointer"), elsewhere("checkpointer");

@@ -104,4 +104,14 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
              "--pggan-stage-iters")
             .value == "7");
   CHECK(find(settings_of({"--model", "mlp", "--iters", "90"}), "--pggan-stage-iters").value == "0");
+
+  // Lazy R1's correction shapes D's updates only under lazy R1; before it was recorded, runs
+  // trained without it.
+  const RunSetting lazy = find(settings_of({"--r1-gamma", "1", "--r1-every", "4"}), "--lazy-r1-correction");
+  CHECK((lazy.kept_on_resume && lazy.value == "on" && value_when_absent(lazy) == "off"));
+  CHECK(find(settings_of({"--r1-gamma", "1", "--r1-every", "4", "--lazy-r1-correction", "off"}),
+             "--lazy-r1-correction")
+            .as_written() == "--lazy-r1-correction off");
+  CHECK_FALSE(find(settings_of({"--r1-gamma", "1"}), "--lazy-r1-correction").kept_on_resume);
+  CHECK(value_when_absent(find(settings_of({}), "--lr")).empty());
 }

@@ -98,6 +98,18 @@ TEST_CASE("bad wgan-gp and R1 flags are usage errors naming the flag", "[options
                     Catch::Contains("--r1-every goes with --r1-gamma (a positive value)"));
   CHECK_THROWS_WITH(parse_train_options({"--r1-gamma", "0", "--r1-every", "4"}),
                     Catch::Contains("--r1-every goes with --r1-gamma"));
+  CHECK_THROWS_WITH(parse_train_options({"--ema-kimg", "10", "--ema-decay", "0.999"}),
+                    Catch::Contains("--ema-kimg and --ema-decay do not go together"));
+  CHECK_THROWS_WITH(parse_train_options({"--ema-rampup", "0.05"}),
+                    Catch::Contains("--ema-rampup goes with --ema-kimg"));
+  const TrainOptions half_life = parse_train_options({"--ema-kimg", "10", "--ema-rampup", "0.05"});
+  CHECK((half_life.ema_kimg == 10 && half_life.ema_rampup == 0.05));
+  CHECK_THROWS_WITH(
+      parse_train_options({"--r1-gamma", "1", "--lazy-r1-correction", "off"}),
+      Catch::Contains("--lazy-r1-correction goes with lazy R1 (--r1-gamma and --r1-every > 1)"));
+  CHECK(parse_train_options({"--r1-gamma", "1", "--r1-every", "4"}).lazy_r1_correction);
+  CHECK_FALSE(parse_train_options({"--r1-gamma", "1", "--r1-every", "4", "--lazy-r1-correction", "off"})
+                  .lazy_r1_correction);
   CHECK_THROWS_WITH(parse_train_options({"--r1-gamma", "1", "--r1-every", "0"}),
                     Catch::Contains("--r1-every must be at least 1, got 0"));
   CHECK_THROWS_WITH(parse_train_options({"--gp-lambda", "5"}),

@@ -1,9 +1,8 @@
 // Faults the wrappers must catch: a NaN/Inf that reaches an averaged gradient (skip the
-// step on every rank, or stop naming the parameters) and replicas that drift apart (a
-// hash check names the first differing parameter, or a buffer that the broadcast does not
-// reach; batch-norm statistics that differ between broadcasts by design are not a fault).
-// Run at 2 ranks: the bad value lives on rank 1 only, so rank 0 must reach the same
-// verdict through the averages.
+// step on every rank, stop naming the parameters, or scrub it alike on every rank) and replicas that drift
+// apart (a hash check names the first differing parameter, or a buffer that the broadcast does not reach;
+// batch-norm statistics that differ between broadcasts by design are not a fault). Run at 2 ranks: the bad
+// value lives on rank 1 only, so rank 0 must reach the same verdict through the averages.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -138,6 +137,73 @@ TEST_CASE("non-finite off: nothing is checked and the NaN goes through", "[fault
   if (world()->size() < 2) return;
   CHECK(wrapper.skipped_steps() == 0);
   CHECK(std::isnan(model->body->weight.data().at(0)));
+}
+
+namespace {
+
+// loss = sum(a * x) + sum(b * y) for the batch's x (8 values) and y (2): each rank's
+// gradients are its own inputs, so NaN and Inf can be planted exactly where wanted.
+class Planted : public DataParallelModel {
+ public:
+  Planted() {
+    a = register_parameter("a", Variable(Tensor::zeros({8}), true));
+    b = register_parameter("b", Variable(Tensor::zeros({2}), true));
+  }
+  Losses forward_losses(const Batch& batch) override {
+    return {{"loss", add(sum(mul(a, Variable(batch.inputs))), sum(mul(b, Variable(batch.targets))))}};
+  }
+  Variable a, b;
+};
+
+}  // namespace
+
+TEST_CASE("non-finite scrub: every rank holds the same scrubbed averages, counted per parameter",
+          "[faults][nonfinite][scrub]") {
+  if (world()->size() != 2) return;  // the planted values and their averages are for 2 ranks
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Element by element, rank 0's and rank 1's gradient of a, their average, and its scrub:
+  //   1, 3 -> 2; NaN, 1 -> NaN -> 0; 2, Inf -> Inf -> 1e5; Inf, -Inf -> NaN -> 0;
+  //   3, -Inf -> -Inf -> -1e5; -Inf, -Inf -> -Inf -> -1e5; 4, 5 -> 4.5; 5, 8 -> 6.5
+  const std::vector<double> a_grad[2] = {{1, nan, 2, inf, 3, -inf, 4, 5},
+                                         {3, 1, inf, -inf, -inf, -inf, 5, 8}};
+  const std::vector<double> a_scrubbed = {2, 0, 1e5, 0, -1e5, -1e5, 4.5, 6.5};
+  auto model = std::make_shared<Planted>();
+  OptimWrapper wrapper(std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 1e-6}));
+  DdpOptions options;
+  options.reducer.non_finite = NonFinitePolicy::scrub;
+  DistributedDataParallel ddp(model, world(), options);
+  const int rank = world()->rank();
+  Batch batch;
+  batch.inputs = Tensor::from_values({8}, a_grad[rank]);
+  batch.targets = Tensor::from_values({2}, {1.0, 2.0});
+  // The backward alone (a step would clear the gradients): the averages as synced.
+  model->forward_losses(batch).front().second.backward();
+  CHECK(model->a.grad().to_vector() == a_scrubbed);
+  CHECK(model->b.grad().to_vector() == std::vector<double>{1.0, 2.0});
+  CHECK(same_on_all_ranks(model->a.grad()));
+  const std::vector<std::string> names = ddp.reducer().names();
+  const std::vector<int64_t> counts = ddp.reducer().scrubbed_elements();
+  REQUIRE(counts.size() == 2);
+  for (size_t i = 0; i < names.size(); ++i) CHECK(counts[i] == (names[i] == "a" ? 5 : 0));
+
+  // Training goes on: a step is taken (not skipped) with the scrubbed gradients, and the next
+  // one, with an Inf in b on rank 1 alone, adds to b's count.
+  model->a.set_grad(Tensor());
+  model->b.set_grad(Tensor());
+  const std::vector<double> a_before = model->a.data().to_vector();
+  ddp.train_step(batch, wrapper);
+  CHECK(wrapper.skipped_steps() == 0);
+  CHECK(model->a.data().to_vector() != a_before);
+  for (double x : model->a.data().to_vector()) CHECK(std::isfinite(x));
+  if (rank == 1) batch.targets = Tensor::from_values({2}, {-inf, 2.0});
+  ddp.train_step(batch, wrapper);
+  const std::vector<int64_t> later = ddp.reducer().scrubbed_elements();
+  for (size_t i = 0; i < names.size(); ++i)
+    CHECK(later[i] == (names[i] == "a" ? 15 : 1));  // a: 5 more at each step
+  CHECK(same_on_all_ranks(model->a.data()));
+  CHECK(same_on_all_ranks(model->b.data()));
+  // b[0]: -1e-6 * 1 at the first step, then -1e-6 * -1e5 (rank 1's -Inf averaged, scrubbed).
+  CHECK(model->b.data().to_vector()[0] == Approx(0.1 - 1e-6));
 }
 
 TEST_CASE("replica check: a parameter changed on one rank is named on every rank", "[faults][replicas]") {

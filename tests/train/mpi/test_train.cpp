@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -344,6 +345,81 @@ TEST_CASE(
     INFO("parameter " << i);
     REQUIRE(std::memcmp(second.parameters[i].raw_data(), straight.parameters[i].raw_data(),
                         straight.parameters[i].bytes()) == 0);
+  }
+}
+
+TEST_CASE("a moving average by a half-life in images, ramped up, resumes bitwise", "[train][resume][ema]") {
+  // Its decay follows from the iteration and the global batch: the resumed run's last
+  // checkpoint holds the straight run's average to the bit.
+  auto half_life = [](const std::string& dir, int64_t iters) {
+    auto o = short_run("ring8-mlp", dir, iters);
+    o.ema_kimg = 0.05;
+    o.ema_rampup = 0.5;
+    return o;
+  };
+  std::ostringstream log;
+  const std::string straight_dir = fresh_dir("ema-straight"), dir = fresh_dir("ema-resumed");
+  models::train(half_life(straight_dir, 20), world(), log);
+  models::train(half_life(dir, 10), world(), log);
+  auto o = half_life(dir, 20);
+  o.resume = true;
+  CHECK(models::train(o, world(), log).start_iteration == 10);
+  // The same training with --ema-decay's ramp: the same weights, another average.
+  const std::string decay_dir = fresh_dir("ema-decay");
+  models::train(short_run("ring8-mlp", decay_dir, 20), world(), log);
+  world()->barrier("ema files")->wait();
+  const SafetensorsFile straight = load_safetensors(straight_dir + "/ckpt-000020.safetensors");
+  const SafetensorsFile resumed = load_safetensors(dir + "/ckpt-000020.safetensors");
+  const SafetensorsFile by_decay = load_safetensors(decay_dir + "/ckpt-000020.safetensors");
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.bytes() == b.bytes() && std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
+  };
+  int averages = 0, differ_from_decay = 0;
+  for (const auto& [name, tensor] : straight.tensors) {
+    INFO(name);
+    const bool average = name.rfind("ema.", 0) == 0;
+    CHECK(same(resumed.tensors.at(name), tensor));
+    if (name.rfind("model.", 0) == 0) CHECK(same(by_decay.tensors.at(name), tensor));
+    averages += average;
+    differ_from_decay += average && !same(by_decay.tensors.at(name), tensor);
+  }
+  CHECK(averages > 0);
+  CHECK(differ_from_decay == averages);
+}
+
+TEST_CASE("--on-nonfinite scrub: a NaN in one rank's real data is scrubbed from D's averages, counted as D's",
+          "[train][scrub]") {
+  // The NaN reaches D's gradients (the D step), never G's (its loss sees only fakes).
+  auto o = short_run("ring8-mlp", "unused", 3);
+  o.on_nonfinite = models::OnNonFinite::scrub;
+  for (models::WrapMode wrap : {models::WrapMode::whole, models::WrapMode::separate}) {
+    INFO(models::wrap_mode_name(wrap));
+    auto model = models::make_gan(models::gan_config(o));
+    models::WrappedGanOptions wrapped_options = models::wrapped_gan_options(o);
+    wrapped_options.wrap = wrap;
+    models::WrappedGan wrapped(model, world(), wrapped_options);
+    Generator gen(3);
+    for (int64_t it = 0; it < 3; ++it) {
+      Batch batch{Tensor::empty({8, 2}), Tensor::empty({8, model->noise_dim()})};
+      fill_normal(batch.inputs, 0.0, 1.0, gen);
+      fill_normal(batch.targets, 0.0, 1.0, gen);
+      if (it == 1 && world()->rank() == world()->size() - 1)
+        batch.inputs.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+      model->set_iteration(it);
+      wrapped.train_step(batch);
+      const models::WrappedGan::Scrubbed scrubbed = wrapped.scrubbed_elements();
+      CHECK(scrubbed.generator == 0);
+      if (it == 0) CHECK(scrubbed.discriminator == 0);
+      if (it >= 1) CHECK(scrubbed.discriminator > 0);
+    }
+    CHECK(wrapped.skipped_steps() == 0);
+    // Every rank holds the same finite weights: the scrub ran on the same averages everywhere.
+    for (const Variable& p : model->parameters()) {
+      Tensor mine = p.data().clone(), rank0 = p.data().clone();
+      world()->broadcast(rank0, 0, "rank 0's weights")->wait();
+      for (double x : mine.to_vector()) REQUIRE(std::isfinite(x));
+      CHECK(std::memcmp(mine.raw_data(), rank0.raw_data(), mine.bytes()) == 0);
+    }
   }
 }
 
