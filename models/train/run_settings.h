@@ -16,8 +16,8 @@
 // - kept_on_resume marks the settings that shape the run's trajectory (its data, noise and
 //   updates): --data, --batch, --global-batch (the run's: for_world_size), --lr,
 //   --lr-schedule (canonical), --clip-grad, --clip-grad-type, --accumulate, --seed,
-//   --dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, and
-//   --pggan-stage-iters for pggan. A checkpoint records them
+//   --dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, --augment (canonical
+//   groups, "off"), --augment-target, --augment-kimg, and --pggan-stage-iters for pggan. A checkpoint records them
 //   and a resume must match them (checkpointer.h). The others are honoured on resume: a larger --iters
 //   extends the run, and --wrap, --prepare,
 //   --bucket-cap-mb, --backend, --device, --ema-decay, --ckpt-every, --sample-every,

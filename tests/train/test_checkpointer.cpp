@@ -240,7 +240,9 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
                                            {"accumulate", "1"},    {"seed", "7"},
                                            {"dynamic", "off"},     {"loss", "ns"},
                                            {"gp_lambda", "10"},    {"n_critic", "1"},
-                                           {"r1_gamma", "0"},      {"r1_every", "1"}});
+                                           {"r1_gamma", "0"},      {"r1_every", "1"},
+                                           {"data_fraction", "1"}, {"augment", "off"},
+                                           {"augment_target", "0"}, {"augment_kimg", "100"}});
   std::set<std::string> groups;
   for (const auto& [name, t] : file.tensors)
     groups.insert(name.substr(0, name.find('.', name.find('.') + 1)));
