@@ -3,6 +3,7 @@
 // byte for byte (its last checkpoint, p and the interval's counts included), p moves and is
 // logged, and a resume with other augmentation settings is refused.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -69,6 +70,12 @@ TEST_CASE("adaptive p: stopped inside an interval and resumed equals a straight 
   INFO("p " << state[0]);
   CHECK(state[0] > 0.0);
   CHECK(read_bytes(straight_dir + "/metrics.jsonl").find("\"augment_p\"") != std::string::npos);
+  // The checkpoint inside the interval holds every rank's counts of iterations 5..7 (the
+  // interval so far): 3 iterations of 24 D(real) outputs, summed over the ranks.
+  const std::vector<double> at7 =
+      load_safetensors(checkpoint_path(dir, "ckpt", 7)).tensors.at("augment.0").to_vector();
+  CHECK(at7[2] == 3 * 24);
+  CHECK(std::abs(at7[1]) <= 3 * 24);
 }
 
 TEST_CASE("a resume with other augmentation settings is refused, naming them", "[train][augment][errors]") {
