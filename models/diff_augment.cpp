@@ -44,7 +44,8 @@ int64_t below(double u, int64_t n) { return std::min(n - 1, static_cast<int64_t>
 
 std::string AugmentPolicy::str() const {
   std::string out;
-  for (const auto& [on, name] : {std::pair{color, "color"}, {translation, "translation"}, {cutout, "cutout"}}) {
+  for (const auto& [on, name] :
+       {std::pair{color, "color"}, {translation, "translation"}, {cutout, "cutout"}}) {
     if (!on) continue;
     if (!out.empty()) out += ",";
     out += name;
@@ -58,10 +59,10 @@ AugmentPolicy parse_augment_policy(const std::string& text) {
   std::stringstream in(text);
   std::string name;
   while (std::getline(in, name, ',')) {
-    bool* group = name == "color" ? &policy.color
+    bool* group = name == "color"         ? &policy.color
                   : name == "translation" ? &policy.translation
-                  : name == "cutout" ? &policy.cutout
-                                     : nullptr;
+                  : name == "cutout"      ? &policy.cutout
+                                          : nullptr;
     TANDEM_CHECK(group != nullptr, "augmentation '" << name << "' in '" << text
                                                     << "' is not one of color, translation, cutout");
     TANDEM_CHECK(!*group, "augmentation '" << name << "' is named twice in '" << text << "'");
@@ -90,7 +91,8 @@ Variable contrast(const Variable& x, const std::vector<double>& factor) {
 
 Variable translate(const Variable& x, const std::vector<int64_t>& dy, const std::vector<int64_t>& dx) {
   check_images(x, "translate", dy.size());
-  TANDEM_CHECK(dx.size() == dy.size(), "translate: " << dy.size() << " row shifts, " << dx.size() << " column");
+  TANDEM_CHECK(dx.size() == dy.size(),
+               "translate: " << dy.size() << " row shifts, " << dx.size() << " column");
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), count = x.numel();
   // A gather from x's elements followed by one zero (index `count`) for the pixels that
   // come from outside: index_select's gradient scatters back, and has a rule of its own.

@@ -17,8 +17,8 @@
 //   updates): --data, --batch, --global-batch (the run's: for_world_size), --lr,
 //   --lr-schedule (canonical), --clip-grad, --clip-grad-type, --accumulate, --seed,
 //   --dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, --augment (canonical
-//   groups, "off"), --augment-target, --augment-kimg, and --pggan-stage-iters for pggan. A checkpoint records them
-//   and a resume must match them (checkpointer.h). The others are honoured on resume: a larger --iters
+//   groups, "off"), --augment-target, --augment-kimg, and --pggan-stage-iters for pggan. A checkpoint records
+//   them and a resume must match them (checkpointer.h). The others are honoured on resume: a larger --iters
 //   extends the run, and --wrap, --prepare,
 //   --bucket-cap-mb, --backend, --device, --ema-decay, --ckpt-every, --sample-every,
 //   --log-every, --on-nonfinite, --cuda-graphs, --check-replicas-every and

@@ -10,8 +10,8 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "models/adaptive_augment.h"
-#include "runtime/dist/thread_process_group.h"
 #include "models/diff_augment.h"
+#include "runtime/dist/thread_process_group.h"
 
 using namespace tandem;
 using namespace tandem::models;
@@ -28,7 +28,8 @@ Variable images(uint64_t seed) { return random_input({kN, kC, kH, kW}, seed); }
 // S(x) = <v, grad_x sum(w * op(x)^2)>: a scalar from the first-order gradient.
 Variable probe(const std::function<Variable(const Variable&)>& op, const Variable& x, bool create_graph) {
   Variable y = op(x);
-  Variable g = grad({sum(square(y) * random_input(y.shape(), 99))}, {x}, {}, {.create_graph = create_graph})[0];
+  Variable g =
+      grad({sum(square(y) * random_input(y.shape(), 99))}, {x}, {}, {.create_graph = create_graph})[0];
   return sum(g * random_input(x.shape(), 98));
 }
 
@@ -60,8 +61,8 @@ void require_gradients(const std::function<Variable(const Variable&)>& op, uint6
 Tensor all_on_uniforms() {
   // Dyadic values, exact in float32, so that the parameters below are exact too.
   return Tensor::from_values({kN, kAugmentUniforms},
-                             {0.125, 0.875, 0.25, 0.625, 0.25, 0.0625, 0.9375, 0.375, 0.0, 0.75,  //
-                              0.5, 0.25, 0.75, 0.125, 0.75, 0.9375, 0.25, 0.625, 0.875, 0.125});
+                             {0.125, 0.875, 0.25, 0.625, 0.25, 0.0625, 0.9375, 0.375, 0.0,   0.75,  //
+                              0.5,   0.25,  0.75, 0.125, 0.75, 0.9375, 0.25,   0.625, 0.875, 0.125});
 }
 
 }  // namespace
@@ -190,7 +191,8 @@ TEST_CASE("W ranks' augmentation parameters are the rows of one process's global
   const AugmentPolicy all = parse_augment_policy("color,translation,cutout");
   const Variable x = random_input({4, 1, 8, 8}, 3);
   const Variable one = DiffAugment(all, 7, 0, 1)(x, 5, kAugmentReal);
-  const Variable mine = DiffAugment(all, 7, 1, 2)(Variable(x.data().narrow_rows(2, 2).clone()), 5, kAugmentReal);
+  const Variable mine =
+      DiffAugment(all, 7, 1, 2)(Variable(x.data().narrow_rows(2, 2).clone()), 5, kAugmentReal);
   const Tensor expected = one.data().narrow_rows(2, 2).clone();
   CHECK(std::memcmp(mine.data().raw_data(), expected.raw_data(), expected.bytes()) == 0);
 }
@@ -242,7 +244,8 @@ TEST_CASE("adaptive p: StyleGAN2-ADA's step, moved by the global sign, the same 
     for (int r = 0; r < ranks; ++r) {
       INFO(ranks << " ranks, rank " << r);
       CHECK(got[static_cast<size_t>(r)] == expected);
-      CHECK(std::memcmp(state[static_cast<size_t>(r)].raw_data(), state[0].raw_data(), state[0].bytes()) == 0);
+      CHECK(std::memcmp(state[static_cast<size_t>(r)].raw_data(), state[0].raw_data(), state[0].bytes()) ==
+            0);
     }
   }
 }

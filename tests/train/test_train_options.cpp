@@ -293,8 +293,10 @@ TEST_CASE("cuda graphs: the flag needs --device cuda and refuses what a replayed
   CHECK_NOTHROW(parse_train_options({"--device", "cuda", "--cuda-graphs", "--r1-gamma", "1"}));
 }
 
-TEST_CASE("augmentation groups parse in any order, canonically; the augmentation flags go together", "[options][augment]") {
-  TrainOptions o = parse_train_options({"--model", "mlp", "--augment", "cutout,color", "--augment-target", "0.6"});
+TEST_CASE("augmentation groups parse in any order, canonically; the augmentation flags go together",
+          "[options][augment]") {
+  TrainOptions o =
+      parse_train_options({"--model", "mlp", "--augment", "cutout,color", "--augment-target", "0.6"});
   CHECK(o.augment == "color,cutout");
   CHECK(o.augment_target == 0.6);
   CHECK(o.augment_kimg == 100);

@@ -13,6 +13,7 @@
 #include "runtime/dist/process_group.h"
 #include "tests/mpi_world.h"
 #include "tests/reducer/gan_fixture.h"
+#include "tests/reducer/gan_sgd.h"
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -29,20 +30,13 @@ struct Case {
 const Case kCases[] = {
     {"non-saturating, p = 1", {}, 4, 1.0},
     {"non-saturating, p = 0.5", {}, 4, 0.5},
-    {"wgan-gp, 5 critic steps", {.loss = models::GanLoss::wgan_gp, .gp_lambda = 10.0, .n_critic = 5}, 10, 1.0},
+    {"wgan-gp, 5 critic steps",
+     {.loss = models::GanLoss::wgan_gp, .gp_lambda = 10.0, .n_critic = 5},
+     10,
+     1.0},
     {"non-saturating + R1 every D step", {.r1_gamma = 10.0}, 4, 1.0},
     {"non-saturating + lazy R1 every 4th D step", {.r1_gamma = 10.0, .r1_every = 4}, 5, 0.5},
 };
-
-OptimWrapperDict sgd_wrappers(const models::GanModel& gan) {
-  const optim::SGDOptions sgd{.lr = 0.05, .momentum = 0.5};
-  OptimWrapperDict wrappers;
-  wrappers.add("generator", std::make_shared<OptimWrapper>(
-                                std::make_shared<optim::SGD>(gan.generator->parameters(), sgd)));
-  wrappers.add("discriminator", std::make_shared<OptimWrapper>(
-                                    std::make_shared<optim::SGD>(gan.discriminator->parameters(), sgd)));
-  return wrappers;
-}
 
 // Trains the augmented mlp GAN on this rank's slice (distributed) or, as one process, on
 // the whole global batch; returns the parameters.
@@ -72,9 +66,7 @@ std::vector<Tensor> train_augmented(const Case& c, bool distributed) {
       gan->train_step(batch, wrappers);
     }
   }
-  std::vector<Tensor> out;
-  for (const Variable& p : gan->parameters()) out.push_back(p.data().clone());
-  return out;
+  return parameters_of(*gan);
 }
 
 }  // namespace
