@@ -52,6 +52,14 @@ double GanModel::log_value(const char* name, const Variable& v) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+Variable GanModel::augmented(const Variable& x, int64_t call) const {
+  if (!augment) return x;
+  // A D that takes flat rows (mlp) sees pictures all the same: augment those.
+  Shape images = sample_shape();
+  images.insert(images.begin(), x.size(0));
+  return reshape((*augment)(reshape(x, images), iteration_, call), x.shape());
+}
+
 LogVars GanModel::read_captured_log(LogVars log) const {
   for (const auto& [name, value] : captured_log_) log[name] = value.item();
   return log;
@@ -73,6 +81,8 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
                  type_name() << ": a step captured into a CUDA graph must be the same at every iteration; "
                              << "n_critic " << o.n_critic << " and lazy R1 (r1_every " << o.r1_every
                              << ") change it from one iteration to the next");
+    TANDEM_CHECK(!augment, type_name() << ": augmentation draws its parameters on the host at every "
+                                          "iteration; a step captured into a CUDA graph cannot repeat that");
     captured_log_.clear();
   }
   const bool r1_every_step = o.r1_gamma > 0 && o.r1_every == 1;
@@ -83,15 +93,17 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   Variable fake = generate(z);
 
   LogVars log;
-  Variable d_real = discriminate(real);
-  auto [fake_term, real_term] = losses_d(d_real, discriminate(fake.detach()));
+  Variable real_seen = augmented(real, kAugmentReal), fake_seen = augmented(fake.detach(), kAugmentFake);
+  Variable d_real = discriminate(real_seen);
+  if (augment && augment->track_real_signs) augment->record_real_logits(d_real);
+  auto [fake_term, real_term] = losses_d(d_real, discriminate(fake_seen));
   Variable loss_d = add(fake_term, real_term);
   log["loss_d"] = log_value("loss_d", loss_d);
   Variable total_d = loss_d;
   if (o.loss == GanLoss::wgan_gp) {
     TANDEM_CHECK(batch.aux.defined(),
                  "wgan-gp: the batch carries no interpolation coefficients (Batch::aux)");
-    Variable x_hat = interpolate(real.data(), fake.data(), batch.aux);
+    Variable x_hat = interpolate(real_seen.data(), fake_seen.data(), batch.aux);
     Variable gp = wgan_gp_penalty(discriminate(x_hat), x_hat);
     total_d = total_d + o.gp_lambda * gp;
     log["gp"] = log_value("gp", gp);
@@ -124,7 +136,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   opt_d.update_params(total_d);
   if (lazy_r1 && iteration_ % o.r1_every == 0) {
     Variable x(real.data(), /*requires_grad=*/true);
-    Variable r1 = r1_penalty(discriminate(x), x);
+    Variable r1 = r1_penalty(discriminate(augmented(x, kAugmentReal)), x);
     update(optim_wrappers, "discriminator", static_cast<double>(o.r1_every) * o.r1_gamma / 2 * r1);
     last_r1_ = r1.item();
   }
@@ -138,9 +150,9 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
       return log;
     }
     double loss_g_sum = 0.0;
-    for (const Variable& pending : pending_fakes_) {
+    for (size_t k = 0; k < pending_fakes_.size(); ++k) {
       std::optional<trace::Span> forward_g(std::in_place, "train", "forward (G step)");
-      Variable g = loss_g(pending);
+      Variable g = loss_g(augmented(pending_fakes_[k], kAugmentGenerator + static_cast<int64_t>(k)));
       forward_g.reset();
       if (!opt_g.accumulating()) opt_g.zero_grad();
       if (before_backward && opt_g.should_sync()) before_backward(g, opt_g.backward_inputs());

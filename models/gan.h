@@ -49,6 +49,13 @@
 //   tensors the graph writes them into are kept; read_captured_log(log) fills those
 //   entries from the latest launch (it waits for the device). n_critic > 1 and lazy R1
 //   change the step from one iteration to the next and are refused in a capture.
+// - augment (diff_augment.h), when set, is applied to every batch D sees: (*augment)(x,
+//   iteration, call) on D's reals (kAugmentReal; R1, lazy R1 and WGAN-GP's interpolates
+//   take those augmented reals too, R1 differentiating through the augmentation back to the
+//   reals), D's detached fakes (kAugmentFake) and the fakes of G's k-th micro-step
+//   (kAugmentGenerator + k). With augment->track_real_signs, D(augmented reals) of each D
+//   step is recorded (record_real_logits). Refused inside a captured step (its parameters
+//   are drawn on the host every iteration).
 #pragma once
 
 #include <functional>
@@ -59,6 +66,7 @@
 #include <vector>
 
 #include "autograd/optim.h"
+#include "models/diff_augment.h"
 #include "models/gan_loss.h"
 #include "reducer/ddp.h"
 
@@ -141,6 +149,7 @@ class GanModel : public DataParallelModel {
   BeforeBackward before_backward;
   std::shared_ptr<nn::Module> generator;
   std::shared_ptr<nn::Module> discriminator;
+  std::shared_ptr<DiffAugment> augment;  // null: D sees the images as they are
 
  protected:
   int64_t iteration_ = 0;
@@ -151,6 +160,8 @@ class GanModel : public DataParallelModel {
 
   // v's value for the log: now, or NaN inside a capture (the tensor kept in captured_log_).
   double log_value(const char* name, const Variable& v);
+  // x through augment for this iteration's `call`, or x when no augment is set.
+  Variable augmented(const Variable& x, int64_t call) const;
 
   std::vector<Variable> pending_fakes_;  // G's micro-batches waiting for D's step
   std::map<std::string, Tensor> captured_log_;

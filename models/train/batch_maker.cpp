@@ -1,5 +1,6 @@
 #include "models/train/batch_maker.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "models/data/dataset_identity.h"
@@ -111,6 +112,11 @@ BatchMaker make_batch_maker(const TrainOptions& o, int world_size, int rank, int
   if (o.data == "ring8") return BatchMaker(spec);
   data::ImageDataset images =
       o.data == "images" ? load_images(o, data_shape, log) : data::load_fashion_mnist(o.data_dir, true);
+  if (o.data_fraction < 1) {  // the first rows: the same subset whatever the number of ranks
+    const int64_t keep = std::max<int64_t>(1, static_cast<int64_t>(o.data_fraction * images.size()));
+    images.images = images.images.narrow_rows(0, keep).clone();
+    images.labels.resize(static_cast<size_t>(keep));
+  }
   // The sampler says why the data cannot feed every rank a batch; this adds which data and flags.
   try {
     return BatchMaker(spec, std::move(images));

@@ -35,6 +35,8 @@
 //   at the model's data_shape ([C, side, side]; --skip-bad-images leaves bad files out).
 //   With `log` set (rank 0) it writes a progress line every 2 s of a long load, the count
 //   of images loaded, and the count of files left out with the first reason, once.
+// - --data-fraction f < 1 keeps the first max(1, floor(f * N)) images of an image dataset
+//   (the same subset at any number of ranks; its data_identity is the subset's).
 #pragma once
 
 #include <cstdint>

@@ -156,6 +156,7 @@ Checkpoint Checkpointer::checkpoint() const {
   for (const auto& [prefix, optimizer] : optimizers_of(state_))
     checkpoint.add_optimizer(prefix.substr(0, prefix.size() - 1), *optimizer);
   checkpoint.add_tensors("ema", state_.ema);
+  if (state_.augment != nullptr) checkpoint.add_tensors("augment", *state_.augment);
   return checkpoint;
 }
 

@@ -106,6 +106,8 @@ struct TrainState {
   std::vector<Tensor>& ema;  // the moving average of G's weights; empty when off
   // The run's learning-rate schedule (null: the rate is --lr throughout).
   const optim::LrScheduler* scheduler = nullptr;
+  // --augment-target: the adaptive p's state (adaptive_augment.h), "augment.0"; null: none.
+  std::vector<Tensor>* augment = nullptr;
 };
 
 class Checkpointer {

@@ -94,6 +94,10 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       number("--r1-gamma", o.r1_gamma, true),
       integer("--r1-every", o.r1_every, true),
       value("--lazy-r1-correction", o.lazy_r1_correction ? "on" : "off", o.r1_gamma > 0 && o.r1_every > 1),
+      number("--data-fraction", o.data_fraction, true),
+      value("--augment", o.augment.empty() ? "off" : o.augment, true),
+      number("--augment-target", o.augment_target, true),
+      number("--augment-kimg", o.augment_kimg, true),
       integer("--pggan-stage-iters", stage_iters, pggan),
       value("--on-nonfinite", to_string(o.on_nonfinite)),
       on_off("--cuda-graphs", o.cuda_graphs),  // replays skip the agreement: on or off everywhere

@@ -16,7 +16,8 @@
 // - kept_on_resume marks the settings that shape the run's trajectory (its data, noise and
 //   updates): --data, --batch, --global-batch (the run's: for_world_size), --lr,
 //   --lr-schedule (canonical), --clip-grad, --clip-grad-type, --accumulate, --seed,
-//   --dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every,
+//   --dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, --augment (canonical
+//   groups, "off"), --augment-target, --augment-kimg, --data-fraction,
 //   --pggan-stage-iters for pggan, and --lazy-r1-correction with lazy R1 (r1-gamma > 0,
 //   r1-every > 1). A checkpoint records them
 //   and a resume must match them (checkpointer.h). value_when_absent(setting) is the value a

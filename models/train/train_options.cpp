@@ -76,6 +76,7 @@ void check_cuda_graphs(const TrainOptions& o) {
                   ": a step of its own every " + std::to_string(o.r1_every) + " iterations)");
   if (o.check_replicas_every > 0)
     refuse_graphs("does not go with --check-replicas-every (its hashes are compared on the host)");
+  if (!o.augment.empty()) refuse_graphs("does not go with --augment (its parameters are drawn every step)");
   if (o.sync_bn) refuse_graphs("does not go with --sync-bn (its statistics are gathered through the host)");
 }
 
@@ -116,6 +117,9 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add_flag("--skip-bad-images", &o.skip_bad_images,
               "--data images: leave out (and count) files that are not readable PNG or JPEG instead of "
               "stopping");
+  cl.add_positive("--data-fraction", &o.data_fraction,
+                  "image data: train on the first fraction of the images (0.1: 10%; the same subset at any "
+                  "number of ranks), for data-efficiency experiments");
   cl.add(
       "--max-image-side", &o.max_image_side,
       "--data images: a file declaring a wider or higher picture is refused (or skipped) before its pixels "
@@ -173,6 +177,20 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add_choice("--lazy-r1-correction", &o.lazy_r1_correction, choices(kOnOff),
                 "with lazy R1: D's Adam takes lr * c and betas beta^c, c = K / (K + 1) for --r1-every K, "
                 "as StyleGAN2 does for the extra updates (off: lr and betas as given, as before)");
+  cl.add("--augment", &o.augment,
+         "DiffAugment: augment every image D sees, reals and fakes, in every D and G step and in the "
+         "penalties, with the comma-separated groups color, translation, cutout (per-sample parameters "
+         "drawn from the global batch's stream: N ranks train as one process). Image models only",
+         "LIST");
+  cl.describe_default("--augment", "off");
+  cl.add_off_or_positive("--augment-target", &o.augment_target,
+                         "with --augment: ADA's adaptive probability p, each group applied to a sample with "
+                         "probability p, moved every 4 iterations by the sign of E[sign(D(real))] over all "
+                         "ranks minus this target (0: p = 1 throughout)",
+                         1.0);
+  cl.add_positive("--augment-kimg", &o.augment_kimg,
+                  "with --augment-target: p's speed, at most 0 to 1 in this many thousand real images "
+                  "(StyleGAN2-ADA: 500; shorter runs here)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "samples from a moving average of G's weights (0: off)",
                          1.0);
   cl.add_off_or_positive("--ema-kimg", &o.ema_kimg,
@@ -216,7 +234,8 @@ CommandLine train_command_line(TrainOptions& o) {
               "--global-batch: at any that divides it). It must have this run's --data, --channels, "
               "--width, --batch (with --global-batch: the global batch), --lr, --lr-schedule, --clip-grad, "
               "--clip-grad-type, --accumulate, --seed, "
-              "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every (pggan: and "
+              "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, --augment, --augment-target, "
+              "--augment-kimg, --data-fraction (pggan: and "
               "--pggan-stage-iters; lazy R1: and --lazy-r1-correction, off for a checkpoint from before it); "
               "other flags may change (--iters extends). A damaged checkpoint (header or "
               "data) newer than the newest readable one stops the run naming it; when every checkpoint is "
@@ -284,6 +303,12 @@ void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
   if (o.loss == GanLoss::wgan_gp && !given("--n-critic")) o.n_critic = 5;
   if (o.loss == GanLoss::wgan_gp && !given("--lr")) o.lr = 1e-4;
   try {
+    o.augment = o.augment.empty() ? "" : parse_augment_policy(o.augment).str();
+    if (o.augment == "none") o.augment.clear();
+  } catch (const Error& e) {
+    refuse("--augment: " + e.message());
+  }
+  try {
     o.lr_schedule = optim::parse_lr_schedule(o.lr_schedule).str();
   } catch (const Error& e) {
     refuse("--lr-schedule: " + e.message());
@@ -320,6 +345,11 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
         "half-life in images, --ema-decay by a maximum; pass one");
   if (given("--ema-rampup") && o.ema_kimg == 0)
     refuse("--ema-rampup goes with --ema-kimg (a positive value)");
+  if (o.data_fraction > 1) refuse("--data-fraction is a fraction in (0, 1]");
+  if (given("--data-fraction") && o.data == "ring8") refuse("--data-fraction goes with image data");
+  if (!o.augment.empty() && o.model == "ring8-mlp") refuse("--augment goes with the image models");
+  if (given("--augment-target") && o.augment.empty()) refuse("--augment-target goes with --augment");
+  if (given("--augment-kimg") && o.augment_target == 0) refuse("--augment-kimg goes with --augment-target");
   if (given("--clip-grad-type") && o.clip_grad == 0)
     refuse("--clip-grad-type goes with --clip-grad (a positive max norm)");
   if (given("--trace") && o.trace.empty()) refuse("--trace needs a file name");

@@ -64,6 +64,10 @@ struct TrainOptions {
   double clip_grad = 0.0;                // max norm of each part's averaged gradients; 0: off
   ClipGradType clip_grad_type = ClipGradType::l2;
   int64_t accumulate = 1;           // train_steps per optimizer step (OptimWrapper accumulative_counts)
+  double data_fraction = 1;         // image data: train on the first fraction of the images
+  std::string augment;              // DiffAugment groups, canonical (AugmentPolicy::str()); empty: off
+  double augment_target = 0;        // ADA's target for E[sign(D(real))]; 0: p = 1 throughout
+  double augment_kimg = 100;        // ADA's speed: p may go from 0 to 1 in this many thousand reals
   double ema_decay = 0.999;         // samples come from an exponential moving average of G's weights; 0: off
   double ema_kimg = 0;              // > 0: the average by a half-life in thousands of images instead
   double ema_rampup = 0;            // with ema_kimg: half-life at most this times the images seen; 0: off

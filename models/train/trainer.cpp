@@ -7,6 +7,7 @@
 
 #include "autograd/lr_scheduler.h"
 #include "kernels/conv_algorithm.h"
+#include "models/adaptive_augment.h"
 #include "models/gan.h"
 #include "models/train/batch_maker.h"
 #include "models/train/batch_prefetcher.h"
@@ -171,7 +172,8 @@ void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& m
 std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, bool scheduled, double lr_used) {
   std::vector<std::pair<std::string, double>> terms;
   if (scheduled) terms.emplace_back("lr", lr_used);
-  for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d"}) {
+  for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d",
+                           "augment_p"}) {
     if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
   }
   return terms;
@@ -298,11 +300,17 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
                 model->generator->parameters(),
                 EmaHalfLife{.kimg = o.ema_kimg, .rampup = o.ema_rampup, .global_batch = o.global_batch})
           : EmaWeights(model->generator->parameters(), o.ema_decay);
+  std::optional<AdaptiveAugment> ada;  // --augment-target
+  if (!o.augment.empty()) {
+    model->augment = std::make_shared<DiffAugment>(parse_augment_policy(o.augment), o.seed, rank, size);
+    if (o.augment_target > 0) ada.emplace(o.augment_target, ada_step(o.global_batch, o.augment_kimg));
+    model->augment->track_real_signs = ada.has_value();
+  }
   // The learning rate of iteration i is set before it (at 0 here, then after each iteration).
   optim::LrScheduler scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, optim::parse_lr_schedule(o.lr_schedule));
   const Checkpointer checkpointer(
       o.out, {.world_size = size, .elastic = options.global_batch > 0, .settings = settings},
-      {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler});
+      {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler, ada ? &ada->state() : nullptr});
 
   const int64_t start = o.resume ? resume_iteration(o, checkpointer, *world, out) : 0;
   scheduler.set_iteration(start);
@@ -360,6 +368,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       std::optional<trace::Span> data(std::in_place, "train", "data");
       Batch batch = prefetcher.take(it, it + 1 < o.iters ? it + 1 : -1);
       data.reset();
+      if (ada) model->augment->set_p(ada->p());
       log = graphed ? graphed->step(batch, it) : wrapped.train_step(batch);
       lr_used = wrapped.opt_d().lr();
       if (o.on_nonfinite == OnNonFinite::scrub) {  // elements so far, equal on every rank
@@ -374,6 +383,12 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
     const int64_t done = it + 1;
     scheduler.set_iteration(done);  // before a checkpoint: it holds the next iteration's rate
     const bool last = done == o.iters;
+    if (ada) {  // p's update, and before a checkpoint every rank's counts in the state it saves
+      log["augment_p"] = ada->p();
+      const auto [sign_sum, count] = model->augment->take_real_signs();
+      ada->observe(sign_sum, count);
+      ada->end_iteration(done, due(done, o.ckpt_every, last), *world);
+    }
     const bool log_point = done % o.log_every == 0 || last;
     if (progress && log_point) progress->clear();  // the log point's lines take its place
     if (progress && !log_point)

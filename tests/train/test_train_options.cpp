@@ -304,3 +304,26 @@ TEST_CASE("cuda graphs: the flag needs --device cuda and refuses what a replayed
       parse_train_options({"--device", "cuda", "--cuda-graphs", "--loss", "wgan-gp", "--n-critic", "1"}));
   CHECK_NOTHROW(parse_train_options({"--device", "cuda", "--cuda-graphs", "--r1-gamma", "1"}));
 }
+
+TEST_CASE("augmentation groups parse in any order, canonically; the augmentation flags go together",
+          "[options][augment]") {
+  TrainOptions o =
+      parse_train_options({"--model", "mlp", "--augment", "cutout,color", "--augment-target", "0.6"});
+  CHECK(o.augment == "color,cutout");
+  CHECK(o.augment_target == 0.6);
+  CHECK(o.augment_kimg == 100);
+  CHECK(parse_train_options({"--model", "mlp", "--augment", "none"}).augment.empty());
+  CHECK(parse_train_options({"--model", "mlp", "--data-fraction", "0.1"}).data_fraction == 0.1);
+  CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--augment", "color,flip"}),
+                    Catch::Contains("--augment: augmentation 'flip'"));
+  CHECK_THROWS_WITH(parse_train_options({"--augment", "color"}),
+                    Catch::Contains("--augment goes with the image models"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--augment-target", "0.6"}),
+                    Catch::Contains("--augment-target goes with --augment"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--augment", "color", "--augment-kimg", "5"}),
+                    Catch::Contains("--augment-kimg goes with --augment-target"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--augment", "color", "--augment-target", "1"}),
+                    Catch::Contains("--augment-target"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--data-fraction", "1.5"}),
+                    Catch::Contains("--data-fraction is a fraction in (0, 1]"));
+}

@@ -21,6 +21,7 @@
 #include "runtime/rng.h"
 #include "tests/mpi_world.h"
 #include "tests/reducer/gan_fixture.h"
+#include "tests/reducer/gan_sgd.h"
 
 using namespace tandem;
 using namespace tandem::testing;
@@ -87,19 +88,7 @@ Variable critic_loss(Penalty p, const Variable& d_real, const Variable& d_fake) 
 // Trains the mlp GAN with penalty `p` at strength `strength` (lambda or gamma; 0 keeps every
 // backward but drops the penalty) in `style`: on this rank's slice of `ranks` ranks, or for
 // Style::none on all `ranks` slices at once.
-// SGD with momentum for both parts: Adam's first steps are lr * sign(gradient), which turns
-// the rounding noise of gradients that cancel to about 0 into differences of lr between
-// summation orders.
-OptimWrapperDict sgd_wrappers(const models::GanModel& gan) {
-  const optim::SGDOptions sgd{.lr = 0.05, .momentum = 0.5};
-  OptimWrapperDict wrappers;
-  wrappers.add("generator", std::make_shared<OptimWrapper>(
-                                std::make_shared<optim::SGD>(gan.generator->parameters(), sgd)));
-  wrappers.add("discriminator", std::make_shared<OptimWrapper>(
-                                    std::make_shared<optim::SGD>(gan.discriminator->parameters(), sgd)));
-  return wrappers;
-}
-
+// SGD for both parts (sgd_wrappers, gan_sgd.h).
 // g_step (gan_fixture.h): full runs MMEngine's backward; update_params and frozen scope
 // the G step to G, by update_params or by freezing D by hand.
 Run train_penalised(Style style, Penalty p, double strength, int ranks, GStep g_step = GStep::full) {
