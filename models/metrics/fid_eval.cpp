@@ -25,28 +25,22 @@ GaussianStats sharded_stats(FeatureNet& net, const Tensor& rows, int64_t first_r
 
 GaussianStats generated_stats(FeatureNet& net, const GenerateImages& generate, const Shape& noise_shape, int64_t n,
                               uint64_t seed, dist::ProcessGroup& group, int64_t batch) {
-  std::vector<int64_t> rows_per_rank;
-  for (int r = 0; r < group.size(); ++r) {
-    const auto [begin, end] = shard_rows(n, r, group.size());
-    rows_per_rank.push_back(end - begin);
-  }
-  const Tensor noise = randn_global_rows(rows_per_rank, noise_shape, seed, 0, group.rank());
-  const int64_t first = shard_rows(n, group.rank(), group.size()).first;
-  // As embed does: global row g is generated at place g % batch of a full batch, so the
-  // images do not depend on the split either.
-  Shape chunk_shape = noise_shape;
-  chunk_shape.insert(chunk_shape.begin(), batch);
-  Tensor chunk = Tensor::zeros(chunk_shape);
+  TANDEM_CHECK(batch >= 1, "generated_stats: batch must be positive, got " << batch);
+  const auto [first, end] = shard_rows(n, group.rank(), group.size());
   FeatureStats stats(kFeatureDim);
-  const int64_t mine = noise.size(0);
-  for (int64_t i = 0; i < mine;) {
-    const int64_t position = (first + i) % batch;
-    const int64_t rows = std::min(batch - position, mine - i);
-    chunk.zero_();
-    chunk.narrow_rows(position, rows).copy_(noise.narrow_rows(i, rows));
-    const Tensor images = generate(chunk).narrow_rows(position, rows);
-    stats.add(embed(net, images, kEmbedBatch, first + i));
-    i += rows;
+  // Whole chunks [c * batch, (c + 1) * batch) of the global set, whatever the split: a
+  // generator whose output depends on its batch (batch norm in training mode) then makes the
+  // same images at any rank count. A chunk that straddles two ranks is made by both.
+  for (int64_t chunk = first / batch * batch; chunk < end; chunk += batch) {
+    const int64_t length = std::min(batch, n - chunk);
+    Shape shape = noise_shape;
+    shape.insert(shape.begin(), length);
+    const Tensor images = generate(randn_rows(shape, chunk, seed, 0));
+    TANDEM_CHECK(images.dim() >= 1 && images.size(0) == length,
+                 "generated_stats: the generator made " << shape_str(images.shape()) << " from " << length
+                                                        << " noise rows");
+    const int64_t begin = std::max(first, chunk), stop = std::min(end, chunk + length);
+    stats.add(embed(net, images.narrow_rows(begin - chunk, stop - begin), kEmbedBatch, begin));
   }
   stats.allreduce(group, "FID statistics of generated samples");
   return stats.gaussian();

@@ -7,12 +7,14 @@
 // - sharded_stats(net, rows, first_row, group, tag) embeds this rank's rows (images
 //   [n_r, 1, 28, 28] on the net's device, global rows first_row...) in batches of
 //   kEmbedBatch and returns the statistics of all ranks' rows together; collective.
-// - generated_stats(net, generate, noise_shape, n, seed, group) draws the noise of a global
-//   sample set of n rows (runtime/rng.h randn_global_rows, iteration 0 of `seed`: the set
-//   is the same whatever the rank count), rank r generates its shard_rows through `generate`
-//   (noise [batch, ...] float32 on the CPU -> images [batch, 1, 28, 28]; global row g at
-//   place g % batch of a zero-padded batch, as embed does, so the images do not depend on the
-//   split), and returns the statistics of all n; collective. Ranks may hold no rows.
+// - generated_stats(net, generate, noise_shape, n, seed, group, batch): the statistics of a
+//   global sample set of n rows, made from the noise runtime/rng.h draws for it (rows of
+//   iteration 0 of `seed`, as randn_global_rows splits it: the set does not depend on the
+//   rank count). The set is made in chunks of `batch` global rows (the last may be shorter)
+//   through `generate` (noise [b, ...] float32 on the CPU -> images [b, 1, 28, 28]); each
+//   rank makes the chunks that hold its shard_rows and embeds those rows alone, so even a
+//   generator whose output depends on its batch gives the same set at any rank count.
+//   Collective (one allreduce); a rank may hold no rows.
 // - real_stats(net, net_hash, real, real_identity, cache_dir, group, log) is the statistics
 //   of all of `real`'s images, cached in "<cache_dir>/fid-real-<16 hex>.ckpt" (hash of the
 //   net's hash and the data's identity): rank 0 decides whether the file is there and

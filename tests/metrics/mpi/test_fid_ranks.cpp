@@ -3,6 +3,7 @@
 // rows from global noise, and the cached real statistics.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <vector>
 
 #include "../../mpi_world.h"
 #include "../../test_files.h"
@@ -31,14 +32,19 @@ void check_close(const Tensor& a, const Tensor& b) {
   for (size_t i = 0; i < va.size(); ++i) REQUIRE(std::abs(va[i] - vb[i]) <= kRelative * scale);
 }
 
-// A stand-in generator: images from noise by a fixed smooth map, the same on every rank.
+// A stand-in generator whose images depend on the whole batch, as batch norm in training
+// mode makes them: each noise value less its batch's mean, through a fixed smooth map.
 Tensor fake_generator(const Tensor& noise) {
   const int64_t b = noise.size(0), z = noise.size(1);
-  Tensor out = Tensor::empty({b, 1, 28, 28});
   const float* p = noise.data<float>();
+  std::vector<float> mean(static_cast<size_t>(z), 0.0f);
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t k = 0; k < z; ++k) mean[static_cast<size_t>(k)] += p[i * z + k] / static_cast<float>(b);
+  Tensor out = Tensor::empty({b, 1, 28, 28});
   float* o = out.data<float>();
   for (int64_t i = 0; i < b; ++i)
-    for (int64_t k = 0; k < 784; ++k) o[i * 784 + k] = std::tanh(p[i * z + k % z] * (1.0f + 0.01f * (k / z)));
+    for (int64_t k = 0; k < 784; ++k)
+      o[i * 784 + k] = std::tanh((p[i * z + k % z] - mean[static_cast<size_t>(k % z)]) * (1.0f + 0.01f * (k / z)));
   return out;
 }
 
@@ -80,10 +86,14 @@ TEST_CASE("FID of generated samples does not depend on the rank count", "[metric
   const int64_t n = 101, z = 16;
   const uint64_t seed = 77;
   const GaussianStats split = generated_stats(net, fake_generator, {z}, n, seed, *group, 10);
-  // One process: the same noise, generated in the same batches of 10 (the last one padded).
-  Tensor noise = Tensor::zeros({110, z});
-  noise.narrow_rows(0, n).copy_(randn_rows({n, z}, 0, seed, 0));
-  const GaussianStats whole = one_process(net, fake_generator(noise).narrow_rows(0, n));
+  // One process: the same noise, generated in the same chunks of 10 rows.
+  const Tensor noise = randn_rows({n, z}, 0, seed, 0);
+  Tensor images = Tensor::empty({n, 1, 28, 28});
+  for (int64_t c = 0; c < n; c += 10) {
+    const int64_t len = std::min<int64_t>(10, n - c);
+    images.narrow_rows(c, len).copy_(fake_generator(noise.narrow_rows(c, len)));
+  }
+  const GaussianStats whole = one_process(net, images);
   REQUIRE(split.count == n);
   check_close(split.mean, whole.mean);
   check_close(split.cov, whole.cov);
