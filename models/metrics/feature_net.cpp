@@ -31,7 +31,8 @@ Tensor gather_rows(const Tensor& images, const std::vector<int64_t>& index, int6
   const float* src = images.data<float>();
   float* dst = out.data<float>();
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(dst + i * row, src + index[static_cast<size_t>(begin + i)] * row, static_cast<size_t>(row) * sizeof(float));
+    std::memcpy(dst + i * row, src + index[static_cast<size_t>(begin + i)] * row,
+                static_cast<size_t>(row) * sizeof(float));
   }
   return out;
 }
@@ -47,7 +48,8 @@ std::string fixed(double value, int digits) {
 
 std::string FeatureNetConfig::describe() const {
   std::ostringstream os;
-  os << kFeatureNetArchitecture << "; seed " << seed << "; epochs " << epochs << "; batch " << batch << "; lr " << lr;
+  os << kFeatureNetArchitecture << "; seed " << seed << "; epochs " << epochs << "; batch " << batch
+     << "; lr " << lr;
   return os.str();
 }
 
@@ -96,7 +98,8 @@ Tensor embed(FeatureNet& net, const Tensor& images, int64_t batch, int64_t first
 
 void train_feature_net(FeatureNet& net, const data::ImageDataset& train, const FeatureNetConfig& config,
                        const LogLine& log) {
-  TANDEM_CHECK(config.epochs >= 1 && config.batch >= 1, "FID feature network: epochs and batch must be positive");
+  TANDEM_CHECK(config.epochs >= 1 && config.batch >= 1,
+               "FID feature network: epochs and batch must be positive");
   optim::Adam adam(net.parameters(), {.lr = config.lr});
   Generator shuffle(config.seed ^ 0x5fe17u);
   const int64_t n = train.size();
@@ -105,7 +108,8 @@ void train_feature_net(FeatureNet& net, const data::ImageDataset& train, const F
   for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
     for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
     for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
-      const auto j = std::min<int64_t>(i, static_cast<int64_t>(shuffle.uniform() * static_cast<double>(i + 1)));
+      const auto j =
+          std::min<int64_t>(i, static_cast<int64_t>(shuffle.uniform() * static_cast<double>(i + 1)));
       std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
     }
     double loss_sum = 0.0;
@@ -121,8 +125,9 @@ void train_feature_net(FeatureNet& net, const data::ImageDataset& train, const F
       loss_sum += loss.data().item();
       ++steps;
     }
-    if (log) log("FID feature network: epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs) +
-                 ", mean loss " + fixed(loss_sum / static_cast<double>(std::max<int64_t>(steps, 1)), 5));
+    if (log)
+      log("FID feature network: epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs) +
+          ", mean loss " + fixed(loss_sum / static_cast<double>(std::max<int64_t>(steps, 1)), 5));
   }
   net.eval();
 }
@@ -134,7 +139,8 @@ double test_accuracy(FeatureNet& net, const data::ImageDataset& data) {
   const int64_t n = data.size();
   for (int64_t begin = 0; begin < n; begin += 500) {
     const int64_t rows = std::min<int64_t>(500, n - begin);
-    const Tensor logits = net.forward(Variable(data.images.narrow_rows(begin, rows))).data().to(Device::cpu());
+    const Tensor logits =
+        net.forward(Variable(data.images.narrow_rows(begin, rows))).data().to(Device::cpu());
     const float* p = logits.data<float>();
     for (int64_t i = 0; i < rows; ++i) {
       int64_t best = 0;
@@ -200,8 +206,8 @@ LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const st
   out.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.test_accuracy = test_accuracy(*out.net, data::load_fashion_mnist(data_dir, false));
   if (log) {
-    log("FID feature network " + short_hash(out.hash) + ": test accuracy " + fixed(100.0 * out.test_accuracy, 2) +
-        "%, trained in " + fixed(out.train_seconds, 1) + " s");
+    log("FID feature network " + short_hash(out.hash) + ": test accuracy " +
+        fixed(100.0 * out.test_accuracy, 2) + "%, trained in " + fixed(out.train_seconds, 1) + " s");
   }
   if (write) {
     std::filesystem::create_directories(cache_dir);

@@ -83,13 +83,14 @@ std::string default_fid_cache_dir();
 
 struct LoadedFeatureNet {
   std::shared_ptr<FeatureNet> net;
-  std::string hash;                   // 16 hex digits
-  std::string path;                   // the cache file
+  std::string hash;  // 16 hex digits
+  std::string path;  // the cache file
   bool from_cache = false;
-  double test_accuracy = 0.0;         // as recorded when it was trained
-  double train_seconds = 0.0;         // likewise
+  double test_accuracy = 0.0;  // as recorded when it was trained
+  double train_seconds = 0.0;  // likewise
 };
 LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const std::string& cache_dir,
-                                           const FeatureNetConfig& config, bool write, const LogLine& log = {});
+                                           const FeatureNetConfig& config, bool write,
+                                           const LogLine& log = {});
 
 }  // namespace tandem::metrics

@@ -19,8 +19,9 @@ FeatureStats::FeatureStats(int64_t dim) : dim_(dim), sum_(static_cast<size_t>(di
 }
 
 void FeatureStats::add(const Tensor& features) {
-  TANDEM_CHECK(features.dim() == 2 && features.size(1) == dim_,
-               "FeatureStats::add: features must be [n, " << dim_ << "], got " << shape_str(features.shape()));
+  TANDEM_CHECK(features.dim() == 2 && features.size(1) == dim_, "FeatureStats::add: features must be [n, "
+                                                                    << dim_ << "], got "
+                                                                    << shape_str(features.shape()));
   const int64_t n = features.size(0);
   if (n == 0) return;
   const Tensor host = features.to(Device::cpu()).to(DType::f64);

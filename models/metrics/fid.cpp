@@ -40,7 +40,8 @@ Eigen::MatrixXd sqrt_psd_matrix(const Eigen::MatrixXd& m) {
 }  // namespace
 
 Tensor sqrt_psd(const Tensor& c) {
-  TANDEM_CHECK(c.dim() == 2 && c.size(0) == c.size(1), "sqrt_psd: needs a square matrix, got " << shape_str(c.shape()));
+  TANDEM_CHECK(c.dim() == 2 && c.size(0) == c.size(1),
+               "sqrt_psd: needs a square matrix, got " << shape_str(c.shape()));
   const RowMatrix root = sqrt_psd_matrix(host_matrix(c));
   Tensor out = Tensor::empty(c.shape(), DType::f64);
   Eigen::Map<RowMatrix>(out.data<double>(), root.rows(), root.cols()) = root;
@@ -52,8 +53,8 @@ double fid(const Tensor& mu1, const Tensor& c1, const Tensor& mu2, const Tensor&
   TANDEM_CHECK(mu1.dim() == 1 && mu2.dim() == 1 && mu2.numel() == d && c1.dim() == 2 && c2.dim() == 2 &&
                    c1.size(0) == d && c1.size(1) == d && c2.size(0) == d && c2.size(1) == d,
                "fid: needs mu [d] and c [d, d] on both sides, got mu1 "
-                   << shape_str(mu1.shape()) << ", c1 " << shape_str(c1.shape()) << ", mu2 " << shape_str(mu2.shape())
-                   << ", c2 " << shape_str(c2.shape()));
+                   << shape_str(mu1.shape()) << ", c1 " << shape_str(c1.shape()) << ", mu2 "
+                   << shape_str(mu2.shape()) << ", c2 " << shape_str(c2.shape()));
   const Eigen::MatrixXd a = host_matrix(c1);
   const Eigen::MatrixXd b = host_matrix(c2);
   const Eigen::MatrixXd root_a = sqrt_psd_matrix(a);

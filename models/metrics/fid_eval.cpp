@@ -23,8 +23,8 @@ GaussianStats sharded_stats(FeatureNet& net, const Tensor& rows, int64_t first_r
   return stats.gaussian();
 }
 
-GaussianStats generated_stats(FeatureNet& net, const GenerateImages& generate, const Shape& noise_shape, int64_t n,
-                              uint64_t seed, dist::ProcessGroup& group, int64_t batch) {
+GaussianStats generated_stats(FeatureNet& net, const GenerateImages& generate, const Shape& noise_shape,
+                              int64_t n, uint64_t seed, dist::ProcessGroup& group, int64_t batch) {
   TANDEM_CHECK(batch >= 1, "generated_stats: batch must be positive, got " << batch);
   const auto [first, end] = shard_rows(n, group.rank(), group.size());
   FeatureStats stats(kFeatureDim);
@@ -36,9 +36,9 @@ GaussianStats generated_stats(FeatureNet& net, const GenerateImages& generate, c
     Shape shape = noise_shape;
     shape.insert(shape.begin(), length);
     const Tensor images = generate(randn_rows(shape, chunk, seed, 0));
-    TANDEM_CHECK(images.dim() >= 1 && images.size(0) == length,
-                 "generated_stats: the generator made " << shape_str(images.shape()) << " from " << length
-                                                        << " noise rows");
+    TANDEM_CHECK(images.dim() >= 1 && images.size(0) == length, "generated_stats: the generator made "
+                                                                    << shape_str(images.shape()) << " from "
+                                                                    << length << " noise rows");
     const int64_t begin = std::max(first, chunk), stop = std::min(end, chunk + length);
     stats.add(embed(net, images.narrow_rows(begin - chunk, stop - begin), kEmbedBatch, begin));
   }
@@ -47,8 +47,8 @@ GaussianStats generated_stats(FeatureNet& net, const GenerateImages& generate, c
 }
 
 GaussianStats real_stats(FeatureNet& net, const std::string& net_hash, const data::ImageDataset& real,
-                         const std::string& real_identity, const std::string& cache_dir, dist::ProcessGroup& group,
-                         const LogLine& log) {
+                         const std::string& real_identity, const std::string& cache_dir,
+                         dist::ProcessGroup& group, const LogLine& log) {
   const std::string path = cache_dir + "/fid-real-" + hash_hex(net_hash + "\n" + real_identity) + ".ckpt";
 
   // Rank 0's view of the cache decides, so ranks on other file systems follow it.
@@ -82,8 +82,10 @@ GaussianStats real_stats(FeatureNet& net, const std::string& net_hash, const dat
                         "FID statistics of real samples");
   if (group.rank() == 0) {
     std::filesystem::create_directories(cache_dir);
-    save_safetensors(path, {{"mean", stats.mean}, {"cov", stats.cov},
-                            {"count", Tensor::from_values({1}, {static_cast<double>(stats.count)}, DType::f64)}},
+    save_safetensors(path,
+                     {{"mean", stats.mean},
+                      {"cov", stats.cov},
+                      {"count", Tensor::from_values({1}, {static_cast<double>(stats.count)}, DType::f64)}},
                      {{"fid.feature_net", net_hash}, {"fid.data", real_identity}});
     if (log) log("FID real statistics of " + std::to_string(stats.count) + " images: wrote " + path);
   }

@@ -41,11 +41,11 @@ GaussianStats sharded_stats(FeatureNet& net, const Tensor& rows, int64_t first_r
                             const std::string& tag);
 
 using GenerateImages = std::function<Tensor(const Tensor& noise)>;
-GaussianStats generated_stats(FeatureNet& net, const GenerateImages& generate, const Shape& noise_shape, int64_t n,
-                              uint64_t seed, dist::ProcessGroup& group, int64_t batch = 250);
+GaussianStats generated_stats(FeatureNet& net, const GenerateImages& generate, const Shape& noise_shape,
+                              int64_t n, uint64_t seed, dist::ProcessGroup& group, int64_t batch = 250);
 
 GaussianStats real_stats(FeatureNet& net, const std::string& net_hash, const data::ImageDataset& real,
-                         const std::string& real_identity, const std::string& cache_dir, dist::ProcessGroup& group,
-                         const LogLine& log = {});
+                         const std::string& real_identity, const std::string& cache_dir,
+                         dist::ProcessGroup& group, const LogLine& log = {});
 
 }  // namespace tandem::metrics

@@ -52,31 +52,38 @@ int fid_features_main(int argc, char** argv) {
   };
   auto loaded = tandem::metrics::load_or_train_feature_net(o.data_dir, o.cache_dir, o.net, lead, log);
   const std::string tag = tandem::metrics::short_hash(loaded.hash);
-  std::printf("%sfeature network %s: test accuracy %.2f%%, trained in %.1f s, %s\n", lead ? "" : "# ", tag.c_str(),
-              100.0 * loaded.test_accuracy, loaded.train_seconds, loaded.path.c_str());
+  std::printf("%sfeature network %s: test accuracy %.2f%%, trained in %.1f s, %s\n", lead ? "" : "# ",
+              tag.c_str(), 100.0 * loaded.test_accuracy, loaded.train_seconds, loaded.path.c_str());
 
   const auto test = tandem::data::load_fashion_mnist(o.data_dir, false);
   auto start = std::chrono::steady_clock::now();
-  const auto reference = tandem::metrics::real_stats(*loaded.net, loaded.hash, test,
-                                                     tandem::data::dataset_identity(test), o.cache_dir, group, log);
-  log("real statistics (test set, " + std::to_string(reference.count) + " images) in " +
-      std::to_string(seconds_since(start)) + " s");
+  const auto reference = tandem::metrics::real_stats(
+      *loaded.net, loaded.hash, test, tandem::data::dataset_identity(test), o.cache_dir, group, log);
+  double trace = 0.0;
+  for (int64_t i = 0; i < tandem::metrics::kFeatureDim; ++i)
+    trace += reference.cov.at(i * (tandem::metrics::kFeatureDim + 1));
+  char head[160];
+  std::snprintf(head, sizeof head,
+                "real statistics (test set, %lld images) in %.3f s; trace of their covariance %.4f",
+                static_cast<long long>(reference.count), seconds_since(start), trace);
+  log(head);
   if (o.samples == 0) return 0;
 
   const auto train = tandem::data::load_fashion_mnist(o.data_dir, true);
   auto stats_of = [&](int64_t first) {
     const auto [begin, end] = tandem::metrics::shard_rows(o.samples, group.rank(), group.size());
-    return tandem::metrics::sharded_stats(*loaded.net, train.images.narrow_rows(first + begin, end - begin), begin,
-                                          group, "FID statistics");
+    return tandem::metrics::sharded_stats(*loaded.net, train.images.narrow_rows(first + begin, end - begin),
+                                          begin, group, "FID statistics");
   };
   start = std::chrono::steady_clock::now();
   const auto a = stats_of(0);
   const double stats_seconds = seconds_since(start);
   char line[200];
-  std::snprintf(line, sizeof line, "FID %.4f (features %s): training images [0, %lld) against the test set; "
+  std::snprintf(line, sizeof line,
+                "FID %.4f (features %s): training images [0, %lld) against the test set; "
                 "statistics in %.3f s at %d rank(s)",
-                tandem::metrics::fid(a, reference), tag.c_str(), static_cast<long long>(o.samples), stats_seconds,
-                group.size());
+                tandem::metrics::fid(a, reference), tag.c_str(), static_cast<long long>(o.samples),
+                stats_seconds, group.size());
   log(line);
   if (o.noise) {
     const auto b = stats_of(o.samples);

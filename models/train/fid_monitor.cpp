@@ -24,9 +24,10 @@ void check_fid_options(const TrainOptions& o, const FlagGiven& given) {
     return;
   }
   if (o.data != "fashion-mnist" || (o.model != "mlp" && o.model != "dcgan")) {
-    throw UsageError("--fid-every needs --data fashion-mnist and a model whose samples are 1-channel 28x28 "
-                     "images at every iteration (mlp, dcgan), not --model " +
-                     o.model + " on --data " + o.data);
+    throw UsageError(
+        "--fid-every needs --data fashion-mnist and a model whose samples are 1-channel 28x28 "
+        "images at every iteration (mlp, dcgan), not --model " +
+        o.model + " on --data " + o.data);
   }
   if (o.fid_every % o.log_every != 0) {
     throw UsageError("--fid-every " + std::to_string(o.fid_every) + " must be a multiple of --log-every " +
@@ -51,12 +52,13 @@ FidMonitor::FidMonitor(const TrainOptions& o, dist::ProcessGroup& world, bool em
   real_ = metrics::real_stats(*net_.net, net_.hash, test, data::dataset_identity(test), cache, world,
                               lead ? metrics::LogLine(log) : metrics::LogLine());
   char text[240];
-  std::snprintf(text, sizeof text,
-                "%s: feature network %s (test accuracy %.2f%%), %lld samples every %lld iterations from the %s "
-                "generator against %lld test images",
-                name_.c_str(), metrics::short_hash(net_.hash).c_str(), 100.0 * net_.test_accuracy,
-                static_cast<long long>(samples_), static_cast<long long>(every_), name_ == "fid" ? "live" : "EMA",
-                static_cast<long long>(real_.count));
+  std::snprintf(
+      text, sizeof text,
+      "%s: feature network %s (test accuracy %.2f%%), %lld samples every %lld iterations from the %s "
+      "generator against %lld test images",
+      name_.c_str(), metrics::short_hash(net_.hash).c_str(), 100.0 * net_.test_accuracy,
+      static_cast<long long>(samples_), static_cast<long long>(every_), name_ == "fid" ? "live" : "EMA",
+      static_cast<long long>(real_.count));
   log(text);
 }
 
@@ -82,8 +84,8 @@ double FidMonitor::compute(GanModel& model, const EmaWeights& ema, Device device
 
 std::string FidMonitor::line(int64_t iteration, double value) const {
   char text[160];
-  std::snprintf(text, sizeof text, "%s %.4f at iteration %lld (features %s, %lld samples)", name_.c_str(), value,
-                static_cast<long long>(iteration), metrics::short_hash(net_.hash).c_str(),
+  std::snprintf(text, sizeof text, "%s %.4f at iteration %lld (features %s, %lld samples)", name_.c_str(),
+                value, static_cast<long long>(iteration), metrics::short_hash(net_.hash).c_str(),
                 static_cast<long long>(samples_));
   return text;
 }

@@ -16,12 +16,15 @@ namespace {
 
 using Matrix = std::vector<std::vector<double>>;
 
-Tensor vec(const std::vector<double>& v) { return Tensor::from_values({static_cast<int64_t>(v.size())}, v, DType::f64); }
+Tensor vec(const std::vector<double>& v) {
+  return Tensor::from_values({static_cast<int64_t>(v.size())}, v, DType::f64);
+}
 
 Tensor mat(const Matrix& m) {
   std::vector<double> flat;
   for (const auto& row : m) flat.insert(flat.end(), row.begin(), row.end());
-  return Tensor::from_values({static_cast<int64_t>(m.size()), static_cast<int64_t>(m.size())}, flat, DType::f64);
+  return Tensor::from_values({static_cast<int64_t>(m.size()), static_cast<int64_t>(m.size())}, flat,
+                             DType::f64);
 }
 
 Matrix multiply(const Matrix& a, const Matrix& b) {
@@ -77,11 +80,12 @@ std::vector<double> uniforms(size_t n, double lo, double hi, Generator& gen) {
 
 // |mu1 - mu2|^2 + sum (sqrt a_i - sqrt b_i)^2: FID of Gaussians whose covariances share
 // their eigenvectors, with eigenvalues a and b.
-double commuting_fid(const std::vector<double>& mu1, const std::vector<double>& mu2, const std::vector<double>& a,
-                     const std::vector<double>& b) {
+double commuting_fid(const std::vector<double>& mu1, const std::vector<double>& mu2,
+                     const std::vector<double>& a, const std::vector<double>& b) {
   double out = 0.0;
   for (size_t i = 0; i < mu1.size(); ++i) out += (mu1[i] - mu2[i]) * (mu1[i] - mu2[i]);
-  for (size_t i = 0; i < a.size(); ++i) out += (std::sqrt(a[i]) - std::sqrt(b[i])) * (std::sqrt(a[i]) - std::sqrt(b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    out += (std::sqrt(a[i]) - std::sqrt(b[i])) * (std::sqrt(a[i]) - std::sqrt(b[i]));
   return out;
 }
 
@@ -162,7 +166,8 @@ TEST_CASE("FeatureStats equals a direct two-pass float64 mean and covariance", "
   const int64_t n = 257, d = 9;
   Tensor x = randn_rows({n, d}, 0, 21, 0, DType::f64);
   double* p = x.data<double>();
-  for (int64_t i = 0; i < n * d; ++i) p[i] = 3.0 + 0.5 * p[i] * (1 + i % d);  // an offset mean, unequal spreads
+  for (int64_t i = 0; i < n * d; ++i)
+    p[i] = 3.0 + 0.5 * p[i] * (1 + i % d);  // an offset mean, unequal spreads
   FeatureStats stats(d);
   // Uneven pieces, one of them empty, one float32 (exactly representable? no: converted).
   stats.add(x.narrow_rows(0, 100));
@@ -218,7 +223,8 @@ TEST_CASE("the feature network is deterministic and its cache key names data, ne
   CHECK(feature_net_hash("data 1", other) != h);
 }
 
-TEST_CASE("a few feature-network steps on a small set lower its loss and beat chance", "[metrics][feature-net]") {
+TEST_CASE("a few feature-network steps on a small set lower its loss and beat chance",
+          "[metrics][feature-net]") {
   // Ten classes, each a fixed random image plus noise: learnable in one short epoch.
   data::ImageDataset set;
   const int64_t n = 640;

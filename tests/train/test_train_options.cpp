@@ -295,11 +295,13 @@ TEST_CASE("cuda graphs: the flag needs --device cuda and refuses what a replayed
 
 TEST_CASE("--fid-every is refused where FID does not apply, naming the flag", "[train][options][fid]") {
   CHECK(parse_train_options({}).fid_every == 0);
-  const TrainOptions on = parse_train_options({"--model", "mlp", "--fid-every", "200", "--fid-samples", "500"});
+  const TrainOptions on =
+      parse_train_options({"--model", "mlp", "--fid-every", "200", "--fid-samples", "500"});
   CHECK(on.fid_every == 200);
   CHECK(on.fid_samples == 500);
-  CHECK_THROWS_WITH(parse_train_options({"--fid-every", "100"}),
-                    Catch::Contains("--fid-every needs --data fashion-mnist") && Catch::Contains("ring8-mlp"));
+  CHECK_THROWS_WITH(
+      parse_train_options({"--fid-every", "100"}),
+      Catch::Contains("--fid-every needs --data fashion-mnist") && Catch::Contains("ring8-mlp"));
   CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan64", "--fid-every", "100"}),
                     Catch::Contains("--fid-every needs") && Catch::Contains("dcgan64"));
   CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--fid-every", "150", "--log-every", "100"}),

@@ -44,7 +44,8 @@ Tensor fake_generator(const Tensor& noise) {
   float* o = out.data<float>();
   for (int64_t i = 0; i < b; ++i)
     for (int64_t k = 0; k < 784; ++k)
-      o[i * 784 + k] = std::tanh((p[i * z + k % z] - mean[static_cast<size_t>(k % z)]) * (1.0f + 0.01f * (k / z)));
+      o[i * 784 + k] =
+          std::tanh((p[i * z + k % z] - mean[static_cast<size_t>(k % z)]) * (1.0f + 0.01f * (k / z)));
   return out;
 }
 
@@ -75,7 +76,8 @@ TEST_CASE("FID of rows split over ranks equals one process's", "[metrics][mpi]")
   check_close(split.cov, whole.cov);
   const GaussianStats reference = one_process(net, other);
   const double expected = fid(whole, reference);
-  INFO("FID " << expected << " at 1 process, " << fid(split, reference) << " at " << group->size() << " ranks");
+  INFO("FID " << expected << " at 1 process, " << fid(split, reference) << " at " << group->size()
+              << " ranks");
   REQUIRE(expected > 0.0);
   CHECK(fid(split, reference) == Approx(expected).epsilon(kRelative));
 }
@@ -98,8 +100,8 @@ TEST_CASE("FID of generated samples does not depend on the rank count", "[metric
   check_close(split.mean, whole.mean);
   check_close(split.cov, whole.cov);
   const GaussianStats reference = one_process(net, scaled(randn_rows({160, 1, 28, 28}, 0, 43, 0), 3.0));
-  INFO("FID " << fid(whole, reference) << " at 1 process, " << fid(split, reference) << " at " << group->size()
-                << " ranks");
+  INFO("FID " << fid(whole, reference) << " at 1 process, " << fid(split, reference) << " at "
+              << group->size() << " ranks");
   CHECK(fid(split, reference) == Approx(fid(whole, reference)).epsilon(kRelative));
 }
 

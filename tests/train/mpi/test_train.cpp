@@ -706,9 +706,9 @@ TEST_CASE("--fid-every logs fid_ema at its iterations, with the cached feature n
     const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
     const metrics::FeatureNetConfig config;
     metrics::FeatureNet net(config.seed);
-    save_safetensors(cache + "/fid-features-" + metrics::feature_net_hash(data::dataset_identity(train), config) +
-                         ".ckpt",
-                     net.state_dict());
+    save_safetensors(
+        cache + "/fid-features-" + metrics::feature_net_hash(data::dataset_identity(train), config) + ".ckpt",
+        net.state_dict());
   }
   world()->barrier("feature network cached")->wait();
   const std::string dir = fresh_dir("fid-run");
