@@ -293,7 +293,7 @@ TEST_CASE("cuda graphs: the flag needs --device cuda and refuses what a replayed
   CHECK_NOTHROW(parse_train_options({"--device", "cuda", "--cuda-graphs", "--r1-gamma", "1"}));
 }
 
-TEST_CASE("--fid-every is refused where FID does not apply, naming the flag", "[train][options][fid]") {
+TEST_CASE("the FID flags are refused where FID does not apply, naming the flag", "[train][options][fid]") {
   CHECK(parse_train_options({}).fid_every == 0);
   const TrainOptions on =
       parse_train_options({"--model", "mlp", "--fid-every", "200", "--fid-samples", "500"});

@@ -694,7 +694,7 @@ TEST_CASE("an --out that cannot be created stops every rank before training, nam
   CHECK(log.str().empty());  // before training
 }
 
-TEST_CASE("--fid-every logs fid_ema at its iterations, with the cached feature network", "[train][fid]") {
+TEST_CASE("a run with FID logs fid_ema at its iterations, with the cached feature network", "[train][fid]") {
   if (!fashion_mnist_present()) {
     WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
     return;
