@@ -104,6 +104,9 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       on_off("--trace", !o.trace.empty()),     // a collective at start and end: on or off everywhere
       integer("--trace-steps", o.trace_steps),
       on_off("--tensorboard", !o.tensorboard.empty()),
+      integer("--fid-every", o.fid_every),  // collectives: the same everywhere
+      integer("--fid-samples", o.fid_samples),
+      on_off("--fid-cache", !o.fid_cache.empty()),  // a path that may differ per node
       integer("--check-replicas-every", o.check_replicas_every),
       on_off("--detect-anomalous-params", o.detect_anomalous_params),
   };

@@ -5,7 +5,7 @@
 //   --out, --data-dir and --help, in a fixed order, each with its value as canonical text:
 //   numbers in %g notation with the fewest digits that read back to the same value ("2e-4"
 //   and "0.0002" both give "0.0002"; whole numbers below 10^15 as integers: "10", not
-//   "1e+01"), switches "on" or "off" (--trace and --tensorboard: whether given), --backend
+//   "1e+01"), switches "on" or "off" (--trace, --tensorboard and --fid-cache: whether given), --backend
 //   as the backend the run resolved ("auto" becomes "mpi" or "nccl"), --data followed by
 //   `data_identity` in parentheses
 //   when it is not empty (an image dataset's size and content hash: data::dataset_identity),
@@ -26,8 +26,8 @@
 //   larger --iters extends the run, and --wrap, --prepare,
 //   --bucket-cap-mb, --backend, --device, --ema-decay, --ema-kimg, --ema-rampup, --ckpt-every,
 //   --sample-every,
-//   --log-every, --on-nonfinite, --cuda-graphs, --check-replicas-every and
-//   --detect-anomalous-params
+//   --log-every, --on-nonfinite, --cuda-graphs, --check-replicas-every,
+//   --detect-anomalous-params, --fid-every and --fid-samples
 //   take effect from the resumed
 //   iteration. --model is kept by its own rule (the checkpoint's model type).
 // - as_written() is the setting as a command line spells it: "--lr 0.0002", "--dynamic",

@@ -6,6 +6,7 @@
 
 #include "autograd/lr_scheduler.h"
 #include "models/gan.h"
+#include "models/train/fid_monitor.h"
 #include "runtime/error.h"
 
 namespace tandem::models {
@@ -257,6 +258,15 @@ CommandLine train_command_line(TrainOptions& o) {
          "--log-every iterations and each sample picture. Needs a build with Protobuf (libprotobuf-dev)",
          "DIR");
   cl.describe_default("--tensorboard", "off");
+  cl.add("--fid-every", &o.fid_every,
+         "FID of --fid-samples generated images (from the EMA generator when --ema-decay is on) every N "
+         "iterations and at the end, on the log point's line, metrics.jsonl and the report; a multiple of "
+         "--log-every; fashion-mnist with mlp or dcgan (0: off)",
+         0);
+  cl.add("--fid-samples", &o.fid_samples, "generated images per FID, split over the ranks", 2, 1000000);
+  cl.add("--fid-cache", &o.fid_cache,
+         "where FID's feature network (trained on first use: minutes) and real statistics are cached", "DIR");
+  cl.describe_default("--fid-cache", "$TANDEM_FID_CACHE, else ~/.cache/tandem/fid");
 
   cl.group("Diagnostics");
   cl.add_choice("--on-nonfinite", &o.on_nonfinite, choices(kNonFinite),
@@ -363,6 +373,7 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
 #endif
   if (o.cuda_graphs) check_cuda_graphs(o);
   check_accumulation(o, given);
+  check_fid_options(o, given);
 }
 
 std::array<double, 2> adam_betas(GanLoss loss) {

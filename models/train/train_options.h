@@ -101,6 +101,9 @@ struct TrainOptions {
   std::string trace;          // a Chrome trace of the last steps goes here (rank 0 writes it); empty: off
   int64_t trace_steps = 200;  // steps the trace keeps (the summaries cover all); 0: every step
   std::string tensorboard;    // rank 0 writes TensorBoard event files into this folder; empty: off
+  int64_t fid_every = 0;      // FID of generated samples every N iterations (fid_monitor.h); 0: off
+  int64_t fid_samples = 10000;
+  std::string fid_cache;  // the feature network's and real statistics' cache; empty: the default
   bool help = false;
 };
 

@@ -13,6 +13,7 @@
 #include "models/train/batch_prefetcher.h"
 #include "models/train/checkpointer.h"
 #include "models/train/ema_weights.h"
+#include "models/train/fid_monitor.h"
 #include "models/train/graphed_gan_step.h"
 #include "models/train/metrics_log.h"
 #include "models/train/out_dir.h"
@@ -348,6 +349,9 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
     if (!progress->in_place()) progress.reset();
   }
 
+  std::optional<FidMonitor> fid;  // --fid-every
+  if (o.fid_every > 0) fid.emplace(o, *world, o.ema_decay > 0, is_rank0 ? &out : nullptr);
+
   TrainResult result;
   result.start_iteration = start;
   std::optional<data::Ring8Quality> ring8;
@@ -394,9 +398,14 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
     if (progress && !log_point)
       progress->update(done, {{"loss_d", log["loss_d"]}, {"loss_g", log["loss_g"]}});
     if (log_point) {
-      const RankStats stats =
+      RankStats stats =
           gather_rank_stats(*world, log["loss_d"], log["loss_g"], logged_terms(log, scheduled, lr_used));
       const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
+      if (fid && fid->due(done, last)) {  // after the interval: its time is not the steps'
+        const double value = fid->compute(*model, ema, device);
+        stats.terms.emplace_back(fid->name(), value);
+        if (is_rank0) out << fid->line(done, value) << "\n";
+      }
       if (metrics) {
         const LogPoint point = {.iteration = done,
                                 .total = o.iters,

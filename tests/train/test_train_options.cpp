@@ -327,3 +327,22 @@ TEST_CASE("augmentation groups parse in any order, canonically; the augmentation
   CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--data-fraction", "1.5"}),
                     Catch::Contains("--data-fraction is a fraction in (0, 1]"));
 }
+
+TEST_CASE("the FID flags are refused where FID does not apply, naming the flag", "[train][options][fid]") {
+  CHECK(parse_train_options({}).fid_every == 0);
+  const TrainOptions on =
+      parse_train_options({"--model", "mlp", "--fid-every", "200", "--fid-samples", "500"});
+  CHECK(on.fid_every == 200);
+  CHECK(on.fid_samples == 500);
+  CHECK_THROWS_WITH(
+      parse_train_options({"--fid-every", "100"}),
+      Catch::Contains("--fid-every needs --data fashion-mnist") && Catch::Contains("ring8-mlp"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan64", "--fid-every", "100"}),
+                    Catch::Contains("--fid-every needs") && Catch::Contains("dcgan64"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--fid-every", "150", "--log-every", "100"}),
+                    Catch::Contains("--fid-every 150 must be a multiple of --log-every 100"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--fid-samples", "100"}),
+                    Catch::Contains("--fid-samples goes with --fid-every"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--fid-cache", "/tmp/x"}),
+                    Catch::Contains("--fid-cache goes with --fid-every"));
+}

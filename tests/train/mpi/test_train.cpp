@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "models/data/dataset.h"
+#include "models/data/dataset_identity.h"
+#include "models/metrics/feature_net.h"
 #include "models/train/batch_maker.h"
 #include "models/train/rank_stats.h"
 #include "models/train/trainer.h"
@@ -761,4 +763,45 @@ TEST_CASE("an --out that cannot be created stops every rank before training, nam
         Catch::Contains("--out " + o.out + ": rank 0 found: cannot create the directory (Not a directory)"));
   }
   CHECK(log.str().empty());  // before training
+}
+
+TEST_CASE("a run with FID logs fid_ema at its iterations, with the cached feature network", "[train][fid]") {
+  if (!fashion_mnist_present()) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  // An untrained network placed in the cache under the name training it would give: the
+  // run must load it (training it would take minutes and time the test out).
+  const std::string cache = fresh_dir("fid-cache");
+  if (world()->rank() == 0) {
+    const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
+    const metrics::FeatureNetConfig config;
+    metrics::FeatureNet net(config.seed);
+    save_safetensors(
+        cache + "/fid-features-" + metrics::feature_net_hash(data::dataset_identity(train), config) + ".ckpt",
+        net.state_dict());
+  }
+  world()->barrier("feature network cached")->wait();
+  const std::string dir = fresh_dir("fid-run");
+  std::ostringstream log;
+  auto o = short_run("mlp", dir, 6);
+  o.fid_every = 4;
+  o.fid_samples = 300;
+  o.fid_cache = cache;
+  models::train(o, world(), log);
+  if (world()->rank() == 0) {
+    INFO(log.str());
+    CHECK(log.str().find("at iteration 4 (features ") != std::string::npos);
+    std::ifstream in(dir + "/metrics.jsonl");
+    std::vector<int64_t> with_fid;
+    for (std::string line; std::getline(in, line);) {
+      testing::JsonValue v = testing::JsonReader::parse(line);
+      if (!v.members.count("fid_ema")) continue;
+      with_fid.push_back(static_cast<int64_t>(v.at("iteration").number));
+      CHECK(std::isfinite(v.at("fid_ema").number));
+      CHECK(v.at("fid_ema").number > 0.0);
+    }
+    CHECK(with_fid == std::vector<int64_t>{4, 6});
+    CHECK(fs::exists(cache));
+  }
 }

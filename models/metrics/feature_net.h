@@ -1,0 +1,96 @@
+// The feature network of tandem's FID: a small convnet classifier of 28x28 gray images
+// (Fashion-MNIST), trained by tandem itself, whose penultimate activations are the features.
+//
+// Contract:
+// - FeatureNet(seed): conv 1->32 3x3 pad 1, relu, 2x2 average pool, conv 32->64 3x3 pad 1,
+//   relu, 2x2 average pool, linear 3136->128, relu, linear 128->10; weights drawn from a
+//   Generator seeded `seed` (the same seed gives the same network everywhere).
+//   forward(x) maps [N, 1, 28, 28] float32 in [-1, 1] to 10 logits, features(x) to the
+//   kFeatureDim = 128 activations after the first linear layer's relu.
+// - embed(net, images, batch, first_row) is features() of every row of `images`, in eval
+//   mode without recording a graph: float32 [N, 128] on the net's device. Row i is global
+//   row first_row + i of a sample set split over ranks, and is computed at place
+//   (first_row + i) % batch of a batch of exactly `batch` rows: its features are bitwise the
+//   same however the set is split (GEMM rounding may depend on a row's place and the batch
+//   size), so FID at N ranks equals FID of one process to float64 summation order.
+// - train_feature_net trains with Adam (lr, betas 0.9/0.999) for `epochs` passes over the
+//   data in batches of `batch`, shuffled by a Philox stream of `seed`, on a one-vs-rest
+//   logistic loss (bce_with_logits against one-hot labels: tandem has no softmax op, and
+//   the classifier's argmax is what is measured). Deterministic: the same data and config
+//   give bitwise the same weights on one build and machine kind.
+// - test_accuracy(net, data) is the fraction of rows whose argmax logit is their label.
+// - feature_net_hash(data_identity, config) is 16 hex digits of a 64-bit FNV-1a hash of the
+//   training data's identity (models/data/dataset_identity.h: a content hash), the
+//   architecture description (kFeatureNetArchitecture) and the config; short_hash is its
+//   first 8 digits, the form printed beside every FID.
+// - load_or_train_feature_net(data_dir, cache_dir, config, log) loads
+//   "<cache_dir>/fid-features-<hash>.ckpt" (a safetensors file, runtime/checkpoint.h) when
+//   present, else trains on Fashion-MNIST's training set in `data_dir`, measures the test
+//   accuracy and, when `write` is true, writes the file atomically (cache_dir created).
+//   The file's metadata records the description, the test accuracy and the training time.
+//   A file whose tensors do not fit the net is an Error naming it. `log` gets one line per
+//   epoch and one at the end.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "autograd/nn.h"
+#include "models/data/dataset.h"
+
+namespace tandem::metrics {
+
+constexpr int64_t kFeatureDim = 128;
+constexpr const char* kFeatureNetArchitecture =
+    "conv(1,32,3,p1) relu avgpool2 conv(32,64,3,p1) relu avgpool2 linear(3136,128) relu linear(128,10); "
+    "loss bce-one-vs-rest; adam";
+
+struct FeatureNetConfig {
+  uint64_t seed = 1;
+  int64_t epochs = 3;
+  int64_t batch = 64;
+  double lr = 1e-3;
+  std::string describe() const;  // the architecture and every field
+};
+
+class FeatureNet : public nn::Module {
+ public:
+  explicit FeatureNet(uint64_t seed);
+  Variable forward(const Variable& x) override;
+  Variable features(const Variable& x);
+
+ private:
+  std::shared_ptr<nn::Conv2d> conv1_, conv2_;
+  std::shared_ptr<nn::Linear> fc1_, fc2_;
+};
+
+using LogLine = std::function<void(const std::string&)>;
+
+Tensor embed(FeatureNet& net, const Tensor& images, int64_t batch = 256, int64_t first_row = 0);
+void train_feature_net(FeatureNet& net, const data::ImageDataset& train, const FeatureNetConfig& config,
+                       const LogLine& log = {});
+double test_accuracy(FeatureNet& net, const data::ImageDataset& data);
+
+std::string feature_net_hash(const std::string& data_identity, const FeatureNetConfig& config);
+std::string short_hash(const std::string& hash);
+std::string hash_hex(const std::string& key);  // 16 hex digits of FNV-1a (64 bits) of `key`
+
+// Where the caches live unless told: $TANDEM_FID_CACHE, else $HOME/.cache/tandem/fid, else
+// ".tandem-fid-cache".
+std::string default_fid_cache_dir();
+
+struct LoadedFeatureNet {
+  std::shared_ptr<FeatureNet> net;
+  std::string hash;  // 16 hex digits
+  std::string path;  // the cache file
+  bool from_cache = false;
+  double test_accuracy = 0.0;  // as recorded when it was trained
+  double train_seconds = 0.0;  // likewise
+};
+LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const std::string& cache_dir,
+                                           const FeatureNetConfig& config, bool write,
+                                           const LogLine& log = {});
+
+}  // namespace tandem::metrics

@@ -1,0 +1,100 @@
+// tandem-fid-features: trains (or loads from its cache) the FID feature network on
+// Fashion-MNIST, computes the real statistics once, and measures FID's own figures: the
+// time of the statistics of N images at the rank count it runs at, and the FID of two
+// disjoint real sets (the metric's sampling noise). Runs alone or under mpirun.
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "models/data/dataset_identity.h"
+#include "models/metrics/fid.h"
+#include "models/metrics/fid_eval.h"
+#include "runtime/command_line.h"
+#include "runtime/dist/run_main.h"
+
+namespace {
+
+struct Options {
+  std::string data_dir = tandem::data::kFashionMnistDefaultDir;
+  std::string cache_dir = tandem::metrics::default_fid_cache_dir();
+  tandem::metrics::FeatureNetConfig net;
+  int64_t samples = 0;
+  bool noise = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int fid_features_main(int argc, char** argv) {
+  Options o;
+  tandem::CommandLine cli("tandem-fid-features",
+                          "Train or load the FID feature network (Fashion-MNIST) and its real statistics.");
+  cli.add("--data-dir", &o.data_dir, "Fashion-MNIST's directory (Debian package dataset-fashion-mnist)");
+  cli.add("--cache-dir", &o.cache_dir, "where the feature network and the real statistics are cached");
+  cli.add("--seed", &o.net.seed, "the feature network's initial weights and shuffling");
+  cli.add("--epochs", &o.net.epochs, "training epochs", 1, 1000);
+  cli.add("--batch", &o.net.batch, "training batch", 1, 60000);
+  cli.add_positive("--lr", &o.net.lr, "Adam's learning rate");
+  cli.add("--samples", &o.samples,
+          "also time the statistics of this many training images at this rank count and print their FID "
+          "against the test set's (0: off)",
+          0, 30000);
+  cli.add_flag("--noise", &o.noise,
+               "with --samples N: the FID of training images [0, N) against [N, 2N), the metric's own noise");
+  cli.parse(argc, argv);
+
+  tandem::dist::DistributedContext context;
+  auto& group = *context.world();
+  const bool lead = group.rank() == 0;
+  auto log = [lead](const std::string& line) {
+    if (lead) std::printf("%s\n", line.c_str()), std::fflush(stdout);
+  };
+  auto loaded = tandem::metrics::load_or_train_feature_net(o.data_dir, o.cache_dir, o.net, lead, log);
+  const std::string tag = tandem::metrics::short_hash(loaded.hash);
+  std::printf("%sfeature network %s: test accuracy %.2f%%, trained in %.1f s, %s\n", lead ? "" : "# ",
+              tag.c_str(), 100.0 * loaded.test_accuracy, loaded.train_seconds, loaded.path.c_str());
+
+  const auto test = tandem::data::load_fashion_mnist(o.data_dir, false);
+  auto start = std::chrono::steady_clock::now();
+  const auto reference = tandem::metrics::real_stats(
+      *loaded.net, loaded.hash, test, tandem::data::dataset_identity(test), o.cache_dir, group, log);
+  double trace = 0.0;
+  for (int64_t i = 0; i < tandem::metrics::kFeatureDim; ++i)
+    trace += reference.cov.at(i * (tandem::metrics::kFeatureDim + 1));
+  char head[160];
+  std::snprintf(head, sizeof head,
+                "real statistics (test set, %lld images) in %.3f s; trace of their covariance %.4f",
+                static_cast<long long>(reference.count), seconds_since(start), trace);
+  log(head);
+  if (o.samples == 0) return 0;
+
+  const auto train = tandem::data::load_fashion_mnist(o.data_dir, true);
+  auto stats_of = [&](int64_t first) {
+    const auto [begin, end] = tandem::metrics::shard_rows(o.samples, group.rank(), group.size());
+    return tandem::metrics::sharded_stats(*loaded.net, train.images.narrow_rows(first + begin, end - begin),
+                                          begin, group, "FID statistics");
+  };
+  start = std::chrono::steady_clock::now();
+  const auto a = stats_of(0);
+  const double stats_seconds = seconds_since(start);
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "FID %.4f (features %s): training images [0, %lld) against the test set; "
+                "statistics in %.3f s at %d rank(s)",
+                tandem::metrics::fid(a, reference), tag.c_str(), static_cast<long long>(o.samples),
+                stats_seconds, group.size());
+  log(line);
+  if (o.noise) {
+    const auto b = stats_of(o.samples);
+    std::snprintf(line, sizeof line, "FID %.4f (features %s): training images [0, %lld) against [%lld, %lld)",
+                  tandem::metrics::fid(a, b), tag.c_str(), static_cast<long long>(o.samples),
+                  static_cast<long long>(o.samples), static_cast<long long>(2 * o.samples));
+    log(line);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return tandem::run_main(argc, argv, fid_features_main); }

@@ -1,0 +1,58 @@
+// FID during training (tandem-train --fid-every K --fid-samples N --fid-cache DIR).
+//
+// Contract:
+// - check_fid_options(o, given) refuses (UsageError naming the flag): --fid-samples or
+//   --fid-cache without --fid-every; --fid-every on data other than fashion-mnist or a model
+//   whose samples are not 1-channel 28x28 images at every iteration (mlp and dcgan are); a
+//   --fid-every that is not a multiple of --log-every (FID joins the log point's line).
+// - FidMonitor(o, world, ema_on, out) loads the feature network from --fid-cache or trains
+//   it (every rank the same, deterministically; rank 0 writes the cache: minutes, once) and
+//   the real statistics of Fashion-MNIST's 10000 test images (cached the same way); rank 0
+//   prints one line naming the network's short hash, its test accuracy and where the
+//   samples come from. Collective.
+// - due(done, last): --fid-every divides done, or the run's last iteration.
+// - compute(model, ema, device): the FID of N generated samples against the real
+//   statistics (metrics/fid_eval.h: the sample set split over the ranks, one allreduce; the
+//   same set at any rank count), generated with the EMA weights when EMA is on, in training
+//   mode as the sample pictures are (batch norm's buffers put back). Collective; returns the
+//   same value on every rank.
+// - name(): the log's field, "fid_ema" when the samples come from the EMA generator, else
+//   "fid". line(i, value): "fid_ema <value, 4 decimals> at iteration <i> (features <short
+//   hash>, <N> samples)".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "models/gan.h"
+#include "models/metrics/feature_net.h"
+#include "models/metrics/feature_stats.h"
+#include "models/train/ema_weights.h"
+#include "models/train/train_options.h"
+#include "runtime/dist/process_group.h"
+
+namespace tandem::models {
+
+void check_fid_options(const TrainOptions& options, const FlagGiven& given);
+
+class FidMonitor {
+ public:
+  FidMonitor(const TrainOptions& options, dist::ProcessGroup& world, bool ema_on, std::ostream* out);
+  bool due(int64_t done, bool last) const;
+  double compute(GanModel& model, const EmaWeights& ema, Device device);
+  const std::string& name() const { return name_; }
+  std::string line(int64_t iteration, double value) const;
+
+ private:
+  dist::ProcessGroup& world_;
+  int64_t every_;
+  int64_t samples_;
+  uint64_t seed_;
+  std::string name_;
+  metrics::LoadedFeatureNet net_;
+  metrics::GaussianStats real_;
+};
+
+}  // namespace tandem::models

@@ -1,0 +1,133 @@
+// FID across ranks equals FID of one process on the same samples (to 1e-9 relative), for
+// a fixed (untrained, deterministic) feature network: real rows split over ranks, generated
+// rows from global noise, and the cached real statistics.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <vector>
+
+#include "../../mpi_world.h"
+#include "../../test_files.h"
+#include "models/metrics/fid.h"
+#include "models/metrics/fid_eval.h"
+#include "runtime/rng.h"
+
+using namespace tandem;
+using namespace tandem::metrics;
+
+namespace {
+
+constexpr double kRelative = 1e-9;
+
+GaussianStats one_process(FeatureNet& net, const Tensor& rows) {
+  FeatureStats stats(kFeatureDim);
+  stats.add(embed(net, rows, kEmbedBatch));
+  return stats.gaussian();
+}
+
+void check_close(const Tensor& a, const Tensor& b) {
+  const auto va = a.to_vector(), vb = b.to_vector();
+  REQUIRE(va.size() == vb.size());
+  double scale = 0.0;
+  for (double v : vb) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < va.size(); ++i) REQUIRE(std::abs(va[i] - vb[i]) <= kRelative * scale);
+}
+
+// A stand-in generator whose images depend on the whole batch, as batch norm in training
+// mode makes them: each noise value less its batch's mean, through a fixed smooth map.
+Tensor fake_generator(const Tensor& noise) {
+  const int64_t b = noise.size(0), z = noise.size(1);
+  const float* p = noise.data<float>();
+  std::vector<float> mean(static_cast<size_t>(z), 0.0f);
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t k = 0; k < z; ++k) mean[static_cast<size_t>(k)] += p[i * z + k] / static_cast<float>(b);
+  Tensor out = Tensor::empty({b, 1, 28, 28});
+  float* o = out.data<float>();
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t k = 0; k < 784; ++k)
+      o[i * 784 + k] =
+          std::tanh((p[i * z + k % z] - mean[static_cast<size_t>(k % z)]) * (1.0f + 0.01f * (k / z)));
+  return out;
+}
+
+Tensor scaled(const Tensor& x, double s) {
+  Tensor out = x.clone();
+  float* p = out.data<float>();
+  for (int64_t i = 0; i < out.numel(); ++i) p[i] = static_cast<float>(s * p[i]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("FID of rows split over ranks equals one process's", "[metrics][mpi]") {
+  auto group = testing::world();
+  FeatureNet net(7);
+  const int64_t n = 203;  // not a multiple of 2, 3 or 4
+  const Tensor all = randn_rows({n, 1, 28, 28}, 0, 41, 0);
+  // The other set is spread wider, so that FID is of the size of the covariances' traces:
+  // FID is their difference, and relative agreement is only meaningful where it does not
+  // cancel to a small remainder (square roots of near-zero eigenvalues amplify rounding).
+  Tensor other = randn_rows({n, 1, 28, 28}, 0, 42, 0);
+  other.copy_(scaled(other, 3.0));
+  const auto [begin, end] = shard_rows(n, group->rank(), group->size());
+  const GaussianStats split = sharded_stats(net, all.narrow_rows(begin, end - begin), begin, *group, "test");
+  const GaussianStats whole = one_process(net, all);
+  REQUIRE(split.count == n);
+  check_close(split.mean, whole.mean);
+  check_close(split.cov, whole.cov);
+  const GaussianStats reference = one_process(net, other);
+  const double expected = fid(whole, reference);
+  INFO("FID " << expected << " at 1 process, " << fid(split, reference) << " at " << group->size()
+              << " ranks");
+  REQUIRE(expected > 0.0);
+  CHECK(fid(split, reference) == Approx(expected).epsilon(kRelative));
+}
+
+TEST_CASE("FID of generated samples does not depend on the rank count", "[metrics][mpi]") {
+  auto group = testing::world();
+  FeatureNet net(8);
+  const int64_t n = 101, z = 16;
+  const uint64_t seed = 77;
+  const GaussianStats split = generated_stats(net, fake_generator, {z}, n, seed, *group, 10);
+  // One process: the same noise, generated in the same chunks of 10 rows.
+  const Tensor noise = randn_rows({n, z}, 0, seed, 0);
+  Tensor images = Tensor::empty({n, 1, 28, 28});
+  for (int64_t c = 0; c < n; c += 10) {
+    const int64_t len = std::min<int64_t>(10, n - c);
+    images.narrow_rows(c, len).copy_(fake_generator(noise.narrow_rows(c, len)));
+  }
+  const GaussianStats whole = one_process(net, images);
+  REQUIRE(split.count == n);
+  check_close(split.mean, whole.mean);
+  check_close(split.cov, whole.cov);
+  const GaussianStats reference = one_process(net, scaled(randn_rows({160, 1, 28, 28}, 0, 43, 0), 3.0));
+  INFO("FID " << fid(whole, reference) << " at 1 process, " << fid(split, reference) << " at "
+              << group->size() << " ranks");
+  CHECK(fid(split, reference) == Approx(fid(whole, reference)).epsilon(kRelative));
+}
+
+TEST_CASE("real statistics are computed once, cached, and read back equal", "[metrics][mpi]") {
+  auto group = testing::world();
+  FeatureNet net(9);
+  data::ImageDataset real;
+  real.images = randn_rows({50, 1, 28, 28}, 0, 44, 0);
+  real.labels.assign(50, 0);
+  // One directory for all ranks: rank 0's name.
+  testing::TempDir dir("fid_cache");
+  const std::string cache = dist::broadcast_string(*group, dir.path.string(), 0, "test: cache dir");
+  const GaussianStats first = real_stats(net, "0123456789abcdef", real, "synthetic 50", cache, *group);
+  const GaussianStats whole = one_process(net, real.images);
+  check_close(first.cov, whole.cov);
+  size_t files = 0;
+  if (group->rank() == 0) {
+    for (const auto& entry : std::filesystem::directory_iterator(cache)) {
+      CHECK(entry.path().filename().string().rfind("fid-real-", 0) == 0);
+      ++files;
+    }
+    CHECK(files == 1);
+  }
+  const GaussianStats second = real_stats(net, "0123456789abcdef", real, "synthetic 50", cache, *group);
+  CHECK(second.count == first.count);
+  CHECK(second.mean.to_vector() == first.mean.to_vector());
+  CHECK(second.cov.to_vector() == first.cov.to_vector());
+  group->barrier()->wait();  // rank 0's directory outlives the others' reads
+}
