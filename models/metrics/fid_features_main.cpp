@@ -1,14 +1,18 @@
 // tandem-fid-features: trains (or loads from its cache) the FID feature network on
 // Fashion-MNIST, computes the real statistics once, and measures FID's own figures: the
 // time of the statistics of N images at the rank count it runs at, and the FID of two
-// disjoint real sets (the metric's sampling noise). Runs alone or under mpirun.
+// disjoint real sets (the metric's sampling noise). With --checkpoint, the FID of a
+// tandem-train checkpoint's generator (its moving average when it holds one), and with
+// --noise that of two independent sample sets of it. Runs alone or under mpirun.
 #include <chrono>
 #include <cstdio>
 #include <string>
 
+#include "autograd/grad_mode.h"
 #include "models/data/dataset_identity.h"
 #include "models/metrics/fid.h"
 #include "models/metrics/fid_eval.h"
+#include "models/train/checkpointer.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/run_main.h"
 
@@ -20,6 +24,7 @@ struct Options {
   tandem::metrics::FeatureNetConfig net;
   int64_t samples = 0;
   bool noise = false;
+  std::string checkpoint;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -41,8 +46,15 @@ int fid_features_main(int argc, char** argv) {
           "against the test set's (0: off)",
           0, 30000);
   cli.add_flag("--noise", &o.noise,
-               "with --samples N: the FID of training images [0, N) against [N, 2N), the metric's own noise");
+               "with --samples N: the FID of training images [0, N) against [N, 2N), the metric's own noise; "
+               "with --checkpoint, of two independent sample sets of its generator");
+  cli.add(
+      "--checkpoint", &o.checkpoint,
+      "a tandem-train checkpoint (mlp, dcgan): the FID of --samples (default 10000) images of its generator "
+      "against the test set",
+      "FILE");
   cli.parse(argc, argv);
+  if (!o.checkpoint.empty() && o.samples == 0) o.samples = 10000;
 
   tandem::dist::DistributedContext context;
   auto& group = *context.world();
@@ -69,6 +81,43 @@ int fid_features_main(int argc, char** argv) {
   log(head);
   if (o.samples == 0) return 0;
 
+  char line[240];
+  if (!o.checkpoint.empty()) {
+    const tandem::models::CheckpointGenerator loaded_gan =
+        tandem::models::load_checkpoint_generator(o.checkpoint);
+    const std::shared_ptr<tandem::models::GanModel>& gan = loaded_gan.model;
+    TANDEM_CHECK(gan->type_name() != "ring8-mlp",
+                 o.checkpoint << ": a ring8-mlp checkpoint; FID takes image models (mlp, dcgan)");
+    const std::string weights =
+        loaded_gan.from_average ? "the moving average" : "the live weights (no moving average in it)";
+    tandem::NoGradGuard no_grad;
+    auto generate = [&](const tandem::Tensor& noise) {
+      const tandem::Tensor images = gan->generate(tandem::Variable(noise)).data();
+      return images.reshape({noise.size(0), 1, 28, 28});
+    };
+    auto stats_of = [&](uint64_t seed) {
+      return tandem::metrics::generated_stats(*loaded.net, generate, {gan->noise_dim()}, o.samples, seed,
+                                              group);
+    };
+    start = std::chrono::steady_clock::now();
+    const auto a = stats_of(1);
+    const double seconds = seconds_since(start);
+    std::snprintf(line, sizeof line,
+                  "FID %.4f (features %s): %lld samples of %s of %s; statistics in %.3f s at %d rank(s)",
+                  tandem::metrics::fid(a, reference), tag.c_str(), static_cast<long long>(o.samples),
+                  weights.c_str(), o.checkpoint.c_str(), seconds, group.size());
+    log(line);
+    if (o.noise) {
+      const auto b = stats_of(2);
+      std::snprintf(line, sizeof line,
+                    "FID %.4f (features %s): two independent sets of %lld samples of that generator; "
+                    "the second against the test set %.4f",
+                    tandem::metrics::fid(a, b), tag.c_str(), static_cast<long long>(o.samples),
+                    tandem::metrics::fid(b, reference));
+      log(line);
+    }
+    return 0;
+  }
   const auto train = tandem::data::load_fashion_mnist(o.data_dir, true);
   auto stats_of = [&](int64_t first) {
     const auto [begin, end] = tandem::metrics::shard_rows(o.samples, group.rank(), group.size());
@@ -78,7 +127,6 @@ int fid_features_main(int argc, char** argv) {
   start = std::chrono::steady_clock::now();
   const auto a = stats_of(0);
   const double stats_seconds = seconds_since(start);
-  char line[200];
   std::snprintf(line, sizeof line,
                 "FID %.4f (features %s): training images [0, %lld) against the test set; "
                 "statistics in %.3f s at %d rank(s)",

@@ -312,4 +312,37 @@ int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loade
   return iteration;
 }
 
+CheckpointGenerator load_checkpoint_generator(const std::string& path) {
+  const SafetensorsFile file = load_safetensors(path);
+  const auto type = file.metadata.find("model");
+  TANDEM_CHECK(type != file.metadata.end(),
+               path << ": not a tandem-train checkpoint (no 'model' in its metadata)");
+  const bool dynamic = type->second == "mlp (dynamic)";
+  const std::string name = dynamic ? "mlp" : type->second;
+  TANDEM_CHECK(name == "ring8-mlp" || name == "mlp" || name == "dcgan",
+               path << ": a checkpoint of " << type->second
+                    << ", whose architecture its name does not fix; this takes ring8-mlp, mlp or dcgan");
+  CheckpointGenerator out{.model = make_gan({.model = name, .dynamic = dynamic}), .from_average = false};
+  StateDict state;
+  for (const auto& [key, t] : file.tensors) {
+    if (key.rfind("model.", 0) == 0) state.emplace(key.substr(6), t);
+  }
+  try {
+    out.model->load_state_dict(state);
+  } catch (const Error& e) {
+    TANDEM_FAIL(path << ": " << e.message());
+  }
+  out.from_average = file.tensors.count("ema.0") == 1;
+  if (!out.from_average) return out;
+  std::vector<Variable> g = out.model->generator->parameters();
+  for (size_t k = 0; k < g.size(); ++k) {
+    const auto found = file.tensors.find("ema." + std::to_string(k));
+    TANDEM_CHECK(
+        found != file.tensors.end() && found->second.shape() == g[k].data().shape(),
+        path << ": no moving-average entry 'ema." << k << "' of shape " << shape_str(g[k].data().shape()));
+    g[k].data().copy_(found->second);
+  }
+  return out;
+}
+
 }  // namespace tandem::models

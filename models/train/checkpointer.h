@@ -132,4 +132,16 @@ class Checkpointer {
   TrainState state_;
 };
 
+// The generator of a tandem-train checkpoint, to sample from it outside a run (FID of a
+// checkpoint: tandem-fid-features --checkpoint). The model is the one its metadata names,
+// built by make_gan with that name (ring8-mlp, mlp, mlp (dynamic), dcgan: architectures
+// their name fixes; any other is an Error naming it), its "model.*" tensors loaded, and G's
+// parameters replaced by the moving average ("ema.<k>") when the file holds one
+// (`from_average` says so). Errors name the file.
+struct CheckpointGenerator {
+  std::shared_ptr<GanModel> model;
+  bool from_average = false;
+};
+CheckpointGenerator load_checkpoint_generator(const std::string& path);
+
 }  // namespace tandem::models

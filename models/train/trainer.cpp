@@ -173,8 +173,8 @@ void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& m
 std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, bool scheduled, double lr_used) {
   std::vector<std::pair<std::string, double>> terms;
   if (scheduled) terms.emplace_back("lr", lr_used);
-  for (const char* name : {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d",
-                           "augment_p"}) {
+  for (const char* name :
+       {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d", "augment_p"}) {
     if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
   }
   return terms;

@@ -545,3 +545,32 @@ TEST_CASE("with a learning-rate schedule, a checkpoint's rate must be the schedu
                                  "but this run's --lr and --lr-schedule step:4:0.5 give 0.0002 there"));
   CHECK(Scheduled(elsewhere.path.string(), "step:2:0.5").checkpointer.load(old_path) == 3);
 }
+
+TEST_CASE("load_checkpoint_generator gives the checkpoint's generator with its moving average as weights",
+          "[checkpointer][fid]") {
+  TempDir tmp("checkpoint-generator");
+  Run run(tmp.path.string(), "ring8-mlp", 1);
+  run.train(3);
+  const std::string path = run.checkpointer.save(3);
+  const CheckpointGenerator loaded = load_checkpoint_generator(path);
+  REQUIRE(loaded.model->type_name() == "ring8-mlp");
+  CHECK(loaded.from_average);
+  const std::vector<Variable> g = loaded.model->generator->parameters(),
+                              live = run.model->generator->parameters();
+  REQUIRE(g.size() == run.ema.tensors().size());
+  for (size_t k = 0; k < g.size(); ++k) {
+    INFO("generator parameter " << k);
+    CHECK(g[k].data().to_vector() == run.ema.tensors()[k].to_vector());
+    CHECK(g[k].data().to_vector() != live[k].data().to_vector());  // the average, not the live weights
+  }
+  // D is the checkpoint's, as trained.
+  const std::vector<Variable> d = loaded.model->discriminator->parameters(),
+                              d_live = run.model->discriminator->parameters();
+  for (size_t k = 0; k < d.size(); ++k) CHECK(d[k].data().to_vector() == d_live[k].data().to_vector());
+
+  // A file that is no tandem-train checkpoint is named.
+  const std::string foreign = tmp.file("foreign.safetensors");
+  save_safetensors(foreign, {{"x", Tensor::zeros({2})}}, {});
+  CHECK_THROWS_WITH(load_checkpoint_generator(foreign),
+                    Catch::Contains(foreign) && Catch::Contains("not a tandem-train checkpoint"));
+}
