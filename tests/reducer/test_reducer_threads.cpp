@@ -5,6 +5,7 @@
 // (mpi/test_reducer.cpp) runs the same models over real processes.
 // Catch2 assertions are not thread-safe: ranks record what they saw, the main thread checks.
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -478,6 +479,38 @@ bool same_place_as(const Tensor& a, const Tensor& b) {
   return a.shares_storage_with(b) && a.offset() == b.offset();
 }
 
+// Three iterations of `step` at 1..kMaxRanks thread ranks, each on a TinyGan wrapped whole
+// with gradients as bucket views. `step` gives two verdicts per iteration (named `what`);
+// both must hold at all three iterations on every rank.
+using ViewStep = std::function<std::array<bool, 2>(TinyGan&, dist::ProcessGroup&, int it)>;
+void check_view_steps(const std::array<const char*, 2>& what, const ViewStep& step) {
+  for (int n = 1; n <= kMaxRanks; ++n) {
+    INFO(n << " thread ranks");
+    std::vector<std::array<int, 2>> held(static_cast<size_t>(n), {0, 0});
+    run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
+      auto gan = std::make_shared<TinyGan>(3, /*dynamic=*/false);
+      DdpOptions options;
+      options.reducer.gradient_as_bucket_view = true;
+      DistributedDataParallel ddp(gan, g, options);
+      for (int it = 0; it < 3; ++it) {
+        const std::array<bool, 2> verdicts = step(*gan, *g, it);
+        for (size_t k = 0; k < 2; ++k) held[static_cast<size_t>(g->rank())][k] += verdicts[k] ? 1 : 0;
+      }
+    });
+    for (int r = 0; r < n; ++r) {
+      for (size_t k = 0; k < 2; ++k) {
+        INFO("rank " << r << ": " << what[k]);
+        CHECK(held[static_cast<size_t>(r)][k] == 3);
+      }
+    }
+  }
+}
+
+Variable loss_d_of(TinyGan& gan, const Variable& fake, const Tensor& real) {
+  return mean(softplus(gan.discriminator->run(fake.detach(), false))) +
+         mean(softplus(-gan.discriminator->run(Variable(real), false)));
+}
+
 }  // namespace
 
 TEST_CASE("threads: with gradients as bucket views, the D and G phases lie in regions of their own",
@@ -485,87 +518,48 @@ TEST_CASE("threads: with gradients as bucket views, the D and G phases lie in re
   // flat_layout.h: a phase of one part's parameters lies in that part's region of the flat
   // storage, so D's gradients, views of it after the D step, stay where they are (not
   // copied) through the G step, and G's through the next D step.
-  for (int n = 1; n <= kMaxRanks; ++n) {
-    INFO(n << " thread ranks");
-    std::vector<int> kept(static_cast<size_t>(n), 0), in_place(static_cast<size_t>(n), 0);
-    run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
-      auto gan = std::make_shared<TinyGan>(3, /*dynamic=*/false);
-      DdpOptions options;
-      options.reducer.gradient_as_bucket_view = true;
-      DistributedDataParallel ddp(gan, g, options);
-      const std::vector<Variable> d = gan->discriminator->parameters(), gen = gan->generator->parameters();
-      int& k = kept[static_cast<size_t>(g->rank())];
-      int& v = in_place[static_cast<size_t>(g->rank())];
-      for (int it = 0; it < 3; ++it) {
-        Tensor z = slice_rows(random_tensor({kGlobalBatch, 4}, 60 + it), g->rank(), g->size());
-        Tensor real = slice_rows(random_tensor({kGlobalBatch, 3}, 70 + it), g->rank(), g->size());
-        Variable fake = gan->generator->forward(Variable(z));
-        Variable loss_d = mean(softplus(gan->discriminator->run(fake.detach(), false))) +
-                          mean(softplus(-gan->discriminator->run(Variable(real), false)));
+  check_view_steps(
+      {"D's gradients kept", "D's gradients in place"}, [](TinyGan& gan, dist::ProcessGroup& g, int it) {
+        const std::vector<Variable> d = gan.discriminator->parameters(), gen = gan.generator->parameters();
+        Tensor z = slice_rows(random_tensor({kGlobalBatch, 4}, 60 + it), g.rank(), g.size());
+        Tensor real = slice_rows(random_tensor({kGlobalBatch, 3}, 70 + it), g.rank(), g.size());
+        Variable fake = gan.generator->forward(Variable(z));
         for (const Variable& p : d) Variable(p).set_grad(Tensor());
-        loss_d.backward();
+        loss_d_of(gan, fake, real).backward();
         const std::vector<Tensor> d_views = grad_views(d), d_after = grads_of(d);
         for (const Variable& p : gen) Variable(p).set_grad(Tensor());
-        mean(softplus(-gan->discriminator->run(fake, false))).backward({.inputs = gen});
-        if (same_bits(grads_of(d), d_after)) ++k;
+        mean(softplus(-gan.discriminator->run(fake, false))).backward({.inputs = gen});
         bool same_place = true;
         for (size_t i = 0; i < d.size(); ++i)
           same_place = same_place && same_place_as(d[i].grad(), d_views[i]);
-        if (same_place) ++v;
-      }
-    });
-    for (int r = 0; r < n; ++r) {
-      INFO("rank " << r);
-      CHECK(kept[static_cast<size_t>(r)] == 3);
-      CHECK(in_place[static_cast<size_t>(r)] == 3);
-    }
-  }
+        return std::array<bool, 2>{same_bits(grads_of(d), d_after), same_place};
+      });
 }
 
 TEST_CASE(
     "threads: with gradients as bucket views, a phase over both parts leaves the gradients of another phase "
-    "as "
-    "they were",
+    "as they were",
     "[reducer][threads][phases]") {
   // A G step backed through D as well (no inputs) is one phase over both parts: it lies
   // over the whole flat storage, D's region included. Its G gradients, views of it, must
   // survive the next D step, whose buckets lie in D's region.
-  for (int n = 1; n <= kMaxRanks; ++n) {
-    INFO(n << " thread ranks");
-    std::vector<int> kept(static_cast<size_t>(n), 0), moved(static_cast<size_t>(n), 0);
-    run_reducer_ranks(n, [&](std::shared_ptr<dist::ProcessGroup> g) {
-      auto gan = std::make_shared<TinyGan>(3, /*dynamic=*/false);
-      DdpOptions options;
-      options.reducer.gradient_as_bucket_view = true;
-      DistributedDataParallel ddp(gan, g, options);
-      const std::vector<Variable> d = gan->discriminator->parameters(), gen = gan->generator->parameters();
-      int& k = kept[static_cast<size_t>(g->rank())];
-      int& m = moved[static_cast<size_t>(g->rank())];
-      for (int it = 0; it < 3; ++it) {
-        Tensor z = slice_rows(random_tensor({kGlobalBatch, 4}, 80 + it), g->rank(), g->size());
-        Tensor real = slice_rows(random_tensor({kGlobalBatch, 3}, 90 + it), g->rank(), g->size());
-        Variable fake = gan->generator->forward(Variable(z));
-        for (const Variable& p : gan->parameters()) Variable(p).set_grad(Tensor());
-        mean(softplus(-gan->discriminator->run(fake, false))).backward();  // G and D
-        const std::vector<Tensor> g_views = grad_views(gen), g_after = grads_of(gen);
-        Variable loss_d = mean(softplus(gan->discriminator->run(fake.detach(), false))) +
-                          mean(softplus(-gan->discriminator->run(Variable(real), false)));
-        for (const Variable& p : d) Variable(p).set_grad(Tensor());
-        loss_d.backward();
-        if (same_bits(grads_of(gen), g_after)) ++k;
-        // Else the test proves nothing: D's buckets did not lie where G's gradients were.
-        bool any_moved = false;
-        for (size_t i = 0; i < gen.size(); ++i)
-          any_moved = any_moved || !same_place_as(gen[i].grad(), g_views[i]);
-        if (any_moved) ++m;
-      }
-    });
-    for (int r = 0; r < n; ++r) {
-      INFO("rank " << r);
-      CHECK(kept[static_cast<size_t>(r)] == 3);
-      CHECK(moved[static_cast<size_t>(r)] == 3);
-    }
-  }
+  check_view_steps({"G's gradients kept", "G's gradients moved (else the test proves nothing)"},
+                   [](TinyGan& gan, dist::ProcessGroup& g, int it) {
+                     const std::vector<Variable> d = gan.discriminator->parameters(),
+                                                 gen = gan.generator->parameters();
+                     Tensor z = slice_rows(random_tensor({kGlobalBatch, 4}, 80 + it), g.rank(), g.size());
+                     Tensor real = slice_rows(random_tensor({kGlobalBatch, 3}, 90 + it), g.rank(), g.size());
+                     Variable fake = gan.generator->forward(Variable(z));
+                     for (const Variable& p : gan.parameters()) Variable(p).set_grad(Tensor());
+                     mean(softplus(-gan.discriminator->run(fake, false))).backward();  // G and D
+                     const std::vector<Tensor> g_views = grad_views(gen), g_after = grads_of(gen);
+                     for (const Variable& p : d) Variable(p).set_grad(Tensor());
+                     loss_d_of(gan, fake, real).backward();
+                     bool any_moved = false;
+                     for (size_t i = 0; i < gen.size(); ++i)
+                       any_moved = any_moved || !same_place_as(gen[i].grad(), g_views[i]);
+                     return std::array<bool, 2>{same_bits(grads_of(gen), g_after), any_moved};
+                   });
 }
 
 TEST_CASE("threads: a captured backward skips the agreement and its replays count as backwards",
