@@ -15,8 +15,9 @@
 //   part of the reduction is done. Unless unpacks(), the buffer then holds the averages;
 // - unpacks(): the averages reach their place only through unpack(bucket, grads), which
 //   writes them into grads (the bucket's gradients, defined, in layout order) or, with
-//   grads null, into the buffer. release(bucket) then precedes gradients that view the
-//   buffer (gradient_as_bucket_view): it returns once they may change it.
+//   grads null, into the buffer. release(bucket) then precedes any write to the buffer
+//   (gradients that view it, gradient_as_bucket_view; the non-finite scrub): it returns once
+//   the buffer may change.
 // Trace spans a transport records for a bucket carry trace::current_args(): the Reducer
 // scopes the bucket's arguments around launch, progress and wait.
 #pragma once

@@ -266,7 +266,7 @@ class Reducer : public BackwardObserver {
   // The averages of `b` into the gradients, or the gradients made views of the buffer;
   // `in_buffer`: the buffer holds them already (else its transport unpacks them).
   void write_averages(Bucket& b, bool in_buffer);
-  void check_finite(const Phase& phase);
+  void check_finite(Phase& phase);
   void abandon_sync();
   // One stderr line naming the PyTorch flags set that change nothing.
   void warn_ignored_options() const;

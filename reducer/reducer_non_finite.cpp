@@ -19,10 +19,13 @@ bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels
 
 }  // namespace
 
-void Reducer::check_finite(const Phase& phase) {
+void Reducer::check_finite(Phase& phase) {
   std::vector<std::string> bad;
-  for (const Bucket& b : phase.buckets) {
+  for (Bucket& b : phase.buckets) {
     if (all_finite(b.grad_bucket.buffer)) continue;
+    // Scrubbing writes the buffer, which the other ranks of a shared-memory bucket may still
+    // be reading this rank's reduced slice from: wait until they are done (bucket_transport.h).
+    if (options_.non_finite == NonFinitePolicy::scrub) b.transport->release(b);
     for (size_t k = 0; k < b.params.size(); ++k) {  // only on the failure path: per parameter
       size_t i = b.params[k];
       Tensor grad = b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape());
