@@ -307,10 +307,17 @@ heal_host() {
   ip netns exec "$switch_ns" tc qdisc del dev "host$i" root 2>/dev/null || true
   ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
   ip -n "$switch_ns" link set "host$i" up
-  # A job started before both ends report the link up fails to connect (Open MPI's TCP
-  # connect, "Operation now in progress"): wait for them, at most 10 s.
+  # Neighbour entries that failed while the link was broken are dropped, and the job waits
+  # until both ends' operational state (not the admin flag, which stays up) is UP and the
+  # bridge forwards the port: at most 10 s.
+  local n
+  for n in $(ip netns list | awk '{print $1}' | grep -E "^$cluster-(head|host[0-9]+)$"); do
+    ip -n "$n" neigh flush all 2>/dev/null || true
+  done
   for _ in $(seq 50); do
-    ip -n "$switch_ns" -br link show "host$i" | grep -qw UP && ip -n "$ns" -br link show eth0 | grep -qw UP && return 0
+    [ "$(ip -n "$switch_ns" -br link show "host$i" | awk '{print $2}')" = UP ] &&
+      [ "$(ip -n "$ns" -br link show eth0 | awk '{print $2}')" = UP ] &&
+      bridge -n "$switch_ns" link show dev "host$i" | grep -q "state forwarding" && return 0
     sleep 0.2
   done
   die "heal: the link of host $i is not up 10 s after it was set up"

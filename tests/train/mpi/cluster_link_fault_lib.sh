@@ -18,12 +18,13 @@ link_fault_args() {  # out dir: sets run_args
 job_on_cluster() { job_on_hosts "" 4 "$@"; }
 
 # job_on_hosts <hosts> <ranks> <out dir> [extra tandem-train args...]: the run on hosts
-# <hosts> (cluster.sh run --hosts; "": every host) with <ranks> ranks.
+# <hosts> (cluster.sh run --hosts; "": every host) with <ranks> ranks, stopped after
+# $job_timeout s (default 120).
 job_on_hosts() {
   local hosts="$1" ranks="$2" out="$3"; shift 3
   link_fault_args "$out"
   mkdir -p "$out.logs"
-  "$cluster_sh" run --timeout 120 ${hosts:+--hosts "$hosts"} -- "${forward_env[@]}" -np "$ranks" \
+  "$cluster_sh" run --timeout "${job_timeout:-120}" ${hosts:+--hosts "$hosts"} -- "${forward_env[@]}" -np "$ranks" \
     bash -c 'exec "$0" "$@" > "'"$out.logs"'/rank-$OMPI_COMM_WORLD_RANK.log" 2>&1' "${run_args[@]}" "$@"
 }
 
