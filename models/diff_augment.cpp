@@ -141,10 +141,7 @@ Tensor augment_uniforms(uint64_t seed, int64_t iteration, int64_t call, int64_t 
   TANDEM_CHECK(call >= 0 && first_row >= 0 && rows >= 0 && first_row + rows <= global_rows,
                "augment_uniforms: rows [" << first_row << ", " << first_row + rows << ") of " << global_rows
                                           << ", call " << call);
-  Tensor all = Tensor::empty({global_rows, kAugmentUniforms});
-  Generator gen = iteration_stream(augment_stream_key(seed, call), iteration);
-  fill_uniform(all, 0.0, 1.0, gen);
-  return all.narrow_rows(first_row, rows).clone();
+  return rand_rows({rows, kAugmentUniforms}, first_row, augment_stream_key(seed, call), iteration);
 }
 
 Variable diff_augment(const Variable& x, const AugmentPolicy& policy, double p, const Tensor& uniforms) {

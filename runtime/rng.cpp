@@ -39,11 +39,12 @@ void box_muller(uint32_t w1, uint32_t w2, double& n1, double& n2) {
   n2 = r * std::sin(theta);
 }
 
+// `skip` (0..3) words of the first block are dropped, as in fill_normal_impl.
 template <typename T>
-void fill_uniform_impl(T* p, int64_t n, double lo, double hi, Generator& gen) {
-  for (int64_t i = 0; i < n; i += 4) {
+void fill_uniform_impl(T* p, int64_t n, double lo, double hi, Generator& gen, int64_t skip = 0) {
+  for (int64_t i = -skip; i < n; i += 4) {
     auto block = gen.next_block();
-    for (int64_t j = 0; j < 4 && i + j < n; ++j) {
+    for (int64_t j = std::max<int64_t>(0, -i); j < 4 && i + j < n; ++j) {
       p[i + j] = static_cast<T>(
           lo + (hi - lo) * static_cast<double>(uniform_from_word(block[static_cast<size_t>(j)])));
     }
@@ -151,6 +152,19 @@ Tensor randn_rows(const Shape& shape, int64_t row_begin, uint64_t seed, int64_t 
   } else {
     fill_normal_impl(out.data<float>(), out.numel(), 0.0, 1.0, gen, first % 4);
   }
+  return out;
+}
+
+Tensor rand_rows(const Shape& shape, int64_t row_begin, uint64_t seed, int64_t iteration) {
+  TANDEM_CHECK(!shape.empty() && row_begin >= 0,
+               "rand_rows: needs a shape with a row dimension and row_begin >= 0, got "
+                   << shape_str(shape) << " from row " << row_begin);
+  Tensor out = Tensor::empty(shape, DType::f32);
+  const int64_t row_elements = shape[0] == 0 ? 0 : out.numel() / shape[0];
+  const int64_t first = row_begin * row_elements;  // the element of the global draw at out[0]
+  Generator gen = iteration_stream(seed, iteration);
+  gen.set_state({.seed = seed, .counter = gen.state().counter + static_cast<uint64_t>(first / 4)});
+  fill_uniform_impl(out.data<float>(), out.numel(), 0.0, 1.0, gen, first % 4);
   return out;
 }
 

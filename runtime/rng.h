@@ -69,9 +69,12 @@ void fill_normal(Tensor& t, double mean, double stddev, Generator& gen = default
 //   shape_per_rank[0] rows, rank r rows [r * B, (r + 1) * B) (the sampler's split).
 //   randn_global_rows(rows_per_rank, row_shape, ..., rank): uneven counts, rank r's rows
 //   following those of ranks 0..r-1 (a rank may hold none).
+// - rand_rows(shape, row_begin, seed, iteration): the same for fill_uniform(global, 0, 1,
+//   iteration_stream(seed, iteration)), float32.
 Generator iteration_stream(uint64_t seed, int64_t iteration);
 Tensor randn_rows(const Shape& shape, int64_t row_begin, uint64_t seed, int64_t iteration,
                   DType dtype = DType::f32);
+Tensor rand_rows(const Shape& shape, int64_t row_begin, uint64_t seed, int64_t iteration);
 Tensor randn_global_rows(const Shape& shape_per_rank, uint64_t seed, int64_t iteration, int rank, int world,
                          DType dtype = DType::f32);
 Tensor randn_global_rows(const std::vector<int64_t>& rows_per_rank, const Shape& row_shape, uint64_t seed,

@@ -78,3 +78,23 @@ TEST_CASE("randn_global_rows: each (seed, iteration) is its own stream", "[rng][
   CHECK_THROWS_WITH(randn_global_rows({4, 2}, 1, 0, 2, 2), Catch::Contains("rank 2 of 2"));
   CHECK_THROWS_WITH(iteration_stream(1, -1), Catch::Contains("iteration -1 is outside [0, 2^32)"));
 }
+
+TEST_CASE("rand_rows: any run of rows is bitwise those rows of the one-process uniform draw",
+          "[rng][noise]") {
+  // Rows of 3, 5 and 10 values: most runs start in the middle of a Philox block of four.
+  for (int64_t row : {3, 5, 10}) {
+    const int64_t total = 13;
+    Tensor global = Tensor::empty({total, row});
+    Generator gen = iteration_stream(99, 4);
+    fill_uniform(global, 0.0, 1.0, gen);
+    for (int64_t begin = 0; begin < total; ++begin) {
+      for (int64_t rows = 0; begin + rows <= total; rows += 3) {
+        INFO("rows [" << begin << ", " << begin + rows << ") of " << row << " values");
+        const Tensor part = rand_rows({rows, row}, begin, 99, 4);
+        REQUIRE(part.shape() == Shape{rows, row});
+        CHECK(std::memcmp(part.raw_data(), global.narrow_rows(begin, rows).clone().raw_data(),
+                          part.bytes()) == 0);
+      }
+    }
+  }
+}
