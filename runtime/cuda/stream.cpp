@@ -32,7 +32,11 @@ CudaStream::CudaStream() { TANDEM_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_,
 CudaStream::~CudaStream() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
-void CudaStream::synchronize() const { TANDEM_CHECK_CUDA(cudaStreamSynchronize(stream_)); }
+void CudaStream::synchronize(std::source_location where) const {
+  const int64_t t0 = host_cost::now_ns_if_counting();
+  TANDEM_CHECK_CUDA(cudaStreamSynchronize(stream_));
+  host_cost::note_sync(where, host_cost::now_ns_if_counting() - t0);
+}
 
 CudaEvent::CudaEvent(bool timing) {
   TANDEM_CHECK_CUDA(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
@@ -44,7 +48,11 @@ void CudaEvent::record(cudaStream_t stream) { TANDEM_CHECK_CUDA(cudaEventRecord(
 void CudaEvent::wait_on(cudaStream_t stream) const {
   TANDEM_CHECK_CUDA(cudaStreamWaitEvent(stream, event_, 0));
 }
-void CudaEvent::synchronize() const { TANDEM_CHECK_CUDA(cudaEventSynchronize(event_)); }
+void CudaEvent::synchronize(std::source_location where) const {
+  const int64_t t0 = host_cost::now_ns_if_counting();
+  TANDEM_CHECK_CUDA(cudaEventSynchronize(event_));
+  host_cost::note_sync(where, host_cost::now_ns_if_counting() - t0);
+}
 bool CudaEvent::done() const {
   cudaError_t rc = cudaEventQuery(event_);
   if (rc == cudaErrorNotReady) return false;

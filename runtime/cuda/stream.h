@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <source_location>
 #include <string>
 
 namespace tandem::cuda {
@@ -54,7 +55,8 @@ class CudaStream {
   CudaStream(const CudaStream&) = delete;
   CudaStream& operator=(const CudaStream&) = delete;
   cudaStream_t get() const { return stream_; }
-  void synchronize() const;
+  // A host wait: noted with the caller's site (runtime/host_cost.h).
+  void synchronize(std::source_location where = std::source_location::current()) const;
 
  private:
   cudaStream_t stream_ = nullptr;
@@ -69,7 +71,8 @@ class CudaEvent {
   cudaEvent_t get() const { return event_; }
   void record(cudaStream_t stream = compute_stream());
   void wait_on(cudaStream_t stream) const;  // `stream` waits for this event
-  void synchronize() const;
+  // A host wait: noted with the caller's site (runtime/host_cost.h).
+  void synchronize(std::source_location where = std::source_location::current()) const;
   bool done() const;
   float milliseconds_since(const CudaEvent& start) const;  // both recorded with timing
 

@@ -183,6 +183,7 @@ class NcclWork final : public Work {
   void synchronize() override {
     check_group();
     TANDEM_CHECK_CUDA(cudaSetDevice(group_->device));
+    const int64_t t0 = host_cost::now_ns_if_counting();
     // Polling with a growing sleep: cudaEventSynchronize cannot give up at a deadline.
     auto pause = std::chrono::microseconds(20);
     for (;;) {
@@ -204,6 +205,7 @@ class NcclWork final : public Work {
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
+    host_cost::note_sync(std::source_location::current(), host_cost::now_ns_if_counting() - t0);
     completed_.store(true);
   }
 
