@@ -47,8 +47,8 @@ void GanModel::update(OptimWrapperDict& optim_wrappers, const char* part, const 
 }
 
 double GanModel::log_value(const char* name, const Variable& v) {
-  if (active_capture() == nullptr) return v.item();
-  captured_log_[name] = v.data();  // the graph writes it at every replay
+  if (active_capture() == nullptr && !defer_log_reads) return v.item();
+  device_log_[name] = v.data();  // a graph writes it at every replay
   return std::numeric_limits<double>::quiet_NaN();
 }
 
@@ -60,8 +60,11 @@ Variable GanModel::augmented(const Variable& x, int64_t call) const {
   return reshape((*augment)(reshape(x, images), iteration_, call), x.shape());
 }
 
-LogVars GanModel::read_captured_log(LogVars log) const {
-  for (const auto& [name, value] : captured_log_) log[name] = value.item();
+LogVars GanModel::read_device_log(LogVars log) const {
+  for (const auto& [name, value] : device_log_) {
+    auto entry = log.find(name);
+    if (entry != log.end() && std::isnan(entry->second)) entry->second = value.item();
+  }
   return log;
 }
 
@@ -83,7 +86,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
                              << ") change it from one iteration to the next");
     TANDEM_CHECK(!augment, type_name() << ": augmentation draws its parameters on the host at every "
                                           "iteration; a step captured into a CUDA graph cannot repeat that");
-    captured_log_.clear();
+    device_log_.clear();
   }
   const bool r1_every_step = o.r1_gamma > 0 && o.r1_every == 1;
   std::optional<trace::Span> forward_d(std::in_place, "train", "forward (D step)");
@@ -107,7 +110,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
     Variable gp = wgan_gp_penalty(discriminate(x_hat), x_hat);
     total_d = total_d + o.gp_lambda * gp;
     log["gp"] = log_value("gp", gp);
-    log["wdist"] = active_capture() != nullptr ? log_value("wdist", -loss_d) : -loss_d.item();
+    log["wdist"] = log_value("wdist", -loss_d);
   }
   if (r1_every_step) {
     Variable r1 = r1_penalty(d_real, real);
@@ -138,7 +141,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
     Variable x(real.data(), /*requires_grad=*/true);
     Variable r1 = r1_penalty(discriminate(augmented(x, kAugmentReal)), x);
     update(optim_wrappers, "discriminator", static_cast<double>(o.r1_every) * o.r1_gamma / 2 * r1);
-    last_r1_ = r1.item();
+    last_r1_ = log_value("r1", r1);
   }
   if (o.r1_gamma > 0) log["r1"] = last_r1_;
 

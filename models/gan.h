@@ -44,11 +44,15 @@
 //   rank calls it with the same i, so every rank uses the same parameters.
 // - Losses: non-saturating (softplus) by default, hinge and wgan-gp (critic: mean D(fake) -
 //   mean D(real); generator: -mean D(fake)) as options.
-// - Inside a step captured into a CUDA graph (runtime/step_capture.h) train_step reads no
-//   value on the host: its log holds NaN for loss_d, loss_g, gp, wdist and r1, and the
-//   tensors the graph writes them into are kept; read_captured_log(log) fills those
-//   entries from the latest launch (it waits for the device). n_critic > 1 and lazy R1
-//   change the step from one iteration to the next and are refused in a capture.
+// - Inside a step captured into a CUDA graph (runtime/step_capture.h), and in every step
+//   while defer_log_reads is set, train_step reads no value on the host: its log holds NaN
+//   for loss_d, loss_g, gp, wdist and r1, and the tensors they are computed into are kept;
+//   read_device_log(log) fills those entries from the latest step (or launch) that wrote
+//   each (it waits for the device). A GPU step that reads its losses on the host waits for
+//   the device twice per step (runtime/host_cost.h); a training loop that logs every N
+//   steps sets defer_log_reads and reads at its log points. Under gradient accumulation the
+//   deferred loss_g is that of the last micro-step. n_critic > 1 and lazy R1 change the
+//   step from one iteration to the next and are refused in a capture.
 // - augment (diff_augment.h), when set, is applied to every batch D sees: (*augment)(x,
 //   iteration, call) on D's reals (kAugmentReal; R1, lazy R1 and WGAN-GP's interpolates
 //   take those augmented reals too, R1 differentiating through the augmentation back to the
@@ -141,8 +145,9 @@ class GanModel : public DataParallelModel {
   Variable loss_g(const Variable& fake);
 
   GanObjective objective = {};
-  // After a launch of a captured step: `log` (the capture's) with the values it wrote.
-  LogVars read_captured_log(LogVars log) const;
+  // `log` (a deferred step's, or a capture's) with the values its step wrote (see above).
+  LogVars read_device_log(LogVars log) const;
+  bool defer_log_reads = false;
 
   // Called with each loss right before its backward when set: the MMGeneration-style
   // explicit reducer.prepare_for_backward(loss, inputs).
@@ -158,13 +163,14 @@ class GanModel : public DataParallelModel {
   // An update of one part: zero_grad, before_backward, backward and step.
   void update(OptimWrapperDict& optim_wrappers, const char* part, const Variable& loss);
 
-  // v's value for the log: now, or NaN inside a capture (the tensor kept in captured_log_).
+  // v's value for the log: now, or NaN inside a capture or with defer_log_reads (the
+  // tensor kept in device_log_).
   double log_value(const char* name, const Variable& v);
   // x through augment for this iteration's `call`, or x when no augment is set.
   Variable augmented(const Variable& x, int64_t call) const;
 
   std::vector<Variable> pending_fakes_;  // G's micro-batches waiting for D's step
-  std::map<std::string, Tensor> captured_log_;
+  std::map<std::string, Tensor> device_log_;
   double last_loss_g_ = 0.0, last_r1_ = 0.0;
 };
 

@@ -89,7 +89,7 @@ LogVars GraphedGanStep::step(const Batch& batch, int64_t iteration) {
       s.graph->capture([&] { s.captured_log = s.wrapped.train_step(s.inputs); });
       s.graph->launch();  // the captured iteration itself
       wait_for_launch(*s.graph, s.wrapped, iteration);
-      return s.wrapped.model().read_captured_log(s.captured_log);
+      return s.wrapped.model().read_device_log(s.captured_log);
     }
     case StepMode::replay:
       copy_defined(s.inputs.inputs, batch.inputs);
@@ -97,7 +97,7 @@ LogVars GraphedGanStep::step(const Batch& batch, int64_t iteration) {
       copy_defined(s.inputs.aux, batch.aux);
       s.graph->launch();
       wait_for_launch(*s.graph, s.wrapped, iteration);
-      return s.wrapped.model().read_captured_log(s.captured_log);
+      return s.wrapped.model().read_device_log(s.captured_log);
   }
   return {};
 }

@@ -20,7 +20,7 @@
 //   on the host from (seed, rank, iteration) (batch_maker.h), so nothing random runs inside
 //   the graph and each replay uses its iteration's own numbers.
 // - The log is read after each launch from the tensors the graph wrote
-//   (GanModel::read_captured_log): it waits for the device, as the eager step's .item()
+//   (GanModel::read_device_log): it waits for the device, as the eager step's .item()
 //   does. That wait has the process group's timeout: a launch not done by then (a rank
 //   gone, its collectives never matched) ends the job through abort_on_timeout, with a
 //   message naming the captured step and its iteration.

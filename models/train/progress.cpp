@@ -60,12 +60,17 @@ Progress::Progress(int64_t total, std::ostream& out, ProgressOptions options)
 
 Progress::~Progress() { finish(); }
 
+bool Progress::due(int64_t iteration) const {
+  if (options_.rank != 0) return false;
+  const double seconds = std::chrono::duration<double>(options_.now() - last_time_).count();
+  return seconds >= (in_place_ ? options_.refresh_s : options_.interval_s) || iteration >= total_;
+}
+
 void Progress::update(int64_t iteration, const Scalars& scalars) {
-  if (options_.rank != 0) return;
+  if (!due(iteration)) return;
   const auto now = options_.now();
   const double seconds = std::chrono::duration<double>(now - last_time_).count();
   const bool last = iteration >= total_;
-  if (seconds < (in_place_ ? options_.refresh_s : options_.interval_s) && !last) return;
   const double its = seconds > 0 ? static_cast<double>(iteration - last_iteration_) / seconds : 0.0;
   const std::string text = progress_text(iteration, total_, its, scalars);
   if (in_place_) {

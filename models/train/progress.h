@@ -58,6 +58,8 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   bool in_place() const { return in_place_; }
+  // Whether update(iteration) would print now (so that the caller reads its scalars only then).
+  bool due(int64_t iteration) const;
   void update(int64_t iteration, const Scalars& scalars = {});
   void finish();
   void clear();

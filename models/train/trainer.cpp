@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include "autograd/lr_scheduler.h"
 #include "kernels/conv_algorithm.h"
@@ -31,6 +33,7 @@
 #include "models/wrapped_gan.h"
 #include "reducer/sync_batch_norm.h"
 #include "runtime/dist/trace_collect.h"
+#include "runtime/host_cost.h"
 #include "runtime/trace_json.h"
 #include "runtime/trace_summary.h"
 
@@ -210,6 +213,33 @@ void write_trace(const std::string& path, dist::ProcessGroup& world, std::vector
   }
 }
 
+// Where a step's host time goes (tandem-train --trace): making and staging the batch, the
+// training step's calls (the GPU's work is queued, except where the host waits for it), and
+// the rest of the step block (EMA, bookkeeping), from the step block's start to its end.
+struct HostSplit {
+  double data_s = 0, step_s = 0, block_s = 0;
+  int64_t steps = 0;
+  Clock::time_point begin;
+  void add(Clock::time_point t_begin, Clock::time_point t_data, Clock::time_point t_step) {
+    begin = t_begin;
+    data_s += std::chrono::duration<double>(t_data - t_begin).count();
+    step_s += std::chrono::duration<double>(t_step - t_data).count();
+  }
+  void end_step(Clock::time_point t_end) {
+    block_s += std::chrono::duration<double>(t_end - begin).count();
+    ++steps;
+  }
+  std::string line() const {
+    const double n = static_cast<double>(std::max<int64_t>(steps, 1)) / 1000.0;
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "host time per step (log points aside): %.3f ms, of which making and staging the batch "
+                  "%.3f ms, the training step's calls %.3f ms, EMA and the rest %.3f ms",
+                  block_s / n, data_s / n, step_s / n, (block_s - data_s - step_s) / n);
+    return text;
+  }
+};
+
 // The median over logged intervals, or the whole loop's mean when none was timed.
 double ms_per_step(const StepTimer& timer, double seconds, int64_t iterations) {
   if (std::optional<double> median = timer.median_ms_per_step()) return *median;
@@ -284,6 +314,9 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
 
   std::shared_ptr<GanModel> model = make_gan(gan_config(o));
   model->to(device);  // before the wrapper and optimizers take their handles
+  // Losses stay on the device until a log point (or the progress line) reads them: a GPU
+  // step that read them would wait for the device twice per step (GanModel::defer_log_reads).
+  model->defer_log_reads = true;
   // Made on the CPU; on a GPU the prefetcher uploads each one a step ahead from pinned memory.
   const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), Device::cpu(),
                                               model->data_shape(), is_rank0 ? &out : nullptr);
@@ -359,12 +392,18 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   StepTimer timer;
   std::vector<trace::PhaseSummary> trace_dropped;  // --trace: rank 0's summary of the steps it dropped
   if (!o.trace.empty()) start_trace(o.trace_steps, *world, trace_dropped);
+  // --trace also counts what the steps cost the host (runtime/host_cost.h), log points aside.
+  if (!o.trace.empty()) host_cost::start();
+  host_cost::set_counting(false);
   BatchPrefetcher prefetcher(batches, device);
+  HostSplit host_split;  // printed with --trace
   timer.start(loop_start, wrapped.total_bytes());
   for (int64_t it = start; it < o.iters; ++it) {
     LogVars log;
     double lr_used = 0;
     {
+      if (!o.trace.empty()) host_cost::set_counting(true);
+      const auto t_begin = Clock::now();
       trace::begin_step(it);
       trace::Span step("train", "step");
       if (step.on()) step.set_args({trace::arg("iteration", it)});
@@ -372,8 +411,10 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       std::optional<trace::Span> data(std::in_place, "train", "data");
       Batch batch = prefetcher.take(it, it + 1 < o.iters ? it + 1 : -1);
       data.reset();
+      const auto t_data = Clock::now();
       if (ada) model->augment->set_p(ada->p());
       log = graphed ? graphed->step(batch, it) : wrapped.train_step(batch);
+      host_split.add(t_begin, t_data, Clock::now());
       lr_used = wrapped.opt_d().lr();
       if (o.on_nonfinite == OnNonFinite::scrub) {  // elements so far, equal on every rank
         const WrappedGan::Scrubbed scrubbed = wrapped.scrubbed_elements();
@@ -382,6 +423,8 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       }
       ema.update(it);
     }
+    host_cost::set_counting(false);
+    host_split.end_step(Clock::now());
     timer.step();
 
     const int64_t done = it + 1;
@@ -395,6 +438,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
     }
     const bool log_point = done % o.log_every == 0 || last;
     if (progress && log_point) progress->clear();  // the log point's lines take its place
+    if ((progress && !log_point && progress->due(done)) || log_point) log = model->read_device_log(log);
     if (progress && !log_point)
       progress->update(done, {{"loss_d", log["loss_d"]}, {"loss_g", log["loss_g"]}});
     if (log_point) {
@@ -448,7 +492,13 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   }
   // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).
   world->barrier("end of training")->wait();
-  if (!o.trace.empty()) write_trace(o.trace, *world, std::move(trace_dropped), o.iters - start, out);
+  if (!o.trace.empty()) {
+    write_trace(o.trace, *world, std::move(trace_dropped), o.iters - start, out);
+    const host_cost::Record host = host_cost::stop();
+    if (is_rank0)
+      out << "rank 0 " << host_split.line() << "\n"
+          << "rank 0 " << host_cost::per_step_table(host, o.iters - start, "");
+  }
 
   result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
   result.iterations = o.iters - start;

@@ -1,10 +1,12 @@
 // A GAN's objective: which updates an iteration runs (n_critic, lazy R1), what it logs, and
 // the objectives make_gan refuses.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "autograd/optim.h"
 #include "models/gan.h"
 #include "models/wrapped_gan.h"
+#include "runtime/host_cost.h"
 #include "runtime/rng.h"
 
 using namespace tandem;
@@ -66,6 +68,39 @@ TEST_CASE("wgan-gp logs its penalty and the critic's Wasserstein estimate", "[ga
   no_mix.aux = Tensor();
   CHECK_THROWS_WITH(wrapped.train_step(no_mix),
                     Catch::Contains("wgan-gp: the batch carries no interpolation"));
+}
+
+// defer_log_reads (tandem-train's loop): a step reads nothing on the host (on a GPU each read
+// waits for the device), its log holds NaN placeholders, and read_device_log fills them with
+// the values a step that read them at once logs: the latest G loss on iterations without a
+// G step, lazy R1's latest penalty, WGAN-GP's terms.
+TEST_CASE("deferred log reads: no host read in the step, the same values read later", "[gan][objective]") {
+  for (const GanConfig& config :
+       {GanConfig{.model = "ring8-mlp", .objective = {.n_critic = 2, .r1_gamma = 1.0, .r1_every = 3}},
+        GanConfig{.model = "ring8-mlp", .objective = {.loss = GanLoss::wgan_gp}}}) {
+    auto now = make_gan(config), later = make_gan(config);
+    later->defer_log_reads = true;
+    WrappedGan wrapped_now(now, nullptr, alone()), wrapped_later(later, nullptr, alone());
+    for (int64_t it = 0; it < 7; ++it) {
+      INFO("iteration " << it << ", loss "
+                        << (config.objective.loss == GanLoss::wgan_gp ? "wgan-gp" : "bce"));
+      now->set_iteration(it);
+      later->set_iteration(it);
+      const LogVars want = wrapped_now.train_step(ring8_batch(static_cast<uint64_t>(it)));
+      host_cost::start();
+      const LogVars deferred = wrapped_later.train_step(ring8_batch(static_cast<uint64_t>(it)));
+      const host_cost::Record reads = host_cost::stop();
+      INFO(host_cost::per_step_table(reads, 1, ""));
+      CHECK(reads.host_reads == 0);
+      CHECK(std::isnan(deferred.at("loss_d")));
+      const LogVars got = later->read_device_log(deferred);
+      REQUIRE(got.size() == want.size());
+      for (const auto& [name, value] : want) {
+        INFO(name);
+        CHECK(got.at(name) == value);  // bitwise: the same tensors, read later
+      }
+    }
+  }
 }
 
 TEST_CASE("make_gan refuses an objective out of range, naming the setting", "[gan][objective][errors]") {

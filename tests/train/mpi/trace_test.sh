@@ -7,7 +7,8 @@
 # thread, wait, unpack) lies inside its training step's span and its backward's sync span;
 # within each backward the buckets launch, and are reduced, in index order 0, 1, ...; the
 # bytes-in-flight counter is back at 0 after every backward; rank 0 prints each phase's
-# summary. With --trace-steps N a longer run keeps the last N steps: the file holds those
+# summary, the host's time and cost per step, and that a step reads no tensor value on the
+# host. With --trace-steps N a longer run keeps the last N steps: the file holds those
 # (valid as above), as many events at 120 iterations as at 40, while the summary lines
 # count every step. An unwritable --trace ends the job at start, naming the flag and the file.
 set -uo pipefail
@@ -25,6 +26,14 @@ for phase in "mlp: 6 of 14 parameters (discriminator)" "mlp: 6 of 14 parameters 
   grep -qF "rank 0 trace: $phase: 6 synced backwards; overlap " "$log" ||
     { cat "$log"; fail "no summary line for $phase"; }
 done
+# What the steps cost the host (runtime/host_cost.h): the losses stay where they were made
+# until a log point reads them, so a step reads no tensor value on the host (on a GPU each
+# read is a wait for the device).
+grep -q "^rank 0 host time per step (log points aside): [0-9.]* ms, of which making and staging the batch" "$log" ||
+  { cat "$log"; fail "no host time line"; }
+grep -qF "rank 0 host cost per step (6 steps):" "$log" || { cat "$log"; fail "no host cost table"; }
+reads=$(sed -n 's/^ *host reads of tensor values (item, to_vector) *\([0-9.]*\).*/\1/p' "$log")
+[ "$reads" = "0.00" ] || { cat "$log"; fail "the steps read ${reads:-?} tensor values per step on the host, not 0"; }
 
 # check_trace <file> <steps> <first iteration>: the file holds both ranks' timelines of
 # <steps> steps from <first iteration> on, as described above; prints its event count.
