@@ -29,6 +29,9 @@
 //   after the host wrote the constants and before the update read them.
 //   write_graph_scalars(array, device, values) copies the constants in before a launch (a
 //   synchronous copy on the legacy stream, which the graph's launch follows).
+//   With TANDEM_FAULT_GRAPH_SCALARS_FROM_POOL set in the environment the array is taken
+//   from the capture's pool as it once was: the defect, put back on purpose so that the GPU
+//   proof (scripts/gpu_proof.sh) can show its test fail. Never set it otherwise.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +70,7 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
 void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& momentum_buffers, const SgdStep& step);
 
+inline constexpr const char* kGraphScalarsFaultEnv = "TANDEM_FAULT_GRAPH_SCALARS_FROM_POOL";
 double* graph_scalars_array(StepCapture& capture, Device device, size_t count);
 void write_graph_scalars(double* array, Device device, const std::vector<double>& values);
 

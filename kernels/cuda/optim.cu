@@ -1,12 +1,14 @@
 // Adam and SGD: one launch of the multi-tensor kernel (multi_tensor.cuh) updates a whole
 // parameter group. The updates are written in its rounded operations (no FMA contraction).
 #include <cstddef>
+#include <cstdlib>
 #include <memory>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/cuda/optim_cuda.h"
+#include "kernels/optim.h"
 
 namespace tandem::kernels::cuda {
 
@@ -157,6 +159,11 @@ void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
 
 double* graph_scalars_array(StepCapture& capture, Device device, size_t count) {
   TANDEM_CHECK_CUDA(cudaSetDevice(device.index));
+  if (std::getenv(kGraphScalarsFaultEnv) != nullptr) {  // the defect, for the GPU proof (kernels/optim.h)
+    auto pooled = std::make_shared<Tensor>(Tensor::empty({static_cast<int64_t>(count)}, DType::f64, device));
+    capture.keep_alive(pooled);
+    return static_cast<double*>(pooled->raw_data());
+  }
   void* array = nullptr;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // not a stream operation
   TANDEM_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
