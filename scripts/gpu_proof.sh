@@ -68,7 +68,7 @@ if [ "$mode" = pack ]; then
   cp -r /usr/include/catch2 "$carry/usr/include/"
   cp -r /usr/lib/cmake/Catch2 "$carry/usr/lib/cmake/"
   cp /usr/lib/libCatch2WithMain.a "$carry/usr/lib/"  # its CMake targets name it
-  echo "gpu_proof.sh: packed $(du -sh "$carry" | cut -f1) into $carry ($(du -sh "$carry/bin" | cut -f1) of binaries;" \
+  echo "gpu_proof.sh: packed $(du -sh "$carry" | cut -f1) into $carry ($(du -sh "$carry/bin.tar.xz" | cut -f1) of binaries in xz;" \
     "the tree with it: $(( ($(du -sb "$carry" | cut -f1) + $(git -C "$TANDEM_ROOT" ls-files -z | du -cb --files0-from=- | tail -n 1 | cut -f1)) / 1048576 )) MiB of 64)"
   exit 0
 fi
