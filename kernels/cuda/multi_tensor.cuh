@@ -34,8 +34,14 @@ constexpr int kThreads = 512;
 constexpr int64_t kAlign = 4;        // elements: 16 bytes of float32
 constexpr int kSharedStarts = 4096;  // slot starts a block keeps in shared memory
 constexpr int kMaxPointers = 4;
-constexpr int kStagingSlots = 4;
-constexpr int kCacheEntries = 16;
+// A step issues some 30 multi-tensor launches whose descriptors are new (temporaries'
+// pointers): a ring of 4 staging buffers made the host wait, several times a step, for a
+// copy queued behind the step's kernels (kernel_floor_bench's host costs: 33 waits and
+// 9.6 ms per dcgan64 step on an H200). 64 buffers hold two steps' uploads: the copy a
+// reused buffer waits for is then long done, unless the host runs two steps ahead.
+constexpr int kStagingSlots = 64;
+constexpr size_t kStagingMinBytes = 16 * 1024;  // a buffer's first size: no regrowth (cudaFreeHost waits)
+constexpr int kCacheEntries = 64;
 
 struct Slot {
   void* ptr[kMaxPointers];
@@ -48,7 +54,8 @@ struct Slot {
 // (every optimizer step, every bucket), so the last kCacheEntries arrays stay on the
 // device and a call whose descriptors are byte-for-byte those of a cached array launches
 // at once; otherwise the least recently used entry is rewritten through a ring of pinned
-// host buffers (a buffer is reused once its previous copy has finished). Rewriting an
+// host buffers (a buffer is reused once its previous copy has finished: a host wait,
+// which the ring's length keeps from waiting for the current step's kernels). Rewriting an
 // entry is safe: the copy is ordered after every kernel that read it on the compute stream.
 struct Staging {
   struct Entry {
@@ -95,7 +102,7 @@ struct Staging {
     } else {
       copied[k] = std::make_unique<tandem::cuda::CudaEvent>();
     }
-    host[k].reserve(bytes);
+    host[k].reserve(std::max(bytes, kStagingMinBytes));
     std::memcpy(host[k].data(), slots.data(), bytes);
     TANDEM_CHECK_CUDA(cudaMemcpyAsync(e.array, host[k].data(), bytes, cudaMemcpyHostToDevice,
                                       tandem::cuda::compute_stream()));

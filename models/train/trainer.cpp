@@ -392,9 +392,11 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   StepTimer timer;
   std::vector<trace::PhaseSummary> trace_dropped;  // --trace: rank 0's summary of the steps it dropped
   if (!o.trace.empty()) start_trace(o.trace_steps, *world, trace_dropped);
-  // --trace also counts what the steps cost the host (runtime/host_cost.h), log points aside.
+  // --trace also counts what the steps cost the host (runtime/host_cost.h), log points and
+  // the first steps aside (their allocations, cuDNN's plans and the like are the warm-up's).
   if (!o.trace.empty()) host_cost::start();
   host_cost::set_counting(false);
+  const int64_t count_from = start + std::min<int64_t>(5, (o.iters - start) / 4);
   BatchPrefetcher prefetcher(batches, device);
   HostSplit host_split;  // printed with --trace
   timer.start(loop_start, wrapped.total_bytes());
@@ -402,7 +404,8 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
     LogVars log;
     double lr_used = 0;
     {
-      if (!o.trace.empty()) host_cost::set_counting(true);
+      const bool counted = !o.trace.empty() && it >= count_from;
+      if (counted) host_cost::set_counting(true);
       const auto t_begin = Clock::now();
       trace::begin_step(it);
       trace::Span step("train", "step");
@@ -414,7 +417,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       const auto t_data = Clock::now();
       if (ada) model->augment->set_p(ada->p());
       log = graphed ? graphed->step(batch, it) : wrapped.train_step(batch);
-      host_split.add(t_begin, t_data, Clock::now());
+      if (counted) host_split.add(t_begin, t_data, Clock::now());
       lr_used = wrapped.opt_d().lr();
       if (o.on_nonfinite == OnNonFinite::scrub) {  // elements so far, equal on every rank
         const WrappedGan::Scrubbed scrubbed = wrapped.scrubbed_elements();
@@ -424,7 +427,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       ema.update(it);
     }
     host_cost::set_counting(false);
-    host_split.end_step(Clock::now());
+    if (!o.trace.empty() && it >= count_from) host_split.end_step(Clock::now());
     timer.step();
 
     const int64_t done = it + 1;
@@ -497,7 +500,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
     const host_cost::Record host = host_cost::stop();
     if (is_rank0)
       out << "rank 0 " << host_split.line() << "\n"
-          << "rank 0 " << host_cost::per_step_table(host, o.iters - start, "");
+          << "rank 0 " << host_cost::per_step_table(host, o.iters - count_from, "");
   }
 
   result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();

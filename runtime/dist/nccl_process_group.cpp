@@ -392,6 +392,7 @@ NcclProcessGroup::NcclProcessGroup(MPI_Comm comm, int device, std::string name)
   TANDEM_CHECK_CUDA(cudaEventCreateWithFlags(&g.ready, cudaEventDisableTiming));
   TANDEM_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&g.scratch), sizeof(float)));
   TANDEM_CHECK_NCCL(ncclCommInitRank(&g.comm, size(), id, rank()));
+  host_ = std::make_shared<MpiProcessGroup>(comm, this->name() + " (host)");
   g.watchdog = std::thread([state = state_.get()] { state->watch(); });
   trace::add_flusher(state_.get(), [state = state_.get()] {
     std::lock_guard<std::mutex> lock(state->mu);
@@ -425,6 +426,11 @@ NcclProcessGroup::~NcclProcessGroup() {
     auto lock = detail::lock_mpi();
     MPI_Comm_free(&g.mpi_comm);
   }
+}
+
+ProcessGroup& NcclProcessGroup::host_group() {
+  host_->set_timeout(timeout());
+  return *host_;
 }
 
 void NcclProcessGroup::set_stream(cudaStream_t stream) { state_->caller.store(stream); }

@@ -27,6 +27,8 @@
 //   inside CUDA, where no exception can reach it.
 // - dtypes float32, float64, float16, bfloat16 for every op; avg is NCCL's ncclAvg;
 //   int32, int64 and uint8 for every op but avg.
+// - host_group() is an MpiProcessGroup over the same ranks, for collectives of host values
+//   (process_group.h), with this group's timeout.
 // - Destruction waits at most the group's timeout for outstanding work, then destroys the
 //   NCCL communicator; stuck work ends the job through abort_on_timeout.
 #pragma once
@@ -65,6 +67,8 @@ class NcclProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> allgather_flat(Tensor& out, const Tensor& in, const std::string& tag = {}) override;
   std::shared_ptr<Work> barrier(const std::string& tag = {}) override;
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
+  // An MPI group over the same ranks (made by the constructor, named "<name> (host)").
+  ProcessGroup& host_group() override;
 
   // The caller's stream for operations issued afterwards.
   void set_stream(cudaStream_t stream);
@@ -74,6 +78,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
  private:
   std::shared_ptr<detail::NcclGroupState> state_;
+  std::shared_ptr<ProcessGroup> host_;  // host_group()
 };
 
 }  // namespace tandem::dist

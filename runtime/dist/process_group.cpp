@@ -158,11 +158,13 @@ void through_device(ProcessGroup& group, Tensor& host, Collective&& collective) 
 }  // namespace
 
 void allreduce_host(ProcessGroup& group, Tensor& host, ReduceOp op, const std::string& tag) {
-  through_device(group, host, [&](Tensor& t) { return group.allreduce(t, op, tag); });
+  ProcessGroup& on = group.host_group();
+  through_device(on, host, [&](Tensor& t) { return on.allreduce(t, op, tag); });
 }
 
 void broadcast_host(ProcessGroup& group, Tensor& host, int root, const std::string& tag) {
-  through_device(group, host, [&](Tensor& t) { return group.broadcast(t, root, tag); });
+  ProcessGroup& on = group.host_group();
+  through_device(on, host, [&](Tensor& t) { return on.broadcast(t, root, tag); });
 }
 
 std::string broadcast_string(ProcessGroup& group, const std::string& text, int root, const std::string& tag) {

@@ -116,6 +116,12 @@ class ProcessGroup {
                                                const std::string& tag = {}) = 0;
   virtual std::shared_ptr<Work> barrier(const std::string& tag = {}) = 0;
   virtual std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) = 0;
+  // The group that runs collectives of host values (allreduce_host and the others below)
+  // over the same ranks, with this group's timeout: the group itself when its tensors live
+  // on the CPU. A GPU group answers with a host group of its own: staged through the
+  // device, a collective of a few host counts would wait for every kernel queued before it
+  // (the Reducer's agreement at each backward: 5.9 ms of a 25 ms dcgan64 step on an H200).
+  virtual ProcessGroup& host_group() { return *this; }
 
   // Applies to operations issued afterwards; must be positive.
   void set_timeout(std::chrono::milliseconds timeout);
@@ -139,8 +145,8 @@ class ProcessGroup {
 };
 
 // Blocking collectives on small host tensors (agreement counts, layouts, logged values),
-// whatever the backend: for a group whose tensors live on a GPU the data is staged through
-// the device. Returns once `host` holds the result.
+// whatever the backend: run by group.host_group(), or staged through the device when that
+// is a group whose tensors live on a GPU. Returns once `host` holds the result.
 void allreduce_host(ProcessGroup& group, Tensor& host, ReduceOp op, const std::string& tag);
 void broadcast_host(ProcessGroup& group, Tensor& host, int root, const std::string& tag);
 // Rank `root`'s `text` on every rank (its length as an int64, then its bytes as uint8).

@@ -90,6 +90,29 @@ void compare_gpu_with_cpu(models::TrainOptions cpu, models::TrainOptions gpu) {
   CHECK(worst < 5e-2);
 }
 
+// "" when every parameter of `got` is bitwise that of `want`; else one line per parameter
+// that differs: how many elements, and the largest difference with its index and values.
+std::string bitwise_differences(const models::TrainResult& want, const models::TrainResult& got) {
+  if (got.parameters.size() != want.parameters.size()) return " the parameter counts differ";
+  std::ostringstream out;
+  for (size_t i = 0; i < want.parameters.size(); ++i) {
+    const std::vector<double> w = want.parameters[i].to_vector(), g = got.parameters[i].to_vector();
+    if (w.size() != g.size()) {
+      out << "\n  parameter " << i << ": shapes differ";
+      continue;
+    }
+    size_t count = 0, worst = 0;
+    for (size_t k = 0; k < w.size(); ++k) {
+      if (w[k] == g[k]) continue;
+      if (count++ == 0 || std::abs(w[k] - g[k]) > std::abs(w[worst] - g[worst])) worst = k;
+    }
+    if (count > 0)
+      out << "\n  parameter " << i << " " << want.parameters[i].str() << ": " << count << " of " << w.size()
+          << " elements differ, the most at [" << worst << "]: " << w[worst] << " (eager) vs " << g[worst];
+  }
+  return out.str();
+}
+
 }  // namespace
 
 TEST_CASE("GPU training equals CPU training for every model and wrap", "[cuda][train]") {
@@ -175,10 +198,21 @@ TEST_CASE(
           ++captures;
         CHECK(captures == static_cast<size_t>(c.captures));
       }
-      REQUIRE(got.parameters.size() == want.parameters.size());
-      for (size_t i = 0; i < want.parameters.size(); ++i) {
-        INFO("parameter " << i << " " << want.parameters[i].str());
-        CHECK(got.parameters[i].to_vector() == want.parameters[i].to_vector());
+      const std::string differences = bitwise_differences(want, got);
+      CHECK(differences.empty());
+      if (!differences.empty()) {  // where the graphs part from the eager loop: the first such iteration
+        for (int64_t n = 4; n <= 12; ++n) {
+          eager.iters = graphs.iters = n;
+          eager.out = fresh_dir("eager");
+          graphs.out = fresh_dir("graphs");
+          std::ostringstream quiet;
+          const std::string at = bitwise_differences(models::train(eager, gpu_world(), quiet),
+                                                     models::train(graphs, gpu_world(), quiet));
+          if (at.empty()) continue;
+          WARN(c.model << ": parameters first differ after " << n << " iterations (captured at iteration 3):"
+                       << at);
+          break;
+        }
       }
       // The log's losses come from the graph's own tensors: equal to the eager loop's lines.
       const std::string last = "12/12 ";

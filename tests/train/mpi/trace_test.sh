@@ -31,7 +31,7 @@ done
 # read is a wait for the device).
 grep -q "^rank 0 host time per step (log points aside): [0-9.]* ms, of which making and staging the batch" "$log" ||
   { cat "$log"; fail "no host time line"; }
-grep -qF "rank 0 host cost per step (6 steps):" "$log" || { cat "$log"; fail "no host cost table"; }
+grep -qF "rank 0 host cost per step (5 steps):" "$log" || { cat "$log"; fail "no host cost table"; }
 reads=$(sed -n 's/^ *host reads of tensor values (item, to_vector) *\([0-9.]*\).*/\1/p' "$log")
 [ "$reads" = "0.00" ] || { cat "$log"; fail "the steps read ${reads:-?} tensor values per step on the host, not 0"; }
 
