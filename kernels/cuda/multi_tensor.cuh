@@ -98,7 +98,7 @@ struct Staging {
     const int k = next;
     next = (next + 1) % kStagingSlots;
     if (copied[k]) {
-      copied[k]->synchronize();
+      if (!copied[k]->done()) copied[k]->synchronize();  // a wait only when the copy is still queued
     } else {
       copied[k] = std::make_unique<tandem::cuda::CudaEvent>();
     }

@@ -6,7 +6,8 @@
 # stage 1's fade-in, then --resume to the end) each pass stage 0, stage 1 fading in and
 # stable, stage 2 fading in and stable; the resumed run's final checkpoint is
 # byte-identical to the uninterrupted run's; on every rank of both runs the resident set
-# size at the end is within 10% of the one right after warm-up; the last stage's D and G
+# size at the end has grown by no more than 10% over the one right after warm-up (memory
+# handed back is no leak: under the sanitizers it fell by 14% once); the last stage's D and G
 # phases stay in the Reducer's phase cache from warm-up to the end.
 # Exits 77 (skipped) without Fashion-MNIST.
 set -uo pipefail
@@ -86,13 +87,13 @@ for which in straight resumed; do
     warm=$(rss_series "$metrics" $rank $warm_from $((warm_from + window - 1)) | median)
     end=$(rss_series "$metrics" $rank $end_from $iters | median)
     verdict=$(awk -v w="$warm" -v e="$end" -v t=$tolerance_pct \
-      'BEGIN { d = 100 * (e - w) / w; printf "%+.1f%% %s", d, (d > t || d < -t) ? "FAIL" : "ok" }')
+      'BEGIN { d = 100 * (e - w) / w; printf "%+.1f%% %s", d, d > t ? "FAIL" : "ok" }')
     printf '%s: rss %-8s rank %d: after warm-up %.1f MB (median, iterations %d-%d), at end %.1f MB (%d-%d): %s\n' \
       "$test_name" "$which" $rank "$warm" $warm_from $((warm_from + window - 1)) "$end" $end_from $iters "$verdict"
     case "$verdict" in *FAIL) rss_failed="$rss_failed $which/rank$rank" ;; esac
   done
 done
-[ -z "$rss_failed" ] || fail "resident size changed by more than ${tolerance_pct}% after warm-up on:$rss_failed"
+[ -z "$rss_failed" ] || fail "resident size grew by more than ${tolerance_pct}% after warm-up on:$rss_failed"
 
 # 6. The Reducer's phase cache evicts the earlier stages' phases, never the last stage's
 # D and G phases: each has had every backward from warm-up to the end (an evicted phase
