@@ -7,11 +7,12 @@
 # timed-out collective, mpirun non-zero, no final checkpoint); the resume on the surviving
 # host runs 2 ranks of 16 rows each from the newest checkpoint and finishes the 200
 # iterations; its checkpoint 10 iterations after the resume holds the uninterrupted 4-rank
-# run's parameters within 1e-5 of each tensor's largest magnitude (the same global batches,
-# summed in another order). Not the final one: over 170 steps Adam amplifies that rounding
-# noise (an element whose gradient cancels to 0 moves by up to lr either way) and the GAN's
-# dynamics carry it on, to 8% of the parameters' norm in this run at 200. Skips (77) where
-# the cluster cannot be built.
+# run's parameters within 2% of each tensor's change over those 10 iterations (the same
+# global batches, summed in another order: Adam turns that rounding into lr-sized steps
+# where a gradient cancels to 0, which a per-element tolerance cannot bound; see
+# elastic_resume_test.sh). Not the final one: over 170 steps the GAN's dynamics carry that
+# noise on, to 8% of the parameters' norm in this run at 200. Skips (77) where the cluster
+# cannot be built.
 set -uo pipefail
 cluster_sh="$1"; train="$2"; compare="$3"; work="$4"
 test_name=cluster_elastic_test
@@ -48,7 +49,7 @@ grep -q "2 rank(s), batch 16 per rank (32 global)" "$out.logs/rank-0.log" ||
 [ -f "$out/$final" ] || { cat "$out.logs/rank-0.log"; fail "the resumed run wrote no final checkpoint"; }
 resumed_at=$(basename "$newest" .safetensors); resumed_at=$((10#${resumed_at#ckpt-}))
 after=$(printf 'ckpt-%06d.safetensors' $((resumed_at + 10)))
-"$compare" "$work/straight/$after" "$out/$after" --rtol 1e-5 --per-tensor ||
+"$compare" "$work/straight/$after" "$out/$after" --base "$work/straight/$(basename "$newest")" --rtol 0.02 ||
   fail "10 iterations after the resume on 2 ranks, the parameters differ from the uninterrupted 4-rank run's"
 "$cluster_sh" heal 2 || fail "cluster.sh heal 2 failed"
 expect_no_leftovers "after the runs"
