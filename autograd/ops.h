@@ -6,15 +6,16 @@
 //
 // Second order (grad() with create_graph, engine.h): these ops have differentiable
 // backward rules -- add, sub, mul, div (broadcasting included), sum_to, broadcast_to,
-// index_select, neg, scale, add_scalar, square, sqrt, add_bias, sum and
+// index_select, neg, scale, add_scalar, square, sqrt, add_bias, exp, log, pow, abs, clamp,
+// maximum, minimum, where, sum and
 // mean (all and per axis), reshape, flatten, concat, slice, matmul, linear, relu,
 // leaky_relu, tanh, sigmoid, softplus, bias_activation, bce_with_logits, conv2d, conv_transpose2d,
 // conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x and avg_pool2x. relu and
 // leaky_relu use their local slope as a constant (zero second derivative away from the
-// kink). The rules are built from ops that have rules themselves, so every order is exact
-// (conv2d, conv2d_input_grad and conv2d_weight_grad differentiate into each other, as do
-// slice and its padding, upsample and pool). batch_norm (training and eval) has none and
-// throws an Error naming the op when its backward is needed under create_graph.
+// kink), as abs, clamp, maximum, minimum and where use their masks. The rules are built from ops that have
+// rules themselves, so every order is exact (conv2d, conv2d_input_grad and conv2d_weight_grad differentiate
+// into each other, as do slice and its padding, upsample and pool). batch_norm (training and eval) has none
+// and throws an Error naming the op when its backward is needed under create_graph.
 #pragma once
 
 #include <vector>
@@ -61,6 +62,21 @@ Variable square(const Variable& a);
 // its second-order rule keeps that convention (all derivatives are 0 where x == 0).
 Variable sqrt(const Variable& x);
 Variable add_bias(const Variable& x, const Variable& bias);  // bias [C] over axis 1
+Variable exp(const Variable& x);
+Variable log(const Variable& x);  // for x > 0 (log 0 is -inf, its gradient inf)
+Variable pow(const Variable& x, double p);
+// |x|; its gradient is sign(x), 0 at x == 0.
+Variable abs(const Variable& x);
+// min(max(x, lo), hi), lo <= hi; the gradient passes where lo <= x <= hi.
+Variable clamp(const Variable& x, double lo, double hi);
+// Elementwise larger / smaller of a and b, broadcasting as add; the gradient goes to the
+// operand taken, split evenly between equal operands.
+Variable maximum(const Variable& a, const Variable& b);
+Variable minimum(const Variable& a, const Variable& b);
+// a where condition is non-zero, else b; condition (a constant, a's dtype and device: e.g.
+// kernels::compare's masks), a and b broadcast together. Each side's gradient is the
+// incoming one where that side was chosen, 0 elsewhere.
+Variable where(const Tensor& condition, const Variable& a, const Variable& b);
 
 // Reductions.
 Variable sum(const Variable& x);

@@ -1,12 +1,15 @@
 // Elementwise arithmetic (float32/float64, one device).
 //
 // Contract: add, sub, mul and div broadcast their operands as NumPy does (kernels/broadcast.h;
-// equal shapes take the same-shape kernels, with no copy); the other binary ops require
-// equal shapes. All require equal dtypes and devices, and throw an Error naming the op and
-// both shapes otherwise. Functions ending in `_` write into their first argument; the
-// others return a new tensor.
+// equal shapes take the same-shape kernels, with no copy); so do maximum, minimum, compare
+// and where (operands of other shapes are first repeated to the common shape); the other
+// binary ops require equal shapes. The formulas of abs ... where are
+// kernels/elementwise_math.h's, shared by the CPU and CUDA twins. All require equal dtypes and devices, and
+// throw an Error naming the op and both shapes otherwise. Functions ending in `_` write into their first
+// argument; the others return a new tensor.
 #pragma once
 
+#include "kernels/elementwise_math.h"
 #include "runtime/tensor.h"
 
 namespace tandem::kernels {
@@ -25,6 +28,18 @@ Tensor square(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor sign(const Tensor& a);                  // -1, 0 or 1 (0 for NaN)
+Tensor pow_scalar(const Tensor& a, double p);  // a^p
+// min(max(a, lo), hi), lo <= hi (an Error naming both otherwise; either may be infinite).
+Tensor clamp(const Tensor& a, double lo, double hi);
+Tensor clamp_mask(const Tensor& a, double lo, double hi);  // 1 where lo <= a <= hi, else 0
+Tensor maximum(const Tensor& a, const Tensor& b);          // NaN where either is NaN
+Tensor minimum(const Tensor& a, const Tensor& b);
+using math::Comparison;
+Tensor compare(const Tensor& a, const Tensor& b, Comparison op);  // 1 where `a op b`, else 0 (a's dtype)
+// a where condition is non-zero, else b; condition has a's dtype (compare() makes such masks).
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 
 // x: [N, C, ...]; bias: [C]. Adds bias[c] to every element of channel c (axis 1).
 Tensor add_bias(const Tensor& x, const Tensor& bias);

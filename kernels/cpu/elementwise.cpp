@@ -2,6 +2,7 @@
 #include "kernels/elementwise.h"
 
 #include <cmath>
+#include <utility>
 
 #include "kernels/broadcast.h"
 #include "kernels/dispatch.h"
@@ -16,7 +17,7 @@ namespace {
 
 template <typename F>
 Tensor binary(const char* op, const Tensor& a, const Tensor& b, F f) {
-  check_same_layout(op, a, "first operand", b, "second operand");
+  check_same_layout(op, a, "first operand", b, "second operand");  // a CPU one: routed already
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
   dispatch_float(op, a.dtype(), [&]<typename T>() {
     const T* pa = a.data<T>();
@@ -81,6 +82,93 @@ Tensor exp(const Tensor& a) {
 Tensor log(const Tensor& a) {
   TANDEM_CUDA_ROUTE(a, cuda::log(a));
   return unary("log", a, [](auto x) { return std::log(x); });
+}
+
+Tensor abs(const Tensor& a) {
+  TANDEM_CUDA_ROUTE(a, cuda::abs(a));
+  return unary("abs", a, math::AbsOp{});
+}
+Tensor sign(const Tensor& a) {
+  TANDEM_CUDA_ROUTE(a, cuda::sign(a));
+  return unary("sign", a, math::SignOp{});
+}
+Tensor pow_scalar(const Tensor& a, double p) {
+  TANDEM_CUDA_ROUTE(a, cuda::pow_scalar(a, p));
+  return unary("pow", a, math::PowOp{p});
+}
+
+namespace {
+
+void check_clamp_bounds(double lo, double hi) {
+  TANDEM_CHECK(!std::isnan(lo) && !std::isnan(hi) && lo <= hi,
+               "clamp: lower bound " << lo << " and upper bound " << hi << ": need lo <= hi (neither NaN)");
+}
+
+}  // namespace
+
+Tensor clamp(const Tensor& a, double lo, double hi) {
+  check_clamp_bounds(lo, hi);
+  TANDEM_CUDA_ROUTE(a, cuda::clamp(a, lo, hi));
+  return unary("clamp", a, math::ClampOp{lo, hi});
+}
+Tensor clamp_mask(const Tensor& a, double lo, double hi) {
+  check_clamp_bounds(lo, hi);
+  TANDEM_CUDA_ROUTE(a, cuda::clamp_mask(a, lo, hi));
+  return unary("clamp_mask", a, math::ClampMaskOp{lo, hi});
+}
+
+namespace {
+
+// a and b repeated to their common shape (each itself when it has it already).
+std::pair<Tensor, Tensor> broadcast_pair(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a, "first operand");
+  check_defined(op, b, "second operand");
+  if (a.shape() == b.shape()) return {a, b};
+  const Shape shape = broadcast_shape(op, a.shape(), b.shape());
+  return {a.shape() == shape ? a : broadcast_to(a, shape), b.shape() == shape ? b : broadcast_to(b, shape)};
+}
+
+}  // namespace
+
+Tensor maximum(const Tensor& a0, const Tensor& b0) {
+  const auto [a, b] = broadcast_pair("maximum", a0, b0);
+  TANDEM_CUDA_ROUTE(a, cuda::maximum(a, b));
+  return binary("maximum", a, b, math::MaximumOp{});
+}
+Tensor minimum(const Tensor& a0, const Tensor& b0) {
+  const auto [a, b] = broadcast_pair("minimum", a0, b0);
+  TANDEM_CUDA_ROUTE(a, cuda::minimum(a, b));
+  return binary("minimum", a, b, math::MinimumOp{});
+}
+Tensor compare(const Tensor& a0, const Tensor& b0, Comparison op) {
+  const auto [a, b] = broadcast_pair("compare", a0, b0);
+  TANDEM_CUDA_ROUTE(a, cuda::compare(a, b, op));
+  return binary("compare", a, b, math::CompareOp{op});
+}
+
+Tensor where(const Tensor& condition0, const Tensor& a0, const Tensor& b0) {
+  const char* op = "where";
+  check_defined(op, condition0, "condition");
+  auto [a, b] = broadcast_pair(op, a0, b0);
+  Tensor condition = condition0;
+  if (condition.shape() != a.shape()) {
+    const Shape shape = broadcast_shape(op, condition.shape(), a.shape());
+    if (condition.shape() != shape) condition = broadcast_to(condition, shape);
+    if (a.shape() != shape) a = broadcast_to(a, shape);
+    if (b.shape() != shape) b = broadcast_to(b, shape);
+  }
+  check_same_operands(op, a, "first choice", b, "second choice");
+  check_same_operands(op, condition, "condition", a, "first choice");
+  TANDEM_CUDA_ROUTE(a, cuda::where(condition, a, b));
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  dispatch_float(op, a.dtype(), [&]<typename T>() {
+    const T* pc = condition.data<T>();
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = a.numel(); i < n; ++i) po[i] = math::select(pc[i], pa[i], pb[i]);
+  });
+  return out;
 }
 
 Tensor scale(const Tensor& a, double s) {

@@ -19,6 +19,13 @@ __global__ void add_bias_kernel(const T* x, const T* bias, T* out, int64_t count
     out[i] = x[i] + bias[(i / inner) % channels];
 }
 
+template <typename T>
+__global__ void where_kernel(const T* condition, const T* a, const T* b, T* out, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(blockDim.x) * gridDim.x)
+    out[i] = math::select(condition[i], a[i], b[i]);
+}
+
 // The ops. Scalars arrive as double and are cast to T first, as on the CPU.
 // clang-format off
 struct AddOp {
@@ -81,6 +88,42 @@ Tensor square(const Tensor& a) { return unary("square", "operand", a, SquareOp{}
 Tensor sqrt(const Tensor& a) { return unary("sqrt", "operand", a, SqrtOp{}); }
 Tensor exp(const Tensor& a) { return unary("exp", "operand", a, ExpOp{}); }
 Tensor log(const Tensor& a) { return unary("log", "operand", a, LogOp{}); }
+Tensor abs(const Tensor& a) { return unary("abs", "operand", a, math::AbsOp{}); }
+Tensor sign(const Tensor& a) { return unary("sign", "operand", a, math::SignOp{}); }
+Tensor pow_scalar(const Tensor& a, double p) { return unary("pow", "operand", a, math::PowOp{p}); }
+Tensor clamp(const Tensor& a, double lo, double hi) {
+  return unary("clamp", "operand", a, math::ClampOp{lo, hi});
+}
+Tensor clamp_mask(const Tensor& a, double lo, double hi) {
+  return unary("clamp_mask", "operand", a, math::ClampMaskOp{lo, hi});
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary("maximum", a, "first operand", b, "second operand", math::MaximumOp{});
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary("minimum", a, "first operand", b, "second operand", math::MinimumOp{});
+}
+Tensor compare(const Tensor& a, const Tensor& b, math::Comparison op) {
+  return binary("compare", a, "first operand", b, "second operand", math::CompareOp{op});
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  const char* op = "where";
+  check_same_layout(op, a, "first choice", b, "second choice");
+  check_same_layout(op, condition, "condition", a, "first choice");
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  const int64_t count = a.numel();
+  if (count == 0) return out;
+  set_device(a);
+  dispatch_float(op, a.dtype(), [&]<typename T>() {
+    where_kernel<<<blocks_for(count), kThreads, 0, ::tandem::cuda::compute_stream()>>>(
+        static_cast<const T*>(condition.raw_data()), static_cast<const T*>(a.raw_data()),
+        static_cast<const T*>(b.raw_data()), static_cast<T*>(out.raw_data()), count);
+    TANDEM_CHECK_LAUNCH();
+  });
+  return out;
+}
+
 Tensor scale(const Tensor& a, double s) { return unary("scale", "operand", a, ScaleOp{s}); }
 Tensor add_scalar(const Tensor& a, double s) { return unary("add_scalar", "operand", a, AddScalarOp{s}); }
 

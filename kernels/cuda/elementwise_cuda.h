@@ -7,6 +7,7 @@
 // waiting; outputs come from the caching allocator.
 #pragma once
 
+#include "kernels/elementwise_math.h"
 #include "runtime/tensor.h"
 
 namespace tandem::kernels::cuda {
@@ -25,6 +26,16 @@ Tensor square(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor sign(const Tensor& a);
+Tensor pow_scalar(const Tensor& a, double p);
+Tensor clamp(const Tensor& a, double lo, double hi);
+Tensor clamp_mask(const Tensor& a, double lo, double hi);
+// Same shapes (kernels/cpu broadcasts first).
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor compare(const Tensor& a, const Tensor& b, math::Comparison op);
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 
 Tensor add_bias(const Tensor& x, const Tensor& bias);
 Tensor bias_grad(const Tensor& grad);

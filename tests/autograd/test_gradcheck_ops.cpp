@@ -3,6 +3,7 @@
 // beside their own ops.)
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -239,4 +240,89 @@ TEST_CASE("gradcheck: bias_activation for each activation on [N, F] and NCHW inp
           [act](const std::vector<Variable>& v) { return bias_activation(v[0], v[1], act, 0.2); }, {x, bias});
     }
   }
+}
+
+namespace {
+
+// Values with |x| >= 0.5: log and fractional powers stay away from 0.
+Variable positive_input(const Shape& shape, uint64_t seed) {
+  Variable v = random_input(shape, seed);
+  double* p = v.data().data<double>();
+  for (int64_t i = 0; i < v.numel(); ++i) p[i] = std::abs(p[i]) + 0.5;
+  return v;
+}
+
+// Moves every value at least 0.1 away from each bound, so no difference straddles a kink.
+Variable away_from(Variable v, std::vector<double> kinks) {
+  double* p = v.data().data<double>();
+  for (int64_t i = 0; i < v.numel(); ++i)
+    for (double k : kinks)
+      if (std::abs(p[i] - k) < 0.1) p[i] = k + (p[i] < k ? -0.15 : 0.15);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: exp, log, pow, abs and clamp", "[gradcheck][pointwise]") {
+  expect_gradients_match("exp", [](const std::vector<Variable>& v) { return exp(v[0]); },
+                         {random_input({3, 4}, 300)});
+  expect_gradients_match("log", [](const std::vector<Variable>& v) { return log(v[0]); },
+                         {positive_input({3, 4}, 301)});
+  for (double p : {3.0, 2.5, -1.5, 1.0, 0.0}) {
+    // Integer powers on any sign; fractional and negative ones on positive values.
+    Variable x = p == std::floor(p) && p >= 0 ? random_input({3, 4}, 302) : positive_input({3, 4}, 303);
+    expect_gradients_match("pow " + std::to_string(p),
+                           [p](const std::vector<Variable>& v) { return pow(v[0], p); }, {x});
+  }
+  expect_gradients_match("abs", [](const std::vector<Variable>& v) { return abs(v[0]); },
+                         {away_from_zero(random_input({3, 4}, 304))});
+  expect_gradients_match("clamp", [](const std::vector<Variable>& v) { return clamp(v[0], -0.5, 0.3); },
+                         {away_from(random_input({4, 5}, 305), {-0.5, 0.3})});
+}
+
+TEST_CASE("gradcheck: maximum, minimum and where, broadcasting", "[gradcheck][pointwise]") {
+  // Operands apart by at least 0.1 everywhere: no ties, no straddled kink.
+  auto apart = [](uint64_t seed) {
+    Variable a = random_input({3, 4}, seed), b = random_input({4}, seed + 1);
+    double* pa = a.data().data<double>();
+    const double* pb = b.data().data<double>();
+    for (int64_t i = 0; i < 12; ++i)
+      if (std::abs(pa[i] - pb[i % 4]) < 0.1) pa[i] = pb[i % 4] + (pa[i] < pb[i % 4] ? -0.15 : 0.15);
+    return std::vector<Variable>{a, b};
+  };
+  expect_gradients_match(
+      "maximum", [](const std::vector<Variable>& v) { return maximum(v[0], v[1]); }, apart(306));
+  expect_gradients_match(
+      "minimum", [](const std::vector<Variable>& v) { return minimum(v[1], v[0]); }, apart(308));
+  const Tensor condition = Tensor::from_values({3, 1}, {1, 0, 1}, DType::f64);
+  expect_gradients_match("where",
+                         [condition](const std::vector<Variable>& v) { return where(condition, v[0], v[1]); },
+                         {random_input({3, 4}, 310), random_input({4}, 311)});
+}
+
+TEST_CASE("maximum and minimum split the gradient between equal operands", "[pointwise]") {
+  Variable a = tensor({3}, {1.0, 2.0, 3.0}, true, DType::f64);
+  Variable b = tensor({3}, {1.0, 5.0, 0.0}, true, DType::f64);
+  sum(maximum(a, b)).backward();
+  CHECK(a.grad().to_vector() == std::vector<double>{0.5, 0.0, 1.0});
+  CHECK(b.grad().to_vector() == std::vector<double>{0.5, 1.0, 0.0});
+  Variable c = tensor({3}, {1.0, 2.0, 3.0}, true, DType::f64);
+  Variable d = tensor({3}, {1.0, 5.0, 0.0}, true, DType::f64);
+  sum(minimum(c, d)).backward();
+  CHECK(c.grad().to_vector() == std::vector<double>{0.5, 1.0, 0.0});
+  CHECK(d.grad().to_vector() == std::vector<double>{0.5, 0.0, 1.0});
+}
+
+TEST_CASE("a masked gradient is 0, not NaN, where the incoming gradient is infinite", "[pointwise]") {
+  // clamp's gradient outside the bounds, where's unchosen side: selected away, not multiplied by 0.
+  const double inf = std::numeric_limits<double>::infinity();
+  Variable x = tensor({2}, {-5.0, 0.0}, true, DType::f64);
+  Variable y = clamp(x, -1.0, 1.0);
+  y.backward(Tensor::from_values({2}, {inf, 1.0}, DType::f64));
+  CHECK(x.grad().to_vector() == std::vector<double>{0.0, 1.0});
+  Variable a = tensor({2}, {1.0, 2.0}, true, DType::f64), b = tensor({2}, {3.0, 4.0}, true, DType::f64);
+  where(Tensor::from_values({2}, {1.0, 0.0}, DType::f64), a, b)
+      .backward(Tensor::from_values({2}, {inf, inf}, DType::f64));
+  CHECK(a.grad().to_vector() == std::vector<double>{inf, 0.0});
+  CHECK(b.grad().to_vector() == std::vector<double>{0.0, inf});
 }

@@ -692,3 +692,42 @@ TEST_CASE("grad() asks a node only for the gradients that lead to its inputs", "
   sum(probe_op(a, b)).backward();  // a backward wants both
   CHECK(asked == std::vector<bool>{true, true});
 }
+
+TEST_CASE("second order: exp, log, pow, abs, clamp, maximum, minimum and where",
+          "[second_order][pointwise]") {
+  expect_second_order_matches("exp", [](const std::vector<Variable>& v) { return exp(v[0]); },
+                              {random_input({3, 4}, 400)});
+  expect_second_order_matches("log", [](const std::vector<Variable>& v) { return log(v[0]); },
+                              {positive(random_input({3, 4}, 401))});
+  for (double p : {3.0, 2.5, -1.5, 0.0}) {
+    Variable x = p == 3.0 || p == 0.0 ? random_input({3, 4}, 402) : positive(random_input({3, 4}, 403));
+    expect_second_order_matches("pow " + std::to_string(p),
+                                [p](const std::vector<Variable>& v) { return pow(v[0], p); }, {x});
+  }
+  // The masked ops times a smooth factor, so their second derivatives are not all zero.
+  auto both = [](uint64_t seed) {
+    return std::vector<Variable>{away_from_zero(random_input({3, 4}, seed)), random_input({3, 4}, seed + 1)};
+  };
+  expect_second_order_matches(
+      "abs(x) * y", [](const std::vector<Variable>& v) { return mul(abs(v[0]), v[1]); }, both(404));
+  expect_second_order_matches(
+      "clamp(x) * y", [](const std::vector<Variable>& v) { return mul(clamp(v[0], -0.04, 0.04), v[1]); },
+      both(406));
+  // maximum and minimum of x and x * y (apart unless y is near 1 or x near 0: x is kept off 0
+  // and y in (-0.5, 0.5)).
+  auto scaled = [](uint64_t seed) {
+    Variable y = random_input({3, 4}, seed + 1, 0.1);
+    return std::vector<Variable>{away_from_zero(random_input({3, 4}, seed)), y};
+  };
+  expect_second_order_matches(
+      "maximum(x, x * y)", [](const std::vector<Variable>& v) { return maximum(v[0], mul(v[0], v[1])); },
+      scaled(408));
+  expect_second_order_matches(
+      "minimum(x, x * y)", [](const std::vector<Variable>& v) { return minimum(v[0], mul(v[0], v[1])); },
+      scaled(410));
+  const Tensor condition = Tensor::from_values({3, 1}, {1, 0, 1}, DType::f64);
+  expect_second_order_matches(
+      "where(c, x * y, square(y))",
+      [condition](const std::vector<Variable>& v) { return where(condition, mul(v[0], v[1]), square(v[1])); },
+      {random_input({3, 4}, 412), random_input({4}, 413)});
+}

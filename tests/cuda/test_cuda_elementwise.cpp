@@ -91,6 +91,52 @@ TEST_CASE("cuda elementwise: unary arithmetic and math functions match the CPU")
       "add_scalar", [](const Tensor& a) { return kernels::add_scalar(a, 2.5); }, -1, 1);
 }
 
+TEST_CASE("cuda elementwise: abs, sign, pow, clamp, maximum, minimum, compare and where match the CPU") {
+  check_unary(
+      "abs", [](const Tensor& a) { return kernels::abs(a); }, -2, 2);
+  check_unary(
+      "sign", [](const Tensor& a) { return kernels::sign(a); }, -2, 2);
+  check_unary(
+      "pow 2.5", [](const Tensor& a) { return kernels::pow_scalar(a, 2.5); }, 0.01, 4);
+  check_unary(
+      "pow -3", [](const Tensor& a) { return kernels::pow_scalar(a, -3.0); }, -3, -0.2);
+  check_unary(
+      "clamp", [](const Tensor& a) { return kernels::clamp(a, -0.5, 0.25); }, -1, 1);
+  check_unary(
+      "clamp_mask", [](const Tensor& a) { return kernels::clamp_mask(a, -0.5, 0.25); }, -1, 1);
+  check_binary(
+      "maximum", [](const Tensor& a, const Tensor& b) { return kernels::maximum(a, b); }, -1, 1, -1, 1);
+  check_binary(
+      "minimum", [](const Tensor& a, const Tensor& b) { return kernels::minimum(a, b); }, -1, 1, -1, 1);
+  for (auto op : {kernels::Comparison::greater, kernels::Comparison::less_equal}) {
+    check_binary(
+        "compare", [op](const Tensor& a, const Tensor& b) { return kernels::compare(a, b, op); }, -1, 1, -1,
+        1);
+  }
+  check_binary(
+      "where",
+      [](const Tensor& a, const Tensor& b) {
+        return kernels::where(kernels::compare(a, b, kernels::Comparison::greater), kernels::square(a), b);
+      },
+      -1, 1, -1, 1);
+  // NaN propagates alike; broadcasting takes the same path on both devices.
+  const double nan = std::nan("");
+  Tensor x = Tensor::from_values({4}, {nan, -1.0, 0.0, 2.0}, DType::f32);
+  Tensor y = Tensor::from_values({4}, {0.0, nan, 0.0, 1.0}, DType::f32);
+  for (const auto& [op, f] : std::vector<std::pair<std::string, Binary>>{
+           {"maximum", [](const Tensor&a, const Tensor&b) { return kernels::maximum(a, b); }},
+           {"minimum", [](const Tensor&a, const Tensor&b) { return kernels::minimum(a, b); }}}) {
+    const std::vector<double> cpu = f(x, y).to_vector(), gpu = f(on_gpu(x), on_gpu(y)).to_vector();
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      INFO(op << " [" << i << "]");
+      CHECK((std::isnan(cpu[i]) ? std::isnan(gpu[i]) : gpu[i] == cpu[i]));
+    }
+  }
+  Tensor rows = random_cpu({3, 4}, DType::f64, fresh_seed()), row = random_cpu({4}, DType::f64, fresh_seed());
+  require_close(kernels::maximum(on_gpu(rows), on_gpu(row)), kernels::maximum(rows, row),
+                "maximum broadcast");
+}
+
 TEST_CASE("cuda elementwise: in-place scale_, axpy_ and add_ update the tensor as on the CPU") {
   for (DType dt : kFloatTypes)
     for (const Shape& shape : kShapes) {

@@ -209,8 +209,8 @@ TEST_CASE(
           const std::string at = bitwise_differences(models::train(eager, gpu_world(), quiet),
                                                      models::train(graphs, gpu_world(), quiet));
           if (at.empty()) continue;
-          WARN(c.model << ": parameters first differ after " << n << " iterations (captured at iteration 3):"
-                       << at);
+          WARN(c.model << ": parameters first differ after " << n
+                       << " iterations (captured at iteration 3):" << at);
           break;
         }
       }
