@@ -7,7 +7,8 @@
 // Second order (grad() with create_graph, engine.h): these ops have differentiable
 // backward rules -- add, sub, mul, div (broadcasting included), sum_to, broadcast_to,
 // index_select, neg, scale, add_scalar, square, sqrt, add_bias, exp, log, pow, abs, clamp,
-// maximum, minimum, where, sum and
+// maximum, minimum, where, max, min, logsumexp, log_softmax, softmax, nll_loss,
+// cross_entropy, sum and
 // mean (all and per axis), reshape, flatten, concat, slice, matmul, linear, relu,
 // leaky_relu, tanh, sigmoid, softplus, bias_activation, bce_with_logits, conv2d, conv_transpose2d,
 // conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x and avg_pool2x. relu and
@@ -102,8 +103,35 @@ Variable bias_activation(const Variable& x, const Variable& bias, kernels::Activ
 Variable index_select(const Variable& x, int64_t dim, const Tensor& index);
 Variable one_hot(const Tensor& index, int64_t classes, DType dtype = DType::f32);
 
-// Losses (elementwise; reduce with mean()).
+// Along one axis (negative counts from the end).
+// max/min: the largest / smallest value and its int64 position (the first on ties; NaN
+// counts as the largest and the smallest); the gradient goes to that position alone.
+struct AxisExtreme {
+  Variable values;
+  Tensor indices;
+};
+AxisExtreme max(const Variable& x, int64_t axis, bool keepdim = false);
+AxisExtreme min(const Variable& x, int64_t axis, bool keepdim = false);
+// log(sum(exp(x))), computed as m + log(sum(exp(x - m))) with m the (constant) maximum, so
+// large inputs do not overflow; log_softmax = x - logsumexp(x); softmax = exp(log_softmax).
+Variable logsumexp(const Variable& x, int64_t axis, bool keepdim = false);
+Variable log_softmax(const Variable& x, int64_t axis);
+Variable softmax(const Variable& x, int64_t axis);
+
+// Losses. bce_with_logits is elementwise (reduce with mean()).
 Variable bce_with_logits(const Variable& logits, const Variable& targets);
+// Classification over scores [N, C] with int64 class targets [N] (each in [0, C), an Error
+// naming the row otherwise; on a GPU the targets are read back for that check: one host wait).
+enum class Reduction { mean, sum, none };  // none: one loss per row
+// -log_probs[i, target[i]] per row (log_probs from log_softmax).
+Variable nll_loss(const Variable& log_probs, const Tensor& target, Reduction reduction = Reduction::mean);
+// nll_loss of log_softmax(logits, 1), with PyTorch's label smoothing: the target
+// distribution (1 - s) one_hot + s / C.
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::mean;
+  double label_smoothing = 0.0;  // s in [0, 1]
+};
+Variable cross_entropy(const Variable& logits, const Tensor& target, const CrossEntropyOptions& options = {});
 
 // Shape.
 Variable reshape(const Variable& x, const Shape& shape);

@@ -731,3 +731,23 @@ TEST_CASE("second order: exp, log, pow, abs, clamp, maximum, minimum and where",
       [condition](const std::vector<Variable>& v) { return where(condition, mul(v[0], v[1]), square(v[1])); },
       {random_input({3, 4}, 412), random_input({4}, 413)});
 }
+
+TEST_CASE("second order: max, logsumexp, log_softmax, softmax and cross_entropy", "[second_order][softmax]") {
+  expect_second_order_matches(
+      "max(x) * y", [](const std::vector<Variable>& v) { return mul(max(v[0], 1, true).values, v[1]); },
+      {random_input({3, 4}, 600), random_input({3, 1}, 601)});
+  expect_second_order_matches("logsumexp", [](const std::vector<Variable>& v) { return logsumexp(v[0], 1); },
+                              {random_input({3, 4}, 602)});
+  expect_second_order_matches("log_softmax",
+                              [](const std::vector<Variable>& v) { return log_softmax(v[0], 1); },
+                              {random_input({3, 4}, 603)});
+  expect_second_order_matches("softmax", [](const std::vector<Variable>& v) { return softmax(v[0], 0); },
+                              {random_input({3, 4}, 604)});
+  Tensor target = Tensor::empty({3}, DType::i64);
+  for (int64_t i = 0; i < 3; ++i) target.data<int64_t>()[i] = (2 * i + 1) % 4;
+  expect_second_order_matches("cross_entropy smoothed",
+                              [target](const std::vector<Variable>& v) {
+                                return cross_entropy(v[0], target, {.label_smoothing = 0.1});
+                              },
+                              {random_input({3, 4}, 605)});
+}
