@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -46,13 +47,31 @@ std::string progress_line(const LogPoint& p) {
   return os.str();
 }
 
+void write_json_number(std::ostream& os, double value) {
+  if (std::isfinite(value)) {
+    os << value;
+  } else {
+    os << "null";
+  }
+}
+
 std::string metrics_json(const LogPoint& p) {
   std::ostringstream os;
-  os << "{\"iteration\": " << p.iteration << ", \"loss_d\": " << p.loss_d << ", \"loss_g\": " << p.loss_g;
-  for (const auto& [name, value] : p.terms) os << ", \"" << name << "\": " << value;
-  os << ", \"ms_per_step\": " << p.ms_per_step
-     << ", \"bytes_per_step\": " << static_cast<int64_t>(p.bytes_per_step) << ", \"rss_mb\": [";
-  for (size_t r = 0; r < p.rss_mb.size(); ++r) os << (r > 0 ? ", " : "") << p.rss_mb[r];
+  os << "{\"iteration\": " << p.iteration << ", \"loss_d\": ";
+  write_json_number(os, p.loss_d);
+  os << ", \"loss_g\": ";
+  write_json_number(os, p.loss_g);
+  for (const auto& [name, value] : p.terms) {
+    os << ", \"" << name << "\": ";
+    write_json_number(os, value);
+  }
+  os << ", \"ms_per_step\": ";
+  write_json_number(os, p.ms_per_step);
+  os << ", \"bytes_per_step\": " << static_cast<int64_t>(p.bytes_per_step) << ", \"rss_mb\": [";
+  for (size_t r = 0; r < p.rss_mb.size(); ++r) {
+    os << (r > 0 ? ", " : "");
+    write_json_number(os, p.rss_mb[r]);
+  }
   os << "]}";
   return os.str();
 }

@@ -12,8 +12,10 @@
 //   iterations left.
 // - metrics_json(p): {"iteration": i, "loss_d": x, "loss_g": x, <"name": x for each
 //   term>, "ms_per_step": x, "bytes_per_step": n, "rss_mb": [x, ...]}: numbers with 6
-//   significant digits,
-//   bytes_per_step cut to an integer, rss_mb one entry per rank in rank order.
+//   significant digits, a NaN or infinite value as null (JSON has no such numbers; a
+//   diverged run's losses stay readable by any JSON reader), bytes_per_step cut to an
+//   integer, rss_mb one entry per rank in rank order. write_json_number writes one number
+//   so (ScalarLog's lines too).
 // - ring8_line / ring8_json: the final quality of a ring8 run (the console line in percent
 //   with one decimal; the JSON {"iteration": i, "ring8_modes": n, "ring8_high_quality": x}).
 // - sync_phase_line(phase): "sync <description>: <n> bucket(s), largest <bytes>, <bytes>
@@ -73,6 +75,7 @@ struct LogPoint {
 
 std::string progress_line(const LogPoint& point);
 std::string metrics_json(const LogPoint& point);
+void write_json_number(std::ostream& os, double value);
 std::string ring8_line(const data::Ring8Quality& quality);
 std::string ring8_json(int64_t iteration, const data::Ring8Quality& quality);
 std::string sync_phase_line(const PhaseStats& phase);

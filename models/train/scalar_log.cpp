@@ -29,16 +29,6 @@ void write_json_string(std::ostream& os, const std::string& text) {
   os << '"';
 }
 
-void write_json_number(std::ostream& os, double v) {
-  if (std::isnan(v)) {
-    os << "NaN";
-  } else if (std::isinf(v)) {
-    os << (v > 0 ? "Infinity" : "-Infinity");
-  } else {
-    os << v;
-  }
-}
-
 // A JSON string starting at text[at] == '"'; moves `at` past it. nullopt when torn.
 std::optional<std::string> read_json_string(const std::string& text, size_t& at) {
   if (at >= text.size() || text[at] != '"') return std::nullopt;
@@ -89,7 +79,7 @@ std::string scalars_json(int64_t iteration, const Scalars& scalars) {
     os << ", ";
     write_json_string(os, name);
     os << ": ";
-    write_json_number(os, value);
+    models::write_json_number(os, value);
   }
   os << "}";
   return os.str();
@@ -110,6 +100,11 @@ std::optional<std::pair<int64_t, Scalars>> parse_scalars_json(const std::string&
     std::optional<std::string> name = read_json_string(line, at);
     if (!name || line.compare(at, 2, ": ") != 0) return std::nullopt;
     at += 2;
+    if (line.compare(at, 4, "null") == 0) {  // a non-finite value (metrics_log.h)
+      at += 4;
+      scalars.emplace_back(*name, std::nan(""));
+      continue;
+    }
     const char* first = line.c_str() + at;
     char* number_end = nullptr;
     const double value = std::strtod(first, &number_end);

@@ -4,10 +4,11 @@
 // Contract:
 // - scalars_json(iteration, scalars): {"iteration": i, "<name>": x, ...} in the order given,
 //   numbers with 6 significant digits (the shape metrics_json writes, so report.html reads
-//   both), names JSON-escaped, NaN and +-infinity as NaN, Infinity, -Infinity (as Python's
-//   json module reads and writes them).
+//   both), names JSON-escaped, NaN and +-infinity as null (metrics_log.h's
+//   write_json_number).
 // - parse_scalars_json(line): such a line back: the iteration and every member whose value
-//   is a number (others, such as arrays, skipped); nullopt for anything that is not one
+//   is a number, null read as NaN (others, such as arrays, skipped; NaN, Infinity and
+//   -Infinity, as older lines spell them, read too); nullopt for anything that is not one
 //   whole flat object starting with an integer "iteration" (a torn line).
 // - ScalarLog(dir, world, resume_iteration): every rank constructs it; rank 0 (of `world`,
 //   or the only process when `world` is null) makes `dir` (and its parents) when missing

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "models/train/metrics_log.h"
+#include "models/train/scalar_log.h"
 #include "tests/test_files.h"
 #include "tests/train/json_reader.h"
 
@@ -121,6 +123,22 @@ TEST_CASE("a penalised run's terms follow the losses, on the console and in JSON
                                          "bytes_per_step", "rss_mb"});
   CHECK(v.at("gp").number == 0.125);
   CHECK(v.at("wdist").number == -1.5);
+}
+
+TEST_CASE("a diverged run's line stays JSON: non-finite values are null", "[metrics]") {
+  LogPoint p = ring8_point();
+  p.loss_d = std::nan("");
+  p.loss_g = INFINITY;
+  p.terms = {{"gp", -INFINITY}, {"lr", 2e-4}};
+  JsonValue v = JsonReader::parse(metrics_json(p));  // strict: "nan" or "inf" would throw
+  CHECK(v.at("loss_d").kind == JsonValue::Kind::null);
+  CHECK(v.at("loss_g").kind == JsonValue::Kind::null);
+  CHECK(v.at("gp").kind == JsonValue::Kind::null);
+  CHECK(v.at("lr").number == 2e-4);
+  // And read back by the report and --resume as NaN.
+  const auto parsed = train::parse_scalars_json(metrics_json(p));
+  REQUIRE(parsed);
+  CHECK(std::isnan(parsed->second[0].second));
 }
 
 TEST_CASE("a metrics line is a JSON object with the fields", "[metrics]") {
