@@ -28,9 +28,15 @@ Tensor argmin_axis(const Tensor& x, int64_t axis, bool keepdim = false);
 Tensor gather_axis(const Tensor& x, int64_t axis, const Tensor& index);
 Tensor scatter_axis(const Tensor& grad, const Shape& shape, int64_t axis, const Tensor& index);
 
-// The index checks both devices share: int64, and `shape` with the (normalised) axis of size 1.
+// What both devices share: the index checks (int64, `shape` with the normalised axis of
+// size 1), and argmax/argmin's checks and result layout.
 namespace axis_select_detail {
 void check_index(const char* op, const Shape& shape, int64_t axis, const Tensor& index);
-}
+struct ArgLayout {
+  Shape out_shape;  // x's shape with the axis of size 1 (keepdim) or removed
+  int64_t outer = 1, size = 1, inner = 1;
+};
+ArgLayout arg_layout(const char* op, const Tensor& x, int64_t axis, bool keepdim);
+}  // namespace axis_select_detail
 
 }  // namespace tandem::kernels

@@ -25,6 +25,20 @@ void check_index(const char* op, const Shape& shape, int64_t axis, const Tensor&
                                          << shape_str(want) << ")");
 }
 
+ArgLayout arg_layout(const char* op, const Tensor& x, int64_t axis, bool keepdim) {
+  check_defined(op, x, "input");
+  const int64_t a = normalize_axis(op, x.shape(), axis);
+  ArgLayout l;
+  split_at(x.shape(), a, l.outer, l.size, l.inner);
+  TANDEM_CHECK(l.size > 0, op << ": axis " << axis << " of " << x.str() << " is empty");
+  l.out_shape = x.shape();
+  if (keepdim)
+    l.out_shape[static_cast<size_t>(a)] = 1;
+  else
+    l.out_shape.erase(l.out_shape.begin() + a);
+  return l;
+}
+
 }  // namespace axis_select_detail
 
 namespace {
@@ -32,18 +46,10 @@ namespace {
 // The positions of the extreme element along `axis`: `better(a, b)` says a beats b.
 template <typename Better>
 Tensor arg_extreme(const char* op, const Tensor& x, int64_t axis, bool keepdim, Better better) {
-  check_defined(op, x, "input");
+  const axis_select_detail::ArgLayout l = axis_select_detail::arg_layout(op, x, axis, keepdim);
   require_cpu(op, x);
-  const int64_t a = normalize_axis(op, x.shape(), axis);
-  int64_t outer, size, inner;
-  split_at(x.shape(), a, outer, size, inner);
-  TANDEM_CHECK(size > 0, op << ": axis " << axis << " of " << x.str() << " is empty");
-  Shape shape = x.shape();
-  if (keepdim)
-    shape[static_cast<size_t>(a)] = 1;
-  else
-    shape.erase(shape.begin() + a);
-  Tensor out = Tensor::empty(shape, DType::i64);
+  const int64_t outer = l.outer, size = l.size, inner = l.inner;
+  Tensor out = Tensor::empty(l.out_shape, DType::i64);
   int64_t* po = out.data<int64_t>();
   dispatch_float(op, x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();

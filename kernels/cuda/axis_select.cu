@@ -11,7 +11,6 @@ namespace tandem::kernels::cuda {
 
 namespace {
 
-using axis_detail::normalize_axis;
 using axis_detail::split_at;
 
 template <typename T, bool kLargest>
@@ -52,18 +51,10 @@ __global__ void scatter_kernel(const T* grad, const int64_t* index, T* out, int6
 
 template <bool kLargest>
 Tensor arg_extreme(const char* op, const Tensor& x, int64_t axis, bool keepdim) {
-  check_defined(op, x, "input");
+  const axis_select_detail::ArgLayout l = axis_select_detail::arg_layout(op, x, axis, keepdim);
   require_cuda(op, x);
-  const int64_t a = normalize_axis(op, x.shape(), axis);
-  int64_t outer, size, inner;
-  split_at(x.shape(), a, outer, size, inner);
-  TANDEM_CHECK(size > 0, op << ": axis " << axis << " of " << x.str() << " is empty");
-  Shape shape = x.shape();
-  if (keepdim)
-    shape[static_cast<size_t>(a)] = 1;
-  else
-    shape.erase(shape.begin() + a);
-  Tensor out = Tensor::empty(shape, DType::i64, x.device());
+  const int64_t outer = l.outer, size = l.size, inner = l.inner;
+  Tensor out = Tensor::empty(l.out_shape, DType::i64, x.device());
   const int64_t n = outer * inner;
   if (n == 0) return out;
   set_device(x);
