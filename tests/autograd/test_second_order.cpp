@@ -12,6 +12,7 @@
 #include "autograd/function.h"
 #include "autograd/grad.h"
 #include "autograd/gradcheck.h"
+#include "autograd/nn_norm.h"
 #include "autograd/ops.h"
 #include "kernels/elementwise.h"
 #include "runtime/rng.h"
@@ -750,4 +751,14 @@ TEST_CASE("second order: max, logsumexp, log_softmax, softmax and cross_entropy"
                                 return cross_entropy(v[0], target, {.label_smoothing = 0.1});
                               },
                               {random_input({3, 4}, 605)});
+}
+
+TEST_CASE("second order: group_norm and layer_norm", "[second_order][nn]") {
+  expect_second_order_matches(
+      "group_norm", [](const std::vector<Variable>& v) { return nn::group_norm(v[0], 2, v[1], v[2], 1e-3); },
+      {random_input({2, 4, 2, 2}, 710), random_input({4}, 711), random_input({4}, 712)});
+  expect_second_order_matches(
+      "layer_norm",
+      [](const std::vector<Variable>& v) { return nn::layer_norm(v[0], {3}, v[1], v[2], 1e-3); },
+      {random_input({4, 3}, 713), random_input({3}, 714), random_input({3}, 715)});
 }
