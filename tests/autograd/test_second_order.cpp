@@ -13,6 +13,7 @@
 #include "autograd/grad.h"
 #include "autograd/gradcheck.h"
 #include "autograd/nn_norm.h"
+#include "autograd/nn_stylegan.h"
 #include "autograd/ops.h"
 #include "kernels/elementwise.h"
 #include "runtime/rng.h"
@@ -761,4 +762,13 @@ TEST_CASE("second order: group_norm and layer_norm", "[second_order][nn]") {
       "layer_norm",
       [](const std::vector<Variable>& v) { return nn::layer_norm(v[0], {3}, v[1], v[2], 1e-3); },
       {random_input({4, 3}, 713), random_input({3}, 714), random_input({3}, 715)});
+}
+
+TEST_CASE("second order: pixel_norm and minibatch_stddev", "[second_order][nn]") {
+  expect_second_order_matches("pixel_norm",
+                              [](const std::vector<Variable>& v) { return nn::pixel_norm(v[0]); },
+                              {random_input({3, 4}, 730)});
+  expect_second_order_matches("minibatch_stddev",
+                              [](const std::vector<Variable>& v) { return nn::minibatch_stddev(v[0], 2); },
+                              {random_input({4, 2, 2, 2}, 731)});
 }

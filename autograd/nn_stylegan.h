@@ -1,0 +1,85 @@
+// StyleGAN's building blocks that need no kernel of their own, built from differentiable
+// ops (every order of gradient: R1 and the path-length penalty go through them).
+//
+// Contract:
+// - EqualizedLinear(in, out) and EqualizedConv2d(in, out, k, stride, padding): the
+//   equalised learning rate. The stored weight ~ N(0, 1) / lr_multiplier, and the forward
+//   uses weight * gain * lr_multiplier / sqrt(fan_in) (fan_in = in, or in * k * k) and
+//   bias * lr_multiplier (bias starts at bias_init), so Adam moves every layer alike
+//   whatever its fan-in; lr_multiplier 0.01 is StyleGAN's mapping network.
+// - pixel_norm(x): x / sqrt(mean over axis 1 of x^2 + 1e-8), per sample (StyleGAN's latent
+//   normalisation).
+// - minibatch_stddev(x, group_size, num_channels): x [N, C, H, W] with the standard
+//   deviation across groups of samples appended as num_channels channels (StyleGAN2's
+//   layer): samples n and n + N/G*j (j < G) form a group of G = min(group_size, N) (N must
+//   divide by G); each group's std over its members, averaged over C/num_channels channels
+//   and H x W, becomes the new channels of every member. The groups lie inside one rank's
+//   batch (as in StyleGAN2's own multi-GPU training): N ranks equal one process that
+//   applies the layer to each rank's slice of the global batch in turn, not one that
+//   applies it to the whole batch at once, whose groups span the slices (the test shows
+//   both).
+// - NoiseInjection(): x + strength * noise, strength a learned scalar (starting at 0) and
+//   noise [N, 1, H, W] drawn N(0, 1) from `gen` at each forward (or passed in, for fixed
+//   noise).
+#pragma once
+
+#include <string>
+
+#include "autograd/module.h"
+#include "autograd/ops.h"
+#include "kernels/conv.h"
+#include "runtime/rng.h"
+
+namespace tandem::nn {
+
+struct EqualizedOptions {
+  bool bias = true;
+  double bias_init = 0.0;
+  double lr_multiplier = 1.0;
+  double gain = 1.0;
+};
+
+class EqualizedLinear : public Module {
+ public:
+  EqualizedLinear(int64_t in_features, int64_t out_features, EqualizedOptions options = {},
+                  Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override;
+
+  Variable weight;  // [out, in], N(0, 1) / lr_multiplier
+  Variable bias;    // [out], or undefined
+  int64_t in_features, out_features;
+  EqualizedOptions options;
+};
+
+class EqualizedConv2d : public Module {
+ public:
+  EqualizedConv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1,
+                  int64_t padding = 0, EqualizedOptions options = {}, Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override;
+
+  Variable weight;  // [out, in, k, k], N(0, 1) / lr_multiplier
+  Variable bias;    // [out], or undefined
+  int64_t in_channels, out_channels, kernel;
+  kernels::Conv2dParams params;
+  EqualizedOptions options;
+};
+
+Variable pixel_norm(const Variable& x);
+Variable minibatch_stddev(const Variable& x, int64_t group_size = 4, int64_t num_channels = 1);
+
+class NoiseInjection : public Module {
+ public:
+  explicit NoiseInjection(Generator& gen = default_generator());
+  Variable forward(const Variable& x) override;
+  Variable forward(const Variable& x, const Tensor& noise);
+  std::string type_name() const override { return "NoiseInjection"; }
+
+  Variable strength;  // a scalar [1], 0 at first
+
+ private:
+  Generator* gen_;
+};
+
+}  // namespace tandem::nn
