@@ -94,19 +94,25 @@ void note_launch() {
   if (counting()) g_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-void note_sync(const std::source_location& where, int64_t wait_ns) {
-  if (!counting()) return;
+namespace {
+
+// A host wait (an explicit one, or a copy's) at `where`.
+void count_sync(const std::source_location& where, int64_t bytes, int64_t wait_ns) {
   g_syncs.fetch_add(1);
   g_wait_ns.fetch_add(wait_ns);
-  add(g_sync_sites, where, 0, wait_ns);
+  add(g_sync_sites, where, bytes, wait_ns);
+}
+
+}  // namespace
+
+void note_sync(const std::source_location& where, int64_t wait_ns) {
+  if (counting()) count_sync(where, 0, wait_ns);
 }
 
 void note_copy(CopyDirection direction, int64_t bytes, const std::source_location& where, int64_t wait_ns) {
   if (!counting()) return;
   (direction == CopyDirection::device_to_host ? g_to_host : g_to_device).fetch_add(1);
-  g_syncs.fetch_add(1);
-  g_wait_ns.fetch_add(wait_ns);
-  add(g_sync_sites, where, bytes, wait_ns);
+  count_sync(where, bytes, wait_ns);
 }
 
 void note_host_read(const std::source_location& where) {

@@ -219,14 +219,11 @@ void write_trace(const std::string& path, dist::ProcessGroup& world, std::vector
 struct HostSplit {
   double data_s = 0, step_s = 0, block_s = 0;
   int64_t steps = 0;
-  Clock::time_point begin;
-  void add(Clock::time_point t_begin, Clock::time_point t_data, Clock::time_point t_step) {
-    begin = t_begin;
-    data_s += std::chrono::duration<double>(t_data - t_begin).count();
-    step_s += std::chrono::duration<double>(t_step - t_data).count();
-  }
-  void end_step(Clock::time_point t_end) {
-    block_s += std::chrono::duration<double>(t_end - begin).count();
+  void add(Clock::time_point begin, Clock::time_point data_done, Clock::time_point step_done,
+           Clock::time_point end) {
+    data_s += std::chrono::duration<double>(data_done - begin).count();
+    step_s += std::chrono::duration<double>(step_done - data_done).count();
+    block_s += std::chrono::duration<double>(end - begin).count();
     ++steps;
   }
   std::string line() const {
@@ -403,10 +400,11 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   for (int64_t it = start; it < o.iters; ++it) {
     LogVars log;
     double lr_used = 0;
+    const bool counted = !o.trace.empty() && it >= count_from;
+    if (counted) host_cost::set_counting(true);
+    const auto t_begin = Clock::now();
+    Clock::time_point t_data, t_step;
     {
-      const bool counted = !o.trace.empty() && it >= count_from;
-      if (counted) host_cost::set_counting(true);
-      const auto t_begin = Clock::now();
       trace::begin_step(it);
       trace::Span step("train", "step");
       if (step.on()) step.set_args({trace::arg("iteration", it)});
@@ -414,10 +412,10 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       std::optional<trace::Span> data(std::in_place, "train", "data");
       Batch batch = prefetcher.take(it, it + 1 < o.iters ? it + 1 : -1);
       data.reset();
-      const auto t_data = Clock::now();
+      t_data = Clock::now();
       if (ada) model->augment->set_p(ada->p());
       log = graphed ? graphed->step(batch, it) : wrapped.train_step(batch);
-      if (counted) host_split.add(t_begin, t_data, Clock::now());
+      t_step = Clock::now();
       lr_used = wrapped.opt_d().lr();
       if (o.on_nonfinite == OnNonFinite::scrub) {  // elements so far, equal on every rank
         const WrappedGan::Scrubbed scrubbed = wrapped.scrubbed_elements();
@@ -427,7 +425,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       ema.update(it);
     }
     host_cost::set_counting(false);
-    if (!o.trace.empty() && it >= count_from) host_split.end_step(Clock::now());
+    if (counted) host_split.add(t_begin, t_data, t_step, Clock::now());
     timer.step();
 
     const int64_t done = it + 1;
