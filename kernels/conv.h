@@ -16,6 +16,8 @@ struct Conv2dParams {
   int64_t stride = 1;
   int64_t padding = 0;
   int64_t output_padding = 0;  // conv_transpose2d only
+  int64_t dilation = 1;        // spacing between kernel taps
+  int64_t groups = 1;          // channels split into this many independent convolutions
 };
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p);

@@ -39,6 +39,8 @@ inline void check_operands(const char* op, const Tensor& a, const char* a_what, 
 }
 
 inline void check_params(const char* op, const Conv2dParams& p, bool transposed) {
+  TANDEM_CHECK(p.dilation == 1 && p.groups == 1,
+               op << ": dilation " << p.dilation << " and groups " << p.groups << " are not supported yet");
   TANDEM_CHECK(p.stride >= 1 && p.padding >= 0,
                op << ": stride " << p.stride << " and padding " << p.padding << " must be >= 1 and >= 0");
   if (transposed) {
