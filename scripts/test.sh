@@ -20,10 +20,12 @@ while [ $# -gt 0 ]; do
       # The cluster tests (label "cluster") run tandem-train's unchanged code across network
       # namespaces: what they add is the network, which the first pass has tested; under the
       # sanitizers they cost minutes and find nothing the single-host runs do not.
-      # The penalty oracle (WGAN-GP, R1, lazy R1 in every wrap, double backward) costs 90-180 s
-      # per rank count under the sanitizers, 20 times its plain time: there it runs at 2 ranks,
-      # which exercises the same code as 1, 3 and 4 (all four run in the first pass).
-      ctest_label_args=(-LE cluster -E "gradient_penalty np=[134]")
+      # The oracles that cost minutes per rank count under the sanitizers (20 times their plain
+      # time) run there at 2 ranks only, which exercises the same code as 1, 3 and 4 (every
+      # rank count runs in the first pass): the penalty oracle (WGAN-GP, R1, lazy R1 in every
+      # wrap, double backward; 90-180 s each), the augmentation oracle (70-135 s), the FID
+      # oracle across ranks (20-75 s) and the augmented training runs (11-19 s).
+      ctest_label_args=(-LE cluster -E "(gradient_penalty|diff_augment|fid_ranks|augment_train) np=[134]")
       sanitize=1
       ;;
     --) shift; ctest_args=("$@"); break ;;
@@ -34,7 +36,8 @@ done
 
 bash "$TANDEM_ROOT/scripts/setup.sh"
 start=$(date +%s)
-tandem_configure_and_build "${cmake_args[@]}"
+# The suites and what they run, whatever an earlier configure of the same folder turned off.
+tandem_configure_and_build -DTANDEM_TESTS=ON -DTANDEM_MODELS=ON -DTANDEM_DATA=ON "${cmake_args[@]}"
 built=$(date +%s)
 echo "test.sh: build took $((built - start)) s"
 if [ "$sanitize" = 1 ]; then
