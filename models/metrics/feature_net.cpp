@@ -193,7 +193,17 @@ LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const st
     out.from_cache = true;
     auto recorded = [&](const char* key) {
       const auto it = file.metadata.find(key);
-      return it == file.metadata.end() ? 0.0 : std::stod(it->second);
+      if (it == file.metadata.end()) return 0.0;
+      size_t used = 0;
+      double value = 0;
+      try {
+        value = std::stod(it->second, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      TANDEM_CHECK(used == it->second.size() && used > 0,
+                   out.path << ": metadata key " << key << " is '" << it->second << "', not a number");
+      return value;
     };
     out.test_accuracy = recorded("fid.test_accuracy");
     out.train_seconds = recorded("fid.train_seconds");

@@ -1,6 +1,8 @@
 #include "models/train/fid_monitor.h"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "autograd/grad_mode.h"
 #include "models/data/dataset_identity.h"
@@ -14,6 +16,12 @@ namespace {
 
 // The noise of the FID sample set: a stream of its own, apart from the training noise.
 constexpr uint64_t kFidNoiseSeed = 0xf1d0000000000000ull;
+
+bool all_finite(const Tensor& t) {
+  for (const double v : t.to_vector())
+    if (!std::isfinite(v)) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -79,10 +87,17 @@ double FidMonitor::compute(GanModel& model, const EmaWeights& ema, Device device
     stats = metrics::generated_stats(*net_.net, generate, {model.noise_dim()}, samples_, seed_, world_);
   }
   for (auto& [buffer, copy] : saved_buffers) buffer.copy_(copy);
+  // A generator gone non-finite has no FID, and the run is not ended for it (--on-nonfinite
+  // decides that): the statistics are the allreduced sums, equal on every rank, so every
+  // rank takes this branch together.
+  if (!all_finite(stats.mean) || !all_finite(stats.cov)) return std::numeric_limits<double>::quiet_NaN();
   return metrics::fid(stats, real_);
 }
 
 std::string FidMonitor::line(int64_t iteration, double value) const {
+  if (std::isnan(value))
+    return name_ + ": non-finite samples at iteration " + std::to_string(iteration) +
+           " (the generator's output is not finite: no FID, training goes on)";
   char text[160];
   std::snprintf(text, sizeof text, "%s %.4f at iteration %lld (features %s, %lld samples)", name_.c_str(),
                 value, static_cast<long long>(iteration), metrics::short_hash(net_.hash).c_str(),

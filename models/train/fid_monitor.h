@@ -15,7 +15,7 @@
 //   statistics (metrics/fid_eval.h: the sample set split over the ranks, one allreduce; the
 //   same set at any rank count), generated with the EMA weights when EMA is on, in training
 //   mode as the sample pictures are (batch norm's buffers put back). Collective; returns the
-//   same value on every rank.
+//   same value on every rank: NaN when the samples are not finite (then line() says so).
 // - name(): the log's field, "fid_ema" when the samples come from the EMA generator, else
 //   "fid". line(i, value): "fid_ema <value, 4 decimals> at iteration <i> (features <short
 //   hash>, <N> samples)".

@@ -274,6 +274,10 @@ CommandLine train_command_line(TrainOptions& o) {
                 "NaN/Inf in an averaged gradient: off, skip (the step, on every rank), stop (with the "
                 "parameter names) or scrub (NaN becomes 0, +-Inf +-1e5, alike on every rank, and the step "
                 "goes on; the elements scrubbed so far are logged as scrubbed_g and scrubbed_d)");
+  cl.add("--max-nonfinite-steps", &o.max_nonfinite_steps,
+         "with --on-nonfinite skip or scrub: stop every rank after this many iterations in a row with a "
+         "non-finite averaged gradient, naming the parts (a warning at the first; 0: never stop)",
+         0);
   cl.add("--check-replicas-every", &o.check_replicas_every,
          "every N steps compare a hash of every parameter across ranks, and of every buffer (batch-norm "
          "running statistics) right after broadcasting it from rank 0 (between broadcasts each rank's "
@@ -372,6 +376,11 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
         "--tensorboard needs a tandem built with Protobuf (apt-get install libprotobuf-dev "
         "protobuf-compiler, then configure again)");
 #endif
+  if (given("--max-nonfinite-steps") && o.on_nonfinite != OnNonFinite::skip &&
+      o.on_nonfinite != OnNonFinite::scrub)
+    refuse(
+        "--max-nonfinite-steps goes with --on-nonfinite skip or scrub (stop stops at the first; off does not "
+        "look)");
   if (o.cuda_graphs) check_cuda_graphs(o);
   check_accumulation(o, given);
   check_fid_options(o, given);

@@ -93,6 +93,7 @@ struct TrainOptions {
   int64_t r1_every = 1;           // lazy R1: a penalty-only D step every N D steps
   int64_t pggan_stage_iters = 0;  // 0: iters / 3
   OnNonFinite on_nonfinite = OnNonFinite::off;
+  int64_t max_nonfinite_steps = 100;     // with skip/scrub: stop after this many in a row (0: never)
   bool lazy_r1_correction = true;        // lazy R1: D's Adam takes lr * c, betas^c, c = N / (N + 1)
   bool sync_bn = false;                  // batch norms use statistics over every rank's batch
   int64_t check_replicas_every = 0;      // compare parameter (and broadcast buffer) hashes every N steps

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "models/train/fid_monitor.h"
 #include "models/train/graphed_gan_step.h"
 #include "models/train/metrics_log.h"
+#include "models/train/nonfinite_guard.h"
 #include "models/train/out_dir.h"
 #include "models/train/progress.h"
 #include "models/train/rank_stats.h"
@@ -334,7 +336,14 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   std::optional<AdaptiveAugment> ada;  // --augment-target
   if (!o.augment.empty()) {
     model->augment = std::make_shared<DiffAugment>(parse_augment_policy(o.augment), o.seed, rank, size);
-    if (o.augment_target > 0) ada.emplace(o.augment_target, ada_step(o.global_batch, o.augment_kimg));
+    if (o.augment_target > 0) {
+      const double step = ada_step(o.global_batch, o.augment_kimg);
+      TANDEM_CHECK(step > 0 && std::isfinite(step),
+                   "--augment-kimg " << o.augment_kimg << " at --global-batch " << o.global_batch
+                                     << " moves p by " << step
+                                     << " per adjustment: pass a value that moves it (StyleGAN2-ADA: 500)");
+      ada.emplace(o.augment_target, step);
+    }
     model->augment->track_real_signs = ada.has_value();
   }
   // The learning rate of iteration i is set before it (at 0 here, then after each iteration).
@@ -394,6 +403,9 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   if (!o.trace.empty()) host_cost::start();
   host_cost::set_counting(false);
   const int64_t count_from = start + std::min<int64_t>(5, (o.iters - start) / 4);
+  std::optional<NonFiniteGuard> nonfinite_guard;  // --max-nonfinite-steps
+  if (o.on_nonfinite == OnNonFinite::skip || o.on_nonfinite == OnNonFinite::scrub)
+    nonfinite_guard.emplace(o.max_nonfinite_steps, to_string(o.on_nonfinite), is_rank0 ? &out : nullptr);
   BatchPrefetcher prefetcher(batches, device);
   HostSplit host_split;  // printed with --trace
   timer.start(loop_start, wrapped.total_bytes());
@@ -417,11 +429,17 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       log = graphed ? graphed->step(batch, it) : wrapped.train_step(batch);
       t_step = Clock::now();
       lr_used = wrapped.opt_d().lr();
-      if (o.on_nonfinite == OnNonFinite::scrub) {  // elements so far, equal on every rank
+      NonFiniteGuard::PartCounts nonfinite;  // so far, equal on every rank
+      if (o.on_nonfinite == OnNonFinite::scrub) {
         const WrappedGan::Scrubbed scrubbed = wrapped.scrubbed_elements();
         log["scrubbed_g"] = static_cast<double>(scrubbed.generator);
         log["scrubbed_d"] = static_cast<double>(scrubbed.discriminator);
+        nonfinite = {{"generator", scrubbed.generator}, {"discriminator", scrubbed.discriminator}};
+      } else if (o.on_nonfinite == OnNonFinite::skip) {
+        for (const auto& [name, wrapper] : wrapped.optim_wrappers().items())
+          nonfinite.emplace_back(name, wrapper->skipped_steps());
       }
+      if (nonfinite_guard) nonfinite_guard->observe(it + 1, nonfinite);
       ema.update(it);
     }
     host_cost::set_counting(false);
@@ -437,6 +455,11 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       ada->observe(sign_sum, count);
       ada->end_iteration(done, due(done, o.ckpt_every, last), *world);
     }
+    // The checkpoint first: it is the run. Before the log point's FID, which may take minutes
+    // and may fail; a picture that cannot be written (a full disk, a directory in its place)
+    // is reported below and costs only itself.
+    std::string checkpoint_path;
+    if (is_rank0 && due(done, o.ckpt_every, last)) checkpoint_path = checkpointer.save(done);
     const bool log_point = done % o.log_every == 0 || last;
     if (progress && log_point) progress->clear();  // the log point's lines take its place
     if ((progress && !log_point && progress->due(done)) || log_point) log = model->read_device_log(log);
@@ -468,12 +491,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       }
       timer.start(Clock::now(), wrapped.total_bytes());
     }
-    // The checkpoint first: it is the run. A picture that cannot be written (a full disk,
-    // a directory in its place) is reported and costs only itself.
-    if (is_rank0 && due(done, o.ckpt_every, last)) {
-      std::string path = checkpointer.save(done);
-      if (last) out << "checkpoint: " << path << "\n";
-    }
+    if (last && !checkpoint_path.empty()) out << "checkpoint: " << checkpoint_path << "\n";
     if (is_rank0 && due(done, o.sample_every, last)) {
       try {
         Samples samples = sample_writer.write(done);

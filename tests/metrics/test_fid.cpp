@@ -1,11 +1,17 @@
 // FID against closed forms, the feature statistics against a direct two-pass mean and
 // covariance, and the feature network's determinism and cache key.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
+#include "models/data/dataset.h"
+#include "models/data/dataset_identity.h"
 #include "models/metrics/feature_net.h"
 #include "models/metrics/fid.h"
+#include "runtime/checkpoint.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
 
@@ -221,6 +227,28 @@ TEST_CASE("the feature network is deterministic and its cache key names data, ne
   other = base;
   other.epochs += 1;
   CHECK(feature_net_hash("data 1", other) != h);
+}
+
+TEST_CASE("a cached feature network whose recorded accuracy is not a number is refused, naming file and key",
+          "[metrics][feature-net]") {
+  if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  const std::string cache =
+      (std::filesystem::temp_directory_path() / ("tandem-fid-meta-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(cache);
+  std::filesystem::create_directories(cache);
+  const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
+  const FeatureNetConfig config;
+  const std::string path =
+      cache + "/fid-features-" + feature_net_hash(data::dataset_identity(train), config) + ".ckpt";
+  FeatureNet net(config.seed);
+  save_safetensors(path, net.state_dict(), {{"fid.test_accuracy", "about 0.8"}});
+  // It used to fail with "stod" alone.
+  CHECK_THROWS_WITH(load_or_train_feature_net(data::kFashionMnistDefaultDir, cache, config, false, nullptr),
+                    Catch::Contains(path + ": metadata key fid.test_accuracy is 'about 0.8', not a number"));
+  std::filesystem::remove_all(cache);
 }
 
 TEST_CASE("a few feature-network steps on a small set lower its loss and beat chance",

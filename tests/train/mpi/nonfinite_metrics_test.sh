@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A run whose losses go non-finite (--lr 1e30) keeps metrics.jsonl strict JSON: each line
 # parses with a reader that refuses NaN and Infinity, the diverged losses are null, and the
-# run itself ends normally (--on-nonfinite off, the default).
+# run itself ends normally (--on-nonfinite off, the default). With --on-nonfinite skip or
+# scrub the same run stops after --max-nonfinite-steps iterations in a row, naming the parts,
+# after a warning at the first (it used to run to --iters doing nothing).
 #   nonfinite_metrics_test.sh <mpiexec> <tandem-train> <work dir>
 set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
@@ -25,5 +27,13 @@ with open(sys.argv[1]) as f:
 assert nulls > 0, "no diverged loss was logged as null"
 print("metrics.jsonl:", nulls, "null losses")
 PY
+for policy in skip scrub; do
+  "$mpiexec" -np 1 "$train" --model ring8-mlp --iters 400 --log-every 100 --lr 1e30 --on-nonfinite "$policy" \
+    --max-nonfinite-steps 5 --out "$work/$policy" > "$log" 2>&1 && { cat "$log"; fail "--on-nonfinite $policy ran to --iters"; }
+  grep -q "warning: non-finite averaged gradients at iteration [0-9]* (.*): --on-nonfinite $policy" "$log" ||
+    { cat "$log"; fail "--on-nonfinite $policy: no warning at the first non-finite iteration"; }
+  grep -q "non-finite averaged gradients in 5 iterations in a row (iterations [0-9]*-[0-9]*, parts: .*) with --on-nonfinite $policy" "$log" ||
+    { cat "$log"; fail "--on-nonfinite $policy: did not stop after 5 in a row, naming the parts"; }
+done
 echo "$test_name: ok"
 rm -rf "$work"

@@ -91,3 +91,13 @@ TEST_CASE("a resume with other augmentation settings is refused, naming them", "
   o.augment_target = 0.5;
   CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains("--augment-target 0.6"));
 }
+
+TEST_CASE("an --augment-kimg so large that p cannot move is refused, naming the flag",
+          "[train][augment][errors]") {
+  if (!fashion_mnist_present()) return;
+  std::ostringstream log;
+  models::TrainOptions o = augmented_run(fresh_dir("kimg"), 2);
+  o.augment_kimg = 1e308;  // used to fail with "AdaptiveAugment: step 0 must be positive"
+  CHECK_THROWS_WITH(models::train(o, world(), log),
+                    Catch::Contains("--augment-kimg 1e+308 at --global-batch"));
+}

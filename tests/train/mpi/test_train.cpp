@@ -805,3 +805,42 @@ TEST_CASE("a run with FID logs fid_ema at its iterations, with the cached featur
     CHECK(fs::exists(cache));
   }
 }
+
+TEST_CASE("a generator gone non-finite logs no FID and the run goes on, its checkpoints written",
+          "[train][fid]") {
+  if (!fashion_mnist_present()) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  const std::string cache = fresh_dir("fid-cache-nan");
+  if (world()->rank() == 0) {
+    const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
+    const metrics::FeatureNetConfig config;
+    metrics::FeatureNet net(config.seed);
+    save_safetensors(
+        cache + "/fid-features-" + metrics::feature_net_hash(data::dataset_identity(train), config) + ".ckpt",
+        net.state_dict());
+  }
+  world()->barrier("feature network cached")->wait();
+  const std::string dir = fresh_dir("fid-run-nan");
+  std::ostringstream log;
+  auto o = short_run("mlp", dir, 6);
+  o.lr = 1e30;  // the generator's output is NaN from the second iteration on
+  o.fid_every = 4;
+  o.fid_samples = 300;
+  o.fid_cache = cache;
+  o.ckpt_every = 4;
+  models::train(o, world(), log);  // used to end at the FID: the eigen-decomposition did not converge
+  if (world()->rank() == 0) {
+    INFO(log.str());
+    CHECK(log.str().find("fid_ema: non-finite samples at iteration 4") != std::string::npos);
+    CHECK(fs::exists(dir + "/ckpt-000004.safetensors"));
+    std::ifstream in(dir + "/metrics.jsonl");
+    int fid_nulls = 0;
+    for (std::string line; std::getline(in, line);) {
+      testing::JsonValue v = testing::JsonReader::parse(line);
+      if (v.members.count("fid_ema")) fid_nulls += v.at("fid_ema").kind == testing::JsonValue::Kind::null;
+    }
+    CHECK(fid_nulls == 2);  // iterations 4 and 6
+  }
+}
