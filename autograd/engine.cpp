@@ -9,6 +9,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/graph_walk.h"
+#include "autograd/local_backward_scope.h"
 #include "autograd/node.h"
 #include "autograd/observer_scope.h"
 #include "autograd/ops.h"
@@ -260,7 +261,7 @@ void Engine::backward(const std::vector<Variable>& roots, const std::vector<Tens
   }
   const std::unordered_set<Node*>* only = needed ? &*needed : nullptr;
   std::vector<BackwardObserver*> watching;
-  {
+  if (!LocalBackwardScope::active()) {  // a rank's own backward is nobody else's business
     detail::ObserverList& o = observers();
     std::lock_guard<std::mutex> lock(o.mu);
     watching = o.list;

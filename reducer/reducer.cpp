@@ -167,7 +167,10 @@ void Reducer::on_backward_begin(const BackwardPass& pass) {
     for (size_t i = 0; i < local.size(); ++i) unsynced_used_[i] = unsynced_used_[i] || local[i];
     return;
   }
-  if (!any_of(local) && !any_of(unsynced_used_)) return;  // this backward is not about our parameters
+  if (!any_of(local) && !any_of(unsynced_used_)) {  // this backward is not about our parameters
+    ++backwards_unreaching_;
+    return;
+  }
   begin_sync(std::move(local), backwards_seen_);
 }
 
@@ -217,7 +220,9 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
     return;
   }
   const int64_t steps = optim::steps_taken_on_this_thread() - steps_base_;
-  std::vector<bool> global = agreement_.agree(*group_, *shared_transport_, local, backward, steps);
+  std::vector<bool> global =
+      agreement_.agree(*group_, *shared_transport_, local,
+                       {.backward = backward, .steps = steps, .unreaching = backwards_unreaching_});
   const int64_t agreed_ns = traced() ? trace::now_ns() : 0;
   activate_phase(global, reachable);
   if (traced()) {  // after activation: the phase is known now

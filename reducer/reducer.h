@@ -318,9 +318,10 @@ class Reducer : public BackwardObserver {
   double prescale_ = 1.0;  // applied while copying into buckets (CommHook::prescaled)
   bool prepared_ = false;  // prepare_for_backward ran for the next backward
   bool sync_enabled_ = true;
-  int64_t backwards_seen_ = 0;       // every backward this Reducer observed on this rank
-  int64_t steps_base_ = 0;           // optim::steps_taken_on_this_thread() at construction
-  std::vector<bool> unsynced_used_;  // used in no_sync backwards since the last sync
+  int64_t backwards_seen_ = 0;        // every backward this Reducer observed on this rank
+  int64_t backwards_unreaching_ = 0;  // of those, the ones that reached none of its parameters
+  int64_t steps_base_ = 0;            // optim::steps_taken_on_this_thread() at construction
+  std::vector<bool> unsynced_used_;   // used in no_sync backwards since the last sync
   size_t last_backward_bytes_ = 0;
   uint64_t total_bytes_ = 0;
   int64_t synced_backwards_ = 0;

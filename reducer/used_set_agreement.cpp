@@ -50,7 +50,8 @@ UsedSetAgreement::UsedSetAgreement(std::vector<std::string> param_names, std::st
       allow_absent_ranks_(allow_absent_ranks) {}
 
 std::vector<bool> UsedSetAgreement::agree(dist::ProcessGroup& group, SharedMemoryTransport& transport,
-                                          const std::vector<bool>& local, int64_t backward, int64_t steps) {
+                                          const std::vector<bool>& local, const RankPosition& at) {
+  const int64_t backward = at.backward, steps = at.steps;
   const size_t count = names_.size();
   // Per parameter, then per part, how many ranks used it; how many ranks used any; then
   // this rank's position (backward and step counts) and its square.
@@ -74,7 +75,7 @@ std::vector<bool> UsedSetAgreement::agree(dist::ProcessGroup& group, SharedMemor
   const int world = group.size();
   if (!all_equal(c[position], c[position + 1], world) ||
       !all_equal(c[position + 2], c[position + 3], world)) {
-    fail_out_of_step(group, backward, steps);
+    fail_out_of_step(group, at);
   }
   // A rank that reaches none of the parameters (its backward is about something else, and
   // it agreed through prepare_for_backward) contributes zeros; among the ranks that reach
@@ -104,20 +105,28 @@ std::vector<bool> UsedSetAgreement::agree(dist::ProcessGroup& group, SharedMemor
   return global;
 }
 
-void UsedSetAgreement::fail_out_of_step(dist::ProcessGroup& group, int64_t backward, int64_t steps) const {
+void UsedSetAgreement::fail_out_of_step(dist::ProcessGroup& group, const RankPosition& at) const {
   // Every rank found the mismatch in the same collective, so every rank is here: one more
   // collective gathers the positions for the message.
   const int world = group.size();
-  Tensor all = Tensor::zeros({2 * static_cast<int64_t>(world)}, DType::i64);
+  constexpr int64_t kFields = 3;
+  Tensor all = Tensor::zeros({kFields * world}, DType::i64);
   int64_t* p = all.data<int64_t>();
-  p[2 * group.rank()] = backward;
-  p[2 * group.rank() + 1] = steps;
+  p[kFields * group.rank()] = at.backward;
+  p[kFields * group.rank() + 1] = at.steps;
+  p[kFields * group.rank() + 2] = at.unreaching;
   dist::allreduce_host(group, all, dist::ReduceOp::sum, "positions of the ranks of " + owner_);
-  std::ostringstream ranks;
+  std::ostringstream ranks, unreaching;
   constexpr int kListed = 8;
   for (int r = 0; r < world && r < kListed; ++r) {
-    ranks << (r ? "; " : "") << "rank " << r << ": backward " << p[2 * r] << " after " << p[2 * r + 1]
-          << " optimizer step" << (p[2 * r + 1] == 1 ? "" : "s");
+    const int64_t* q = p + kFields * r;
+    ranks << (r ? "; " : "") << "rank " << r << ": backward " << q[0] << " after " << q[1]
+          << " optimizer step" << (q[1] == 1 ? "" : "s");
+    if (q[2] > 0)
+      unreaching << " Rank " << r << " ran " << q[2] << " backward pass" << (q[2] == 1 ? "" : "es")
+                 << " that reached no parameter of " << owner_
+                 << " (a backward a rank runs on its own belongs in a LocalBackwardScope, "
+                    "autograd/local_backward_scope.h).";
   }
   if (world > kListed) ranks << "; ...";
   TANDEM_FAIL("ranks diverge in "
@@ -127,7 +136,7 @@ void UsedSetAgreement::fail_out_of_step(dist::ProcessGroup& group, int64_t backw
               << owner_ << "'s parameters while theirs did; averaging now would mix gradients "
               << "of different iterations. Every rank must run the same backwards and steps in the "
               << "same order; where some ranks' backwards may reach none of the parameters, call "
-              << "prepare_for_backward(loss) before every backward on every rank");
+              << "prepare_for_backward(loss) before every backward on every rank." << unreaching.str());
 }
 
 }  // namespace tandem

@@ -8,7 +8,8 @@
 //   rank reaches.
 // - Each rank also passes its position: the backward's count on this rank and the optimizer
 //   steps taken since the Reducer was made. Positions that differ between ranks are an Error
-//   on every rank listing each rank's position (one more collective, on that path only).
+//   on every rank listing each rank's position and its backwards that reached none of the
+//   parameters (one more collective, on that path only).
 //   They are compared modulo 2^20 by the sums of them and of their squares, which match
 //   all-equal positions only when the positions are equal.
 // - Among the ranks that reach any parameter, a part reached by some and not by others is
@@ -41,6 +42,15 @@ struct ModelParts {
   std::vector<size_t> of;          // per parameter, an index into names
 };
 
+// Where a rank is when it agrees: its backward's count, the optimizer steps it has taken and,
+// for the message when ranks diverge, how many of its backwards so far reached none of the
+// parameters (all since the Reducer was made).
+struct RankPosition {
+  int64_t backward = 0;
+  int64_t steps = 0;
+  int64_t unreaching = 0;
+};
+
 class UsedSetAgreement {
  public:
   // `owner` names the Reducer in messages and tags.
@@ -51,13 +61,13 @@ class UsedSetAgreement {
   const ModelParts& parts() const { return parts_; }
   // Agreements issued so far (counted once the counts are summed).
   int64_t issued() const { return issued_; }
-  // See the contract. `backward` and `steps`: this rank's position.
+  // See the contract. `at`: this rank's position.
   std::vector<bool> agree(dist::ProcessGroup& group, SharedMemoryTransport& transport,
-                          const std::vector<bool>& local, int64_t backward, int64_t steps);
+                          const std::vector<bool>& local, const RankPosition& at);
 
  private:
   // Every rank's position (one more collective) in the Error.
-  [[noreturn]] void fail_out_of_step(dist::ProcessGroup& group, int64_t backward, int64_t steps) const;
+  [[noreturn]] void fail_out_of_step(dist::ProcessGroup& group, const RankPosition& at) const;
 
   std::vector<std::string> names_;
   ModelParts parts_;

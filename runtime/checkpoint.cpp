@@ -6,11 +6,13 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -24,6 +26,16 @@ namespace tandem {
 static_assert(std::endian::native == std::endian::little, "checkpoint I/O assumes a little-endian host");
 
 namespace {
+
+// "<path>.tmp.<pid>.<8 hex digits>": no other process or thread picks the same name.
+std::string unique_temporary_name(const std::string& path) {
+  static std::atomic<uint32_t> counter{0};
+  std::random_device device;
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%08x", static_cast<long>(::getpid()),
+                static_cast<unsigned>(device() ^ (counter.fetch_add(1) * 0x9e3779b9u)));
+  return path + suffix;
+}
 
 namespace fs = std::filesystem;
 
@@ -324,7 +336,7 @@ std::string parent_dir(const std::string& path) {
 }  // namespace
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, TemporaryName temporary) {
   // Widest elements first (then by name), as the reference writer does, so every tensor
   // starts aligned to its element size within the 8-aligned data section.
   std::vector<std::pair<std::string, Tensor>> order;
@@ -381,7 +393,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temporary == TemporaryName::unique ? unique_temporary_name(path) : path + ".tmp";
   std::FILE* fp = fopen_fresh(tmp);  // never through a link planted at the temporary's name
   TANDEM_CHECK(fp != nullptr,
                path << ": cannot save checkpoint: cannot create " << tmp << ": " << errno_text());

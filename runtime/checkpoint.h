@@ -14,7 +14,8 @@
 //   verifies it, and a mismatch is an Error "<path>: checksum mismatch: recorded X,
 //   computed Y ...; the file is corrupt". Files without the key (other writers, older
 //   checkpoints) load unchecked; a key that is not 8 lowercase hex digits is a corrupt header.
-// - save_safetensors writes `path + ".tmp"` (made fresh: a link there is replaced, never
+// - save_safetensors writes `path + ".tmp"` (or a name of its own: TemporaryName::unique)
+//   (made fresh: a link there is replaced, never
 //   written through; runtime/file_write.h), flushes and fsyncs it, renames it over `path`
 //   and fsyncs the directory: a crash never leaves a half-written file under `path`. A link
 //   at `path` is replaced by the file, its target untouched.
@@ -62,8 +63,16 @@ struct SafetensorsHeader {
   uint64_t data_offset = 0;                     // byte offset of the data section in the file (8 + N)
 };
 
+// Where save_safetensors writes before its rename (see the contract above).
+enum class TemporaryName {
+  beside,  // "<path>.tmp": one writer per path (a run's own --out); a stale one is replaced
+  unique,  // "<path>.tmp.<pid>.<random>": for files several jobs may write at once (a shared
+           // cache): each writer has its own temporary, and the last rename wins whole
+};
+
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {},
+                      TemporaryName temporary = TemporaryName::beside);
 
 SafetensorsFile load_safetensors(const std::string& path);
 

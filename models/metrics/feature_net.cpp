@@ -1,14 +1,21 @@
 #include "models/metrics/feature_net.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "autograd/local_backward_scope.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
 #include "models/data/dataset_identity.h"
@@ -21,6 +28,9 @@ namespace tandem::metrics {
 namespace {
 
 constexpr int64_t kClasses = 10;
+
+// How long the other ranks wait for rank 0 to train the network (about 2 minutes on 2 cores).
+constexpr std::chrono::milliseconds kTrainingWait = std::chrono::hours(2);
 
 // Rows `index[begin, begin + n)` of `images` (host float32 [N, ...]) as one batch.
 Tensor gather_rows(const Tensor& images, const std::vector<int64_t>& index, int64_t begin, int64_t n) {
@@ -175,58 +185,159 @@ std::string default_fid_cache_dir() {
   return ".tandem-fid-cache";
 }
 
+std::string weights_hash(const nn::Module& net) {
+  std::string key;
+  for (const auto& [name, t] : net.state_dict()) {
+    const Tensor host = t.to(Device::cpu()).clone();  // contiguous, on the host
+    key += name + " " + shape_str(host.shape()) + "\n";
+    key.append(static_cast<const char*>(host.raw_data()), host.bytes());
+  }
+  return hash_hex(key);
+}
+
+std::string check_cache_dir(const std::string& cache_dir) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(cache_dir, ec);
+  if (std::filesystem::exists(status)) {
+    if (!std::filesystem::is_directory(status)) return cache_dir + " is not a directory";
+  } else if (!std::filesystem::create_directories(cache_dir, ec) && ec) {
+    return cache_dir + ": cannot create the directory (" + ec.message() + ")";
+  }
+  if (::access(cache_dir.c_str(), W_OK | X_OK) != 0)
+    return cache_dir + " is not writable (" + std::strerror(errno) + ")";
+  return "";
+}
+
+std::string load_verified_feature_net(LoadedFeatureNet& out) {
+  SafetensorsFile file;
+  try {
+    file = load_safetensors(out.path);
+    out.net->load_state_dict(file.tensors);
+  } catch (const Error& e) {
+    return std::string("not a FID feature network of this build: ") + e.what();
+  }
+  auto text = [&](const char* key) {
+    const auto it = file.metadata.find(key);
+    return it == file.metadata.end() ? std::string() : it->second;
+  };
+  if (text("fid.hash") != out.hash)
+    return "it records the recipe " + (text("fid.hash").empty() ? std::string("(none)") : text("fid.hash")) +
+           ", not " + out.hash + " (a file of another network, or of an older tandem)";
+  if (text("fid.weights") != weights_hash(*out.net))
+    return "its weights hash to " + weights_hash(*out.net) + ", not the recorded " + text("fid.weights") +
+           " (changed after it was written)";
+  auto number = [&](const char* key, double& value) -> std::string {
+    const std::string t = text(key);
+    size_t used = 0;
+    try {
+      value = std::stod(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != t.size() || !std::isfinite(value))
+      return std::string("metadata key ") + key + " is '" + t + "', not a number";
+    return "";
+  };
+  if (std::string e = number("fid.test_accuracy", out.test_accuracy); !e.empty()) return e;
+  if (std::string e = number("fid.train_seconds", out.train_seconds); !e.empty()) return e;
+  return "";
+}
+
+namespace {
+
+enum class CacheDecision : int64_t { load = 1, train = 2, refuse = 3 };
+
+}  // namespace
+
+void save_feature_net(const LoadedFeatureNet& net, const FeatureNetConfig& config) {
+  save_safetensors(net.path, net.net->state_dict(),
+                   {{"fid.description", config.describe()},
+                    {"fid.hash", net.hash},
+                    {"fid.weights", weights_hash(*net.net)},
+                    {"fid.test_accuracy", fixed(net.test_accuracy, 6)},
+                    {"fid.train_seconds", fixed(net.train_seconds, 3)}},
+                   TemporaryName::unique);  // a cache other jobs may be writing too
+}
+
 LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const std::string& cache_dir,
-                                           const FeatureNetConfig& config, bool write, const LogLine& log) {
-  const data::ImageDataset train = data::load_fashion_mnist(data_dir, true);
+                                           const FeatureNetConfig& config, dist::ProcessGroup& group,
+                                           const LogLine& log) {
+  const bool lead = group.rank() == 0;
   LoadedFeatureNet out;
   out.net = std::make_shared<FeatureNet>(config.seed);
-  out.hash = feature_net_hash(data::dataset_identity(train), config);
-  out.path = cache_dir + "/fid-features-" + out.hash + ".ckpt";
-  if (std::filesystem::exists(out.path)) {
-    const SafetensorsFile file = load_safetensors(out.path);
-    try {
-      out.net->load_state_dict(file.tensors);
-    } catch (const Error& e) {
-      TANDEM_FAIL(out.path << ": not a FID feature network of this build: " << e.what());
-    }
-    out.net->eval();
-    out.from_cache = true;
-    auto recorded = [&](const char* key) {
-      const auto it = file.metadata.find(key);
-      if (it == file.metadata.end()) return 0.0;
-      size_t used = 0;
-      double value = 0;
-      try {
-        value = std::stod(it->second, &used);
-      } catch (const std::exception&) {
-        used = 0;
+  std::optional<data::ImageDataset> train;
+  std::string reason;  // rank 0's refusal
+  CacheDecision decision = CacheDecision::train;
+  if (lead) {
+    train = data::load_fashion_mnist(data_dir, true);
+    out.hash = feature_net_hash(data::dataset_identity(*train), config);
+    out.path = cache_dir + "/fid-features-" + out.hash + ".ckpt";
+    const std::string unwritable = check_cache_dir(cache_dir);
+    if (std::filesystem::exists(out.path)) {
+      const std::string wrong = load_verified_feature_net(out);
+      if (wrong.empty()) {
+        decision = CacheDecision::load;
+      } else if (unwritable.empty()) {
+        if (log)
+          log("FID feature network " + short_hash(out.hash) + ": refusing " + out.path + ": " + wrong +
+              "; training it again");
+        out.net = std::make_shared<FeatureNet>(config.seed);
+      } else {
+        decision = CacheDecision::refuse;
+        reason = out.path + ": " + wrong + "; and the cache cannot be rewritten: " + unwritable;
       }
-      TANDEM_CHECK(used == it->second.size() && used > 0,
-                   out.path << ": metadata key " << key << " is '" << it->second << "', not a number");
-      return value;
-    };
-    out.test_accuracy = recorded("fid.test_accuracy");
-    out.train_seconds = recorded("fid.train_seconds");
-    if (log) log("FID feature network " + short_hash(out.hash) + ": loaded " + out.path);
-    return out;
+    } else if (!unwritable.empty()) {
+      decision = CacheDecision::refuse;
+      reason = "the FID cache lacks " + out.path + " and cannot hold it once trained: " + unwritable;
+    }
   }
-  if (log) log("FID feature network " + short_hash(out.hash) + ": training (" + config.describe() + ")");
-  const auto start = std::chrono::steady_clock::now();
-  train_feature_net(*out.net, train, config, log);
-  out.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  out.test_accuracy = test_accuracy(*out.net, data::load_fashion_mnist(data_dir, false));
-  if (log) {
-    log("FID feature network " + short_hash(out.hash) + ": test accuracy " +
-        fixed(100.0 * out.test_accuracy, 2) + "%, trained in " + fixed(out.train_seconds, 1) + " s");
+  // Rank 0's view of the cache decides: every rank follows, whatever its own file system holds.
+  Tensor state = Tensor::from_values({1}, {static_cast<double>(decision)}, DType::i64);
+  dist::broadcast_host(group, state, 0, "FID feature network: the cache's state");
+  decision = static_cast<CacheDecision>(state.data<int64_t>()[0]);
+  out.hash = dist::broadcast_string(group, out.hash, 0, "FID feature network: hash");
+  out.path = dist::broadcast_string(group, out.path, 0, "FID feature network: path");
+  if (decision == CacheDecision::refuse) {
+    reason = dist::broadcast_string(group, reason, 0, "FID feature network: refusal");
+    TANDEM_FAIL((lead ? "" : "rank 0 found: ") << reason);
   }
-  if (write) {
-    std::filesystem::create_directories(cache_dir);
-    save_safetensors(out.path, out.net->state_dict(),
-                     {{"fid.description", config.describe()},
-                      {"fid.test_accuracy", fixed(out.test_accuracy, 6)},
-                      {"fid.train_seconds", fixed(out.train_seconds, 3)}});
+  const std::chrono::milliseconds timeout = group.host_group().timeout();
+  if (decision == CacheDecision::train && lead) {
+    if (log) log("FID feature network " + short_hash(out.hash) + ": training (" + config.describe() + ")");
+    const auto start = std::chrono::steady_clock::now();
+    {
+      LocalBackwardScope local;  // rank 0's alone: no Reducer of the job counts these backwards
+      train_feature_net(*out.net, *train, config, log);
+    }
+    out.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.test_accuracy = test_accuracy(*out.net, data::load_fashion_mnist(data_dir, false));
+    if (log) {
+      log("FID feature network " + short_hash(out.hash) + ": test accuracy " +
+          fixed(100.0 * out.test_accuracy, 2) + "%, trained in " + fixed(out.train_seconds, 1) + " s");
+    }
+    save_feature_net(out, config);
     if (log) log("FID feature network " + short_hash(out.hash) + ": wrote " + out.path);
+  } else if (decision == CacheDecision::load && lead && log) {
+    log("FID feature network " + short_hash(out.hash) + ": loaded " + out.path);
   }
+  // The other ranks wait here while rank 0 trains (minutes): as long as that takes.
+  if (decision == CacheDecision::train) group.host_group().set_timeout(std::max(timeout, kTrainingWait));
+  Tensor recorded = Tensor::from_values({2}, {out.test_accuracy, out.train_seconds}, DType::f64);
+  try {
+    dist::broadcast_host(group, recorded, 0, "FID feature network: its accuracy and training time");
+  } catch (...) {
+    group.host_group().set_timeout(timeout);
+    throw;
+  }
+  group.host_group().set_timeout(timeout);
+  out.test_accuracy = recorded.data<double>()[0];
+  out.train_seconds = recorded.data<double>()[1];
+  for (auto& [name, t] : out.net->state_dict()) {
+    Tensor host = t;  // a handle on the weights: the broadcast writes them
+    dist::broadcast_host(group, host, 0, "FID feature network: " + name);
+  }
+  out.net->eval();
+  out.from_cache = decision == CacheDecision::load;
   return out;
 }
 

@@ -15,21 +15,33 @@
 //   size), so FID at N ranks equals FID of one process to float64 summation order.
 // - train_feature_net trains with Adam (lr, betas 0.9/0.999) for `epochs` passes over the
 //   data in batches of `batch`, shuffled by a Philox stream of `seed`, on a one-vs-rest
-//   logistic loss (bce_with_logits against one-hot labels: tandem has no softmax op, and
-//   the classifier's argmax is what is measured). Deterministic: the same data and config
+//   logistic loss (bce_with_logits against one-hot labels, the recipe the cached networks
+//   were trained with; the classifier's argmax is what is measured). Deterministic: the same data and config
 //   give bitwise the same weights on one build and machine kind.
 // - test_accuracy(net, data) is the fraction of rows whose argmax logit is their label.
 // - feature_net_hash(data_identity, config) is 16 hex digits of a 64-bit FNV-1a hash of the
 //   training data's identity (models/data/dataset_identity.h: a content hash), the
 //   architecture description (kFeatureNetArchitecture) and the config; short_hash is its
 //   first 8 digits, the form printed beside every FID.
-// - load_or_train_feature_net(data_dir, cache_dir, config, log) loads
-//   "<cache_dir>/fid-features-<hash>.ckpt" (a safetensors file, runtime/checkpoint.h) when
-//   present, else trains on Fashion-MNIST's training set in `data_dir`, measures the test
-//   accuracy and, when `write` is true, writes the file atomically (cache_dir created).
-//   The file's metadata records the description, the test accuracy and the training time.
-//   A file whose tensors do not fit the net is an Error naming it. `log` gets one line per
-//   epoch and one at the end.
+// - load_or_train_feature_net(data_dir, cache_dir, config, group, log) is collective: every
+//   rank of `group` gets the same network, as rank 0 decides from its view of the cache (a
+//   cache per node, warm on one and cold on another, changes nothing). Rank 0 loads
+//   "<cache_dir>/fid-features-<hash>.ckpt" (a safetensors file, runtime/checkpoint.h) when it
+//   is present and verified: it must record this recipe's hash (fid.hash) and the hash of
+//   the weights it holds (fid.weights, weights_hash), and numbers for its test accuracy and
+//   training time. Otherwise rank 0 trains it on Fashion-MNIST's training set in `data_dir`
+//   inside a LocalBackwardScope (no Reducer of the job counts those backwards), measures its
+//   test accuracy and writes the file (save_feature_net); the other ranks wait for it, not
+//   bounded by the collective timeout. The weights then reach every rank by broadcast: the
+//   network is never trained twice in a job. A file that fails verification is trained
+//   again and replaced (logged, naming the file and what is wrong) where the cache is
+//   writable, else an Error naming both; so is a missing file in a cache that cannot be
+//   written, before any training. `log` (rank 0's) gets one line per epoch and one at the end.
+// - save_feature_net writes the file with its identity (recipe hash, weights hash,
+//   description, accuracy, training time) through a temporary of its own, so jobs sharing a
+//   cache cannot undo each other's write (the last rename wins, whole).
+// - check_cache_dir(dir) creates `dir` when missing; "" when it is a writable directory,
+//   else why not.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +51,7 @@
 
 #include "autograd/nn.h"
 #include "models/data/dataset.h"
+#include "runtime/dist/process_group.h"
 
 namespace tandem::metrics {
 
@@ -90,7 +103,13 @@ struct LoadedFeatureNet {
   double train_seconds = 0.0;  // likewise
 };
 LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const std::string& cache_dir,
-                                           const FeatureNetConfig& config, bool write,
+                                           const FeatureNetConfig& config, dist::ProcessGroup& group,
                                            const LogLine& log = {});
+void save_feature_net(const LoadedFeatureNet& net, const FeatureNetConfig& config);
+std::string weights_hash(const nn::Module& net);  // 16 hex digits over every state-dict entry
+// Loads out.path into out.net (and its recorded accuracy and time) when it verifies against
+// out.hash as load_or_train_feature_net requires: "", else what is wrong.
+std::string load_verified_feature_net(LoadedFeatureNet& out);
+std::string check_cache_dir(const std::string& dir);
 
 }  // namespace tandem::metrics

@@ -64,4 +64,28 @@ double fid(const Tensor& mu1, const Tensor& c1, const Tensor& mu2, const Tensor&
 
 double fid(const GaussianStats& a, const GaussianStats& b) { return fid(a.mean, a.cov, b.mean, b.cov); }
 
+std::string check_gaussian(const GaussianStats& s, int64_t dim) {
+  if (s.count < 1) return "a count of " + std::to_string(s.count) + " samples";
+  if (!s.mean.defined() || s.mean.shape() != Shape{dim})
+    return "a mean of shape " + (s.mean.defined() ? shape_str(s.mean.shape()) : std::string("(none)")) +
+           ", not [" + std::to_string(dim) + "]";
+  if (!s.cov.defined() || s.cov.shape() != Shape{dim, dim})
+    return "a covariance of shape " + (s.cov.defined() ? shape_str(s.cov.shape()) : std::string("(none)")) +
+           ", not [" + std::to_string(dim) + ", " + std::to_string(dim) + "]";
+  const Eigen::VectorXd mean = host_vector(s.mean);
+  const RowMatrix cov = host_matrix(s.cov);
+  if (!mean.allFinite()) return "a mean that is not finite";
+  if (!cov.allFinite()) return "a covariance that is not finite";
+  const double largest = cov.cwiseAbs().maxCoeff();
+  if ((cov - cov.transpose()).cwiseAbs().maxCoeff() > 1e-9 * largest)
+    return "a covariance that is not symmetric";
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> solver(Eigen::MatrixXd(cov), Eigen::EigenvaluesOnly);
+  if (solver.info() != Eigen::Success) return "a covariance whose eigen-decomposition does not converge";
+  const Eigen::VectorXd values = solver.eigenvalues();
+  if (values.minCoeff() < -1e-6 * std::max(values.maxCoeff(), 0.0) || values.maxCoeff() < 0)
+    return "a covariance that is not positive semi-definite (eigenvalue " +
+           std::to_string(values.minCoeff()) + ")";
+  return "";
+}
+
 }  // namespace tandem::metrics

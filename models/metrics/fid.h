@@ -8,7 +8,13 @@
 //   the CPU; mismatched shapes are an Error naming them. The value may be a rounding error
 //   below 0 when the Gaussians are equal. fid(a, b) takes GaussianStats.
 // - sqrt_psd(c) is that square root of a symmetric [d, d] matrix, float64.
+// - check_gaussian(s, d) says what makes `s` unfit to be a Gaussian's statistics of
+//   dimension d ("" when nothing): a count below 1, a mean not [d] or a covariance not
+//   [d, d], a non-finite value, a covariance not symmetric (beyond 1e-9 of its largest
+//   element) or with an eigenvalue below -1e-6 times its largest.
 #pragma once
+
+#include <string>
 
 #include "models/metrics/feature_stats.h"
 #include "runtime/tensor.h"
@@ -18,5 +24,6 @@ namespace tandem::metrics {
 double fid(const Tensor& mu1, const Tensor& c1, const Tensor& mu2, const Tensor& c2);
 double fid(const GaussianStats& a, const GaussianStats& b);
 Tensor sqrt_psd(const Tensor& c);
+std::string check_gaussian(const GaussianStats& s, int64_t dim);
 
 }  // namespace tandem::metrics

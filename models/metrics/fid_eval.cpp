@@ -1,8 +1,10 @@
 #include "models/metrics/fid_eval.h"
 
+#include <cmath>
 #include <filesystem>
 #include <vector>
 
+#include "models/metrics/fid.h"
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -50,26 +52,73 @@ GaussianStats real_stats(FeatureNet& net, const std::string& net_hash, const dat
                          const std::string& real_identity, const std::string& cache_dir,
                          dist::ProcessGroup& group, const LogLine& log) {
   const std::string path = cache_dir + "/fid-real-" + hash_hex(net_hash + "\n" + real_identity) + ".ckpt";
+  const std::string net_weights = weights_hash(net);
+  const int64_t d = kFeatureDim;
 
-  // Rank 0's view of the cache decides, so ranks on other file systems follow it.
-  Tensor cached = Tensor::zeros({1}, DType::i64);
-  if (group.rank() == 0 && std::filesystem::exists(path)) cached.data<int64_t>()[0] = 1;
-  dist::broadcast_host(group, cached, 0, "FID real statistics: cached?");
+  // Rank 0's view of the cache decides, so ranks on other file systems follow it: 1 use the
+  // file (verified), 0 compute (and write) the statistics, -1 refuse.
   GaussianStats stats;
-  if (cached.data<int64_t>()[0] == 1) {
-    const int64_t d = kFeatureDim;
-    stats.mean = Tensor::zeros({d}, DType::f64);
-    stats.cov = Tensor::zeros({d, d}, DType::f64);
-    Tensor count = Tensor::zeros({1}, DType::f64);
-    if (group.rank() == 0) {
+  stats.mean = Tensor::zeros({d}, DType::f64);
+  stats.cov = Tensor::zeros({d, d}, DType::f64);
+  int64_t decision = 0;
+  std::string reason;
+  if (group.rank() == 0 && std::filesystem::exists(path)) {
+    std::string wrong;
+    try {
       const SafetensorsFile file = load_safetensors(path);
-      for (const char* name : {"mean", "cov", "count"}) {
-        TANDEM_CHECK(file.tensors.count(name), path << ": no tensor '" << name << "'; not FID statistics");
+      auto text = [&](const char* key) {
+        const auto it = file.metadata.find(key);
+        return it == file.metadata.end() ? std::string("(none)") : it->second;
+      };
+      for (const char* name : {"mean", "cov", "count"})
+        if (!file.tensors.count(name)) wrong = std::string("no tensor '") + name + "'; not FID statistics";
+      if (wrong.empty() && text("fid.feature_weights") != net_weights)
+        wrong = "made with the feature network of weights " + text("fid.feature_weights") + ", not " +
+                net_weights;
+      if (wrong.empty() && text("fid.data") != real_identity)
+        wrong = "made from the data " + text("fid.data") + ", not " + real_identity;
+      if (wrong.empty()) {
+        GaussianStats loaded{.count = 0, .mean = file.tensors.at("mean"), .cov = file.tensors.at("cov")};
+        const Tensor count = file.tensors.at("count").to(DType::f64);
+        const double c = count.numel() == 1 ? count.item() : -1.0;
+        loaded.count = c == std::floor(c) && std::isfinite(c) ? static_cast<int64_t>(c) : -1;
+        wrong = check_gaussian(loaded, d);
+        if (wrong.empty()) {
+          stats.mean.copy_(loaded.mean.to(DType::f64));
+          stats.cov.copy_(loaded.cov.to(DType::f64));
+          stats.count = loaded.count;
+          decision = 1;
+        } else {
+          wrong = "it holds " + wrong;
+        }
       }
-      stats.mean.copy_(file.tensors.at("mean"));
-      stats.cov.copy_(file.tensors.at("cov"));
-      count.copy_(file.tensors.at("count"));
+    } catch (const Error& e) {
+      wrong = e.message();
     }
+    if (decision != 1) {
+      const std::string unwritable = check_cache_dir(cache_dir);
+      if (unwritable.empty()) {
+        if (log) log("FID real statistics: refusing " + path + ": " + wrong + "; computing them again");
+      } else {
+        decision = -1;
+        reason = path + ": " + wrong + "; and the cache cannot be rewritten: " + unwritable;
+      }
+    }
+  } else if (group.rank() == 0) {
+    if (const std::string unwritable = check_cache_dir(cache_dir); !unwritable.empty()) {
+      decision = -1;
+      reason = "the FID cache lacks " + path + " and cannot hold it once computed: " + unwritable;
+    }
+  }
+  Tensor state = Tensor::from_values({1}, {static_cast<double>(decision)}, DType::i64);
+  dist::broadcast_host(group, state, 0, "FID real statistics: the cache's state");
+  decision = state.data<int64_t>()[0];
+  if (decision == -1) {
+    reason = dist::broadcast_string(group, reason, 0, "FID real statistics: refusal");
+    TANDEM_FAIL((group.rank() == 0 ? "" : "rank 0 found: ") << reason);
+  }
+  if (decision == 1) {
+    Tensor count = Tensor::from_values({1}, {static_cast<double>(stats.count)}, DType::f64);
     dist::broadcast_host(group, stats.mean, 0, "FID real statistics: mean");
     dist::broadcast_host(group, stats.cov, 0, "FID real statistics: covariance");
     dist::broadcast_host(group, count, 0, "FID real statistics: count");
@@ -81,12 +130,13 @@ GaussianStats real_stats(FeatureNet& net, const std::string& net_hash, const dat
   stats = sharded_stats(net, real.images.narrow_rows(begin, end - begin), begin, group,
                         "FID statistics of real samples");
   if (group.rank() == 0) {
-    std::filesystem::create_directories(cache_dir);
-    save_safetensors(path,
-                     {{"mean", stats.mean},
-                      {"cov", stats.cov},
-                      {"count", Tensor::from_values({1}, {static_cast<double>(stats.count)}, DType::f64)}},
-                     {{"fid.feature_net", net_hash}, {"fid.data", real_identity}});
+    save_safetensors(
+        path,
+        {{"mean", stats.mean},
+         {"cov", stats.cov},
+         {"count", Tensor::from_values({1}, {static_cast<double>(stats.count)}, DType::f64)}},
+        {{"fid.feature_net", net_hash}, {"fid.feature_weights", net_weights}, {"fid.data", real_identity}},
+        TemporaryName::unique);  // a cache other jobs may be writing too
     if (log) log("FID real statistics of " + std::to_string(stats.count) + " images: wrote " + path);
   }
   return stats;

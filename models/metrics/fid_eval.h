@@ -18,8 +18,13 @@
 // - real_stats(net, net_hash, real, real_identity, cache_dir, group, log) is the statistics
 //   of all of `real`'s images, cached in "<cache_dir>/fid-real-<16 hex>.ckpt" (hash of the
 //   net's hash and the data's identity): rank 0 decides whether the file is there and
-//   broadcasts its content; otherwise every rank embeds its shard and rank 0 writes the file
-//   atomically. Collective. The file holds mean, cov (float64) and count.
+//   verified, and broadcasts its content; otherwise every rank embeds its shard and rank 0
+//   writes the file (a temporary of its own, then a rename). Collective. The file holds
+//   mean, cov (float64) and count, and records the weights hash of the network that made
+//   it (fid.feature_weights) and the data's identity (fid.data). Verified: both records
+//   match, and the statistics pass check_gaussian (fid.h); a file that does not is computed
+//   again and replaced (logged, naming the file and what is wrong) where the cache is
+//   writable, else an Error on every rank naming both.
 #pragma once
 
 #include <cstdint>

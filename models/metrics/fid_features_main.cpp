@@ -62,7 +62,7 @@ int fid_features_main(int argc, char** argv) {
   auto log = [lead](const std::string& line) {
     if (lead) std::printf("%s\n", line.c_str()), std::fflush(stdout);
   };
-  auto loaded = tandem::metrics::load_or_train_feature_net(o.data_dir, o.cache_dir, o.net, lead, log);
+  auto loaded = tandem::metrics::load_or_train_feature_net(o.data_dir, o.cache_dir, o.net, group, log);
   const std::string tag = tandem::metrics::short_hash(loaded.hash);
   std::printf("%sfeature network %s: test accuracy %.2f%%, trained in %.1f s, %s\n", lead ? "" : "# ",
               tag.c_str(), 100.0 * loaded.test_accuracy, loaded.train_seconds, loaded.path.c_str());

@@ -54,8 +54,12 @@ FidMonitor::FidMonitor(const TrainOptions& o, dist::ProcessGroup& world, bool em
     if (out != nullptr) *out << line << "\n" << std::flush;
   };
   const bool lead = world.rank() == 0;
-  net_ = metrics::load_or_train_feature_net(o.data_dir, cache, metrics::FeatureNetConfig{}, lead,
-                                            lead ? metrics::LogLine(log) : metrics::LogLine());
+  try {
+    net_ = metrics::load_or_train_feature_net(o.data_dir, cache, metrics::FeatureNetConfig{}, world,
+                                              lead ? metrics::LogLine(log) : metrics::LogLine());
+  } catch (const Error& e) {
+    TANDEM_FAIL("FID's feature network (--fid-cache " << cache << "): " << e.message());
+  }
   const data::ImageDataset test = data::load_fashion_mnist(o.data_dir, false);
   real_ = metrics::real_stats(*net_.net, net_.hash, test, data::dataset_identity(test), cache, world,
                               lead ? metrics::LogLine(log) : metrics::LogLine());

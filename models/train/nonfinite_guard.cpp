@@ -21,7 +21,8 @@ NonFiniteGuard::NonFiniteGuard(int64_t limit, std::string policy, std::ostream* 
 void NonFiniteGuard::observe(int64_t done, const PartCounts& parts) {
   std::vector<std::string> now;  // the parts whose count grew in this iteration
   for (const auto& [name, count] : parts) {
-    const auto before = std::find_if(last_.begin(), last_.end(), [&](const auto& p) { return p.first == name; });
+    const auto before =
+        std::find_if(last_.begin(), last_.end(), [&](const auto& p) { return p.first == name; });
     if (count > (before == last_.end() ? 0 : before->second)) now.push_back(name);
   }
   last_ = parts;
@@ -31,7 +32,8 @@ void NonFiniteGuard::observe(int64_t done, const PartCounts& parts) {
     return;
   }
   for (const std::string& n : now)
-    if (std::find(parts_in_run_.begin(), parts_in_run_.end(), n) == parts_in_run_.end()) parts_in_run_.push_back(n);
+    if (std::find(parts_in_run_.begin(), parts_in_run_.end(), n) == parts_in_run_.end())
+      parts_in_run_.push_back(n);
   if (++in_a_row_ == 1 && warn_) {
     *warn_ << "warning: non-finite averaged gradients at iteration " << done << " (" << joined(now)
            << "): --on-nonfinite " << policy_ << (policy_ == "skip" ? " skips the step" : " scrubs them")
@@ -42,8 +44,8 @@ void NonFiniteGuard::observe(int64_t done, const PartCounts& parts) {
   }
   if (limit_ > 0 && in_a_row_ >= limit_) {
     throw std::runtime_error("non-finite averaged gradients in " + std::to_string(in_a_row_) +
-                             " iterations in a row (iterations " + std::to_string(done - in_a_row_ + 1) + "-" +
-                             std::to_string(done) + ", parts: " + joined(parts_in_run_) +
+                             " iterations in a row (iterations " + std::to_string(done - in_a_row_ + 1) +
+                             "-" + std::to_string(done) + ", parts: " + joined(parts_in_run_) +
                              ") with --on-nonfinite " + policy_ +
                              ": stopping every rank (--max-nonfinite-steps " + std::to_string(limit_) +
                              "; a lower --lr, --clip-grad or the checkpoint before the divergence may help)");

@@ -100,6 +100,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       number("--augment-kimg", o.augment_kimg, true),
       integer("--pggan-stage-iters", stage_iters, pggan),
       value("--on-nonfinite", to_string(o.on_nonfinite)),
+      integer("--max-nonfinite-steps", o.max_nonfinite_steps),  // every rank stops at the same count
       on_off("--cuda-graphs", o.cuda_graphs),  // replays skip the agreement: on or off everywhere
       on_off("--trace", !o.trace.empty()),     // a collective at start and end: on or off everywhere
       integer("--trace-steps", o.trace_steps),

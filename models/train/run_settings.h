@@ -26,7 +26,7 @@
 //   larger --iters extends the run, and --wrap, --prepare,
 //   --bucket-cap-mb, --backend, --device, --ema-decay, --ema-kimg, --ema-rampup, --ckpt-every,
 //   --sample-every,
-//   --log-every, --on-nonfinite, --cuda-graphs, --check-replicas-every,
+//   --log-every, --on-nonfinite, --max-nonfinite-steps, --cuda-graphs, --check-replicas-every,
 //   --detect-anomalous-params, --fid-every and --fid-samples
 //   take effect from the resumed
 //   iteration. --model is kept by its own rule (the checkpoint's model type).

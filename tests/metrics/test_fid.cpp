@@ -1,19 +1,17 @@
 // FID against closed forms, the feature statistics against a direct two-pass mean and
 // covariance, and the feature network's determinism and cache key.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <filesystem>
+#include <functional>
+#include <memory>
 #include <vector>
 
-#include "models/data/dataset.h"
-#include "models/data/dataset_identity.h"
 #include "models/metrics/feature_net.h"
 #include "models/metrics/fid.h"
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
+#include "tests/test_files.h"
 
 using namespace tandem;
 using namespace tandem::metrics;
@@ -229,26 +227,68 @@ TEST_CASE("the feature network is deterministic and its cache key names data, ne
   CHECK(feature_net_hash("data 1", other) != h);
 }
 
-TEST_CASE("a cached feature network whose recorded accuracy is not a number is refused, naming file and key",
-          "[metrics][feature-net]") {
-  if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
-    return;
-  }
-  const std::string cache =
-      (std::filesystem::temp_directory_path() / ("tandem-fid-meta-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(cache);
-  std::filesystem::create_directories(cache);
-  const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
+TEST_CASE(
+    "a cached feature network is verified: its recipe, its weights and its numbers, naming what is wrong",
+    "[metrics][feature-net]") {
+  testing::TempDir dir("fid-verify");
   const FeatureNetConfig config;
-  const std::string path =
-      cache + "/fid-features-" + feature_net_hash(data::dataset_identity(train), config) + ".ckpt";
-  FeatureNet net(config.seed);
-  save_safetensors(path, net.state_dict(), {{"fid.test_accuracy", "about 0.8"}});
-  // It used to fail with "stod" alone.
-  CHECK_THROWS_WITH(load_or_train_feature_net(data::kFashionMnistDefaultDir, cache, config, false, nullptr),
-                    Catch::Contains(path + ": metadata key fid.test_accuracy is 'about 0.8', not a number"));
-  std::filesystem::remove_all(cache);
+  const std::string hash = feature_net_hash("data 1", config);
+  auto at = [&](const std::string& name, uint64_t seed) {
+    LoadedFeatureNet net;
+    net.net = std::make_shared<FeatureNet>(seed);
+    net.hash = hash;
+    net.path = dir.file(name);
+    return net;
+  };
+  LoadedFeatureNet good = at("good.ckpt", config.seed);
+  good.test_accuracy = 0.8125;
+  save_feature_net(good, config);
+  LoadedFeatureNet reader = at("good.ckpt", config.seed + 1);  // other weights until loaded
+  CHECK(load_verified_feature_net(reader) == "");
+  CHECK(weights_hash(*reader.net) == weights_hash(*good.net));
+  CHECK(reader.test_accuracy == 0.8125);
+
+  // Another network's valid file copied over this name: its recorded recipe gives it away.
+  LoadedFeatureNet other = at("swapped.ckpt", config.seed);
+  other.hash = feature_net_hash("data 2", config);
+  save_feature_net(other, config);
+  LoadedFeatureNet swapped = at("swapped.ckpt", config.seed);
+  CHECK_THAT(load_verified_feature_net(swapped),
+             Catch::StartsWith("it records the recipe " + other.hash + ", not " + hash));
+
+  // Weights changed after the file was written; a number that is not one; no identity at all.
+  auto rewrite = [&](const std::string& name, const std::function<void(SafetensorsFile&)>& change) {
+    SafetensorsFile file = load_safetensors(good.path);
+    change(file);
+    save_safetensors(dir.file(name), file.tensors, file.metadata);
+    LoadedFeatureNet net = at(name, config.seed);
+    return load_verified_feature_net(net);
+  };
+  CHECK_THAT(
+      rewrite("tampered.ckpt", [](SafetensorsFile& f) { f.tensors.begin()->second.fill_(0.5); }),
+      Catch::Contains("not the recorded " + weights_hash(*good.net) + " (changed after it was written)"));
+  CHECK(rewrite("accuracy.ckpt", [](SafetensorsFile& f) { f.metadata["fid.test_accuracy"] = "about 0.8"; }) ==
+        "metadata key fid.test_accuracy is 'about 0.8', not a number");
+  CHECK_THAT(rewrite("bare.ckpt", [](SafetensorsFile& f) { f.metadata.clear(); }),
+             Catch::StartsWith("it records the recipe (none)"));
+}
+
+TEST_CASE("statistics that cannot be a Gaussian's are named", "[metrics][fid]") {
+  const int64_t d = 3;
+  auto stats = [&](int64_t count, std::vector<double> mean, std::vector<double> cov) {
+    return GaussianStats{
+        .count = count, .mean = vec(mean), .cov = Tensor::from_values({d, d}, cov, DType::f64)};
+  };
+  const std::vector<double> identity = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  CHECK(check_gaussian(stats(10, {0, 1, 2}, identity), d) == "");
+  CHECK(check_gaussian(stats(10, {0, 1, 2}, std::vector<double>(9, 0.0)), d) == "");  // a point mass
+  CHECK(check_gaussian(stats(-7, {0, 1, 2}, identity), d) == "a count of -7 samples");
+  CHECK(check_gaussian(stats(10, {0, NAN, 2}, identity), d) == "a mean that is not finite");
+  CHECK(check_gaussian(stats(10, {0, 1, 2}, std::vector<double>(9, -1.0)), d)
+            .starts_with("a covariance that is not positive semi-definite"));
+  CHECK(check_gaussian(stats(10, {0, 1, 2}, {1, 0.5, 0, 0, 1, 0, 0, 0, 1}), d) ==
+        "a covariance that is not symmetric");
+  CHECK(check_gaussian(stats(10, {0, 1, 2}, identity), 4) == "a mean of shape [3], not [4]");
 }
 
 TEST_CASE("a few feature-network steps on a small set lower its loss and beat chance",

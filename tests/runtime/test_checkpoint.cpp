@@ -1,10 +1,13 @@
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "runtime/checkpoint.h"
 #include "runtime/rng.h"
@@ -218,6 +221,32 @@ TEST_CASE("safetensors corrupt headers are errors naming the file and the proble
   SafetensorsFile ok = load_safetensors(path);
   REQUIRE(ok.tensors.count("w\xc3\xa9\xf0\x9f\x98\x80") == 1);
   CHECK(ok.metadata.at("format") == "pt");
+}
+
+TEST_CASE("writers of one file with unique temporaries never undo each other's save", "[checkpoint]") {
+  // Two jobs filling one cache used to share "<path>.tmp": each unlinked the other's, and
+  // one failed "renaming over the final name". Here threads stand for the jobs.
+  TempDir dir;
+  const std::string path = dir.file("fid-features-0123456789abcdef.ckpt");
+  std::atomic<int> failures{0};
+  auto writer = [&](double value) {
+    for (int i = 0; i < 40; ++i) {
+      try {
+        save_safetensors(path, {{"w", Tensor::full({256}, value, DType::f64)}}, {}, TemporaryName::unique);
+      } catch (const Error&) {
+        ++failures;
+      }
+    }
+  };
+  std::thread a(writer, 1.0), b(writer, 2.0);
+  a.join();
+  b.join();
+  CHECK(failures == 0);
+  const std::vector<double> w = load_safetensors(path).tensors.at("w").to_vector();  // one writer's, whole
+  CHECK((std::count(w.begin(), w.end(), 1.0) == 256 || std::count(w.begin(), w.end(), 2.0) == 256));
+  int left = 0;  // no temporary left behind
+  for (const auto& entry : fs::directory_iterator(dir.path)) left += entry.path().string() != path;
+  CHECK(left == 0);
 }
 
 TEST_CASE("safetensors saves through a temporary file and errors name the path", "[checkpoint]") {

@@ -3,10 +3,15 @@
 // rows from global noise, and the cached real statistics.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "../../mpi_world.h"
 #include "../../test_files.h"
+#include "models/data/dataset.h"
+#include "models/data/dataset_identity.h"
+#include "models/metrics/feature_net.h"
 #include "models/metrics/fid.h"
 #include "models/metrics/fid_eval.h"
 #include "runtime/rng.h"
@@ -130,4 +135,35 @@ TEST_CASE("real statistics are computed once, cached, and read back equal", "[me
   CHECK(second.mean.to_vector() == first.mean.to_vector());
   CHECK(second.cov.to_vector() == first.cov.to_vector());
   group->barrier()->wait();  // rank 0's directory outlives the others' reads
+}
+
+TEST_CASE("every rank gets rank 0's cached feature network, its own cache unread and left empty",
+          "[fid][cache]") {
+  if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  // A cache per node: warm on rank 0 (a network that training would not give, so that a
+  // rank that trained instead would differ), cold everywhere else. It used to have rank 1
+  // train its own network inside the GAN's Reducer and fail 144 s later.
+  testing::TempDir dir("fid-cache-per-node");
+  const std::string cache = dir.file("rank" + std::to_string(testing::world()->rank()));
+  const FeatureNetConfig config;
+  std::string planted_weights;
+  if (testing::world()->rank() == 0) {
+    const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
+    LoadedFeatureNet planted;
+    planted.net = std::make_shared<FeatureNet>(config.seed + 100);
+    planted.hash = feature_net_hash(data::dataset_identity(train), config);
+    planted.path = cache + "/fid-features-" + planted.hash + ".ckpt";
+    std::filesystem::create_directories(cache);
+    save_feature_net(planted, config);
+    planted_weights = weights_hash(*planted.net);
+  }
+  planted_weights = dist::broadcast_string(*testing::world(), planted_weights, 0, "planted weights");
+  const LoadedFeatureNet got =
+      load_or_train_feature_net(data::kFashionMnistDefaultDir, cache, config, *testing::world());
+  CHECK(got.from_cache);
+  CHECK(weights_hash(*got.net) == planted_weights);
+  if (testing::world()->rank() != 0) CHECK_FALSE(std::filesystem::exists(cache));
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "autograd/local_backward_scope.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
@@ -459,6 +460,28 @@ TEST_CASE("a rank whose backward reaches none of the parameters stops every rank
         std::string::npos);
   CHECK(error.find("rank 0: backward 2 after 1 optimizer step; rank 1: backward 3 after 2 optimizer steps") !=
         std::string::npos);
+  // The stray backward names itself.
+  CHECK(error.find("Rank 1 ran 1 backward pass that reached no parameter of OneLayer") != std::string::npos);
+}
+
+TEST_CASE("a backward one rank runs alone inside a LocalBackwardScope joins no Reducer",
+          "[reducer][position]") {
+  // The same stray backwards as above, each inside the scope: no Reducer sees them, the
+  // ranks stay in step, and w's gradient is the exact average over the ranks.
+  const int rank = world()->rank(), n = world()->size();
+  Variable w(Tensor::full({4}, 1.0), true);
+  Variable stray(Tensor::full({4}, 1.0), true);
+  Variable x(Tensor::full({4}, rank + 1.0));
+  Reducer reducer({w}, {"w"}, world(), ReducerOptions{.name = "OneLayer"});
+  for (int it = 0; it < 4; ++it) {
+    w.set_grad(Tensor());
+    if (rank == 1) {
+      LocalBackwardScope local;  // e.g. a network rank 1 trains on its own
+      for (int k = 0; k < 3; ++k) sum(mul(stray, x)).backward();
+    }
+    sum(mul(w, x)).backward();
+    for (double g : w.grad().to_vector()) CHECK(g == (n + 1) / 2.0);  // mean of 1..n
+  }
 }
 
 TEST_CASE("pytorch-pfn-extras options over MPI: negotiate_grads, reduce_function, allow_absent_ranks",

@@ -49,6 +49,19 @@ models::TrainOptions short_run(const std::string& model, const std::string& dir,
   return o;
 }
 
+// An untrained feature network in `cache` under the name training it would give, with the
+// identity the loader verifies: a run loads it (training it would take minutes).
+void plant_feature_net(const std::string& cache) {
+  const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
+  const metrics::FeatureNetConfig config;
+  metrics::LoadedFeatureNet planted;
+  planted.net = std::make_shared<metrics::FeatureNet>(config.seed);
+  planted.hash = metrics::feature_net_hash(data::dataset_identity(train), config);
+  planted.path = cache + "/fid-features-" + planted.hash + ".ckpt";
+  std::filesystem::create_directories(cache);
+  metrics::save_feature_net(planted, config);
+}
+
 // The error every rank gives for rank 0's verdict on the --out `dir`.
 std::string out_refusal(const std::string& dir, const std::string& reason) {
   return "--out " + dir + ": " + (world()->rank() == 0 ? "" : "rank 0 found: ") + reason;
@@ -773,14 +786,7 @@ TEST_CASE("a run with FID logs fid_ema at its iterations, with the cached featur
   // An untrained network placed in the cache under the name training it would give: the
   // run must load it (training it would take minutes and time the test out).
   const std::string cache = fresh_dir("fid-cache");
-  if (world()->rank() == 0) {
-    const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
-    const metrics::FeatureNetConfig config;
-    metrics::FeatureNet net(config.seed);
-    save_safetensors(
-        cache + "/fid-features-" + metrics::feature_net_hash(data::dataset_identity(train), config) + ".ckpt",
-        net.state_dict());
-  }
+  if (world()->rank() == 0) plant_feature_net(cache);
   world()->barrier("feature network cached")->wait();
   const std::string dir = fresh_dir("fid-run");
   std::ostringstream log;
@@ -813,14 +819,7 @@ TEST_CASE("a generator gone non-finite logs no FID and the run goes on, its chec
     return;
   }
   const std::string cache = fresh_dir("fid-cache-nan");
-  if (world()->rank() == 0) {
-    const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
-    const metrics::FeatureNetConfig config;
-    metrics::FeatureNet net(config.seed);
-    save_safetensors(
-        cache + "/fid-features-" + metrics::feature_net_hash(data::dataset_identity(train), config) + ".ckpt",
-        net.state_dict());
-  }
+  if (world()->rank() == 0) plant_feature_net(cache);
   world()->barrier("feature network cached")->wait();
   const std::string dir = fresh_dir("fid-run-nan");
   std::ostringstream log;
