@@ -438,6 +438,17 @@ TEST_CASE("second order: grouped and dilated conv2d and conv_transpose2d", "[sec
   }
 }
 
+TEST_CASE("second order: modulated_conv2d, demodulated or not", "[second_order][stylegan][modulated]") {
+  for (bool demodulate : {true, false}) {
+    expect_second_order_matches(
+        demodulate ? "modulated_conv2d demodulated" : "modulated_conv2d",
+        [demodulate](const std::vector<Variable>& v) {
+          return nn::modulated_conv2d(v[0], v[1], v[2], demodulate, {.padding = 1});
+        },
+        {random_input({2, 3, 4, 4}, 170), random_input({2, 3, 3, 3}, 171), random_input({2, 3}, 172)});
+  }
+}
+
 TEST_CASE("second order of conv2d's gradient ops (third order of conv2d)", "[second_order][conv]") {
   // The rules of conv2d and conv_transpose2d produce these two ops; their own rules make
   // the third and higher orders.
