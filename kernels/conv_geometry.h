@@ -75,7 +75,19 @@ inline Geometry conv_geometry(const char* op, const Shape& x, const Shape& w, co
   TANDEM_CHECK(x[1] == w[1] * p.groups, op << ": input " << shape_str(x) << " has " << x[1]
                                            << " channels but weight " << shape_str(w) << " with groups "
                                            << p.groups << " expects " << w[1] * p.groups);
-  Geometry g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 0, 0, p.stride, p.padding, p.dilation, p.groups};
+  Geometry g{.n = x[0],
+             .c = x[1],
+             .h = x[2],
+             .w = x[3],
+             .o = w[0],
+             .kh = w[2],
+             .kw = w[3],
+             .ho = 0,
+             .wo = 0,
+             .stride = p.stride,
+             .padding = p.padding,
+             .dilation = p.dilation,
+             .groups = p.groups};
   const int64_t ekh = effective_kernel(g.kh, g.dilation), ekw = effective_kernel(g.kw, g.dilation);
   TANDEM_CHECK(g.h + 2 * g.padding >= ekh && g.w + 2 * g.padding >= ekw && g.kh > 0 && g.kw > 0,
                op << ": kernel of weight " << shape_str(w) << " with dilation " << g.dilation
@@ -99,8 +111,19 @@ inline Geometry transpose_geometry(const char* op, const Shape& x, const Shape& 
   TANDEM_CHECK(ho > 0 && wo > 0, op << ": input " << shape_str(x) << " with weight " << shape_str(w)
                                     << " and padding " << p.padding << " gives an empty output [" << ho
                                     << ", " << wo << "]");
-  return Geometry{x[0], w[1] * p.groups, ho,        wo,         w[0],    w[2], w[3], x[2],
-                  x[3], p.stride,        p.padding, p.dilation, p.groups};
+  return Geometry{.n = x[0],
+                  .c = w[1] * p.groups,
+                  .h = ho,
+                  .w = wo,
+                  .o = w[0],
+                  .kh = w[2],
+                  .kw = w[3],
+                  .ho = x[2],
+                  .wo = x[3],
+                  .stride = p.stride,
+                  .padding = p.padding,
+                  .dilation = p.dilation,
+                  .groups = p.groups};
 }
 
 inline void check_grad_shape(const char* op, const Tensor& grad, const Shape& expected) {

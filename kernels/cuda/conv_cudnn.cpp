@@ -181,9 +181,10 @@ Plan choose(const ConvPlanKey& key, std::shared_ptr<Descriptors> desc, int algo_
 }
 
 ConvPlanKey key_of(ConvPass pass, const Tensor& t, const Geometry& g, ConvAlgorithmMode mode) {
-  return ConvPlanKey{pass, g.n,      g.c,       g.h,        g.w,      g.o,       g.kh,
-                     g.kw, g.stride, g.padding, g.dilation, g.groups, t.dtype(), t.device().index,
-                     mode};
+  ConvPlanKey key{.pass = pass, .n = g.n, .c = g.c, .h = g.h, .w = g.w, .o = g.o, .kh = g.kh, .kw = g.kw};
+  key.stride = g.stride, key.padding = g.padding, key.dilation = g.dilation, key.groups = g.groups;
+  key.dtype = t.dtype(), key.device = t.device().index, key.mode = mode;
+  return key;
 }
 
 // alpha = 1, beta = 0 in the data's type (cuDNN reads double scalars for double data).
