@@ -24,6 +24,24 @@ void check_positive(const char* layer, const char* what, int64_t value) {
   TANDEM_CHECK(value > 0, layer << ": " << what << " must be positive, got " << value);
 }
 
+// ", d=2, g=4" for a dilated or grouped conv layer's name; "" otherwise.
+std::string extra_params(const kernels::Conv2dParams& p) {
+  std::string s;
+  if (p.dilation != 1) s += ", d=" + std::to_string(p.dilation);
+  if (p.groups != 1) s += ", g=" + std::to_string(p.groups);
+  return s;
+}
+
+// A positive stride, dilation and groups, which both channel counts divide by (PyTorch's rule).
+void check_conv_params(const char* layer, int64_t in, int64_t out, const kernels::Conv2dParams& p) {
+  check_positive(layer, "stride", p.stride);
+  check_positive(layer, "dilation", p.dilation);
+  check_positive(layer, "groups", p.groups);
+  TANDEM_CHECK(in % p.groups == 0 && out % p.groups == 0, layer << ": in_channels " << in
+                                                                << " and out_channels " << out
+                                                                << " must divide by groups " << p.groups);
+}
+
 }  // namespace
 
 // ---- Linear ----------------------------------------------------------------------------
@@ -46,12 +64,18 @@ std::string Linear::type_name() const {
 
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, bool with_bias,
                Generator& gen)
-    : in_channels(in), out_channels(out), kernel_size(k), params{stride, padding, 0} {
+    : Conv2d(in, out, k, kernels::Conv2dParams{.stride = stride, .padding = padding}, with_bias, gen) {}
+
+Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, const kernels::Conv2dParams& p, bool with_bias,
+               Generator& gen)
+    : in_channels(in), out_channels(out), kernel_size(k), params(p) {
   check_positive("Conv2d", "in_channels", in);
   check_positive("Conv2d", "out_channels", out);
   check_positive("Conv2d", "kernel_size", k);
-  check_positive("Conv2d", "stride", stride);
-  weight = register_parameter("weight", Variable(Tensor::empty({out, in, k, k})));
+  check_conv_params("Conv2d", in, out, p);
+  TANDEM_CHECK(p.output_padding == 0,
+               "Conv2d: output_padding " << p.output_padding << " applies to ConvTranspose2d only");
+  weight = register_parameter("weight", Variable(Tensor::empty({out, in / p.groups, k, k})));
   if (with_bias) bias = register_parameter("bias", Variable(Tensor::empty({out})));
   default_init(weight, bias, gen);
 }
@@ -61,19 +85,26 @@ Variable Conv2d::forward(const Variable& x) { return conv2d(x, weight, bias, par
 std::string Conv2d::type_name() const {
   return "Conv2d(" + std::to_string(in_channels) + ", " + std::to_string(out_channels) +
          ", k=" + std::to_string(kernel_size) + ", s=" + std::to_string(params.stride) +
-         ", p=" + std::to_string(params.padding) + ")";
+         ", p=" + std::to_string(params.padding) + extra_params(params) + ")";
 }
 
 // ---- ConvTranspose2d -------------------------------------------------------------------
 
 ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding,
                                  int64_t output_padding, bool with_bias, Generator& gen)
-    : in_channels(in), out_channels(out), kernel_size(k), params{stride, padding, output_padding} {
+    : ConvTranspose2d(
+          in, out, k,
+          kernels::Conv2dParams{.stride = stride, .padding = padding, .output_padding = output_padding},
+          with_bias, gen) {}
+
+ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, int64_t k, const kernels::Conv2dParams& p,
+                                 bool with_bias, Generator& gen)
+    : in_channels(in), out_channels(out), kernel_size(k), params(p) {
   check_positive("ConvTranspose2d", "in_channels", in);
   check_positive("ConvTranspose2d", "out_channels", out);
   check_positive("ConvTranspose2d", "kernel_size", k);
-  check_positive("ConvTranspose2d", "stride", stride);
-  weight = register_parameter("weight", Variable(Tensor::empty({in, out, k, k})));
+  check_conv_params("ConvTranspose2d", in, out, p);
+  weight = register_parameter("weight", Variable(Tensor::empty({in, out / p.groups, k, k})));
   if (with_bias) bias = register_parameter("bias", Variable(Tensor::empty({out})));
   default_init(weight, bias, gen);
 }
@@ -83,7 +114,8 @@ Variable ConvTranspose2d::forward(const Variable& x) { return conv_transpose2d(x
 std::string ConvTranspose2d::type_name() const {
   return "ConvTranspose2d(" + std::to_string(in_channels) + ", " + std::to_string(out_channels) +
          ", k=" + std::to_string(kernel_size) + ", s=" + std::to_string(params.stride) +
-         ", p=" + std::to_string(params.padding) + ", op=" + std::to_string(params.output_padding) + ")";
+         ", p=" + std::to_string(params.padding) + ", op=" + std::to_string(params.output_padding) +
+         extra_params(params) + ")";
 }
 
 // ---- BatchNorm -------------------------------------------------------------------------

@@ -5,10 +5,13 @@
 //   initialised as PyTorch does: weight ~ kaiming_uniform(a = sqrt(5)), i.e.
 //   U(-1/sqrt(fan_in), 1/sqrt(fan_in)), then bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
 //   drawn in that order from `gen` (default_generator() unless one is passed). fan_in is
-//   init::fan_in(weight shape): in * k * k for Conv2d, out * k * k for ConvTranspose2d.
+//   init::fan_in(weight shape): in / groups * k * k for Conv2d, out / groups * k * k for
+//   ConvTranspose2d.
 //   Re-initialise with init:: functions (e.g. normal_(w, 0, 0.02) for DCGAN).
 // - Shapes: Linear [N, in] -> [N, out], weight [out, in]. Conv2d NCHW, weight
-//   [out, in, k, k]. ConvTranspose2d NCHW, weight [in, out, k, k].
+//   [out, in / groups, k, k]. ConvTranspose2d NCHW, weight [in, out / groups, k, k]. Both
+//   take their stride, padding, dilation and groups (and ConvTranspose2d its
+//   output_padding) as kernels::Conv2dParams; in and out must divide by groups.
 // - BatchNorm1d ([N, C] or [N, C, L]) and BatchNorm2d ([N, C, H, W]) normalise each
 //   channel (axis 1) over every other axis. They own `weight` (ones) and `bias` (zeros)
 //   unless options.affine is false (then both stay undefined and are not parameters), and
@@ -60,10 +63,13 @@ class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
          int64_t padding = 0, bool bias = true, Generator& gen = default_generator());
+  // Any geometry, e.g. Conv2d(32, 32, 3, {.padding = 2, .dilation = 2, .groups = 32}).
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const kernels::Conv2dParams& params,
+         bool bias = true, Generator& gen = default_generator());
   Variable forward(const Variable& x) override;
   std::string type_name() const override;
 
-  Variable weight;  // [out, in, k, k]
+  Variable weight;  // [out, in / groups, k, k]
   Variable bias;    // [out], or undefined
   int64_t in_channels, out_channels, kernel_size;
   kernels::Conv2dParams params;
@@ -74,10 +80,14 @@ class ConvTranspose2d : public Module {
   ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
                   int64_t padding = 0, int64_t output_padding = 0, bool bias = true,
                   Generator& gen = default_generator());
+  // Any geometry, e.g. ConvTranspose2d(8, 8, 4, {.stride = 2, .padding = 1, .groups = 2}).
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                  const kernels::Conv2dParams& params, bool bias = true,
+                  Generator& gen = default_generator());
   Variable forward(const Variable& x) override;
   std::string type_name() const override;
 
-  Variable weight;  // [in, out, k, k]
+  Variable weight;  // [in, out / groups, k, k]
   Variable bias;    // [out], or undefined
   int64_t in_channels, out_channels, kernel_size;
   kernels::Conv2dParams params;

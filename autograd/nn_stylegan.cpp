@@ -1,6 +1,7 @@
 #include "autograd/nn_stylegan.h"
 
 #include <cmath>
+#include <memory>
 
 namespace tandem::nn {
 
@@ -112,6 +113,61 @@ Variable NoiseInjection::forward(const Variable& x, const Tensor& noise) {
                "NoiseInjection: noise " << shape_str(noise.shape()) << " for input " << shape_str(x.shape())
                                         << " (want [N, 1, H, W])");
   return add(x, mul(Variable(noise), reshape(strength, {1, 1, 1, 1})));
+}
+
+Variable modulated_conv2d(const Variable& x, const Variable& weight, const Variable& styles, bool demodulate,
+                          const kernels::Conv2dParams& params) {
+  const char* op = "modulated_conv2d";
+  TANDEM_CHECK(x.defined() && weight.defined() && styles.defined(),
+               op << ": needs defined input, weight and styles");
+  TANDEM_CHECK(x.dim() == 4 && weight.dim() == 4 && styles.dim() == 2,
+               op << ": needs x [N, C, H, W], weight [O, C, k, k] and styles [N, C], got "
+                  << shape_str(x.shape()) << ", " << shape_str(weight.shape()) << " and "
+                  << shape_str(styles.shape()));
+  const int64_t n = x.size(0), c = x.size(1), o = weight.size(0), kh = weight.size(2), kw = weight.size(3);
+  TANDEM_CHECK(weight.size(1) == c && styles.size(0) == n && styles.size(1) == c,
+               op << ": x " << shape_str(x.shape()) << ", weight " << shape_str(weight.shape())
+                  << " and styles " << shape_str(styles.shape())
+                  << " do not agree (want [N, C, H, W], [O, C, k, k], [N, C])");
+  TANDEM_CHECK(params.groups == 1,
+               op << ": params.groups must be 1 (the batch's samples are the groups), got " << params.groups);
+  // w_n[o, c, ki, kj] = weight[o, c, ki, kj] * styles[n, c], as [N, O, C k k].
+  Variable w = mul(reshape(weight, {1, o, c, kh * kw}), reshape(styles, {n, 1, c, 1}));
+  w = reshape(w, {n, o, c * kh * kw});
+  if (demodulate) w = div(w, sqrt(add_scalar(sum(square(w), 2, true), 1e-8)));
+  kernels::Conv2dParams p = params;
+  p.groups = n;
+  const Variable y =
+      conv2d(reshape(x, {1, n * c, x.size(2), x.size(3)}), reshape(w, {n * o, c, kh, kw}), Variable(), p);
+  return reshape(y, {n, o, y.size(2), y.size(3)});
+}
+
+ModulatedConv2d::ModulatedConv2d(int64_t in, int64_t out, int64_t k, int64_t w_dim_, ModulatedConvOptions o,
+                                 Generator& gen)
+    : in_channels(in), out_channels(out), kernel(k), w_dim(w_dim_), options(o) {
+  check_positive("ModulatedConv2d", "in_channels", in);
+  check_positive("ModulatedConv2d", "out_channels", out);
+  check_positive("ModulatedConv2d", "kernel", k);
+  check_positive("ModulatedConv2d", "w_dim", w_dim_);
+  TANDEM_CHECK(std::isfinite(o.gain), "ModulatedConv2d: gain must be a finite number, got " << o.gain);
+  affine = register_module(
+      "affine", std::make_shared<EqualizedLinear>(w_dim_, in, EqualizedOptions{.bias_init = 1.0}, gen));
+  Tensor wt = Tensor::empty({out, in, k, k});
+  fill_normal(wt, 0.0, 1.0, gen);
+  weight = register_parameter("weight", Variable(wt));
+  if (o.bias) bias = register_parameter("bias", Variable(Tensor::zeros({out})));
+}
+
+Variable ModulatedConv2d::forward(const Variable& x, const Variable& w) {
+  const double c = options.gain / std::sqrt(static_cast<double>(in_channels * kernel * kernel));
+  const Variable y =
+      modulated_conv2d(x, scale(weight, c), affine->forward(w), options.demodulate, {.padding = kernel / 2});
+  return bias.defined() ? add_bias(y, bias) : y;
+}
+
+std::string ModulatedConv2d::type_name() const {
+  return "ModulatedConv2d(" + std::to_string(in_channels) + ", " + std::to_string(out_channels) + ", " +
+         std::to_string(kernel) + (options.demodulate ? "" : ", demodulate=false") + ")";
 }
 
 }  // namespace tandem::nn

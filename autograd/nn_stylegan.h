@@ -21,8 +21,25 @@
 // - NoiseInjection(): x + strength * noise, strength a learned scalar (starting at 0) and
 //   noise [N, 1, H, W] drawn N(0, 1) from `gen` at each forward (or passed in, for fixed
 //   noise).
+// - modulated_conv2d(x, weight, styles, demodulate, params): StyleGAN2's modulated
+//   convolution. x [N, C, H, W], weight [O, C, k, k] (used as given), styles [N, C]: sample
+//   n is convolved with w_n[o, c] = weight[o, c] * styles[n, c], and with `demodulate` each
+//   w_n[o] is then divided by sqrt(sum over c, ki, kj of w_n[o]^2 + 1e-8), so scaling a
+//   sample's styles leaves its output unchanged (up to that 1e-8). As in StyleGAN2, it runs
+//   as ONE grouped conv2d over the batch (x as [1, N C, H, W], the weights as
+//   [N O, C, k, k], groups N). params: stride, padding and dilation (groups must be 1).
+//   Returns [N, O, Ho, Wo].
+// - ModulatedConv2d(in, out, kernel, w_dim): the layer around it (StyleGAN2's synthesis
+//   layer and, demodulate off, its toRGB). It owns `affine`, an EqualizedLinear(w_dim, in)
+//   with bias_init 1 that maps the latent w [N, w_dim] to the styles, the weight
+//   [out, in, k, k] ~ N(0, 1) used at gain / sqrt(in k k) (equalised learning rate, as
+//   EqualizedConv2d), and unless options.bias is false a bias [out] (zeros) added after
+//   the convolution. Padding k / 2 keeps the size (odd k). Up- and downsampling are not
+//   inside: compose it with upfirdn2d's resampling filters before or after, as StyleGAN2
+//   does.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "autograd/module.h"
@@ -80,6 +97,31 @@ class NoiseInjection : public Module {
 
  private:
   Generator* gen_;
+};
+
+Variable modulated_conv2d(const Variable& x, const Variable& weight, const Variable& styles,
+                          bool demodulate = true, const kernels::Conv2dParams& params = {});
+
+struct ModulatedConvOptions {
+  bool demodulate = true;
+  bool bias = true;
+  double gain = 1.0;  // of the weight (equalised learning rate)
+};
+
+class ModulatedConv2d : public Module {
+ public:
+  ModulatedConv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t w_dim,
+                  ModulatedConvOptions options = {}, Generator& gen = default_generator());
+  // x [N, in, H, W], w [N, w_dim] -> [N, out, H, W].
+  Variable forward(const Variable& x, const Variable& w);
+  using Module::forward;  // the single-input one throws: a modulated conv needs its latent
+  std::string type_name() const override;
+
+  std::shared_ptr<EqualizedLinear> affine;  // w -> styles [N, in]
+  Variable weight;                          // [out, in, k, k], N(0, 1)
+  Variable bias;                            // [out], or undefined
+  int64_t in_channels, out_channels, kernel, w_dim;
+  ModulatedConvOptions options;
 };
 
 }  // namespace tandem::nn

@@ -1,10 +1,13 @@
 // 2-D convolution and transposed convolution (NCHW), by im2col + GEMM.
 //
 // Contract:
-// conv2d: x [N, C, H, W], weight [O, C, kh, kw] -> [N, O, Ho, Wo] with
-//   Ho = (H + 2p - kh) / s + 1. No bias here (add_bias does that).
-// conv_transpose2d: x [N, C, H, W], weight [C, O, kh, kw] -> [N, O, Ho, Wo] with
-//   Ho = (H - 1) s - 2p + kh + output_padding. It is the adjoint of conv2d.
+// conv2d: x [N, C, H, W], weight [O, C / groups, kh, kw] -> [N, O, Ho, Wo] with
+//   Ho = (H + 2p - d (kh - 1) - 1) / s + 1 (d the dilation). No bias here (add_bias does that).
+// conv_transpose2d: x [N, C, H, W], weight [C, O / groups, kh, kw] -> [N, O, Ho, Wo] with
+//   Ho = (H - 1) s - 2p + d (kh - 1) + 1 + output_padding (output_padding < max(s, d)).
+//   It is the adjoint of conv2d.
+// With groups g (PyTorch's semantics), C and O split into g consecutive blocks and output
+// block j sees input block j only; C and O must divide by g.
 // Each has backward_input and backward_weight. Shape errors name the op and both shapes.
 #pragma once
 

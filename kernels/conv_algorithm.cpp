@@ -1,6 +1,7 @@
 // The convolution algorithm mode (TANDEM_CUDNN) and the plan cache's key.
 #include "kernels/conv_algorithm.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -88,8 +89,11 @@ const char* conv_pass_name(ConvPass pass) {
 std::string ConvPlanKey::str() const {
   std::ostringstream os;
   os << conv_pass_name(pass) << " of conv2d x [" << n << ", " << c << ", " << h << ", " << w << "] weight ["
-     << o << ", " << c << ", " << kh << ", " << kw << "] stride " << stride << " padding " << padding << " "
-     << dtype_name(dtype) << " on cuda:" << device << " (" << conv_algorithm_mode_name(mode) << ")";
+     << o << ", " << c / std::max<int64_t>(groups, 1) << ", " << kh << ", " << kw << "] stride " << stride
+     << " padding " << padding;
+  if (dilation != 1) os << " dilation " << dilation;
+  if (groups != 1) os << " groups " << groups;
+  os << " " << dtype_name(dtype) << " on cuda:" << device << " (" << conv_algorithm_mode_name(mode) << ")";
   return os.str();
 }
 
@@ -97,7 +101,7 @@ size_t ConvPlanKeyHash::operator()(const ConvPlanKey& key) const {
   size_t h = 0;
   auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
   for (int64_t v : {static_cast<int64_t>(key.pass), key.n, key.c, key.h, key.w, key.o, key.kh, key.kw,
-                    key.stride, key.padding, static_cast<int64_t>(key.dtype),
+                    key.stride, key.padding, key.dilation, key.groups, static_cast<int64_t>(key.dtype),
                     static_cast<int64_t>(key.device), static_cast<int64_t>(key.mode)})
     mix(v);
   return h;

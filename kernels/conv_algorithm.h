@@ -18,7 +18,8 @@
 //   the CUDA kernels' side of it.
 // - ConvPlanKey: everything a cached choice depends on: the pass (the cuDNN call: forward,
 //   backward data or backward filter of a conv2d geometry; a transposed convolution is one
-//   of these with the roles swapped), the conv2d geometry (input, weight, stride, padding),
+//   of these with the roles swapped), the conv2d geometry (input, weight, stride, padding,
+//   dilation, groups),
 //   the dtype, the device and the mode that chose it (switching modes chooses again).
 //   str() prints it for errors; equal keys hash equally.
 // - ConvPlanCache<Plan>: a thread-safe map from key to plan; get_or_make(key, make) calls
@@ -59,8 +60,9 @@ const char* conv_pass_name(ConvPass pass);
 struct ConvPlanKey {
   ConvPass pass = ConvPass::forward;
   int64_t n = 0, c = 0, h = 0, w = 0;  // input [n, c, h, w]
-  int64_t o = 0, kh = 0, kw = 0;       // weight [o, c, kh, kw]
+  int64_t o = 0, kh = 0, kw = 0;       // weight [o, c / groups, kh, kw]
   int64_t stride = 1, padding = 0;
+  int64_t dilation = 1, groups = 1;
   DType dtype = DType::f32;
   int device = 0;
   ConvAlgorithmMode mode = ConvAlgorithmMode::on;

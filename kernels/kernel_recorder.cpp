@@ -49,7 +49,7 @@ const char* conv_op_name(ConvOp op) {
 bool ConvCall::operator==(const ConvCall& o) const {
   return op == o.op && a == o.a && b == o.b && out == o.out && params.stride == o.params.stride &&
          params.padding == o.params.padding && params.output_padding == o.params.output_padding &&
-         dtype == o.dtype;
+         params.dilation == o.params.dilation && params.groups == o.params.groups && dtype == o.dtype;
 }
 
 std::string ConvCall::str() const {
@@ -60,6 +60,8 @@ std::string ConvCall::str() const {
   os << conv_op_name(op) << (forward ? " x " : " dy ") << shape_str(a) << (backward_weight ? " x " : " w ")
      << shape_str(b) << " -> " << shape_str(out) << " s" << params.stride << " p" << params.padding;
   if (params.output_padding != 0) os << " op" << params.output_padding;
+  if (params.dilation != 1) os << " d" << params.dilation;
+  if (params.groups != 1) os << " g" << params.groups;
   if (dtype != DType::f32) os << " " << dtype_name(dtype);
   return os.str();
 }

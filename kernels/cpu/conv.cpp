@@ -4,8 +4,9 @@
 //
 // Several samples share one im2col buffer of shape [K, nb * L] (K = C kh kw, L = Ho Wo)
 // so each GEMM is wide enough to run near peak even on 7x7 feature maps; the [O, nb * L]
-// result is then scattered back to NCHW. CUDA tensors go to kernels/cuda/conv.cu
-// (cuDNN, or the same plan with device kernels). Each entry point is what the kernel
+// result is then scattered back to NCHW. A grouped convolution runs one such GEMM per
+// group (K = C / groups kh kw), on that group's channels and weight rows. CUDA tensors go to
+// kernels/cuda/conv.cu (cuDNN, or the same plan with device kernels). Each entry point is what the kernel
 // recorder (kernel_recorder.h) sees.
 #include "kernels/conv.h"
 
@@ -51,21 +52,22 @@ void valid_range(int64_t out_size, int64_t in_size, int64_t stride, int64_t offs
   lo = std::min(lo, hi);
 }
 
-// Writes the patches of one sample x [c, h, w] into columns [0, l) of col, whose rows are
-// (channel, ki, kj) and are `ld` elements apart.
+// Writes the patches of one group of one sample, x [cg, h, w] (the group's first channel),
+// into columns [0, l) of col, whose rows are (channel, ki, kj) and are `ld` elements apart.
 template <typename T>
 void im2col(const T* x, const Geometry& g, T* col, int64_t ld) {
-  for (int64_t ch = 0; ch < g.c; ++ch)
+  for (int64_t ch = 0; ch < g.cg(); ++ch)
     for (int64_t ki = 0; ki < g.kh; ++ki) {
       int64_t oh_lo, oh_hi;
-      valid_range(g.ho, g.h, g.stride, ki - g.padding, oh_lo, oh_hi);
+      valid_range(g.ho, g.h, g.stride, ki * g.dilation - g.padding, oh_lo, oh_hi);
       for (int64_t kj = 0; kj < g.kw; ++kj) {
         T* row = col + ((ch * g.kh + ki) * g.kw + kj) * ld;
         int64_t ow_lo, ow_hi;
-        valid_range(g.wo, g.w, g.stride, kj - g.padding, ow_lo, ow_hi);
+        valid_range(g.wo, g.w, g.stride, kj * g.dilation - g.padding, ow_lo, ow_hi);
         std::fill(row, row + oh_lo * g.wo, T(0));
         for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-          const T* src = x + (ch * g.h + oh * g.stride + ki - g.padding) * g.w + kj - g.padding;
+          const T* src = x + (ch * g.h + oh * g.stride + ki * g.dilation - g.padding) * g.w +
+                         kj * g.dilation - g.padding;
           T* dst = row + oh * g.wo;
           for (int64_t ow = 0; ow < ow_lo; ++ow) dst[ow] = T(0);
           for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow] = src[ow * g.stride];
@@ -76,19 +78,20 @@ void im2col(const T* x, const Geometry& g, T* col, int64_t ld) {
     }
 }
 
-// The adjoint of im2col: adds each column entry back into the sample dx [c, h, w].
+// The adjoint of im2col: adds each column entry back into one group of a sample, dx [cg, h, w].
 template <typename T>
 void col2im(const T* col, int64_t ld, const Geometry& g, T* dx) {
-  for (int64_t ch = 0; ch < g.c; ++ch)
+  for (int64_t ch = 0; ch < g.cg(); ++ch)
     for (int64_t ki = 0; ki < g.kh; ++ki) {
       int64_t oh_lo, oh_hi;
-      valid_range(g.ho, g.h, g.stride, ki - g.padding, oh_lo, oh_hi);
+      valid_range(g.ho, g.h, g.stride, ki * g.dilation - g.padding, oh_lo, oh_hi);
       for (int64_t kj = 0; kj < g.kw; ++kj) {
         const T* row = col + ((ch * g.kh + ki) * g.kw + kj) * ld;
         int64_t ow_lo, ow_hi;
-        valid_range(g.wo, g.w, g.stride, kj - g.padding, ow_lo, ow_hi);
+        valid_range(g.wo, g.w, g.stride, kj * g.dilation - g.padding, ow_lo, ow_hi);
         for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-          T* dst = dx + (ch * g.h + oh * g.stride + ki - g.padding) * g.w + kj - g.padding;
+          T* dst = dx + (ch * g.h + oh * g.stride + ki * g.dilation - g.padding) * g.w + kj * g.dilation -
+                   g.padding;
           const T* src = row + oh * g.wo;
           for (int64_t ow = ow_lo; ow < ow_hi; ++ow) dst[ow * g.stride] += src[ow];
         }
@@ -109,10 +112,10 @@ void gather_rows(const T* y, int64_t rows, int64_t count, int64_t l, T* buf) {
     for (int64_t r = 0; r < rows; ++r) std::copy_n(y + (i * rows + r) * l, l, buf + r * count * l + i * l);
 }
 
-// y [n, o, ho, wo] = conv(x [n, c, h, w], weight [o, c, kh, kw]).
+// y [n, o, ho, wo] = conv(x [n, c, h, w], weight [o, c / groups, kh, kw]).
 template <typename T>
 void forward_impl(const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
-  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements);
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements), og = g.og();
   Tensor w2 = weight.view({g.o, k});
   Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
   Tensor out = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
@@ -121,23 +124,22 @@ void forward_impl(const Tensor& x, const Tensor& weight, Tensor& y, const Geomet
   for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
     const int64_t count = std::min(nb, g.n - n0);
     Tensor cols = col.view_range(0, {k, count * l});
-    for (int64_t i = 0; i < count; ++i)
-      im2col(px + (n0 + i) * g.c * g.h * g.w, g, cols.data<T>() + i * l, count * l);
-    if (count == 1) {
-      Tensor dst = y.view_range(n0 * g.o * l, {g.o, l});
-      gemm(w2, false, cols, false, dst);
-    } else {
-      Tensor dst = out.view_range(0, {g.o, count * l});
-      gemm(w2, false, cols, false, dst);
-      scatter_rows(dst.data<T>(), g.o, count, l, py + n0 * g.o * l);
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      for (int64_t i = 0; i < count; ++i)
+        im2col(px + ((n0 + i) * g.c + grp * g.cg()) * g.h * g.w, g, cols.data<T>() + i * l, count * l);
+      Tensor wg = w2.view_range(grp * og * k, {og, k});
+      Tensor dst = count == 1 ? y.view_range((n0 * g.o + grp * og) * l, {og, l})
+                              : out.view_range(grp * og * count * l, {og, count * l});
+      gemm(wg, false, cols, false, dst);
     }
+    if (count > 1) scatter_rows(out.data<T>(), g.o, count, l, py + n0 * g.o * l);
   }
 }
 
-// dx [n, c, h, w] = conv^T(grad [n, o, ho, wo], weight [o, c, kh, kw]).
+// dx [n, c, h, w] = conv^T(grad [n, o, ho, wo], weight [o, c / groups, kh, kw]).
 template <typename T>
 void backward_input_impl(const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
-  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements);
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements), og = g.og();
   Tensor w2 = weight.view({g.o, k});
   Tensor col = Tensor::empty({k, nb * l}, grad.dtype(), grad.device());
   Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, grad.dtype(), grad.device()) : Tensor();
@@ -153,16 +155,20 @@ void backward_input_impl(const Tensor& grad, const Tensor& weight, Tensor& dx, c
       gather_rows(grad.data<T>() + n0 * g.o * l, g.o, count, l, gs.data<T>());
     }
     Tensor cols = col.view_range(0, {k, count * l});
-    gemm(w2, true, gs, false, cols);
-    for (int64_t i = 0; i < count; ++i)
-      col2im(cols.data<T>() + i * l, count * l, g, pdx + (n0 + i) * g.c * g.h * g.w);
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      Tensor wg = w2.view_range(grp * og * k, {og, k});
+      Tensor gsg = gs.view_range(grp * og * count * l, {og, count * l});
+      gemm(wg, true, gsg, false, cols);
+      for (int64_t i = 0; i < count; ++i)
+        col2im(cols.data<T>() + i * l, count * l, g, pdx + ((n0 + i) * g.c + grp * g.cg()) * g.h * g.w);
+    }
   }
 }
 
-// dweight [o, c, kh, kw] = sum over samples of grad [o, l] x im2col(x)^T.
+// dweight [o, c / groups, kh, kw] = sum over samples of grad [o, l] x im2col(x)^T, group by group.
 template <typename T>
 void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
-  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements);
+  const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements), og = g.og();
   Tensor dw2 = dweight.view({g.o, k});
   Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
   Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
@@ -177,9 +183,13 @@ void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, 
       gather_rows(grad.data<T>() + n0 * g.o * l, g.o, count, l, gs.data<T>());
     }
     Tensor cols = col.view_range(0, {k, count * l});
-    for (int64_t i = 0; i < count; ++i)
-      im2col(px + (n0 + i) * g.c * g.h * g.w, g, cols.data<T>() + i * l, count * l);
-    gemm(gs, false, cols, true, dw2, 1.0, n0 == 0 ? 0.0 : 1.0);
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      for (int64_t i = 0; i < count; ++i)
+        im2col(px + ((n0 + i) * g.c + grp * g.cg()) * g.h * g.w, g, cols.data<T>() + i * l, count * l);
+      Tensor gsg = gs.view_range(grp * og * count * l, {og, count * l});
+      Tensor dwg = dw2.view_range(grp * og * k, {og, k});
+      gemm(gsg, false, cols, true, dwg, 1.0, n0 == 0 ? 0.0 : 1.0);
+    }
   }
   if (g.n == 0) dweight.zero_();
 }

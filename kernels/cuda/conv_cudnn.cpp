@@ -52,8 +52,9 @@ DeviceHandle& device_handle(int device) {
   return *slot;
 }
 
-// The four descriptors of one conv2d geometry: x [n, c, h, w], w [o, c, kh, kw], the
-// convolution (cross-correlation, as conv2d is), y [n, o, ho, wo].
+// The four descriptors of one conv2d geometry: x [n, c, h, w], w [o, c / groups, kh, kw],
+// the convolution (cross-correlation, as conv2d is, with its dilation and group count),
+// y [n, o, ho, wo].
 struct Descriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
@@ -99,11 +100,11 @@ bool fits_int(int64_t v) { return v >= 1 && v <= INT_MAX; }
 // addressable by int.
 bool supported(DType dtype, const Geometry& g) {
   if (dtype != DType::f32 && dtype != DType::f64) return false;
-  for (int64_t v : {g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.ho, g.wo, g.stride})
+  for (int64_t v : {g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.ho, g.wo, g.stride, g.dilation, g.groups})
     if (!fits_int(v)) return false;
   if (g.padding < 0 || g.padding > INT_MAX) return false;
   return fits_int(g.n * g.c * g.h * g.w) && fits_int(g.n * g.o * g.ho * g.wo) &&
-         fits_int(g.o * g.c * g.kh * g.kw);
+         fits_int(g.o * g.cg() * g.kh * g.kw);
 }
 
 // nullptr when cuDNN refuses the geometry.
@@ -119,9 +120,10 @@ std::shared_ptr<Descriptors> make_descriptors(const ConvPlanKey& key, const Geom
   const cudnnStatus_t statuses[] = {
       cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.c), i(g.h), i(g.w)),
       cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.o), i(g.ho), i(g.wo)),
-      cudnnSetFilter4dDescriptor(d->w, type, CUDNN_TENSOR_NCHW, i(g.o), i(g.c), i(g.kh), i(g.kw)),
-      cudnnSetConvolution2dDescriptor(d->conv, i(g.padding), i(g.padding), i(g.stride), i(g.stride), 1, 1,
-                                      CUDNN_CROSS_CORRELATION, type),
+      cudnnSetFilter4dDescriptor(d->w, type, CUDNN_TENSOR_NCHW, i(g.o), i(g.cg()), i(g.kh), i(g.kw)),
+      cudnnSetConvolution2dDescriptor(d->conv, i(g.padding), i(g.padding), i(g.stride), i(g.stride),
+                                      i(g.dilation), i(g.dilation), CUDNN_CROSS_CORRELATION, type),
+      cudnnSetConvolutionGroupCount(d->conv, i(g.groups)),
       // FMA math: on GPUs with tensor cores the default math type lets float32 run as TF32,
       // whose 10-bit mantissa would part the results from the CPU twin's.
       cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH)};
@@ -179,8 +181,10 @@ Plan choose(const ConvPlanKey& key, std::shared_ptr<Descriptors> desc, int algo_
 }
 
 ConvPlanKey key_of(ConvPass pass, const Tensor& t, const Geometry& g, ConvAlgorithmMode mode) {
-  return ConvPlanKey{
-      pass, g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.stride, g.padding, t.dtype(), t.device().index, mode};
+  ConvPlanKey key{.pass = pass, .n = g.n, .c = g.c, .h = g.h, .w = g.w, .o = g.o, .kh = g.kh, .kw = g.kw};
+  key.stride = g.stride, key.padding = g.padding, key.dilation = g.dilation, key.groups = g.groups;
+  key.dtype = t.dtype(), key.device = t.device().index, key.mode = mode;
+  return key;
 }
 
 // alpha = 1, beta = 0 in the data's type (cuDNN reads double scalars for double data).

@@ -62,6 +62,37 @@ TEST_CASE("gradcheck conv_transpose2d: input, weight and bias", "[gradcheck][con
   }
 }
 
+TEST_CASE("gradcheck grouped and dilated conv2d and conv_transpose2d", "[gradcheck][conv][grouped]") {
+  struct Case {
+    Shape x, w;
+    Conv2dParams p;
+  };
+  // conv2d weight [o, c / groups, k, k]: grouped, depthwise, dilated, all at once with stride 2.
+  for (const Case& c :
+       {Case{{2, 4, 5, 4}, {4, 2, 3, 3}, {.padding = 1, .groups = 2}},
+        Case{{2, 3, 5, 5}, {3, 1, 3, 3}, {.padding = 1, .groups = 3}},
+        Case{{1, 2, 6, 5}, {3, 2, 3, 3}, {.padding = 2, .dilation = 2}},
+        Case{{2, 4, 7, 6}, {6, 2, 2, 2}, {.stride = 2, .padding = 1, .dilation = 2, .groups = 2}}}) {
+    CAPTURE(shape_str(c.x), shape_str(c.w), c.p.stride, c.p.padding, c.p.dilation, c.p.groups);
+    Variable x = random_input(c.x, 20), w = random_input(c.w, 21), b = random_input({c.w[0]}, 22);
+    require_close(gradcheck([&](const std::vector<Variable>& in) { return conv2d(in[0], in[1], in[2], c.p); },
+                            {x, w, b}));
+  }
+  // conv_transpose2d weight [c, o / groups, k, k], with output_padding.
+  for (const Case& c :
+       {Case{{2, 4, 3, 3}, {4, 3, 3, 3}, {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2}},
+        Case{{1, 3, 3, 4}, {3, 1, 3, 3}, {.padding = 1, .dilation = 2, .groups = 3}},
+        Case{{2, 2, 3, 3}, {2, 2, 2, 2}, {.stride = 2, .padding = 1, .output_padding = 1, .dilation = 2}}}) {
+    CAPTURE(shape_str(c.x), shape_str(c.w), c.p.stride, c.p.padding, c.p.output_padding, c.p.dilation,
+            c.p.groups);
+    Variable x = random_input(c.x, 23), w = random_input(c.w, 24),
+             b = random_input({c.w[1] * c.p.groups}, 25);
+    require_close(
+        gradcheck([&](const std::vector<Variable>& in) { return conv_transpose2d(in[0], in[1], in[2], c.p); },
+                  {x, w, b}));
+  }
+}
+
 TEST_CASE("gradcheck batch_norm training on [N, C], [N, C, L] and [N, C, H, W]", "[gradcheck][norm]") {
   for (const Shape& shape : {Shape{5, 3}, Shape{3, 3, 4}, Shape{2, 3, 3, 2}}) {
     CAPTURE(shape_str(shape));

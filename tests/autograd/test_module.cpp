@@ -288,6 +288,25 @@ TEST_CASE("default initialisation follows PyTorch's bounds and the generator", "
   CHECK(a.bias.data().to_vector() == std::vector<double>(50, 1.0));
 }
 
+TEST_CASE("grouped and dilated conv layers: PyTorch's weight shapes, fan_in and forward", "[module]") {
+  Generator gen(7);
+  nn::Conv2d conv(6, 9, 3, {.padding = 2, .dilation = 2, .groups = 3}, true, gen);
+  CHECK(conv.weight.shape() == Shape{9, 2, 3, 3});  // fan_in = 2 * 3 * 3
+  for (double w : conv.weight.data().to_vector()) CHECK(std::abs(w) <= 1.0 / std::sqrt(18.0));
+  CHECK(conv.type_name() == "Conv2d(6, 9, k=3, s=1, p=2, d=2, g=3)");
+  Variable x = randn({2, 6, 5, 5}, gen);
+  CHECK(conv.forward(x).data().to_vector() ==
+        conv2d(x, conv.weight, conv.bias, conv.params).data().to_vector());
+  nn::ConvTranspose2d convt(4, 6, 4, {.stride = 2, .padding = 1, .groups = 2}, false, gen);
+  CHECK(convt.weight.shape() == Shape{4, 3, 4, 4});
+  CHECK(convt.type_name() == "ConvTranspose2d(4, 6, k=4, s=2, p=1, op=0, g=2)");
+  CHECK(convt.forward(randn({1, 4, 3, 3}, gen)).shape() == Shape{1, 6, 6, 6});
+  CHECK_THROWS_WITH(nn::Conv2d(6, 8, 3, {.groups = 4}),
+                    Catch::Contains("Conv2d: in_channels 6 and out_channels 8 must divide by groups 4"));
+  CHECK_THROWS_WITH(nn::ConvTranspose2d(4, 6, 3, {.dilation = 0}),
+                    Catch::Contains("ConvTranspose2d: dilation must be positive, got 0"));
+}
+
 TEST_CASE("leaky_relu() and nn::LeakyReLU() share one default slope, PyTorch's 0.01", "[module]") {
   Variable x = tensor({4}, {-1.0, 2.0, -3.0, 4.0});
   const std::vector<double> expected{static_cast<float>(-0.01), 2, static_cast<float>(-0.03), 4};

@@ -1,13 +1,16 @@
 // StyleGAN's building blocks (autograd/nn_stylegan.h): equalised layers against their plain
 // twins with the scale applied, pixel norm, minibatch standard deviation against a direct
-// loop (and what N ranks equal), noise injection, gradients, named errors.
+// loop (and what N ranks equal), noise injection, the modulated convolution against a
+// per-sample conv2d with explicitly modulated weights, gradients, named errors.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "autograd/gradcheck.h"
+#include "autograd/init.h"
 #include "autograd/nn_stylegan.h"
 #include "autograd/ops.h"
+#include "kernels/conv.h"
 #include "tests/autograd/expect_gradients.h"
 
 using namespace tandem;
@@ -141,4 +144,107 @@ TEST_CASE("gradcheck: pixel_norm and minibatch_stddev", "[gradcheck][nn][stylega
   expect_gradients_match("minibatch_stddev",
                          [](const std::vector<Variable>& v) { return nn::minibatch_stddev(v[0], 2); },
                          {random_input({4, 2, 2, 2}, 724)});
+}
+
+namespace {
+
+// modulated_conv2d by a direct route: for each sample n, the weight w_n[o, c] = weight[o, c]
+// styles[n, c] built element by element (and demodulated per output channel), then a plain
+// conv2d of that one sample.
+std::vector<double> per_sample_modulated(const Tensor& x, const Tensor& weight, const Tensor& styles,
+                                         bool demodulate, const kernels::Conv2dParams& p) {
+  const int64_t n = x.size(0), c = x.size(1), o = weight.size(0), kk = weight.size(2) * weight.size(3);
+  const std::vector<double> wv = weight.to_vector(), sv = styles.to_vector();
+  std::vector<double> out;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> wn(wv.size());
+    for (int64_t oc = 0; oc < o; ++oc) {
+      double sq = 0;
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t t = 0; t < kk; ++t) {
+          const size_t e = static_cast<size_t>((oc * c + ch) * kk + t);
+          wn[e] = wv[e] * sv[static_cast<size_t>(i * c + ch)];
+          sq += wn[e] * wn[e];
+        }
+      if (demodulate)
+        for (int64_t e = oc * c * kk; e < (oc + 1) * c * kk; ++e)
+          wn[static_cast<size_t>(e)] /= std::sqrt(sq + 1e-8);
+    }
+    const Tensor xi =
+        x.to(DType::f64).view_range(i * c * x.size(2) * x.size(3), {1, c, x.size(2), x.size(3)});
+    const std::vector<double> yi =
+        kernels::conv2d(xi, Tensor::from_values(weight.shape(), wn, DType::f64), p).to_vector();
+    out.insert(out.end(), yi.begin(), yi.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("modulated_conv2d equals a per-sample conv2d with explicitly modulated weights",
+          "[nn][stylegan][modulated]") {
+  const Variable x = random_input({3, 4, 6, 5}, 31), weight = random_input({5, 4, 3, 3}, 32),
+                 styles = random_input({3, 4}, 33);
+  for (const kernels::Conv2dParams& p :
+       {kernels::Conv2dParams{.padding = 1}, kernels::Conv2dParams{.stride = 2, .padding = 2, .dilation = 2}})
+    for (bool demodulate : {true, false}) {
+      CAPTURE(p.stride, p.dilation, demodulate);
+      const Variable y = nn::modulated_conv2d(x, weight, styles, demodulate, p);
+      const std::vector<double> want =
+          per_sample_modulated(x.data(), weight.data(), styles.data(), demodulate, p);
+      REQUIRE(y.shape()[0] == 3);
+      REQUIRE(y.shape()[1] == 5);
+      check_close(y.data().to_vector(), want, 1e-12);
+    }
+  // Demodulated, the output ignores the style's scale; without, it follows it.
+  const Variable y = nn::modulated_conv2d(x, weight, styles, true, {.padding = 1});
+  check_close(nn::modulated_conv2d(x, weight, scale(styles, 3.0), true, {.padding = 1}).data().to_vector(),
+              y.data().to_vector(), 1e-6);
+  check_close(nn::modulated_conv2d(x, weight, scale(styles, 3.0), false, {.padding = 1}).data().to_vector(),
+              scale(nn::modulated_conv2d(x, weight, styles, false, {.padding = 1}), 3.0).data().to_vector(),
+              1e-12);
+}
+
+TEST_CASE("modulated_conv2d gradients w.r.t. input, weight and styles",
+          "[nn][stylegan][modulated][gradcheck]") {
+  const Variable x = random_input({2, 3, 4, 4}, 34), weight = random_input({2, 3, 3, 3}, 35),
+                 styles = random_input({2, 3}, 36);
+  for (bool demodulate : {true, false})
+    expect_gradients_match(demodulate ? "modulated_conv2d demodulated" : "modulated_conv2d",
+                           [demodulate](const std::vector<Variable>& v) {
+                             return nn::modulated_conv2d(v[0], v[1], v[2], demodulate, {.padding = 1});
+                           },
+                           {x, weight, styles});
+}
+
+TEST_CASE("ModulatedConv2d: affine styles (bias 1), an equalised weight, a bias; named errors",
+          "[nn][stylegan][modulated]") {
+  Generator gen(5);
+  nn::ModulatedConv2d layer(4, 5, 3, 6, {}, gen);
+  CHECK(layer.affine->bias.data().to_vector() == std::vector<double>(4, 1.0));
+  CHECK(layer.weight.shape() == Shape{5, 4, 3, 3});
+  CHECK(layer.parameters().size() == 4);  // affine.weight, affine.bias, weight, bias
+  CHECK(layer.type_name() == "ModulatedConv2d(4, 5, 3)");
+  const Variable x = randn({2, 4, 5, 5}, gen), w = randn({2, 6}, gen);
+  nn::init::uniform_(layer.bias, -1.0, 1.0, gen);
+  for (bool demodulate : {true, false}) {
+    layer.options.demodulate = demodulate;
+    CAPTURE(demodulate);
+    const Tensor styles = layer.affine->forward(w).data();
+    const Tensor scaled = scale(layer.weight, 1.0 / 6.0).data();  // 1 / sqrt(4 * 3 * 3)
+    std::vector<double> want = per_sample_modulated(x.data(), scaled, styles, demodulate, {.padding = 1});
+    const std::vector<double> b = layer.bias.data().to_vector();
+    for (size_t e = 0; e < want.size(); ++e) want[e] += b[(e / 25) % 5];
+    const Variable y = layer.forward(x, w);
+    CHECK(y.shape() == Shape{2, 5, 5, 5});
+    check_close(y.data().to_vector(), want, 1e-4);
+  }
+  CHECK_THROWS_WITH(layer.forward(x), Catch::Contains("has no single-input forward"));
+  CHECK_THROWS_WITH(nn::modulated_conv2d(x, layer.weight, randn({2, 3}, gen)),
+                    Catch::Contains("modulated_conv2d") && Catch::Contains("[2, 4, 5, 5]") &&
+                        Catch::Contains("[5, 4, 3, 3]") && Catch::Contains("[2, 3]"));
+  CHECK_THROWS_WITH(nn::modulated_conv2d(x, layer.weight, randn({2, 4}, gen), true, {.groups = 2}),
+                    Catch::Contains("modulated_conv2d: params.groups must be 1"));
+  CHECK_THROWS_WITH(nn::ModulatedConv2d(4, 5, 3, 0),
+                    Catch::Contains("ModulatedConv2d: w_dim must be positive"));
 }

@@ -409,6 +409,46 @@ TEST_CASE("second order: conv_transpose2d with bias, the models' strides and pad
   }
 }
 
+TEST_CASE("second order: grouped and dilated conv2d and conv_transpose2d", "[second_order][conv][grouped]") {
+  struct Case {
+    const char* what;
+    Shape x, w;
+    kernels::Conv2dParams p;
+  };
+  for (const Case& c : {Case{"conv2d groups 2", {2, 4, 4, 4}, {4, 2, 3, 3}, {.padding = 1, .groups = 2}},
+                        Case{"conv2d depthwise dilation 2 stride 2",
+                             {2, 3, 6, 5},
+                             {3, 1, 3, 3},
+                             {.stride = 2, .padding = 1, .dilation = 2, .groups = 3}}}) {
+    kernels::Conv2dParams p = c.p;
+    expect_second_order_matches(
+        c.what, [p](const std::vector<Variable>& v) { return conv2d(v[0], v[1], v[2], p); },
+        {random_input(c.x, 135), random_input(c.w, 136), random_input({c.w[0]}, 137)});
+  }
+  for (const Case& c :
+       {Case{"conv_transpose2d groups 2 output_padding 1",
+             {1, 4, 3, 3},
+             {4, 1, 3, 3},
+             {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2}},
+        Case{"conv_transpose2d dilation 2", {2, 2, 3, 3}, {2, 2, 2, 2}, {.padding = 1, .dilation = 2}}}) {
+    kernels::Conv2dParams p = c.p;
+    expect_second_order_matches(
+        c.what, [p](const std::vector<Variable>& v) { return conv_transpose2d(v[0], v[1], v[2], p); },
+        {random_input(c.x, 145), random_input(c.w, 146), random_input({c.w[1] * p.groups}, 147)});
+  }
+}
+
+TEST_CASE("second order: modulated_conv2d, demodulated or not", "[second_order][stylegan][modulated]") {
+  for (bool demodulate : {true, false}) {
+    expect_second_order_matches(
+        demodulate ? "modulated_conv2d demodulated" : "modulated_conv2d",
+        [demodulate](const std::vector<Variable>& v) {
+          return nn::modulated_conv2d(v[0], v[1], v[2], demodulate, {.padding = 1});
+        },
+        {random_input({2, 3, 4, 4}, 170), random_input({2, 3, 3, 3}, 171), random_input({2, 3}, 172)});
+  }
+}
+
 TEST_CASE("second order of conv2d's gradient ops (third order of conv2d)", "[second_order][conv]") {
   // The rules of conv2d and conv_transpose2d produce these two ops; their own rules make
   // the third and higher orders.

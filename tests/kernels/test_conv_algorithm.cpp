@@ -104,6 +104,8 @@ TEST_CASE("conv plan keys differ in every field they depend on") {
   vary([](ConvPlanKey& k) { k.kw = 5; });
   vary([](ConvPlanKey& k) { k.stride = 1; });
   vary([](ConvPlanKey& k) { k.padding = 0; });
+  vary([](ConvPlanKey& k) { k.dilation = 2; });
+  vary([](ConvPlanKey& k) { k.groups = 2; });
   vary([](ConvPlanKey& k) { k.dtype = DType::f64; });
   vary([](ConvPlanKey& k) { k.device = 1; });
   vary([](ConvPlanKey& k) { k.mode = ConvAlgorithmMode::benchmark; });
@@ -116,6 +118,12 @@ TEST_CASE("conv plan keys differ in every field they depend on") {
   const std::string text = base.str();
   CHECK(text ==
         "forward of conv2d x [64, 1, 28, 28] weight [64, 1, 4, 4] stride 2 padding 1 float32 on cuda:0 (on)");
+  ConvPlanKey grouped = base;
+  grouped.c = 8, grouped.groups = 4, grouped.dilation = 2;
+  CHECK(grouped.str() ==
+        "forward of conv2d x [64, 8, 28, 28] weight [64, 2, 4, 4] stride 2 padding 1 dilation 2 groups 4 "
+        "float32 "
+        "on cuda:0 (on)");
 }
 
 TEST_CASE("the conv plan cache makes each key's plan once") {

@@ -77,3 +77,20 @@ TEST_CASE("the kernel recorder's FLOPs: each pass of one geometry costs the same
   CHECK(conv_call_flops({ConvOp::conv_transpose2d_backward_weight, x, y, w, p}) == flops);
   CHECK(gemm_call_flops({64, 256, 784, false, true, DType::f32}) == 2.0 * 64 * 256 * 784);
 }
+
+TEST_CASE("the kernel recorder names a grouped, dilated convolution and counts its FLOPs per group") {
+  // [2, 8, 9, 9] with weight [8, 2, 3, 3], groups 4, dilation 2, padding 2 -> [2, 8, 9, 9]:
+  // each output element sums 2 * 3 * 3 products (its group's channels only).
+  const Conv2dParams p{.padding = 2, .dilation = 2, .groups = 4};
+  const Shape x{2, 8, 9, 9}, w{8, 2, 3, 3}, y{2, 8, 9, 9};
+  start_kernel_recording();
+  CHECK(conv2d(Tensor::ones(x), Tensor::ones(w), p).shape() == y);
+  KernelRecord r = stop_kernel_recording();
+  REQUIRE(r.convs.size() == 1);
+  CHECK(r.convs[0].first.str() == "conv2d x [2, 8, 9, 9] w [8, 2, 3, 3] -> [2, 8, 9, 9] s1 p2 d2 g4");
+  CHECK_FALSE(r.convs[0].first ==
+              ConvCall{ConvOp::conv2d, x, w, y, Conv2dParams{.padding = 2, .dilation = 2}});
+  const double flops = 2.0 * 2 * 8 * 9 * 9 * 2 * 3 * 3;
+  CHECK(conv_call_flops(r.convs[0].first) == flops);
+  CHECK(conv_call_flops({ConvOp::conv2d_backward_weight, y, x, w, p}) == flops);
+}
