@@ -334,6 +334,27 @@ TEST_CASE("second order: avg_pool2x and upsample_nearest2x", "[second_order][poo
                               {random_input({1, 2, 4, 4}, 112), random_input({1, 2, 4, 4}, 113)});
 }
 
+TEST_CASE("second and third order: upfirdn2d and StyleGAN2's resampling helpers",
+          "[second_order][upfirdn2d]") {
+  const Tensor blur = setup_filter({1, 3, 3, 1}, DType::f64);
+  const Tensor odd = Tensor::from_values({2, 3}, {0.1, -0.3, 0.7, 0.2, 1.1, -0.5}, DType::f64);
+  const kernels::UpFirDn2dParams p{
+      .up_x = 2, .up_y = 3, .down_x = 3, .down_y = 2, .pad_x0 = 1, .pad_x1 = -1, .pad_y0 = -2, .pad_y1 = 2};
+  expect_second_order_matches("upfirdn2d",
+                              [&](const std::vector<Variable>& v) { return upfirdn2d(v[0], odd, p); },
+                              {random_input({1, 2, 4, 5}, 114)});
+  expect_second_order_matches(
+      "upsample2d(x * y)", [&](const std::vector<Variable>& v) { return upsample2d(mul(v[0], v[1]), blur); },
+      {random_input({1, 2, 3, 3}, 115), random_input({1, 2, 3, 3}, 116)});
+  // A blurred critic's shape: R1 differentiates through downsample2d after an activation.
+  expect_second_order_matches(
+      "downsample2d(softplus(x))",
+      [&](const std::vector<Variable>& v) { return downsample2d(softplus(v[0]), blur); },
+      {random_input({1, 2, 4, 6}, 117)});
+  Fn squared = [&](const std::vector<Variable>& v) { return square(filter2d(v[0], blur)); };
+  expect_second_order_matches("d(filter2d)", first_order_probe(squared), {random_input({1, 1, 4, 4}, 118)});
+}
+
 TEST_CASE("second order: bce_with_logits for logits and targets", "[second_order][loss]") {
   expect_second_order_matches("bce_with_logits",
                               [](const std::vector<Variable>& v) { return bce_with_logits(v[0], v[1]); },
