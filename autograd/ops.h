@@ -11,7 +11,7 @@
 // cross_entropy, sum and
 // mean (all and per axis), reshape, flatten, concat, slice, matmul, linear, relu,
 // leaky_relu, tanh, sigmoid, softplus, bias_activation, bce_with_logits, conv2d, conv_transpose2d,
-// conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x, avg_pool2x and upfirdn2d.
+// conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x, avg_pool2x, upfirdn2d and interpolate_bilinear.
 // relu and leaky_relu use their local slope as a constant (zero second derivative away from the kink), as
 // abs, clamp, maximum, minimum and where use their masks. The rules are built from ops that have rules
 // themselves, so every order is exact (conv2d, conv2d_input_grad and conv2d_weight_grad differentiate into
@@ -178,6 +178,10 @@ Variable filter2d(const Variable& x, const Tensor& filter, const Padding2d& padd
 // StyleGAN2's setup_filter: the outer product of `taps` with itself, normalised to sum 1
 // ([1, 3, 3, 1] gives the 4 x 4 binomial blur), as a [k, k] constant of dtype on device.
 Tensor setup_filter(const std::vector<double>& taps, DType dtype = DType::f32, Device device = Device::cpu());
+// Bilinear resizing with PyTorch's F.interpolate(mode='bilinear', align_corners=False)
+// semantics, no antialias (kernels/bilinear.h): x [N, C, H, W] -> [N, C, out_h, out_w]. Its
+// gradient is the map's adjoint, whose gradient is the map again: every order is exact.
+Variable interpolate_bilinear(const Variable& x, int64_t out_h, int64_t out_w);
 
 // Operators.
 inline Variable operator+(const Variable& a, const Variable& b) { return add(a, b); }

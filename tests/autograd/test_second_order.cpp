@@ -355,6 +355,20 @@ TEST_CASE("second and third order: upfirdn2d and StyleGAN2's resampling helpers"
   expect_second_order_matches("d(filter2d)", first_order_probe(squared), {random_input({1, 1, 4, 4}, 118)});
 }
 
+TEST_CASE("second and third order: interpolate_bilinear up, down and at odd scales",
+          "[second_order][bilinear]") {
+  expect_second_order_matches("interpolate_bilinear up",
+                              [](const std::vector<Variable>& v) { return interpolate_bilinear(v[0], 5, 7); },
+                              {random_input({1, 2, 3, 4}, 130)});
+  expect_second_order_matches(
+      "interpolate_bilinear(x * y) down",
+      [](const std::vector<Variable>& v) { return interpolate_bilinear(mul(v[0], v[1]), 3, 2); },
+      {random_input({1, 2, 7, 5}, 131), random_input({1, 2, 7, 5}, 132)});
+  Fn squared = [](const std::vector<Variable>& v) { return square(interpolate_bilinear(v[0], 4, 5)); };
+  expect_second_order_matches("d(interpolate_bilinear)", first_order_probe(squared),
+                              {random_input({1, 1, 3, 7}, 133)});
+}
+
 TEST_CASE("second order: bce_with_logits for logits and targets", "[second_order][loss]") {
   expect_second_order_matches("bce_with_logits",
                               [](const std::vector<Variable>& v) { return bce_with_logits(v[0], v[1]); },
