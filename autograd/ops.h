@@ -96,8 +96,10 @@ Variable sigmoid(const Variable& x);
 Variable softplus(const Variable& x);
 // act(x + bias[c]) in one kernel each way (kernels/bias_activation.h): the same values as
 // activation(add_bias(x, bias)), bit for bit on the CPU. slope: leaky_relu's (> 0).
-Variable bias_activation(const Variable& x, const Variable& bias, kernels::Activation act,
-                         double slope = 0.0);
+// StyleGAN's bias_act options: y = clamp(act(x + bias) * gain, -clamp, clamp), gain > 0,
+// clamp < 0 for none (the defaults change nothing); the gradient is 0 where it clamped.
+Variable bias_activation(const Variable& x, const Variable& bias, kernels::Activation act, double slope = 0.0,
+                         double gain = 1.0, double clamp = kernels::kNoClamp);
 
 // Indexing by int64 tensors (kernels/index_ops.h; out-of-range values are named errors).
 // index_select: x's slices index[0..J) along dim (index 1-D); its gradient sums repeats.

@@ -213,6 +213,19 @@ TEST_CASE("second order: bias_activation for each activation", "[second_order][f
   }
 }
 
+TEST_CASE("second order: bias_activation with StyleGAN's gain and clamp", "[second_order][fused]") {
+  using kernels::Activation;
+  for (Activation act :
+       {Activation::none, Activation::relu, Activation::leaky_relu, Activation::tanh, Activation::sigmoid}) {
+    Fn fn = [act](const std::vector<Variable>& v) { return bias_activation(v[0], v[1], act, 0.2, 1.4, 0.8); };
+    Variable bias = act == Activation::relu || act == Activation::leaky_relu
+                        ? Variable(Tensor::zeros({3}, DType::f64), true)
+                        : random_input({3}, 29);
+    expect_second_order_matches(std::string("bias_activation gain clamp ") + kernels::activation_name(act),
+                                fn, {away_from_zero(random_input({2, 3, 2, 2}, 28)), bias});
+  }
+}
+
 TEST_CASE("sqrt: value, and derivatives to third order, 0 (not inf) at 0", "[second_order][elementwise]") {
   Variable x = tensor({3}, {0.0, 4.0, 0.25}, true, DType::f64);
   Variable y = sqrt(x);
