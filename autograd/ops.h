@@ -11,12 +11,13 @@
 // cross_entropy, sum and
 // mean (all and per axis), reshape, flatten, concat, slice, matmul, linear, relu,
 // leaky_relu, tanh, sigmoid, softplus, bias_activation, bce_with_logits, conv2d, conv_transpose2d,
-// conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x and avg_pool2x. relu and
-// leaky_relu use their local slope as a constant (zero second derivative away from the
-// kink), as abs, clamp, maximum, minimum and where use their masks. The rules are built from ops that have
-// rules themselves, so every order is exact (conv2d, conv2d_input_grad and conv2d_weight_grad differentiate
-// into each other, as do slice and its padding, upsample and pool). batch_norm (training and eval) has none
-// and throws an Error naming the op when its backward is needed under create_graph.
+// conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x, avg_pool2x, upfirdn2d and interpolate_bilinear.
+// relu and leaky_relu use their local slope as a constant (zero second derivative away from the kink), as
+// abs, clamp, maximum, minimum and where use their masks. The rules are built from ops that have rules
+// themselves, so every order is exact (conv2d, conv2d_input_grad and conv2d_weight_grad differentiate into
+// each other, as do slice and its padding, upsample and pool, and upfirdn2d with its adjoint). batch_norm
+// (training and eval) has none and throws an Error naming the op when its backward is needed under
+// create_graph.
 #pragma once
 
 #include <vector>
@@ -24,6 +25,7 @@
 #include "autograd/variable.h"
 #include "kernels/bias_activation.h"
 #include "kernels/conv.h"
+#include "kernels/resample.h"
 
 namespace tandem {
 
@@ -94,8 +96,10 @@ Variable sigmoid(const Variable& x);
 Variable softplus(const Variable& x);
 // act(x + bias[c]) in one kernel each way (kernels/bias_activation.h): the same values as
 // activation(add_bias(x, bias)), bit for bit on the CPU. slope: leaky_relu's (> 0).
-Variable bias_activation(const Variable& x, const Variable& bias, kernels::Activation act,
-                         double slope = 0.0);
+// StyleGAN's bias_act options: y = clamp(act(x + bias) * gain, -clamp, clamp), gain > 0,
+// clamp < 0 for none (the defaults change nothing); the gradient is 0 where it clamped.
+Variable bias_activation(const Variable& x, const Variable& bias, kernels::Activation act, double slope = 0.0,
+                         double gain = 1.0, double clamp = kernels::kNoClamp);
 
 // Indexing by int64 tensors (kernels/index_ops.h; out-of-range values are named errors).
 // index_select: x's slices index[0..J) along dim (index 1-D); its gradient sums repeats.
@@ -158,6 +162,28 @@ Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& be
                     Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 Variable upsample_nearest2x(const Variable& x);
 Variable avg_pool2x(const Variable& x);
+// StyleGAN2's upfirdn2d (kernels/resample.h): upsample by zero insertion, pad or crop,
+// convolve with the constant `filter` (no gradient for it), downsample. Its gradient is
+// upfirdn2d again (up and down swapped, the filter flipped), so every order is exact.
+Variable upfirdn2d(const Variable& x, const Tensor& filter, const kernels::UpFirDn2dParams& p);
+// StyleGAN2's resampling helpers around upfirdn2d, with its padding formulas: for a filter
+// of fh x fw taps (1-D filters count as k x k) the outputs are [up H, up W] (upsample2d,
+// the filter scaled by up^2 so a constant image keeps its level), [H / down, W / down] for
+// H, W divisible by down (downsample2d), [H, W] (filter2d); `padding` adds to each side.
+struct Padding2d {
+  int64_t x0 = 0, x1 = 0, y0 = 0, y1 = 0;
+};
+Variable upsample2d(const Variable& x, const Tensor& filter, int64_t up = 2, const Padding2d& padding = {});
+Variable downsample2d(const Variable& x, const Tensor& filter, int64_t down = 2,
+                      const Padding2d& padding = {});
+Variable filter2d(const Variable& x, const Tensor& filter, const Padding2d& padding = {});
+// StyleGAN2's setup_filter: the outer product of `taps` with itself, normalised to sum 1
+// ([1, 3, 3, 1] gives the 4 x 4 binomial blur), as a [k, k] constant of dtype on device.
+Tensor setup_filter(const std::vector<double>& taps, DType dtype = DType::f32, Device device = Device::cpu());
+// Bilinear resizing with PyTorch's F.interpolate(mode='bilinear', align_corners=False)
+// semantics, no antialias (kernels/bilinear.h): x [N, C, H, W] -> [N, C, out_h, out_w]. Its
+// gradient is the map's adjoint, whose gradient is the map again: every order is exact.
+Variable interpolate_bilinear(const Variable& x, int64_t out_h, int64_t out_w);
 
 // Operators.
 inline Variable operator+(const Variable& a, const Variable& b) { return add(a, b); }

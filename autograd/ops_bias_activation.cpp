@@ -17,26 +17,36 @@ Variable bias_grad_of(Variable g) {
 
 }  // namespace
 
-Variable bias_activation(const Variable& x, const Variable& bias, Activation act, double slope) {
-  Tensor y = kernels::bias_activation(x.data(), bias.data(), act, slope);
+Variable bias_activation(const Variable& x, const Variable& bias, Activation act, double slope, double gain,
+                         double clamp) {
+  Tensor y = kernels::bias_activation(x.data(), bias.data(), act, slope, gain, clamp);
   return make_result(
       y, "bias_activation", {x, bias},
-      [y, act, slope](const Tensor& g, const FunctionNode&) {
-        kernels::BiasActivationGrads grads = kernels::bias_activation_backward(g, y, act, slope);
+      [y, act, slope, gain, clamp](const Tensor& g, const FunctionNode&) {
+        kernels::BiasActivationGrads grads = kernels::bias_activation_backward(g, y, act, slope, gain, clamp);
         return std::vector<Tensor>{grads.x, grads.bias};
       },
       // The unfused ops' rules: relu and leaky_relu scale by their local slope (a constant
-      // read from y's sign), tanh and sigmoid recompute their output from the inputs.
-      [x, bias, y, act, slope](const Variable& g, const FunctionNode&) {
+      // read from y's sign), tanh and sigmoid recompute their output from the inputs. The
+      // gain and the clamp's mask are a constant factor (gain where the clamp passes, 0
+      // where it acted), as clamp's mask is.
+      [x, bias, y, act, slope, gain, clamp](const Variable& g, const FunctionNode&) {
+        // The constant factor of `a`'s backward from y (an incoming gradient of ones).
+        auto factor = [&](Activation a, double s) {
+          const Tensor ones = Tensor::ones(y.shape(), y.dtype(), y.device());
+          return Variable(kernels::bias_activation_backward(ones, y, a, s, gain, clamp).x, false);
+        };
         Variable gz = g;
         if (act == Activation::relu || act == Activation::leaky_relu) {
-          Tensor ones = Tensor::ones(y.shape(), y.dtype(), y.device());
-          gz = mul(g, Variable(kernels::bias_activation_backward(ones, y, act, slope).x, false));
-        } else if (act == Activation::tanh) {
-          gz = mul(g, add_scalar(neg(square(tanh(add_bias(x, bias)))), 1.0));  // g (1 - y^2)
+          gz = mul(g, factor(act, slope));
+        } else if (gain != 1.0 || clamp >= 0.0) {
+          gz = mul(g, factor(Activation::none, 0.0));
+        }
+        if (act == Activation::tanh) {
+          gz = mul(gz, add_scalar(neg(square(tanh(add_bias(x, bias)))), 1.0));  // g (1 - y^2)
         } else if (act == Activation::sigmoid) {
           Variable s = sigmoid(add_bias(x, bias));
-          gz = mul(g, mul(s, add_scalar(neg(s), 1.0)));  // g s (1 - s)
+          gz = mul(gz, mul(s, add_scalar(neg(s), 1.0)));  // g s (1 - s)
         }
         return Grads{gz, bias_grad_of(gz)};
       });

@@ -2,19 +2,25 @@
 // (NCHW convolution outputs, [N, F] linear outputs).
 //
 // Contract:
-// - bias_activation(x, bias, act, slope): x [N, C, ...], bias [C] (same dtype and device)
-//   -> y = act(x + bias[c]) for every element of channel c. act is none, relu, leaky_relu
-//   (slope > 0, used only there), tanh or sigmoid, with the formulas of activation.h.
-// - bias_activation_backward(grad, y, act, slope): the incoming gradient and the forward's
-//   output -> {grad_x, grad_bias} in one pass: grad_x = act'(y) * grad as the activation's
-//   backward computes it, grad_bias[c] = sum of grad_x over every axis but 1. The slope of
-//   relu and leaky_relu is read from the sign of y (the same as the input's for slope > 0).
+// - bias_activation(x, bias, act, slope, gain, clamp): x [N, C, ...], bias [C] (same dtype
+//   and device) -> y = act(x + bias[c]) for every element of channel c. act is none, relu,
+//   leaky_relu (slope > 0, used only there), tanh or sigmoid, with the formulas of
+//   activation.h. StyleGAN's bias_act options: y is then multiplied by `gain` (finite, > 0)
+//   when gain != 1, and clamped to [-clamp, clamp] when clamp >= 0 (its conv_clamp; a
+//   negative clamp, the default, clamps nothing; NaN stays NaN).
+// - bias_activation_backward(grad, y, act, slope, gain, clamp): the incoming gradient and
+//   the forward's output -> {grad_x, grad_bias} in one pass: grad_x = act'(y) * grad as the
+//   activation's backward computes it, grad_bias[c] = sum of grad_x over every axis but 1.
+//   The slope of relu and leaky_relu is read from the sign of y (the same as the input's for
+//   slope > 0). With a gain, act' is read from y / gain and grad_x multiplied by gain; with a
+//   clamp, grad_x is 0 where |y| < clamp fails (where the forward clamped), as StyleGAN's.
+// - The defaults (gain 1, no clamp) run exactly the operations they ran before the options.
 // - On the CPU both equal, bit for bit, add_bias then the activation (forward) and the
 //   activation's backward then bias_grad (backward): the same operations in the same order.
 //   The CUDA twin (kernels/cuda/activation_cuda.h) sums grad_bias in double, as bias_grad
 //   does there.
 // - Errors name the op: a bias that does not match axis 1, mismatched dtypes or devices, a
-//   leaky_relu slope <= 0.
+//   leaky_relu slope <= 0, a gain that is not finite and > 0, a NaN clamp.
 #pragma once
 
 #include "runtime/tensor.h"
@@ -30,13 +36,19 @@ struct BiasActivationGrads {
   Tensor bias;  // [C]
 };
 
-Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope = 0.0);
+// StyleGAN's clamp off: bias_activation's default clamp.
+inline constexpr double kNoClamp = -1.0;
+
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope = 0.0,
+                       double gain = 1.0, double clamp = kNoClamp);
 BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
-                                             double slope = 0.0);
+                                             double slope = 0.0, double gain = 1.0, double clamp = kNoClamp);
 
 // The forward's checks, which both devices share (the backward's are check_same_operands
-// on grad and y, and the slope's).
-void check_bias_activation(const char* op, const Tensor& x, const Tensor& bias, Activation act, double slope);
+// on grad and y, the slope's and the gain's and clamp's).
+void check_bias_activation(const char* op, const Tensor& x, const Tensor& bias, Activation act, double slope,
+                           double gain = 1.0, double clamp = kNoClamp);
 void check_activation_slope(const char* op, Activation act, double slope);
+void check_gain_clamp(const char* op, double gain, double clamp);
 
 }  // namespace tandem::kernels

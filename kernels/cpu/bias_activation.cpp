@@ -73,16 +73,26 @@ void check_activation_slope(const char* op, Activation act, double slope) {
          << slope);
 }
 
-void check_bias_activation(const char* op, const Tensor& x, const Tensor& bias, Activation act,
-                           double slope) {
-  check_channel_bias(op, x, bias);
-  check_activation_slope(op, act, slope);
+void check_gain_clamp(const char* op, double gain, double clamp) {
+  TANDEM_CHECK(
+      gain > 0 && std::isfinite(gain),
+      op << ": the gain must be finite and > 0 (the backward reads the activation from y / gain), got "
+         << gain);
+  TANDEM_CHECK(!std::isnan(clamp), op << ": the clamp is NaN (use a negative clamp for none)");
 }
 
-Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope) {
-  TANDEM_CUDA_ROUTE(x, cuda::bias_activation(x, bias, act, slope));
+void check_bias_activation(const char* op, const Tensor& x, const Tensor& bias, Activation act, double slope,
+                           double gain, double clamp) {
+  check_channel_bias(op, x, bias);
+  check_activation_slope(op, act, slope);
+  check_gain_clamp(op, gain, clamp);
+}
+
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope, double gain,
+                       double clamp) {
+  TANDEM_CUDA_ROUTE(x, cuda::bias_activation(x, bias, act, slope, gain, clamp));
   const char* op = "bias_activation";
-  check_bias_activation(op, x, bias, act, slope);
+  check_bias_activation(op, x, bias, act, slope, gain, clamp);
   require_cpu(op, x);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   int64_t n = 0, c = 0, inner = 0;
@@ -91,23 +101,25 @@ Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, doub
     const T* px = x.data<T>();
     const T* pb = bias.data<T>();
     T* po = out.data<T>();
-    const T s = static_cast<T>(slope);
+    const T s = static_cast<T>(slope), gn = static_cast<T>(gain), cl = static_cast<T>(clamp);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < c; ++j) {
         const int64_t base = (i * c + j) * inner;
-        for (int64_t k = 0; k < inner; ++k) po[base + k] = activate(px[base + k] + pb[j], act, s);
+        for (int64_t k = 0; k < inner; ++k)
+          po[base + k] = gain_clamp(activate(px[base + k] + pb[j], act, s), gn, cl);
       }
   });
   return out;
 }
 
 BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
-                                             double slope) {
-  TANDEM_CUDA_ROUTE(grad, cuda::bias_activation_backward(grad, y, act, slope));
+                                             double slope, double gain, double clamp) {
+  TANDEM_CUDA_ROUTE(grad, cuda::bias_activation_backward(grad, y, act, slope, gain, clamp));
   const char* op = "bias_activation_backward";
   check_same_layout(op, grad, "gradient", y, "output");
   TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
   check_activation_slope(op, act, slope);
+  check_gain_clamp(op, gain, clamp);
   int64_t n = 0, c = 0, inner = 0;
   split_channels(grad, n, c, inner);
   BiasActivationGrads out{Tensor::empty(grad.shape(), grad.dtype(), grad.device()),
@@ -117,13 +129,13 @@ BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y
     const T* py = y.data<T>();
     T* px = out.x.data<T>();
     T* pb = out.bias.data<T>();
-    const T s = static_cast<T>(slope);
+    const T s = static_cast<T>(slope), gn = static_cast<T>(gain), cl = static_cast<T>(clamp);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < c; ++j) {
         const int64_t base = (i * c + j) * inner;
         T sum = 0;
         for (int64_t k = 0; k < inner; ++k) {
-          const T gx = activate_backward(pg[base + k], py[base + k], act, s);
+          const T gx = gain_clamp_backward(pg[base + k], py[base + k], act, s, gn, cl);
           px[base + k] = gx;
           sum += gx;
         }

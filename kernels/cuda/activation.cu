@@ -75,10 +75,10 @@ __device__ T activate(T v, Activation act, T slope) {
 
 template <typename T>
 __global__ void bias_activation_kernel(const T* x, const T* bias, T* out, int64_t count, int64_t channels,
-                                       int64_t inner, Activation act, T slope) {
+                                       int64_t inner, Activation act, T slope, T gain, T clamp) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
        i += int64_t(blockDim.x) * gridDim.x)
-    out[i] = activate(x[i] + bias[(i / inner) % channels], act, slope);
+    out[i] = gain_clamp(activate(x[i] + bias[(i / inner) % channels], act, slope), gain, clamp);
 }
 
 // The channel sums' load for the backward: grad_x[index] = act'(y) * grad, stored as it
@@ -89,9 +89,9 @@ struct GradXLoad {
   const T* y;
   T* grad_x;
   Activation act;
-  T slope;
+  T slope, gain, clamp;
   __device__ double operator()(int64_t index, int64_t) const {
-    const T g = activate_backward(grad[index], y[index], act, slope);
+    const T g = gain_clamp_backward(grad[index], y[index], act, slope, gain, clamp);
     grad_x[index] = g;
     return static_cast<double>(g);
   }
@@ -128,9 +128,10 @@ Tensor softplus_backward(const Tensor& grad, const Tensor& x) {
   return activation_backward("softplus_backward", grad, x, SoftplusBackwardOp{});
 }
 
-Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope) {
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope, double gain,
+                       double clamp) {
   const char* op = "bias_activation";
-  check_bias_activation(op, x, bias, act, slope);
+  check_bias_activation(op, x, bias, act, slope, gain, clamp);
   require_cuda(op, x);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t count = x.numel();
@@ -139,25 +140,28 @@ Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, doub
   set_device(x);
   dispatch_float(op, x.dtype(), [&]<typename T>() {
     bias_activation_kernel<<<blocks_for(count), kThreads, 0, stream()>>>(
-        ptr<T>(x), ptr<T>(bias), mut_ptr<T>(out), count, c, inner, act, static_cast<T>(slope));
+        ptr<T>(x), ptr<T>(bias), mut_ptr<T>(out), count, c, inner, act, static_cast<T>(slope),
+        static_cast<T>(gain), static_cast<T>(clamp));
     TANDEM_CHECK_LAUNCH();
   });
   return out;
 }
 
 BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
-                                             double slope) {
+                                             double slope, double gain, double clamp) {
   const char* op = "bias_activation_backward";
   check_same_layout(op, grad, "gradient", y, "output");
   TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
   check_activation_slope(op, act, slope);
+  check_gain_clamp(op, gain, clamp);
   const int64_t n = grad.size(0), c = grad.size(1), inner = grad.numel() / (n * c == 0 ? 1 : n * c);
   BiasActivationGrads out{Tensor::empty(grad.shape(), grad.dtype(), grad.device()),
                           Tensor::empty({c}, grad.dtype(), grad.device())};
   set_device(grad);
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
     channel_sums(grad.device(),
-                 GradXLoad<T>{ptr<T>(grad), ptr<T>(y), mut_ptr<T>(out.x), act, static_cast<T>(slope)},
+                 GradXLoad<T>{ptr<T>(grad), ptr<T>(y), mut_ptr<T>(out.x), act, static_cast<T>(slope),
+                              static_cast<T>(gain), static_cast<T>(clamp)},
                  mut_ptr<T>(out.bias), n, c, inner, int64_t{0});
   });
   return out;

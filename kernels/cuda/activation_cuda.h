@@ -21,8 +21,9 @@ Tensor sigmoid(const Tensor& x);
 Tensor sigmoid_backward(const Tensor& grad, const Tensor& y);
 Tensor softplus(const Tensor& x);
 Tensor softplus_backward(const Tensor& grad, const Tensor& x);
-Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope);
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope, double gain,
+                       double clamp);
 BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
-                                             double slope);
+                                             double slope, double gain, double clamp);
 
 }  // namespace tandem::kernels::cuda

@@ -242,6 +242,19 @@ TEST_CASE("gradcheck: bias_activation for each activation on [N, F] and NCHW inp
   }
 }
 
+TEST_CASE("gradcheck: bias_activation with StyleGAN's gain and clamp", "[gradcheck][fused]") {
+  using kernels::Activation;
+  for (Activation act :
+       {Activation::none, Activation::relu, Activation::leaky_relu, Activation::tanh, Activation::sigmoid}) {
+    Variable bias = random_input({3}, 52);
+    Variable x = away_from_kink(random_input({2, 3, 2, 2}, 53), bias);
+    expect_gradients_match(
+        std::string("bias_activation gain 1.4 clamp 0.8 ") + kernels::activation_name(act),
+        [act](const std::vector<Variable>& v) { return bias_activation(v[0], v[1], act, 0.2, 1.4, 0.8); },
+        {x, bias});
+  }
+}
+
 namespace {
 
 // Values with |x| >= 0.5: log and fractional powers stay away from 0.

@@ -213,6 +213,19 @@ TEST_CASE("second order: bias_activation for each activation", "[second_order][f
   }
 }
 
+TEST_CASE("second order: bias_activation with StyleGAN's gain and clamp", "[second_order][fused]") {
+  using kernels::Activation;
+  for (Activation act :
+       {Activation::none, Activation::relu, Activation::leaky_relu, Activation::tanh, Activation::sigmoid}) {
+    Fn fn = [act](const std::vector<Variable>& v) { return bias_activation(v[0], v[1], act, 0.2, 1.4, 0.8); };
+    Variable bias = act == Activation::relu || act == Activation::leaky_relu
+                        ? Variable(Tensor::zeros({3}, DType::f64), true)
+                        : random_input({3}, 29);
+    expect_second_order_matches(std::string("bias_activation gain clamp ") + kernels::activation_name(act),
+                                fn, {away_from_zero(random_input({2, 3, 2, 2}, 28)), bias});
+  }
+}
+
 TEST_CASE("sqrt: value, and derivatives to third order, 0 (not inf) at 0", "[second_order][elementwise]") {
   Variable x = tensor({3}, {0.0, 4.0, 0.25}, true, DType::f64);
   Variable y = sqrt(x);
@@ -332,6 +345,41 @@ TEST_CASE("second order: avg_pool2x and upsample_nearest2x", "[second_order][poo
   expect_second_order_matches("avg_pool2x(x * y)",
                               [](const std::vector<Variable>& v) { return avg_pool2x(mul(v[0], v[1])); },
                               {random_input({1, 2, 4, 4}, 112), random_input({1, 2, 4, 4}, 113)});
+}
+
+TEST_CASE("second and third order: upfirdn2d and StyleGAN2's resampling helpers",
+          "[second_order][upfirdn2d]") {
+  const Tensor blur = setup_filter({1, 3, 3, 1}, DType::f64);
+  const Tensor odd = Tensor::from_values({2, 3}, {0.1, -0.3, 0.7, 0.2, 1.1, -0.5}, DType::f64);
+  const kernels::UpFirDn2dParams p{
+      .up_x = 2, .up_y = 3, .down_x = 3, .down_y = 2, .pad_x0 = 1, .pad_x1 = -1, .pad_y0 = -2, .pad_y1 = 2};
+  expect_second_order_matches("upfirdn2d",
+                              [&](const std::vector<Variable>& v) { return upfirdn2d(v[0], odd, p); },
+                              {random_input({1, 2, 4, 5}, 114)});
+  expect_second_order_matches(
+      "upsample2d(x * y)", [&](const std::vector<Variable>& v) { return upsample2d(mul(v[0], v[1]), blur); },
+      {random_input({1, 2, 3, 3}, 115), random_input({1, 2, 3, 3}, 116)});
+  // A blurred critic's shape: R1 differentiates through downsample2d after an activation.
+  expect_second_order_matches(
+      "downsample2d(softplus(x))",
+      [&](const std::vector<Variable>& v) { return downsample2d(softplus(v[0]), blur); },
+      {random_input({1, 2, 4, 6}, 117)});
+  Fn squared = [&](const std::vector<Variable>& v) { return square(filter2d(v[0], blur)); };
+  expect_second_order_matches("d(filter2d)", first_order_probe(squared), {random_input({1, 1, 4, 4}, 118)});
+}
+
+TEST_CASE("second and third order: interpolate_bilinear up, down and at odd scales",
+          "[second_order][bilinear]") {
+  expect_second_order_matches("interpolate_bilinear up",
+                              [](const std::vector<Variable>& v) { return interpolate_bilinear(v[0], 5, 7); },
+                              {random_input({1, 2, 3, 4}, 130)});
+  expect_second_order_matches(
+      "interpolate_bilinear(x * y) down",
+      [](const std::vector<Variable>& v) { return interpolate_bilinear(mul(v[0], v[1]), 3, 2); },
+      {random_input({1, 2, 7, 5}, 131), random_input({1, 2, 7, 5}, 132)});
+  Fn squared = [](const std::vector<Variable>& v) { return square(interpolate_bilinear(v[0], 4, 5)); };
+  expect_second_order_matches("d(interpolate_bilinear)", first_order_probe(squared),
+                              {random_input({1, 1, 3, 7}, 133)});
 }
 
 TEST_CASE("second order: bce_with_logits for logits and targets", "[second_order][loss]") {

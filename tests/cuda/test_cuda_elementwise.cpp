@@ -199,6 +199,28 @@ TEST_CASE("cuda bias_activation: forward, grad_x and grad_bias match the CPU twi
       }
 }
 
+TEST_CASE("cuda bias_activation with StyleGAN's gain and clamp matches the CPU twin") {
+  using kernels::Activation;
+  const Shape shape{8, 16, 5, 7};
+  for (DType dt : kFloatTypes)
+    for (Activation act : {Activation::none, Activation::relu, Activation::leaky_relu, Activation::tanh,
+                           Activation::sigmoid}) {
+      const std::string what =
+          label(std::string("bias_activation gain clamp ") + kernels::activation_name(act), dt, shape);
+      Tensor x = random_cpu(shape, dt, fresh_seed(), -2, 2);
+      Tensor bias = random_cpu({shape[1]}, dt, fresh_seed());
+      Tensor y = kernels::bias_activation(x, bias, act, 0.2, 1.7, 0.9);
+      require_close(kernels::bias_activation(on_gpu(x), on_gpu(bias), act, 0.2, 1.7, 0.9), y,
+                    what + " forward");
+      Tensor grad = random_grid(shape, dt, fresh_seed());
+      kernels::BiasActivationGrads cpu = kernels::bias_activation_backward(grad, y, act, 0.2, 1.7, 0.9);
+      kernels::BiasActivationGrads gpu =
+          kernels::bias_activation_backward(on_gpu(grad), on_gpu(y), act, 0.2, 1.7, 0.9);
+      require_close(gpu.x, cpu.x, what + " grad_x");
+      require_close(gpu.bias, cpu.bias, what + " grad_bias");
+    }
+}
+
 TEST_CASE("cuda activations: forward and backward match the CPU") {
   // Inputs on both sides of 0 so the sign branches of sigmoid and softplus both run.
   check_unary(

@@ -1,9 +1,12 @@
 // The fused bias + activation against add_bias, the activation and bias_grad run one after
-// the other: bitwise equal on the CPU, forward and backward, for every activation.
+// the other: bitwise equal on the CPU, forward and backward, for every activation; with
+// StyleGAN's gain and clamp, against scale and clamp after the unfused activation.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/activation.h"
 #include "kernels/bias_activation.h"
@@ -20,6 +23,15 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
   Tensor t = Tensor::empty(shape, DType::f64);
   fill_uniform(t, -2.0, 2.0, gen);
   return t.to(dtype);
+}
+
+// Largest |a - b| relative to max(1, |b|), elementwise.
+double worst_error(const Tensor& a, const Tensor& b) {
+  const std::vector<double> av = a.to_vector(), bv = b.to_vector();
+  double worst = av.size() == bv.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < av.size() && i < bv.size(); ++i)
+    worst = std::max(worst, std::abs(av[i] - bv[i]) / std::max(1.0, std::abs(bv[i])));
+  return worst;
 }
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
@@ -105,6 +117,41 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("bias_activation's gain and clamp equal scale then clamp after the unfused activation, both ways",
+          "[kernels][activation][fused]") {
+  const double gain = 1.7, clamp = 0.9;  // inputs in [-2, 2]: some outputs clamp, some do not
+  const Shape shape{3, 4, 5, 5};
+  uint64_t seed = 100;
+  for (DType dt : {DType::f32, DType::f64})
+    for (Activation act : kActivations) {
+      INFO(kernels::activation_name(act) << " " << dtype_name(dt));
+      Tensor x = random_tensor(shape, dt, seed++);
+      Tensor b = random_tensor({shape[1]}, dt, seed++);
+      Tensor g = random_tensor(shape, dt, seed++);
+      const Tensor a = unfused_forward(x, b, act, 0.2);
+      const Tensor want = kernels::clamp(kernels::scale(a, gain), -clamp, clamp);
+      const Tensor y = kernels::bias_activation(x, b, act, 0.2, gain, clamp);
+      CHECK(bitwise_equal(y, want));
+      CHECK(bitwise_equal(kernels::bias_activation(x, b, act, 0.2, gain), kernels::scale(a, gain)));
+      CHECK(bitwise_equal(kernels::bias_activation(x, b, act, 0.2, 1.0, clamp),
+                          kernels::clamp(a, -clamp, clamp)));
+      // The unfused gradient: the clamp passes it where |y| < clamp, then the gain, then the
+      // activation's backward.
+      const Tensor pass =
+          kernels::compare(kernels::abs(want), Tensor::full(shape, clamp, dt), kernels::Comparison::less);
+      double passed = 0;
+      for (double v : pass.to_vector()) passed += v;
+      CHECK(passed > 0);
+      CHECK(passed < static_cast<double>(pass.numel()));
+      const Tensor gz = unfused_grad_z(kernels::scale(kernels::mul(g, pass), gain), x, b, act, 0.2);
+      const kernels::BiasActivationGrads grads =
+          kernels::bias_activation_backward(g, y, act, 0.2, gain, clamp);
+      const double tol = dt == DType::f64 ? 1e-14 : 1e-5;  // act' read from y / gain rounds
+      CHECK(worst_error(grads.x, gz) < tol);
+      CHECK(worst_error(grads.bias, kernels::bias_grad(gz)) < tol * 100);
+    }
+}
+
 TEST_CASE("bias_activation names what is wrong", "[kernels][activation][fused][errors]") {
   Tensor x = Tensor::zeros({2, 3, 4, 4});
   CHECK_THROWS_WITH(
@@ -116,4 +163,11 @@ TEST_CASE("bias_activation names what is wrong", "[kernels][activation][fused][e
                     Catch::Contains("bias_activation"));
   CHECK_THROWS_WITH(kernels::bias_activation_backward(x, Tensor::zeros({2, 3}), Activation::tanh),
                     Catch::Contains("bias_activation_backward"));
+  CHECK_THROWS_WITH(kernels::bias_activation(x, Tensor::zeros({3}), Activation::relu, 0.0, 0.0),
+                    Catch::Contains("bias_activation: the gain must be finite and > 0"));
+  CHECK_THROWS_WITH(kernels::bias_activation(x, Tensor::zeros({3}), Activation::relu, 0.0, 1.0, std::nan("")),
+                    Catch::Contains("bias_activation: the clamp is NaN"));
+  CHECK_THROWS_WITH(kernels::bias_activation_backward(x, x, Activation::tanh, 0.0, -2.0),
+                    Catch::Contains("bias_activation_backward: the gain must be finite and > 0") &&
+                        Catch::Contains("got -2"));
 }

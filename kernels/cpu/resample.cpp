@@ -1,0 +1,112 @@
+// upfirdn2d's checks, its adjoint's parameters and its CPU twin: one plain loop per output
+// over the shared formula (kernels/resample_math.h).
+#include "kernels/resample.h"
+
+#include "kernels/dispatch.h"
+#include "kernels/resample_math.h"
+
+#if TANDEM_HAVE_CUDA
+#include "kernels/cuda/resample_cuda.h"
+#endif
+
+namespace tandem::kernels {
+
+namespace {
+
+struct FilterSize {
+  int64_t fh = 0, fw = 0;
+  bool separable = false;
+};
+
+FilterSize filter_size(const char* op, const Shape& filter) {
+  TANDEM_CHECK(filter.size() == 1 || filter.size() == 2,
+               op << ": needs a 1-D [k] or 2-D [fh, fw] filter, got " << shape_str(filter));
+  FilterSize s;
+  s.separable = filter.size() == 1;
+  s.fh = filter[0];
+  s.fw = s.separable ? filter[0] : filter[1];
+  TANDEM_CHECK(s.fh > 0 && s.fw > 0, op << ": the filter " << shape_str(filter) << " is empty");
+  return s;
+}
+
+}  // namespace
+
+Shape upfirdn2d_output_shape(const char* op, const Shape& x, const Shape& filter, const UpFirDn2dParams& p) {
+  TANDEM_CHECK(x.size() == 4, op << ": needs a 4-D [N, C, H, W] input, got " << shape_str(x));
+  const FilterSize f = filter_size(op, filter);
+  TANDEM_CHECK(p.up_x >= 1 && p.up_y >= 1 && p.down_x >= 1 && p.down_y >= 1,
+               op << ": up and down must be >= 1, got up (" << p.up_x << ", " << p.up_y << "), down ("
+                  << p.down_x << ", " << p.down_y << ")");
+  const int64_t padded_h = x[2] * p.up_y + p.pad_y0 + p.pad_y1;
+  const int64_t padded_w = x[3] * p.up_x + p.pad_x0 + p.pad_x1;
+  TANDEM_CHECK(padded_h >= f.fh && padded_w >= f.fw,
+               op << ": filter " << shape_str(filter) << " is larger than the padded input [" << padded_h
+                  << ", " << padded_w << "] (input " << shape_str(x) << ", up (" << p.up_x << ", " << p.up_y
+                  << "), pad x (" << p.pad_x0 << ", " << p.pad_x1 << "), pad y (" << p.pad_y0 << ", "
+                  << p.pad_y1 << "))");
+  return {x[0], x[1], (padded_h - f.fh) / p.down_y + 1, (padded_w - f.fw) / p.down_x + 1};
+}
+
+UpFirDn2dParams upfirdn2d_adjoint_params(const UpFirDn2dParams& p, const Shape& x_shape,
+                                         const Shape& filter_shape, const Shape& out_shape) {
+  const FilterSize f = filter_size("upfirdn2d_adjoint", filter_shape);
+  UpFirDn2dParams a;
+  a.up_x = p.down_x;
+  a.up_y = p.down_y;
+  a.down_x = p.up_x;
+  a.down_y = p.up_y;
+  a.pad_x0 = f.fw - p.pad_x0 - 1;
+  a.pad_x1 = x_shape[3] * p.up_x - out_shape[3] * p.down_x + p.pad_x0 - p.up_x + 1;
+  a.pad_y0 = f.fh - p.pad_y0 - 1;
+  a.pad_y1 = x_shape[2] * p.up_y - out_shape[2] * p.down_y + p.pad_y0 - p.up_y + 1;
+  a.flip_filter = !p.flip_filter;
+  return a;
+}
+
+namespace resample_math {
+
+UpFirDn2dGeometry upfirdn2d_geometry(const char* op, const Tensor& x, const Tensor& filter,
+                                     const UpFirDn2dParams& p) {
+  check_defined(op, x, "input");
+  check_defined(op, filter, "filter");
+  const Shape out = upfirdn2d_output_shape(op, x.shape(), filter.shape(), p);
+  check_same_dtype(op, x, filter);
+  check_same_device(op, x, filter);
+  const FilterSize f = filter_size(op, filter.shape());
+  UpFirDn2dGeometry g;
+  g.in_h = x.size(2);
+  g.in_w = x.size(3);
+  g.out_h = out[2];
+  g.out_w = out[3];
+  g.fh = f.fh;
+  g.fw = f.fw;
+  g.separable = f.separable;
+  g.p = p;
+  return g;
+}
+
+}  // namespace resample_math
+
+Tensor upfirdn2d(const Tensor& x, const Tensor& filter, const UpFirDn2dParams& p) {
+  const char* op = "upfirdn2d";
+  const resample_math::UpFirDn2dGeometry g = resample_math::upfirdn2d_geometry(op, x, filter, p);
+  TANDEM_CUDA_ROUTE(x, cuda::upfirdn2d(x, filter, g));
+  require_cpu(op, x);
+  Tensor out = Tensor::empty({x.size(0), x.size(1), g.out_h, g.out_w}, x.dtype());
+  const int64_t planes = x.size(0) * x.size(1);
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pf = filter.data<T>();
+    T* po = out.data<T>();
+    for (int64_t k = 0; k < planes; ++k) {
+      const T* plane = px + k * g.in_h * g.in_w;
+      T* dst = po + k * g.out_h * g.out_w;
+      for (int64_t oy = 0; oy < g.out_h; ++oy)
+        for (int64_t ox = 0; ox < g.out_w; ++ox)
+          dst[oy * g.out_w + ox] = resample_math::upfirdn2d_at(plane, pf, g, oy, ox);
+    }
+  });
+  return out;
+}
+
+}  // namespace tandem::kernels
