@@ -9,7 +9,7 @@
 // index_select, neg, scale, add_scalar, square, sqrt, add_bias, exp, log, pow, abs, clamp,
 // maximum, minimum, where, max, min, logsumexp, log_softmax, softmax, nll_loss,
 // cross_entropy, sum and
-// mean (all and per axis), reshape, flatten, concat, slice, matmul, linear, relu,
+// mean (all and per axis), reshape, flatten, concat, slice, permute, transpose, matmul, linear, relu,
 // leaky_relu, tanh, sigmoid, softplus, bias_activation, bce_with_logits, conv2d, conv_transpose2d,
 // conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x and avg_pool2x. relu and
 // leaky_relu use their local slope as a constant (zero second derivative away from the
@@ -138,6 +138,12 @@ Variable reshape(const Variable& x, const Shape& shape);
 Variable flatten(const Variable& x);  // [N, ...] -> [N, prod(...)]
 Variable concat(const std::vector<Variable>& parts, int64_t axis);
 Variable slice(const Variable& x, int64_t axis, int64_t start, int64_t length);
+// permute: axis k of the result is x's axis dims[k] (dims a permutation of x's axes, negative
+// counting from the end; at most 8 axes), a new contiguous tensor; transpose swaps two axes
+// (a permute). The gradient is the inverse permutation, itself a permute, so every order is
+// exact. Repeated or out-of-range dims are an Error naming the op, the dims and the shape.
+Variable permute(const Variable& x, const std::vector<int64_t>& dims);
+Variable transpose(const Variable& x, int64_t dim0, int64_t dim1);
 
 // Convolution, normalisation, resampling (NCHW).
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,

@@ -323,6 +323,19 @@ TEST_CASE("second order: concat and slice", "[second_order][shape]") {
                               {random_input({2, 5}, 97), random_input({2, 5}, 98)});
 }
 
+TEST_CASE("second order: permute and transpose", "[second_order][shape][permute]") {
+  // Of a product, so the permute's incoming gradient and its input both carry history.
+  Fn perm = [](const std::vector<Variable>& v) { return permute(mul(v[0], v[1]), {2, 0, 1}); };
+  expect_second_order_matches("permute(x * y)", perm,
+                              {random_input({2, 3, 4}, 99), random_input({2, 3, 4}, 100)});
+  Fn trans = [](const std::vector<Variable>& v) { return mul(transpose(v[0], 0, -1), v[1]); };
+  expect_second_order_matches("transpose(x) * y", trans,
+                              {random_input({3, 2, 4}, 101), random_input({4, 2, 3}, 102)});
+  // The third order: the second-order rule's own ops differentiate exactly.
+  expect_second_order_matches("probe of permute(x * y)", first_order_probe(perm),
+                              {random_input({2, 3, 4}, 103), random_input({2, 3, 4}, 104)});
+}
+
 TEST_CASE("second order: avg_pool2x and upsample_nearest2x", "[second_order][pool]") {
   expect_second_order_matches("avg_pool2x", [](const std::vector<Variable>& v) { return avg_pool2x(v[0]); },
                               {random_input({2, 2, 4, 6}, 110)});
