@@ -15,6 +15,7 @@
 #include "autograd/nn_norm.h"
 #include "autograd/nn_spectral_norm.h"
 #include "autograd/nn_stylegan.h"
+#include "autograd/nn_stylegan_nets.h"
 #include "autograd/ops.h"
 #include "kernels/elementwise.h"
 #include "runtime/rng.h"
@@ -353,6 +354,21 @@ TEST_CASE("second order: a spectrally normalised layer (an R1 penalty's path)",
   };
   expect_second_order_matches("tanh(conv2d(x, W / sigma))", sn_conv,
                               {random_input({1, 2, 3, 3}, 125), random_input({3, 2, 3, 3}, 126)});
+}
+
+TEST_CASE("second order: StyleGAN2's residual block (an R1 penalty's path)", "[second_order][stylegan]") {
+  auto block = std::make_shared<nn::ResidualBlock>(2, 3);
+  Fn fn = [block](const std::vector<Variable>& v) {
+    block->conv1->weight = v[1];
+    block->conv1->bias = Variable(Tensor::zeros({3}, DType::f64));
+    block->conv2->weight = v[2];
+    block->conv2->bias = Variable(Tensor::zeros({3}, DType::f64));
+    block->skip->weight = v[3];
+    return block->forward(v[0]);
+  };
+  expect_second_order_matches("ResidualBlock 2 -> 3", fn,
+                              {random_input({1, 2, 3, 3}, 130), random_input({3, 2, 3, 3}, 131),
+                               random_input({3, 3, 3, 3}, 132), random_input({3, 2, 1, 1}, 133)});
 }
 
 TEST_CASE("second order: avg_pool2x and upsample_nearest2x", "[second_order][pool]") {
