@@ -7,8 +7,9 @@
 //   (spectral_weight_matrix): dim 0 for Linear [out, in] and Conv2d [out, in, k, k], dim 1
 //   for ConvTranspose2d [in, out, k, k].
 // - power_iteration(w_mat, u, v, n, eps): n times v = normalize(W^T u), u = normalize(W v)
-//   (normalize(x) = x / max(||x||, eps)), in place on u [out] and v [in'] from W's values;
-//   no graph is recorded. Either device, u and v on W's device and in its dtype.
+//   (normalize(x) = x / max(||x||, eps)), in place on u [out] and v [in'] (in' = W's
+//   columns) from W's values; no graph is recorded. Either device, u and v on W's device
+//   and in its dtype.
 // - spectral_sigma(w_mat, u, v): sigma = u^T W v with u and v constants, a differentiable
 //   0-d function of W (every order: an R1 penalty differentiates through W / sigma).
 // - SpectralNorm(layer, options, gen) wraps a Linear, Conv2d or ConvTranspose2d (an Error

@@ -96,21 +96,19 @@ Tensor categorical_rows(const Tensor& weights, int64_t row_begin, uint64_t seed,
   Tensor out = Tensor::empty({rows}, DType::i64);
   int64_t* p = out.data<int64_t>();
   std::vector<double> row(static_cast<size_t>(k));
+  const bool logits = kind == CategoricalWeights::logits;
+  const char* what = logits ? "logit" : "weight";
+  const char* rule = logits ? "logits must be finite or -inf" : "weights must be finite and >= 0";
   for_words(row_begin, rows, seed, iteration, [&](int64_t i, uint32_t word) {
     const double* in = w.data() + i * k;
-    double top = -INFINITY;
-    if (kind == CategoricalWeights::logits)
+    double top = -INFINITY;  // logits: the weights are exp(logit - top), at most 1
+    if (logits)
       for (int64_t c = 0; c < k; ++c) top = std::max(top, in[c]);
     double total = 0.0;
     for (int64_t c = 0; c < k; ++c) {
-      const double v =
-          kind == CategoricalWeights::logits ? (in[c] == -INFINITY ? 0.0 : std::exp(in[c] - top)) : in[c];
-      TANDEM_CHECK(std::isfinite(v) && v >= 0.0,
-                   fn << ": row " << i << " has "
-                      << (kind == CategoricalWeights::logits ? "logit " : "weight ") << in[c] << " at class "
-                      << c
-                      << (kind == CategoricalWeights::logits ? " (logits must be finite or -inf)"
-                                                             : " (weights must be finite and >= 0)"));
+      const double v = logits ? (in[c] == -INFINITY ? 0.0 : std::exp(in[c] - top)) : in[c];
+      TANDEM_CHECK(std::isfinite(v) && v >= 0.0, fn << ": row " << i << " has " << what << " " << in[c]
+                                                    << " at class " << c << " (" << rule << ")");
       row[static_cast<size_t>(c)] = v;
       total += v;
     }

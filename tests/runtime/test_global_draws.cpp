@@ -194,6 +194,10 @@ TEST_CASE("global draws: each (seed, iteration) is its own reproducible stream; 
   const Tensor bad = Tensor::from_values({2, 2}, {1, 1, -1, 2}, DType::f64);
   CHECK_THROWS_WITH(categorical_rows(bad, 0, 1, 0),
                     Catch::Contains("categorical_rows: row 1 has weight -1 at class 0"));
+  const Tensor bad_logits = Tensor::from_values({1, 2}, {INFINITY, 0}, DType::f64);
+  CHECK_THROWS_WITH(
+      categorical_rows(bad_logits, 0, 1, 0, CategoricalWeights::logits),
+      Catch::Contains("categorical_rows: row 0 has logit inf at class 0 (logits must be finite or -inf)"));
   CHECK_THROWS_WITH(categorical_rows(Tensor::zeros({1, 3}), 0, 1, 0),
                     Catch::Contains("categorical_rows: row 0 has no class of positive weight"));
   CHECK_THROWS_WITH(categorical_rows(Tensor::zeros({3}), 0, 1, 0),
