@@ -8,8 +8,8 @@
 // backward rules -- add, sub, mul, div (broadcasting included), sum_to, broadcast_to,
 // index_select, neg, scale, add_scalar, square, sqrt, add_bias, exp, log, pow, abs, clamp,
 // maximum, minimum, where, max, min, logsumexp, log_softmax, softmax, nll_loss,
-// cross_entropy, sum and
-// mean (all and per axis), reshape, flatten, concat, slice, matmul, linear, relu,
+// cross_entropy, dropout, sum and
+// mean (all and per axis), reshape, flatten, concat, slice, permute, transpose, matmul, linear, relu,
 // leaky_relu, tanh, sigmoid, softplus, bias_activation, bce_with_logits, conv2d, conv_transpose2d,
 // conv2d_input_grad, conv2d_weight_grad, upsample_nearest2x, avg_pool2x, upfirdn2d and interpolate_bilinear.
 // relu and leaky_relu use their local slope as a constant (zero second derivative away from the kink), as
@@ -142,6 +142,21 @@ Variable reshape(const Variable& x, const Shape& shape);
 Variable flatten(const Variable& x);  // [N, ...] -> [N, prod(...)]
 Variable concat(const std::vector<Variable>& parts, int64_t axis);
 Variable slice(const Variable& x, int64_t axis, int64_t start, int64_t length);
+// permute: axis k of the result is x's axis dims[k] (dims a permutation of x's axes, negative
+// counting from the end; at most 8 axes), a new contiguous tensor; transpose swaps two axes
+// (a permute). The gradient is the inverse permutation, itself a permute, so every order is
+// exact. Repeated or out-of-range dims are an Error naming the op, the dims and the shape.
+Variable permute(const Variable& x, const std::vector<int64_t>& dims);
+Variable transpose(const Variable& x, int64_t dim0, int64_t dim1);
+
+// Dropout over the global batch (runtime/global_draws.h): x [B, ...] is rank `rank`'s rows of
+// a global batch split evenly over `world` ranks; in training mode x times
+// dropout_mask_global_rows(x.shape(), p, seed, iteration, rank, world) (each element zeroed
+// with probability p, the rest scaled by 1 / (1 - p)), so N ranks drop exactly what one
+// process drops from the whole batch; in eval mode (or p = 0) x itself. seed is the stream
+// key of this dropout (a purpose mixed in); the gradient is the same mask.
+Variable dropout(const Variable& x, double p, bool training, uint64_t seed, int64_t iteration, int rank = 0,
+                 int world = 1);
 
 // Convolution, normalisation, resampling (NCHW).
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,

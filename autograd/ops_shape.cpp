@@ -1,3 +1,5 @@
+#include <utility>
+
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/shape_ops.h"
@@ -88,6 +90,42 @@ Variable slice(const Variable& x, int64_t axis, int64_t start, int64_t length) {
       [shape = x.shape(), axis, start](const Variable& g, const FunctionNode&) {
         return std::vector<Variable>{slice_backward(g, shape, axis, start)};
       });
+}
+
+Variable permute(const Variable& x, const std::vector<int64_t>& dims) {
+  TANDEM_CHECK(x.defined(), "permute: undefined input");
+  Tensor out = kernels::permute(x.data(), dims);  // checks that dims is a permutation of x's axes
+  // The gradient goes back through the inverse permutation: output axis k came from input
+  // axis dims[k], so input axis dims[k] takes gradient axis k.
+  const int64_t d = x.dim();
+  std::vector<int64_t> inverse(dims.size());
+  for (int64_t k = 0; k < d; ++k) {
+    const int64_t a =
+        dims[static_cast<size_t>(k)] < 0 ? dims[static_cast<size_t>(k)] + d : dims[static_cast<size_t>(k)];
+    inverse[static_cast<size_t>(a)] = k;
+  }
+  return make_result(
+      out, "permute", {x},
+      [inverse](const Tensor& g, const FunctionNode&) {
+        return std::vector<Tensor>{kernels::permute(g, inverse)};
+      },
+      [inverse](const Variable& g, const FunctionNode&) {
+        return std::vector<Variable>{permute(g, inverse)};
+      });
+}
+
+Variable transpose(const Variable& x, int64_t dim0, int64_t dim1) {
+  TANDEM_CHECK(x.defined(), "transpose: undefined input");
+  const int64_t d = x.dim();
+  for (int64_t dim : {dim0, dim1})
+    TANDEM_CHECK(dim >= -d && dim < d, "transpose: dim " << dim << " (of dims " << dim0 << ", " << dim1
+                                                         << ") is out of range for shape "
+                                                         << shape_str(x.shape()));
+  std::vector<int64_t> dims(static_cast<size_t>(d));
+  for (int64_t k = 0; k < d; ++k) dims[static_cast<size_t>(k)] = k;
+  std::swap(dims[static_cast<size_t>(dim0 < 0 ? dim0 + d : dim0)],
+            dims[static_cast<size_t>(dim1 < 0 ? dim1 + d : dim1)]);
+  return permute(x, dims);
 }
 
 }  // namespace tandem

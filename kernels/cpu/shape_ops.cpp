@@ -1,4 +1,4 @@
-// Concat and slice. Every tensor is contiguous and row-major, so along `axis` a tensor is
+// Concat, slice and permute. Every tensor is contiguous and row-major, so along `axis` a tensor is
 // `outer` blocks of `size * inner` elements and each op is a loop of block copies.
 #include "kernels/shape_ops.h"
 
@@ -6,6 +6,7 @@
 
 #include "kernels/axis_layout.h"
 #include "kernels/dispatch.h"
+#include "kernels/permute_layout.h"
 
 #if TANDEM_HAVE_CUDA
 #include "kernels/cuda/shape_ops_cuda.h"
@@ -93,6 +94,21 @@ Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t axis
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
     copy_blocks(grad.data<T>(), length * inner, out.data<T>() + start * inner, size * inner, outer,
                 length * inner);
+  });
+  return out;
+}
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  TANDEM_CUDA_ROUTE(x, cuda::permute(x, dims));
+  const char* op = "permute";
+  check_defined(op, x, "input");
+  require_cpu(op, x);
+  const permute_detail::PermuteLayout l = permute_detail::permute_layout(op, x.shape(), dims);
+  Tensor out = Tensor::empty(permute_detail::permuted_shape(l), x.dtype(), x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = px[permute_detail::permute_source(l, i)];
   });
   return out;
 }

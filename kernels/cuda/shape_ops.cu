@@ -1,4 +1,4 @@
-// Concat and slice. Along `axis` a contiguous tensor is `outer` blocks of `size * inner`
+// Concat, slice and permute. Along `axis` a contiguous tensor is `outer` blocks of `size * inner`
 // elements, so each op is one strided block copy per part.
 #include <vector>
 
@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_kernel_util.cuh"
 #include "kernels/cuda/shape_ops_cuda.h"
 #include "kernels/dispatch.h"
+#include "kernels/permute_layout.h"
 
 namespace tandem::kernels::cuda {
 
@@ -32,6 +33,14 @@ void copy_blocks(const T* src, int64_t src_stride, T* dst, int64_t dst_stride, i
   copy_blocks_kernel<<<blocks_for(outer * count), kThreads, 0, stream()>>>(src, src_stride, dst, dst_stride,
                                                                            outer, count);
   TANDEM_CHECK_LAUNCH();
+}
+
+// One thread per output element: it reads the input element permute_source names.
+template <typename T>
+__global__ void permute_kernel(const T* x, T* out, permute_detail::PermuteLayout l, int64_t n) {
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n;
+       idx += int64_t(blockDim.x) * gridDim.x)
+    out[idx] = x[permute_detail::permute_source(l, idx)];
 }
 
 }  // namespace
@@ -101,6 +110,22 @@ Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t axis
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
     copy_blocks(ptr<T>(grad), length * inner, mut_ptr<T>(out) + start * inner, size * inner, outer,
                 length * inner);
+  });
+  return out;
+}
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  const char* op = "permute";
+  check_defined(op, x, "input");
+  require_cuda(op, x);
+  const permute_detail::PermuteLayout l = permute_detail::permute_layout(op, x.shape(), dims);
+  Tensor out = Tensor::empty(permute_detail::permuted_shape(l), x.dtype(), x.device());
+  const int64_t n = out.numel();
+  if (n == 0) return out;
+  set_device(x);
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    permute_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(x), mut_ptr<T>(out), l, n);
+    TANDEM_CHECK_LAUNCH();
   });
   return out;
 }

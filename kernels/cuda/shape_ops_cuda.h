@@ -13,5 +13,6 @@ namespace tandem::kernels::cuda {
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t length);
 Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t axis, int64_t start);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
 
 }  // namespace tandem::kernels::cuda

@@ -13,7 +13,9 @@
 #include "autograd/grad.h"
 #include "autograd/gradcheck.h"
 #include "autograd/nn_norm.h"
+#include "autograd/nn_spectral_norm.h"
 #include "autograd/nn_stylegan.h"
+#include "autograd/nn_stylegan_nets.h"
 #include "autograd/ops.h"
 #include "kernels/elementwise.h"
 #include "runtime/rng.h"
@@ -334,6 +336,52 @@ TEST_CASE("second order: concat and slice", "[second_order][shape]") {
   expect_second_order_matches("slice(x * y)",
                               [](const std::vector<Variable>& v) { return slice(mul(v[0], v[1]), 1, 2, 2); },
                               {random_input({2, 5}, 97), random_input({2, 5}, 98)});
+}
+
+TEST_CASE("second order: permute and transpose", "[second_order][shape][permute]") {
+  // Of a product, so the permute's incoming gradient and its input both carry history.
+  Fn perm = [](const std::vector<Variable>& v) { return permute(mul(v[0], v[1]), {2, 0, 1}); };
+  expect_second_order_matches("permute(x * y)", perm,
+                              {random_input({2, 3, 4}, 99), random_input({2, 3, 4}, 100)});
+  Fn trans = [](const std::vector<Variable>& v) { return mul(transpose(v[0], 0, -1), v[1]); };
+  expect_second_order_matches("transpose(x) * y", trans,
+                              {random_input({3, 2, 4}, 101), random_input({4, 2, 3}, 102)});
+  // The third order: the second-order rule's own ops differentiate exactly.
+  expect_second_order_matches("probe of permute(x * y)", first_order_probe(perm),
+                              {random_input({2, 3, 4}, 103), random_input({2, 3, 4}, 104)});
+}
+
+TEST_CASE("second order: a spectrally normalised layer (an R1 penalty's path)",
+          "[second_order][spectral_norm]") {
+  // x through linear / conv2d with W / sigma(W), u and v constants, as a training forward
+  // uses them: R1 differentiates the input gradient again, with respect to x and W.
+  const Tensor u = random_weights({3}, 120), v = random_weights({4}, 121), v18 = random_weights({18}, 122);
+  Fn sn_linear = [u, v](const std::vector<Variable>& p) {
+    return tanh(linear(p[0], div(p[1], nn::spectral_sigma(p[1], u, v)), Variable()));
+  };
+  expect_second_order_matches("tanh(linear(x, W / sigma))", sn_linear,
+                              {random_input({2, 4}, 123), random_input({3, 4}, 124)});
+  Fn sn_conv = [u, v18](const std::vector<Variable>& p) {
+    const Variable sigma = nn::spectral_sigma(nn::spectral_weight_matrix(p[1], 0), u, v18);
+    return tanh(conv2d(p[0], div(p[1], reshape(sigma, {1, 1, 1, 1})), Variable(), {1, 1, 0}));
+  };
+  expect_second_order_matches("tanh(conv2d(x, W / sigma))", sn_conv,
+                              {random_input({1, 2, 3, 3}, 125), random_input({3, 2, 3, 3}, 126)});
+}
+
+TEST_CASE("second order: StyleGAN2's residual block (an R1 penalty's path)", "[second_order][stylegan]") {
+  auto block = std::make_shared<nn::ResidualBlock>(2, 3);
+  Fn fn = [block](const std::vector<Variable>& v) {
+    block->conv1->weight = v[1];
+    block->conv1->bias = Variable(Tensor::zeros({3}, DType::f64));
+    block->conv2->weight = v[2];
+    block->conv2->bias = Variable(Tensor::zeros({3}, DType::f64));
+    block->skip->weight = v[3];
+    return block->forward(v[0]);
+  };
+  expect_second_order_matches("ResidualBlock 2 -> 3", fn,
+                              {random_input({1, 2, 3, 3}, 130), random_input({3, 2, 3, 3}, 131),
+                               random_input({3, 3, 3, 3}, 132), random_input({3, 2, 1, 1}, 133)});
 }
 
 TEST_CASE("second order: avg_pool2x and upsample_nearest2x", "[second_order][pool]") {
