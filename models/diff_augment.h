@@ -49,10 +49,13 @@ namespace tandem::models {
 constexpr int64_t kAugmentUniforms = 10;
 
 // The calls of one GanModel step, each its own stream: D's reals (also what the penalties
-// see), D's fakes, and G's fakes (one call per G micro-step, kAugmentGenerator + k).
+// see), D's fakes (also R2's), G's fakes (one call per G micro-step, kAugmentGenerator + k)
+// and, with the relativistic loss, the reals D judges in G's k-th micro-step
+// (kAugmentGeneratorReal + k, clear of the G calls for any accumulation count).
 constexpr int64_t kAugmentReal = 0;
 constexpr int64_t kAugmentFake = 1;
 constexpr int64_t kAugmentGenerator = 2;
+constexpr int64_t kAugmentGeneratorReal = int64_t{1} << 20;
 
 struct AugmentPolicy {
   bool color = false;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "models/gradient_penalty.h"
 #include "runtime/step_capture.h"
@@ -11,24 +12,16 @@
 
 namespace tandem::models {
 
-std::pair<Variable, Variable> GanModel::losses_d(const Variable& d_real, const Variable& d_fake) const {
-  switch (objective.loss) {
-    case GanLoss::hinge:
-      return {mean(relu(d_fake + 1.0)), mean(relu(-d_real + 1.0))};
-    case GanLoss::wgan_gp:
-      return {mean(d_fake), -mean(d_real)};
-    case GanLoss::non_saturating:
-      break;
-  }
-  return {mean(softplus(d_fake)), mean(softplus(-d_real))};
-}
-
-Variable GanModel::loss_g(const Variable& fake) {
-  Variable d_fake = discriminate(fake);
-  return objective.loss == GanLoss::non_saturating ? mean(softplus(-d_fake)) : -mean(d_fake);
-}
-
 namespace {
+
+// The relativistic loss pairs D's outputs on the reals and on the fakes by row.
+void check_pairs(const Variable& d_real, const Variable& d_fake) {
+  TANDEM_CHECK(d_real.shape() == d_fake.shape(), "rpgan: D's outputs on the reals "
+                                                     << shape_str(d_real.shape()) << " and on the fakes "
+                                                     << shape_str(d_fake.shape())
+                                                     << " do not pair by index (a batch must hold as many "
+                                                        "fakes as reals)");
+}
 
 // The gradient norms before clipping, of each part's latest step (0 before its first), for
 // the parts whose wrapper clips.
@@ -38,6 +31,48 @@ void add_grad_norms(LogVars& log, const OptimWrapper& opt_d, const OptimWrapper&
 }
 
 }  // namespace
+
+std::pair<Variable, Variable> GanModel::losses_d(const Variable& d_real, const Variable& d_fake) const {
+  switch (objective.loss) {
+    case GanLoss::hinge:
+      return {mean(relu(d_fake + 1.0)), mean(relu(-d_real + 1.0))};
+    case GanLoss::wgan_gp:
+      return {mean(d_fake), -mean(d_real)};
+    case GanLoss::relativistic:
+      TANDEM_FAIL(
+          "losses_d: the relativistic loss pairs reals with fakes, its terms do not separate; "
+          "take loss_d");
+    case GanLoss::non_saturating:
+      break;
+  }
+  return {mean(softplus(d_fake)), mean(softplus(-d_real))};
+}
+
+Variable GanModel::loss_d(const Variable& d_real, const Variable& d_fake) const {
+  if (objective.loss != GanLoss::relativistic) {
+    auto [fake_term, real_term] = losses_d(d_real, d_fake);
+    return add(fake_term, real_term);
+  }
+  check_pairs(d_real, d_fake);
+  return mean(softplus(d_fake - d_real));
+}
+
+Variable GanModel::loss_g(const Variable& fake, const Variable& d_real) {
+  Variable d_fake = discriminate(fake);
+  switch (objective.loss) {
+    case GanLoss::relativistic:
+      TANDEM_CHECK(d_real.defined(),
+                   "loss_g: the relativistic loss needs D's outputs on the reals paired with the fakes");
+      check_pairs(d_real, d_fake);
+      return mean(softplus(d_real.detach() - d_fake));
+    case GanLoss::non_saturating:
+      return mean(softplus(-d_fake));
+    case GanLoss::hinge:
+    case GanLoss::wgan_gp:
+      break;
+  }
+  return -mean(d_fake);
+}
 
 void GanModel::update(OptimWrapperDict& optim_wrappers, const char* part, const Variable& loss) {
   OptimWrapper& wrapper = optim_wrappers[part];
@@ -77,6 +112,62 @@ optim::AdamOptions lazy_regularization_adam(optim::AdamOptions adam, int64_t eve
   return adam;
 }
 
+Variable GanModel::d_step_loss(const Batch& batch, const Variable& real, const Variable& fake, LogVars& log) {
+  const GanObjective& o = objective;
+  // R2 differentiates D(fake) with respect to the detached fakes.
+  Variable fake_leaf(fake.data(), /*requires_grad=*/o.r2_gamma > 0);
+  Variable real_seen = augmented(real, kAugmentReal), fake_seen = augmented(fake_leaf, kAugmentFake);
+  Variable d_real = discriminate(real_seen);
+  if (augment && augment->track_real_signs) augment->record_real_logits(d_real);
+  Variable d_fake = discriminate(fake_seen);
+  Variable loss = loss_d(d_real, d_fake);
+  log["loss_d"] = log_value("loss_d", loss);
+  Variable total = loss;
+  if (o.loss == GanLoss::wgan_gp) {
+    TANDEM_CHECK(batch.aux.defined(),
+                 "wgan-gp: the batch carries no interpolation coefficients (Batch::aux)");
+    Variable x_hat = interpolate(real_seen.data(), fake_seen.data(), batch.aux);
+    Variable gp = wgan_gp_penalty(discriminate(x_hat), x_hat);
+    total = total + o.gp_lambda * gp;
+    log["gp"] = log_value("gp", gp);
+    log["wdist"] = log_value("wdist", -loss);
+  }
+  if (real.requires_grad()) {  // R1 in every D step
+    Variable r1 = r1_penalty(d_real, real);
+    total = total + o.r1_gamma / 2 * r1;
+    last_r1_ = log_value("r1", r1);
+  }
+  if (o.r2_gamma > 0) {
+    Variable r2 = r1_penalty(d_fake, fake_leaf);  // the same zero-centred penalty, on the fakes
+    total = total + o.r2_gamma / 2 * r2;
+    log["r2"] = log_value("r2", r2);
+  }
+  return total;
+}
+
+double GanModel::g_steps(OptimWrapper& opt_g) {
+  double loss_g_sum = 0.0;
+  for (size_t k = 0; k < pending_fakes_.size(); ++k) {
+    const auto micro = static_cast<int64_t>(k);
+    std::optional<trace::Span> forward_g(std::in_place, "train", "forward (G step)");
+    Variable d_real;
+    if (objective.loss == GanLoss::relativistic) {
+      NoGradGuard no_grad;  // G's update takes D(real)'s value alone
+      d_real = discriminate(augmented(Variable(pending_reals_[k]), kAugmentGeneratorReal + micro));
+    }
+    Variable g = loss_g(augmented(pending_fakes_[k], kAugmentGenerator + micro), d_real);
+    forward_g.reset();
+    if (!opt_g.accumulating()) opt_g.zero_grad();
+    if (before_backward && opt_g.should_sync()) before_backward(g, opt_g.backward_inputs());
+    opt_g.update_params(g);
+    loss_g_sum += log_value("loss_g", g);
+  }
+  const double mean_loss_g = loss_g_sum / static_cast<double>(pending_fakes_.size());
+  pending_fakes_.clear();
+  pending_reals_.clear();
+  return mean_loss_g;
+}
+
 LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) {
   const GanObjective& o = objective;
   if (active_capture() != nullptr) {
@@ -88,35 +179,12 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
                                           "iteration; a step captured into a CUDA graph cannot repeat that");
     device_log_.clear();
   }
-  const bool r1_every_step = o.r1_gamma > 0 && o.r1_every == 1;
   std::optional<trace::Span> forward_d(std::in_place, "train", "forward (D step)");
-  // R1 differentiates D(real) with respect to the reals.
-  Variable real(prepare_real(batch.inputs), /*requires_grad=*/r1_every_step);
-  Variable z(batch.targets);
-  Variable fake = generate(z);
-
+  // R1 every step differentiates D(real) with respect to the reals.
+  Variable real(prepare_real(batch.inputs), /*requires_grad=*/o.r1_gamma > 0 && o.r1_every == 1);
+  Variable fake = generate(Variable(batch.targets));
   LogVars log;
-  Variable real_seen = augmented(real, kAugmentReal), fake_seen = augmented(fake.detach(), kAugmentFake);
-  Variable d_real = discriminate(real_seen);
-  if (augment && augment->track_real_signs) augment->record_real_logits(d_real);
-  auto [fake_term, real_term] = losses_d(d_real, discriminate(fake_seen));
-  Variable loss_d = add(fake_term, real_term);
-  log["loss_d"] = log_value("loss_d", loss_d);
-  Variable total_d = loss_d;
-  if (o.loss == GanLoss::wgan_gp) {
-    TANDEM_CHECK(batch.aux.defined(),
-                 "wgan-gp: the batch carries no interpolation coefficients (Batch::aux)");
-    Variable x_hat = interpolate(real_seen.data(), fake_seen.data(), batch.aux);
-    Variable gp = wgan_gp_penalty(discriminate(x_hat), x_hat);
-    total_d = total_d + o.gp_lambda * gp;
-    log["gp"] = log_value("gp", gp);
-    log["wdist"] = log_value("wdist", -loss_d);
-  }
-  if (r1_every_step) {
-    Variable r1 = r1_penalty(d_real, real);
-    total_d = total_d + o.r1_gamma / 2 * r1;
-    last_r1_ = log_value("r1", r1);
-  }
+  Variable total_d = d_step_loss(batch, real, fake, log);
   forward_d.reset();
 
   OptimWrapper& opt_d = optim_wrappers["discriminator"];
@@ -134,6 +202,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   if (!opt_d.accumulating()) {  // zeroing inside an accumulation would drop its micro-batches
     opt_d.zero_grad();          // the G step (scoped to G: update_params) left D's as they were
     pending_fakes_.clear();
+    pending_reals_.clear();
   }
   if (before_backward && opt_d.should_sync()) before_backward(total_d, opt_d.backward_inputs());
   opt_d.update_params(total_d);
@@ -148,22 +217,12 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   if ((iteration_ + 1) % o.n_critic == 0) {
     // G steps against the updated D: under accumulation its micro-steps wait for D's step.
     pending_fakes_.push_back(fake);
+    if (o.loss == GanLoss::relativistic) pending_reals_.push_back(real.data());
     if (opt_d.accumulating()) {
       add_grad_norms(log, opt_d, opt_g);
       return log;
     }
-    double loss_g_sum = 0.0;
-    for (size_t k = 0; k < pending_fakes_.size(); ++k) {
-      std::optional<trace::Span> forward_g(std::in_place, "train", "forward (G step)");
-      Variable g = loss_g(augmented(pending_fakes_[k], kAugmentGenerator + static_cast<int64_t>(k)));
-      forward_g.reset();
-      if (!opt_g.accumulating()) opt_g.zero_grad();
-      if (before_backward && opt_g.should_sync()) before_backward(g, opt_g.backward_inputs());
-      opt_g.update_params(g);
-      loss_g_sum += log_value("loss_g", g);
-    }
-    last_loss_g_ = loss_g_sum / static_cast<double>(pending_fakes_.size());
-    pending_fakes_.clear();
+    last_loss_g_ = g_steps(opt_g);
     TANDEM_CHECK(
         !opt_g.accumulating(),
         type_name() << ": the generator's optimizer wrapper did not step with the discriminator's; give "

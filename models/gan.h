@@ -8,9 +8,21 @@
 //   iteration with the default 1), MMGeneration style: batch.inputs is this rank's real
 //   data, batch.targets its noise, batch.aux (wgan-gp only) its interpolation coefficients,
 //   one per sample in [0, 1]; wrappers "discriminator" and "generator" step their part. The
-//   D step's G forward runs inside it with its output detached; the G step's backward
-//   reaches D too (D is not frozen, as in the reference PyTorch loop) and D's gradients are
-//   cleared before the next D step.
+//   D step's G forward runs inside it with its output detached. The G step's backward is
+//   scoped to G's parameters (OptimWrapper::update_params, backward_inputs()): it writes no
+//   D gradient and the Reducer synchronises G's alone (D is not frozen; its gradients are
+//   cleared before the next D step all the same).
+// - Losses (losses_d, loss_d, loss_g): non-saturating (softplus) by default; hinge; wgan-gp
+//   (critic: mean D(fake) - mean D(real); generator: -mean D(fake)); relativistic (RpGAN,
+//   R3GAN's pairing loss): with D's outputs r_i on the reals and f_i on the fakes of this
+//   rank's batch, paired by index, D's loss is mean_i softplus(f_i - r_i) and G's
+//   mean_i softplus(r_i - f_i). The G step then judges its micro-batch's reals too: D(real)
+//   is computed without a graph (NoGradGuard), since G's update needs its value alone and
+//   the scoped backward would not reach D anyway. Pairs never cross ranks, so with equal
+//   per-rank batches the mean over the global batch is the mean of the ranks' means, which
+//   the Reducer's average takes: N ranks train as one process on the global batch (the
+//   pairing is rank r's i-th real with rank r's i-th fake, i.e. the global batch's rows in
+//   rank order).
 // - Penalties (gradient_penalty.h): wgan-gp adds gp_lambda times the gradient penalty on
 //   interpolates of real and detached fake samples to the D loss. With r1_gamma > 0, R1
 //   (r1_gamma / 2 times the mean squared gradient norm on the reals) joins the D loss of
@@ -19,12 +31,15 @@
 //   regularisation: its backward is a phase of its own for the Reducer). D then takes
 //   r1_every + 1 updates in every r1_every iterations; StyleGAN2's correction for that is
 //   lazy_regularization_adam (below), which WrappedGan applies to D's Adam by default
-//   (WrappedGanOptions::lazy_r1_correction).
+//   (WrappedGanOptions::lazy_r1_correction). With r2_gamma > 0, R2 (r2_gamma / 2 times the
+//   mean squared gradient norm of D's output on the fakes with respect to the detached fake
+//   samples) joins the D loss of every D step, whatever r1_every (R2 is never lazy). R3GAN
+//   trains with R1 and R2 at the same gamma. Both apply to every loss.
 // - The log values: loss_d (without the penalties), loss_g (of the latest G step; 0 before
 //   the first), and when they apply gp, wdist (mean D(real) - mean D(fake), the critic's
-//   Wasserstein estimate) and r1 (the latest R1 value); grad_norm_d and grad_norm_g when
-//   that part's wrapper clips gradients (OptimWrapper ClipGrad): the norm before clipping
-//   at its latest step (0 before the first), the same on every rank.
+//   Wasserstein estimate), r1 (the latest R1 value) and r2 (this step's); grad_norm_d and
+//   grad_norm_g when that part's wrapper clips gradients (OptimWrapper ClipGrad): the norm
+//   before clipping at its latest step (0 before the first), the same on every rank.
 // - Accumulation (OptimWrapper accumulative_counts k, equal for both wrappers, else an
 //   Error): gradients are zeroed only when no accumulation is under way. Each train_step
 //   is a D micro-step; G's micro-steps, one per micro-batch (its fake samples kept),
@@ -33,7 +48,9 @@
 //   with initialize_count_status on both wrappers the run's last, partial accumulation
 //   steps at its last train_step. While D accumulates, loss_g is not logged; in the
 //   train_step that updates G it is the mean over its micro-steps. Accumulation with
-//   n_critic > 1 or lazy R1 is an Error (not supported yet).
+//   n_critic > 1 or lazy R1 is an Error (not supported yet). With the relativistic loss each
+//   pending micro-batch keeps its reals, so that G's k-th micro-step pairs its fakes with
+//   the reals they were drawn alongside.
 // - Image models (mlp, dcgan, dcgan64, pggan) take GanConfig::channels per pixel, 1 (gray)
 //   or 3 (RGB), in their data, their D's input and their G's output; ring8-mlp takes 1 only.
 //   dcgan64 takes [C, 64, 64] samples (the data is resized to it), the others [C, 28, 28];
@@ -42,12 +59,10 @@
 // - set_iteration(i) lets dynamic models change structure (the `mlp` model's extra D layer
 //   on alternate blocks of 5 iterations; the progressive GAN's stages and fade-in). Every
 //   rank calls it with the same i, so every rank uses the same parameters.
-// - Losses: non-saturating (softplus) by default, hinge and wgan-gp (critic: mean D(fake) -
-//   mean D(real); generator: -mean D(fake)) as options.
 // - Inside a step captured into a CUDA graph (runtime/step_capture.h), and in every step
 //   while defer_log_reads is set, train_step reads no value on the host: its log holds NaN
-//   for loss_d, loss_g, gp, wdist and r1, and the tensors they are computed into are kept;
-//   read_device_log(log) fills those entries from the latest step (or launch) that wrote
+//   for loss_d, loss_g, gp, wdist, r1 and r2, and the tensors they are computed into are
+//   kept; read_device_log(log) fills those entries from the latest step (or launch) that wrote
 //   each (it waits for the device). A GPU step that reads its losses on the host waits for
 //   the device twice per step (runtime/host_cost.h); a training loop that logs every N
 //   steps sets defer_log_reads and reads at its log points. Under gradient accumulation the
@@ -56,10 +71,12 @@
 // - augment (diff_augment.h), when set, is applied to every batch D sees: (*augment)(x,
 //   iteration, call) on D's reals (kAugmentReal; R1, lazy R1 and WGAN-GP's interpolates
 //   take those augmented reals too, R1 differentiating through the augmentation back to the
-//   reals), D's detached fakes (kAugmentFake) and the fakes of G's k-th micro-step
-//   (kAugmentGenerator + k). With augment->track_real_signs, D(augmented reals) of each D
-//   step is recorded (record_real_logits). Refused inside a captured step (its parameters
-//   are drawn on the host every iteration).
+//   reals), D's detached fakes (kAugmentFake; R2 takes them, differentiating back to the
+//   detached fakes), the fakes of G's k-th micro-step (kAugmentGenerator + k) and, with the
+//   relativistic loss, the reals D judges in that micro-step (kAugmentGeneratorReal + k).
+//   With augment->track_real_signs, D(augmented reals) of each D step is recorded
+//   (record_real_logits). Refused inside a captured step (its parameters are drawn on the
+//   host every iteration).
 #pragma once
 
 #include <functional>
@@ -83,6 +100,7 @@ struct GanObjective {
   int64_t n_critic = 1;     // D steps per G step
   double r1_gamma = 0.0;    // R1 on the reals; 0: off
   int64_t r1_every = 1;     // R1 every this many D steps, scaled by it
+  double r2_gamma = 0.0;    // R2 on the fakes, in every D loss; 0: off
 };
 
 struct GanConfig {
@@ -140,9 +158,15 @@ class GanModel : public DataParallelModel {
   virtual std::string step_key() const { return structure(); }
 
   LogVars train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) override;
-  // The D loss's fake and real terms from the critic's outputs, and the G loss.
+  // The D loss's fake and real terms from the critic's outputs, for the losses whose terms
+  // separate (an Error for the relativistic loss, whose pairs do not split).
   std::pair<Variable, Variable> losses_d(const Variable& d_real, const Variable& d_fake) const;
-  Variable loss_g(const Variable& fake);
+  // The D loss from the critic's outputs on this batch's reals and fakes (for the
+  // relativistic loss the same shape, paired by row; else an Error naming both shapes).
+  Variable loss_d(const Variable& d_real, const Variable& d_fake) const;
+  // The G loss of `fake` through D. The relativistic loss needs `d_real`, D's outputs on the
+  // reals paired with `fake` (taken as constants); the others ignore it.
+  Variable loss_g(const Variable& fake, const Variable& d_real = {});
 
   GanObjective objective = {};
   // `log` (a deferred step's, or a capture's) with the values its step wrote (see above).
@@ -169,7 +193,13 @@ class GanModel : public DataParallelModel {
   // x through augment for this iteration's `call`, or x when no augment is set.
   Variable augmented(const Variable& x, int64_t call) const;
 
+  // The D loss with its penalties for one D step (logging loss_d and the penalty terms).
+  Variable d_step_loss(const Batch& batch, const Variable& real, const Variable& fake, LogVars& log);
+  // G's updates against the updated D, one per pending micro-batch; returns loss_g's mean.
+  double g_steps(OptimWrapper& opt_g);
+
   std::vector<Variable> pending_fakes_;  // G's micro-batches waiting for D's step
+  std::vector<Tensor> pending_reals_;    // relativistic: the reals of each pending micro-batch
   std::map<std::string, Tensor> device_log_;
   double last_loss_g_ = 0.0, last_r1_ = 0.0;
 };

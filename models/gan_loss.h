@@ -1,9 +1,9 @@
-// The losses a GAN trains with (gan.h): non-saturating (softplus), hinge, and WGAN-GP's
-// critic and generator losses.
+// The losses a GAN trains with (gan.h): non-saturating (softplus), hinge, WGAN-GP's critic
+// and generator losses, and the relativistic pairing loss (RpGAN, R3GAN's objective).
 #pragma once
 
 namespace tandem::models {
 
-enum class GanLoss { non_saturating, hinge, wgan_gp };
+enum class GanLoss { non_saturating, hinge, wgan_gp, relativistic };
 
 }  // namespace tandem::models

@@ -386,11 +386,14 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
   TANDEM_CHECK(o.r1_every >= 1, "r1_every (D steps per R1 step) must be at least 1, got " << o.r1_every);
   TANDEM_CHECK(o.r1_gamma >= 0 && std::isfinite(o.r1_gamma),
                "r1_gamma must be a finite number >= 0 (0: off), got " << o.r1_gamma);
+  TANDEM_CHECK(o.r2_gamma >= 0 && std::isfinite(o.r2_gamma),
+               "r2_gamma must be a finite number >= 0 (0: off), got " << o.r2_gamma);
   TANDEM_CHECK(o.gp_lambda > 0 && std::isfinite(o.gp_lambda),
                "gp_lambda must be a positive finite number, got " << o.gp_lambda);
   if (o.loss == GanLoss::wgan_gp)
     check_critic_for_penalty(*model->discriminator, config.model, "--loss wgan-gp");
   if (o.r1_gamma > 0) check_critic_for_penalty(*model->discriminator, config.model, "--r1-gamma");
+  if (o.r2_gamma > 0) check_critic_for_penalty(*model->discriminator, config.model, "--r2-gamma");
   model->objective = o;
   return model;
 }

@@ -1,4 +1,4 @@
-// Gradient penalties of a GAN's critic: WGAN-GP on interpolates and R1 on reals.
+// Gradient penalties of a GAN's critic: WGAN-GP on interpolates, R1 on reals and R2 on fakes.
 //
 // Contract:
 // - interpolate(real, fake, mix) is x^ = mix_i * real_i + (1 - mix_i) * fake_i for each
@@ -6,8 +6,9 @@
 //   It returns a new leaf that requires grad and has no history to real or fake.
 // - wgan_gp_penalty(critic_out, x) is mean_i (||grad_x D(x)_i|| - 1)^2 and r1_penalty
 //   (critic_out, x) is mean_i ||grad_x D(x)_i||^2, where critic_out = D(x) has one row per
-//   critic sample and x is a leaf that requires grad. The rows of x are split evenly over
-//   the critic's samples (a critic that judges packs of k rows has N / k samples), and
+//   critic sample and x is a leaf that requires grad. R2 (R3GAN) is r1_penalty taken on
+//   fake samples: x a detached copy of them that requires grad. The rows of x are split
+//   evenly over the critic's samples (a critic that judges packs of k rows has N / k samples), and
 //   sample i's gradient is the gradient of sum(D(x)) with respect to its rows: exact for
 //   any critic in which a sample's output depends on that sample alone. A critic with batch
 //   norm breaks that (and has no second-order rule): refuse it with

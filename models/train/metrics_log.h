@@ -5,7 +5,7 @@
 // Contract:
 // - progress_line(p): "iter <iteration, width 6>/<total>  <it/s> it/s  <ms> ms/step  ETA
 //   <duration>  loss_d <x.xxxx>  loss_g <x.xxxx>", "  <name> <x.xxxx>" for each term
-//   (penalties: "gp", "wdist", "r1"), "  sync <bytes>/step", then
+//   (penalties: "gp", "wdist", "r1", "r2"), "  sync <bytes>/step", then
 //   "  [<structure>]" for a model that has one, "  skipped <n> non-finite step(s)" once any
 //   step was skipped, and "  rss <rank 0>/<rank 1>/... MB" (left out without figures);
 //   it/s, ms and rss with one decimal, the ETA from the interval's ms per step and the
@@ -64,7 +64,7 @@ struct LogPoint {
   double ms_per_step = 0.0;
   double loss_d = 0.0;  // averaged over the ranks
   double loss_g = 0.0;
-  // averaged over the ranks: "lr" (printed with 4 significant digits), "gp", "wdist", "r1",
+  // averaged over the ranks: "lr" (printed with 4 significant digits), "gp", "wdist", "r1", "r2",
   // "grad_norm_d", "grad_norm_g"
   std::vector<std::pair<std::string, double>> terms = {};
   double bytes_per_step = 0.0;  // synchronised

@@ -26,7 +26,7 @@
 //   group is its part before the first '/', else before its last '_', else the name
 //   (loss_d and loss_g: "loss"); each series raw (faint) and smoothed (solid), but for
 //   these names of tandem-train: "lr" alone on a chart of its own, unsmoothed; "gp",
-//   "wdist" and "r1" together on the penalty terms' chart; "bytes_per_step" on a chart of
+//   "wdist", "r1" and "r2" together on the penalty terms' chart; "bytes_per_step" on a chart of
 //   bytes synchronised per step (axis in bytes); "ms_per_step" on a chart of ms per step
 //   and one of it/s. A name never recorded gets no chart (no empty figure); the
 //   latest sample picture inline (a base64 data: URI, so the page alone shows it) and up to

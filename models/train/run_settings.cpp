@@ -33,9 +33,10 @@ std::string canonical_number(double value) {
   return text;
 }
 
-// Checkpoints from before the correction existed trained without it.
+// Checkpoints from before the correction (R2) existed trained without it.
 std::string value_when_absent(const RunSetting& setting) {
-  return setting.flag == "--lazy-r1-correction" ? "off" : "";
+  if (setting.flag == "--lazy-r1-correction") return "off";
+  return setting.flag == "--r2-gamma" ? "0" : "";
 }
 
 std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& backend,
@@ -93,6 +94,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--n-critic", o.n_critic, true),
       number("--r1-gamma", o.r1_gamma, true),
       integer("--r1-every", o.r1_every, true),
+      number("--r2-gamma", o.r2_gamma, true),
       value("--lazy-r1-correction", o.lazy_r1_correction ? "on" : "off", o.r1_gamma > 0 && o.r1_every > 1),
       number("--data-fraction", o.data_fraction, true),
       value("--augment", o.augment.empty() ? "off" : o.augment, true),

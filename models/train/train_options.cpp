@@ -29,8 +29,10 @@ using Named = std::pair<const char*, T>;
 constexpr Named<TrainBackend> kBackends[] = {
     {"auto", TrainBackend::automatic}, {"mpi", TrainBackend::mpi}, {"nccl", TrainBackend::nccl}};
 constexpr Named<DeviceKind> kDevices[] = {{"cpu", DeviceKind::cpu}, {"cuda", DeviceKind::cuda}};
-constexpr Named<GanLoss> kLosses[] = {
-    {"ns", GanLoss::non_saturating}, {"hinge", GanLoss::hinge}, {"wgan-gp", GanLoss::wgan_gp}};
+constexpr Named<GanLoss> kLosses[] = {{"ns", GanLoss::non_saturating},
+                                      {"hinge", GanLoss::hinge},
+                                      {"wgan-gp", GanLoss::wgan_gp},
+                                      {"rpgan", GanLoss::relativistic}};
 constexpr Named<OnNonFinite> kNonFinite[] = {{"off", OnNonFinite::off},
                                              {"skip", OnNonFinite::skip},
                                              {"stop", OnNonFinite::stop},
@@ -164,8 +166,10 @@ CommandLine train_command_line(TrainOptions& o) {
          "--ckpt-every must be a multiple of N",
          1);
   cl.add_choice("--loss", &o.loss, choices(kLosses),
-                "ns (non-saturating, softplus), hinge, or wgan-gp (Wasserstein with gradient penalty; "
-                "--n-critic 5, --lr 1e-4 unless given)");
+                "ns (non-saturating, softplus), hinge, wgan-gp (Wasserstein with gradient penalty; "
+                "--n-critic 5, --lr 1e-4 unless given), or rpgan (relativistic pairing, R3GAN's: D's loss "
+                "softplus(D(fake_i) - D(real_i)), G's softplus(D(real_i) - D(fake_i)), each fake paired with "
+                "a real of its rank's batch; R3GAN adds --r1-gamma and --r2-gamma, both the same)");
   cl.add_positive("--gp-lambda", &o.gp_lambda, "wgan-gp: the gradient penalty's weight");
   cl.add("--n-critic", &o.n_critic, "D steps per G step", 1);
   cl.describe_default("--n-critic", "1; wgan-gp 5");
@@ -178,6 +182,9 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add_choice("--lazy-r1-correction", &o.lazy_r1_correction, choices(kOnOff),
                 "with lazy R1: D's Adam takes lr * c and betas beta^c, c = K / (K + 1) for --r1-every K, "
                 "as StyleGAN2 does for the extra updates (off: lr and betas as given, as before)");
+  cl.add_off_or_positive("--r2-gamma", &o.r2_gamma,
+                         "R2 penalty on fakes, gamma/2 mean ||grad D(fake)||^2 with respect to the detached "
+                         "fakes, in every D loss whatever --r1-every (0: off). Any --loss");
   cl.add("--augment", &o.augment,
          "DiffAugment: augment every image D sees, reals and fakes, in every D and G step and in the "
          "penalties, with the comma-separated groups color, translation, cutout (per-sample parameters "
@@ -230,18 +237,18 @@ CommandLine train_command_line(TrainOptions& o) {
          "--resume or --overwrite",
          "DIR");
   cl.add("--ckpt-every", &o.ckpt_every, "checkpoint every N iterations (0: at the end only)", 0);
-  cl.add_flag(
-      "--resume", &o.resume,
-      "continue from the newest checkpoint in --out, at the number of ranks that wrote it (with "
-      "--global-batch: at any that divides it). It must have this run's --data, --channels, "
-      "--width, --batch (with --global-batch: the global batch), --lr, --lr-schedule, --clip-grad, "
-      "--clip-grad-type, --accumulate, --seed, "
-      "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, --augment, --augment-target, "
-      "--augment-kimg, --data-fraction (pggan: and "
-      "--pggan-stage-iters; lazy R1: and --lazy-r1-correction, off for a checkpoint from before it); "
-      "other flags may change (--iters extends). A damaged checkpoint (header or "
-      "data) newer than the newest readable one stops the run naming it; when every checkpoint is "
-      "damaged, or there is none, --resume stops naming --out");
+  cl.add_flag("--resume", &o.resume,
+              "continue from the newest checkpoint in --out, at the number of ranks that wrote it (with "
+              "--global-batch: at any that divides it). It must have this run's --data, --channels, "
+              "--width, --batch (with --global-batch: the global batch), --lr, --lr-schedule, --clip-grad, "
+              "--clip-grad-type, --accumulate, --seed, "
+              "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, --r2-gamma, --augment, "
+              "--augment-target, "
+              "--augment-kimg, --data-fraction (pggan: and "
+              "--pggan-stage-iters; lazy R1: and --lazy-r1-correction, off for a checkpoint from before it); "
+              "other flags may change (--iters extends). A damaged checkpoint (header or "
+              "data) newer than the newest readable one stops the run naming it; when every checkpoint is "
+              "damaged, or there is none, --resume stops naming --out");
   cl.add_flag(
       "--resume-allow-fresh", &o.resume_allow_fresh,
       "with --resume: start from iteration 0 when --out holds no checkpoint, or none that can be read");

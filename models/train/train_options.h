@@ -25,7 +25,9 @@
 // cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop/scrub, --n-critic > 1
 // including wgan-gp's default, lazy R1, --check-replicas-every, --sync-bn); --accumulate
 // with --n-critic > 1 or lazy R1, or a --ckpt-every that is not a multiple of --accumulate
-// (a checkpoint inside an accumulation could not resume). given(flag) (FlagGiven) says
+// (a checkpoint inside an accumulation could not resume). --r1-gamma and --r2-gamma go with
+// every --loss (regularisers of D, wgan-gp's critic too), --r2-gamma with any --r1-every (R2
+// is never lazy). given(flag) (FlagGiven) says
 // whether the command line set the flag. to_string(value) is a choice's name as the flag spells it (what
 // settings, checkpoints and messages print). adam_betas(loss) are the loss's Adam betas.
 #pragma once
@@ -91,6 +93,7 @@ struct TrainOptions {
   int64_t n_critic = 1;           // D steps per G step (wgan-gp: 5 unless given)
   double r1_gamma = 0.0;          // R1 penalty on reals; 0: off
   int64_t r1_every = 1;           // lazy R1: a penalty-only D step every N D steps
+  double r2_gamma = 0.0;          // R2 penalty on fakes, in every D loss; 0: off
   int64_t pggan_stage_iters = 0;  // 0: iters / 3
   OnNonFinite on_nonfinite = OnNonFinite::off;
   int64_t max_nonfinite_steps = 100;     // with skip/scrub: stop after this many in a row (0: never)
@@ -110,7 +113,7 @@ struct TrainOptions {
 
 const char* to_string(TrainBackend backend);  // "auto", "mpi", "nccl"
 const char* to_string(DeviceKind device);     // "cpu", "cuda"
-const char* to_string(GanLoss loss);          // "ns", "hinge", "wgan-gp"
+const char* to_string(GanLoss loss);          // "ns", "hinge", "wgan-gp", "rpgan"
 const char* to_string(OnNonFinite policy);    // "off", "skip", "stop", "scrub"
 const char* to_string(ClipGradType type);     // "2", "inf"
 

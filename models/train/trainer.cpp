@@ -179,7 +179,7 @@ std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, boo
   std::vector<std::pair<std::string, double>> terms;
   if (scheduled) terms.emplace_back("lr", lr_used);
   for (const char* name :
-       {"gp", "wdist", "r1", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d", "augment_p"}) {
+       {"gp", "wdist", "r1", "r2", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d", "augment_p"}) {
     if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
   }
   return terms;
@@ -264,7 +264,8 @@ GanConfig gan_config(const TrainOptions& o) {
                       .gp_lambda = o.gp_lambda,
                       .n_critic = o.n_critic,
                       .r1_gamma = o.r1_gamma,
-                      .r1_every = o.r1_every};
+                      .r1_every = o.r1_every,
+                      .r2_gamma = o.r2_gamma};
   config.pggan_stage_iters = pggan_stage_iters(o);
   config.seed = o.seed;
   config.channels = o.channels;

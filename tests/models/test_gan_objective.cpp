@@ -5,6 +5,7 @@
 
 #include "autograd/optim.h"
 #include "models/gan.h"
+#include "models/gradient_penalty.h"
 #include "models/wrapped_gan.h"
 #include "runtime/host_cost.h"
 #include "runtime/rng.h"
@@ -73,17 +74,18 @@ TEST_CASE("wgan-gp logs its penalty and the critic's Wasserstein estimate", "[ga
 // defer_log_reads (tandem-train's loop): a step reads nothing on the host (on a GPU each read
 // waits for the device), its log holds NaN placeholders, and read_device_log fills them with
 // the values a step that read them at once logs: the latest G loss on iterations without a
-// G step, lazy R1's latest penalty, WGAN-GP's terms.
+// G step, lazy R1's latest penalty, WGAN-GP's terms, R2's.
 TEST_CASE("deferred log reads: no host read in the step, the same values read later", "[gan][objective]") {
   for (const GanConfig& config :
        {GanConfig{.model = "ring8-mlp", .objective = {.n_critic = 2, .r1_gamma = 1.0, .r1_every = 3}},
-        GanConfig{.model = "ring8-mlp", .objective = {.loss = GanLoss::wgan_gp}}}) {
+        GanConfig{.model = "ring8-mlp", .objective = {.loss = GanLoss::wgan_gp}},
+        GanConfig{.model = "ring8-mlp",
+        .objective = {.loss = GanLoss::relativistic, .r1_gamma = 1.0, .r2_gamma = 1.0}}}) {
     auto now = make_gan(config), later = make_gan(config);
     later->defer_log_reads = true;
     WrappedGan wrapped_now(now, nullptr, alone()), wrapped_later(later, nullptr, alone());
     for (int64_t it = 0; it < 7; ++it) {
-      INFO("iteration " << it << ", loss "
-                        << (config.objective.loss == GanLoss::wgan_gp ? "wgan-gp" : "bce"));
+      INFO("iteration " << it << ", loss " << static_cast<int>(config.objective.loss));
       now->set_iteration(it);
       later->set_iteration(it);
       const LogVars want = wrapped_now.train_step(ring8_batch(static_cast<uint64_t>(it)));
@@ -122,4 +124,86 @@ TEST_CASE("make_gan refuses an objective out of range, naming the setting", "[ga
     }
     CHECK_NOTHROW(make_gan({.model = name, .objective = {.loss = GanLoss::wgan_gp, .r1_gamma = 10.0}}));
   }
+}
+
+// The relativistic pairing loss (RpGAN, R3GAN's) on fixed D outputs, against a direct loop:
+// D's loss mean_i softplus(f_i - r_i), G's mean_i softplus(r_i - f_i), pairs by row. The
+// values are such that pairing by row matters (a loss on mean(f) - mean(r) differs).
+TEST_CASE("rpgan: D's and G's losses pair D(real_i) with D(fake_i), against a direct loop",
+          "[gan][objective][rpgan]") {
+  auto model = make_gan({.model = "mlp", .objective = {.loss = GanLoss::relativistic}});
+  const std::vector<double> r = {0.5, -1.25, 2.0, 0.0, -3.0, 1.5}, f = {-0.75, 0.25, 1.0, 4.0, -2.5, -0.5};
+  auto column = [](const std::vector<double>& v) {
+    return Variable(Tensor::from_values({static_cast<int64_t>(v.size()), 1}, v, DType::f64),
+                    /*requires_grad=*/true);
+  };
+  auto softplus_ref = [](double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); };
+  double want_d = 0.0;
+  for (size_t i = 0; i < r.size(); ++i) want_d += softplus_ref(f[i] - r[i]);
+  want_d /= static_cast<double>(r.size());
+  Variable d_real = column(r), d_fake = column(f);
+  Variable loss_d = model->loss_d(d_real, d_fake);
+  CHECK(loss_d.item() == Approx(want_d).epsilon(1e-14));
+  // Its gradient: d/df_i = sigmoid(f_i - r_i) / n = -d/dr_i.
+  loss_d.backward();
+  for (size_t i = 0; i < r.size(); ++i) {
+    const double s = 1.0 / (1.0 + std::exp(r[i] - f[i])) / static_cast<double>(r.size());
+    CHECK(d_fake.grad().to_vector()[i] == Approx(s).epsilon(1e-14));
+    CHECK(d_real.grad().to_vector()[i] == Approx(-s).epsilon(1e-14));
+  }
+
+  // G's loss through D on fixed fakes, with fixed outputs on the reals: D(real) is a constant.
+  Generator gen(4);
+  Tensor fakes = Tensor::empty({6, 784});
+  fill_normal(fakes, 0.0, 1.0, gen);
+  const std::vector<double> d_fakes = model->discriminate(Variable(fakes)).data().to_vector();
+  Variable d_real_g(Tensor::from_values({6, 1}, r), /*requires_grad=*/true);
+  Variable loss_g = model->loss_g(Variable(fakes), d_real_g);
+  double want_g = 0.0;
+  for (size_t i = 0; i < r.size(); ++i) want_g += softplus_ref(r[i] - d_fakes[i]);
+  CHECK(loss_g.item() == Approx(want_g / 6).epsilon(1e-6));
+  loss_g.backward();
+  CHECK_FALSE(d_real_g.grad().defined());
+
+  // Unpaired outputs, or a G loss without D(real), are named errors.
+  CHECK_THROWS_WITH(model->loss_d(column({1.0, 2.0}), column({1.0, 2.0, 3.0})),
+                    Catch::Contains("rpgan: D's outputs on the reals [2, 1] and on the fakes [3, 1] do not "
+                                    "pair by index"));
+  CHECK_THROWS_WITH(model->loss_g(Variable(fakes)),
+                    Catch::Contains("the relativistic loss needs D's outputs on the reals"));
+  CHECK_THROWS_WITH(model->losses_d(d_real, d_fake), Catch::Contains("its terms do not separate"));
+}
+
+// R2 in the D step: r2_gamma / 2 times the mean squared gradient norm of D on the detached
+// fakes, logged as r2 (the value before D's update: the same as a direct computation with
+// the initial weights), alongside R1 on the reals.
+TEST_CASE("rpgan with R1 and R2: r2 is the zero-centred penalty on this step's fakes",
+          "[gan][objective][rpgan]") {
+  const GanConfig config{.model = "ring8-mlp",
+                         .objective = {.loss = GanLoss::relativistic, .r1_gamma = 1.0, .r2_gamma = 1.0}};
+  auto model = make_gan(config), fresh = make_gan(config);
+  const Batch batch = ring8_batch(3);
+  Variable fakes(fresh->generate(Variable(batch.targets)).data(), /*requires_grad=*/true);
+  Variable reals(batch.inputs, /*requires_grad=*/true);
+  const double want_r2 = r1_penalty(fresh->discriminate(fakes), fakes).item();
+  const double want_r1 = r1_penalty(fresh->discriminate(reals), reals).item();
+  const double want_loss_d =
+      fresh->loss_d(fresh->discriminate(Variable(batch.inputs)), fresh->discriminate(fakes.detach())).item();
+  WrappedGan wrapped(model, nullptr, alone());
+  const LogVars log = wrapped.train_step(batch);
+  REQUIRE(log.count("r2") == 1);
+  REQUIRE(log.count("r1") == 1);
+  CHECK(log.at("r2") == Approx(want_r2).epsilon(1e-6));
+  CHECK(log.at("r1") == Approx(want_r1).epsilon(1e-6));
+  CHECK(log.at("loss_d") == Approx(want_loss_d).epsilon(1e-6));
+  CHECK(want_r2 != Approx(want_r1).epsilon(1e-3));  // the two penalties see different samples
+  CHECK(log.count("gp") == 0);
+  // Off: no r2 in the log.
+  auto plain = make_gan({.model = "ring8-mlp", .objective = {.loss = GanLoss::relativistic}});
+  WrappedGan wrapped_plain(plain, nullptr, alone());
+  CHECK(wrapped_plain.train_step(batch).count("r2") == 0);
+  CHECK_THROWS_WITH(make_gan({.model = "mlp", .objective = {.r2_gamma = -1.0}}),
+                    Catch::Contains("r2_gamma must be a finite number >= 0 (0: off), got -1"));
+  CHECK_THROWS_WITH(make_gan({.model = "dcgan64", .objective = {.r2_gamma = 1.0}}),
+                    Catch::Contains("--r2-gamma: the critic (discriminator) of 'dcgan64' has batch norm"));
 }

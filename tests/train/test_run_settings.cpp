@@ -80,13 +80,12 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   for (const RunSetting& s : settings_of({"--model", "mlp"})) {
     if (s.kept_on_resume) kept.insert(s.flag);
   }
-  CHECK(kept == std::set<std::string>{"--data",        "--channels",       "--width",
-                                      "--batch",       "--global-batch",   "--lr",
-                                      "--lr-schedule", "--clip-grad",      "--clip-grad-type",
-                                      "--accumulate",  "--seed",           "--dynamic",
-                                      "--loss",        "--gp-lambda",      "--n-critic",
-                                      "--r1-gamma",    "--r1-every",       "--data-fraction",
-                                      "--augment",     "--augment-target", "--augment-kimg"});
+  CHECK(kept == std::set<std::string>{"--data",           "--channels",    "--width",         "--batch",
+                                      "--global-batch",   "--lr",          "--lr-schedule",   "--clip-grad",
+                                      "--clip-grad-type", "--accumulate",  "--seed",          "--dynamic",
+                                      "--loss",           "--gp-lambda",   "--n-critic",      "--r1-gamma",
+                                      "--r1-every",       "--r2-gamma",    "--data-fraction", "--augment",
+                                      "--augment-target", "--augment-kimg"});
   // The run's global batch, with --global-batch or without: what its checkpoints record.
   CHECK(find(run_settings(for_world_size(parse_train_options({"--batch", "8"}), 3), "mpi", ""),
              "--global-batch")
@@ -117,4 +116,12 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
             .as_written() == "--lazy-r1-correction off");
   CHECK_FALSE(find(settings_of({"--r1-gamma", "1"}), "--lazy-r1-correction").kept_on_resume);
   CHECK(value_when_absent(find(settings_of({}), "--lr")).empty());
+  // R2 (with the relativistic loss, R3GAN's objective): before it was recorded, runs trained
+  // without it.
+  const std::vector<RunSetting> r3gan =
+      settings_of({"--loss", "rpgan", "--r1-gamma", "0.5", "--r2-gamma", "0.5"});
+  CHECK(find(r3gan, "--loss").value == "rpgan");
+  CHECK(find(r3gan, "--r2-gamma").as_written() == "--r2-gamma 0.5");
+  CHECK(find(r3gan, "--r2-gamma").metadata_key() == "r2_gamma");
+  CHECK(value_when_absent(find(r3gan, "--r2-gamma")) == "0");
 }

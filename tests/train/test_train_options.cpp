@@ -82,6 +82,17 @@ TEST_CASE("wgan-gp and R1 flags: the paper's defaults unless given, and what goe
   CHECK(r1.r1_every == 4);
   CHECK(r1.n_critic == 3);
   CHECK(parse_train_options({"--r1-gamma", "0"}).r1_gamma == 0.0);
+  // R3GAN's objective: the relativistic loss with R1 and R2; R2, like R1, goes with any loss
+  // (also wgan-gp's) and is never lazy (it takes --r1-every as it comes).
+  TrainOptions r3gan = parse_train_options({"--loss", "rpgan", "--r1-gamma", "0.5", "--r2-gamma", "0.5"});
+  CHECK(r3gan.loss == GanLoss::relativistic);
+  CHECK(std::string(to_string(r3gan.loss)) == "rpgan");
+  CHECK(r3gan.r2_gamma == 0.5);
+  CHECK(r3gan.n_critic == 1);
+  CHECK(r3gan.lr == 2e-4);
+  CHECK(d.r2_gamma == 0.0);
+  CHECK(parse_train_options({"--loss", "wgan-gp", "--r2-gamma", "1"}).r2_gamma == 1.0);
+  CHECK(parse_train_options({"--r1-gamma", "1", "--r1-every", "4", "--r2-gamma", "1"}).r2_gamma == 1.0);
 }
 
 TEST_CASE("bad wgan-gp and R1 flags are usage errors naming the flag", "[options][errors]") {
@@ -98,6 +109,9 @@ TEST_CASE("bad wgan-gp and R1 flags are usage errors naming the flag", "[options
                     Catch::Contains("--r1-every goes with --r1-gamma (a positive value)"));
   CHECK_THROWS_WITH(parse_train_options({"--r1-gamma", "0", "--r1-every", "4"}),
                     Catch::Contains("--r1-every goes with --r1-gamma"));
+  CHECK_THROWS_WITH(parse_train_options({"--r2-gamma", "-1"}),
+                    Catch::Contains("--r2-gamma must be a finite number >= 0 (0: off), got -1"));
+  CHECK_THROWS_WITH(parse_train_options({"--r2-gamma", "inf"}), Catch::Contains("--r2-gamma must be"));
   CHECK_THROWS_WITH(parse_train_options({"--ema-kimg", "10", "--ema-decay", "0.999"}),
                     Catch::Contains("--ema-kimg and --ema-decay do not go together"));
   CHECK_THROWS_WITH(parse_train_options({"--ema-rampup", "0.05"}),
@@ -117,7 +131,7 @@ TEST_CASE("bad wgan-gp and R1 flags are usage errors naming the flag", "[options
   CHECK_THROWS_WITH(parse_train_options({"--loss", "wgan-gp", "--gp-lambda", "0"}),
                     Catch::Contains("--gp-lambda must be a positive finite number, got 0"));
   CHECK_THROWS_WITH(parse_train_options({"--loss", "wgan"}),
-                    Catch::Contains("--loss must be one of ns|hinge|wgan-gp, got 'wgan'"));
+                    Catch::Contains("--loss must be one of ns|hinge|wgan-gp|rpgan, got 'wgan'"));
 }
 
 TEST_CASE("the program exits with code 2 on a usage error and 0 on --help", "[options][program]") {

@@ -1,6 +1,7 @@
 // DiffAugment through the Reducer at 1-4 ranks: the mlp GAN trained by GanModel::train_step
 // with every augmentation group on (p = 1, and p = 0.5 so that the per-sample gates count),
-// with the plain loss, WGAN-GP (5 critic steps per G step), R1 in every D step and lazy R1.
+// with the plain loss, WGAN-GP (5 critic steps per G step), R1 in every D step, lazy R1,
+// and R3GAN's objective (the relativistic pairing loss with R1 and R2).
 // N ranks on slices of the global batch, each augmenting its own rows with its rows of the
 // global draw, must end with the parameters of one process on the whole batch (relative
 // 1e-5, SGD) and with bitwise identical replicas.
@@ -36,6 +37,10 @@ const Case kCases[] = {
      1.0},
     {"non-saturating + R1 every D step", {.r1_gamma = 10.0}, 4, 1.0},
     {"non-saturating + lazy R1 every 4th D step", {.r1_gamma = 10.0, .r1_every = 4}, 5, 0.5},
+    {"rpgan + R1 + R2 (R3GAN; G's step augments its reals too)",
+     {.loss = models::GanLoss::relativistic, .r1_gamma = 10.0, .r2_gamma = 10.0},
+     4,
+     0.5},
 };
 
 // Trains the augmented mlp GAN on this rank's slice (distributed) or, as one process, on

@@ -5,6 +5,8 @@
 // parameters of one process on the whole batch (relative 1e-5) and with bitwise identical
 // replicas. The inner grad(D(x), x, create_graph) is never synchronised; the backward of
 // the loss that includes the penalty is, with the penalty's second-order contributions.
+// R3GAN's objective (the relativistic pairing loss with R1 and R2) runs through
+// GanModel::train_step at N ranks against the loss written out here in one process.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -336,6 +338,109 @@ TEST_CASE("train_step syncs G alone in the G step: bitwise the hand-written step
       if (style != Style::none) require_replicas_identical(got, *world());
       CHECK(untouched_by_hand);
       CHECK(untouched);
+    }
+  }
+}
+
+namespace {
+
+constexpr int kR3ganIterations = 5;
+
+// R3GAN's objective for kR3ganIterations SGD iterations of the mlp GAN: through
+// GanModel::train_step on this rank's slice in `style`, or, for Style::none, one process on
+// the global batch with the objective written out here. D's loss: mean_i softplus(D(fake_i)
+// - D(real_i)) + r1_gamma / 2 * R1 + r2_gamma / 2 * R2 (R2: R1's penalty on the detached
+// fakes); G's (D frozen): mean_i softplus(D(real_i) - D(fake_i)), D(real) a constant.
+// Pairs are row i of the global batch's reals with its row i of fakes: rank r's i-th real
+// with its i-th fake, which is how train_step pairs them on each rank.
+Run train_r3gan(Style style, double r1_gamma, double r2_gamma, int ranks) {
+  const models::GanObjective objective{
+      .loss = models::GanLoss::relativistic, .r1_gamma = r1_gamma, .r2_gamma = r2_gamma};
+  auto gan = models::make_gan({.model = "mlp", .objective = objective, .seed = 3});
+  OptimWrapperDict wrappers = sgd_wrappers(*gan);
+  std::unique_ptr<DistributedDataParallel> whole;
+  std::unique_ptr<SeparateDistributedDataParallel> separate;
+  DataParallelWrapper* ddp = nullptr;
+  if (style == Style::separate) {
+    separate = std::make_unique<SeparateDistributedDataParallel>(gan, world());
+    ddp = separate.get();
+  } else if (style != Style::none) {
+    whole = std::make_unique<DistributedDataParallel>(gan, world());
+    ddp = whole.get();
+    if (style == Style::whole_explicit_prepare) {
+      Reducer* prepare = &whole->reducer();
+      gan->before_backward = [prepare](const Variable& loss, const std::vector<Variable>& inputs) {
+        prepare->prepare_for_backward({loss}, inputs);
+      };
+    }
+  }
+  if (ddp != nullptr) {
+    for (auto& [name, wrapper] : wrappers.items()) ddp->attach(*wrapper);
+  }
+  auto update = [&](const char* part, const Variable& loss) {
+    OptimWrapper& w = wrappers[part];
+    w.zero_grad();
+    w.backward(loss);
+    w.step();
+  };
+  const int first = style == Style::none ? 0 : world()->rank();
+  const int count = style == Style::none ? ranks : 1;
+  const int64_t rows = kGlobalBatch / ranks;
+  for (int it = 0; it < kR3ganIterations; ++it) {
+    gan->set_iteration(it);
+    Tensor real = draw_rows(first, count, rows, 784, it, kRealStream);
+    Tensor z = draw_rows(first, count, rows, gan->noise_dim(), it, kNoiseStream);
+    if (ddp != nullptr) {
+      ddp->train_step(Batch{real, z}, wrappers);
+      continue;
+    }
+    Variable fake = gan->generate(Variable(z));
+    Variable real_leaf(real, /*requires_grad=*/true), fake_leaf(fake.data(), /*requires_grad=*/true);
+    Variable d_real = gan->discriminate(real_leaf), d_fake = gan->discriminate(fake_leaf);
+    update("discriminator", mean(softplus(d_fake - d_real)) +
+                                r1_gamma / 2 * models::r1_penalty(d_real, real_leaf) +
+                                r2_gamma / 2 * models::r1_penalty(d_fake, fake_leaf));
+    FrozenScope frozen(*gan->discriminator);
+    Variable d_real_now = gan->discriminate(Variable(real));
+    update("generator", mean(softplus(d_real_now - gan->discriminate(fake))));
+  }
+  Run run;
+  run.parameters = parameters_of(*gan);
+  if (whole) run.synced_backwards.push_back(whole->reducer().synced_backwards());
+  if (separate) {
+    run.synced_backwards.push_back(separate->reducer("discriminator").synced_backwards());
+    run.synced_backwards.push_back(separate->reducer("generator").synced_backwards());
+  }
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("R3GAN (relativistic pairing loss, R1 and R2) through train_step matches the single-process oracle",
+          "[reducer][oracle][penalty][rpgan]") {
+  const int ranks = world()->size();
+  const Run reference = train_r3gan(Style::none, kR1Gamma, kR1Gamma, ranks);
+  // Each penalty must matter, or the oracle would not see it go missing (checked once).
+  if (ranks == 1) {
+    CHECK(max_relative_difference(reference.parameters,
+                                  train_r3gan(Style::none, kR1Gamma, 0.0, 1).parameters) > 1e-2);
+    CHECK(max_relative_difference(reference.parameters,
+                                  train_r3gan(Style::none, 0.0, kR1Gamma, 1).parameters) > 1e-2);
+  }
+  for (Style style : {Style::whole, Style::separate, Style::whole_explicit_prepare}) {
+    INFO("R3GAN, " << style_name(style) << ", " << ranks << " ranks");
+    const Run got = train_r3gan(style, kR1Gamma, kR1Gamma, ranks);
+    require_close(got.parameters, reference.parameters, 1e-5);
+    require_replicas_identical(got.parameters, *world());
+    // The G step's D(real) is taken without a graph and its backward is scoped to G: D's
+    // Reducer synchronises the D steps alone, G's the G steps.
+    if (style == Style::separate) {
+      REQUIRE(got.synced_backwards.size() == 2);
+      CHECK(got.synced_backwards[0] == kR3ganIterations);
+      CHECK(got.synced_backwards[1] == kR3ganIterations);
+    } else {
+      REQUIRE(got.synced_backwards.size() == 1);
+      CHECK(got.synced_backwards[0] == 2 * kR3ganIterations);
     }
   }
 }

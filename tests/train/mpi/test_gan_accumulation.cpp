@@ -1,6 +1,7 @@
 // Gradient accumulation through a GAN's own train_step at 2 ranks: k train_steps with
 // accumulative_counts k equal one train_step on their concatenated batches, and a run whose
-// length is not a multiple of k ends with a step on its last, partial accumulation. SGD,
+// length is not a multiple of k ends with a step on its last, partial accumulation. The same
+// with R3GAN's objective (relativistic pairs and R1 and R2 per micro-batch). SGD,
 // not Adam: Adam's first step hardly depends on the gradient's scale, SGD's is linear in it.
 #include <catch2/catch.hpp>
 #include <memory>
@@ -23,9 +24,14 @@ constexpr int64_t kMicroRows = 8;  // global rows per micro-batch: 4 per rank (r
 
 enum class Wrap { whole, separate, whole_explicit_prepare };
 
+// R3GAN's objective: the relativistic pairing loss (G's micro-step k pairs its fakes with
+// micro-batch k's reals) with R1 and R2.
+const models::GanObjective kR3gan{.loss = models::GanLoss::relativistic, .r1_gamma = 1.0, .r2_gamma = 1.0};
+
 // A ring8-mlp GAN, its SGD optimizers with accumulative_counts k, and its wrapper.
 struct GanRun {
-  GanRun(Wrap wrap, int k) : gan(models::make_gan({.model = "ring8-mlp", .seed = 3})) {
+  GanRun(Wrap wrap, int k, const models::GanObjective& objective = {})
+      : gan(models::make_gan({.model = "ring8-mlp", .objective = objective, .seed = 3})) {
     auto add = [&](const std::string& name, const nn::Module& part) {
       wrappers.add(name,
                    std::make_shared<OptimWrapper>(
@@ -77,25 +83,29 @@ const char* wrap_name(Wrap w) {
 
 TEST_CASE("GAN: 2 micro-steps with accumulative_counts 2 equal 1 step on the concatenated batch",
           "[train][accumulation]") {
-  for (Wrap wrap : {Wrap::whole, Wrap::separate, Wrap::whole_explicit_prepare}) {
-    INFO(wrap_name(wrap) << " wrap, " << world()->size() << " ranks");
-    GanRun reference(wrap, 1);
-    reference.step({0, 1});
-    reference.step({2, 3});  // a second cycle: it must start clean (D's gradients from G's step cleared)
+  for (const bool r3gan : {false, true}) {
+    for (Wrap wrap : {Wrap::whole, Wrap::separate, Wrap::whole_explicit_prepare}) {
+      INFO(wrap_name(wrap) << " wrap, " << world()->size() << " ranks"
+                           << (r3gan ? ", rpgan with R1 and R2" : ""));
+      const models::GanObjective objective = r3gan ? kR3gan : models::GanObjective{};
+      GanRun reference(wrap, 1, objective);
+      reference.step({0, 1});
+      reference.step({2, 3});  // a second cycle: it must start clean (D's gradients from G's step cleared)
 
-    GanRun accumulated(wrap, 2);
-    const std::vector<Tensor> before = parameter_values(*accumulated.gan);
-    const uint64_t bytes_before = accumulated.bytes();
-    LogVars first = accumulated.step({0});
-    require_bitwise_equal(parameter_values(*accumulated.gan), before);  // nothing stepped
-    CHECK(accumulated.bytes() == bytes_before);                         // nothing sent
-    CHECK(first.count("loss_d") == 1);
-    CHECK(first.count("loss_g") == 0);  // G waits for D's step
-    LogVars second = accumulated.step({1});
-    CHECK(second.count("loss_g") == 1);
-    accumulated.step({2});
-    accumulated.step({3});
-    require_close(parameter_values(*accumulated.gan), parameter_values(*reference.gan), 1e-5);
+      GanRun accumulated(wrap, 2, objective);
+      const std::vector<Tensor> before = parameter_values(*accumulated.gan);
+      const uint64_t bytes_before = accumulated.bytes();
+      LogVars first = accumulated.step({0});
+      require_bitwise_equal(parameter_values(*accumulated.gan), before);  // nothing stepped
+      CHECK(accumulated.bytes() == bytes_before);                         // nothing sent
+      CHECK(first.count("loss_d") == 1);
+      CHECK(first.count("loss_g") == 0);  // G waits for D's step
+      LogVars second = accumulated.step({1});
+      CHECK(second.count("loss_g") == 1);
+      accumulated.step({2});
+      accumulated.step({3});
+      require_close(parameter_values(*accumulated.gan), parameter_values(*reference.gan), 1e-5);
+    }
   }
 }
 

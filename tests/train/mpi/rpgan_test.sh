@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# R3GAN's objective through tandem-train: dcgan with --loss rpgan --r1-gamma 1 --r2-gamma 1 at
+# 2 ranks ends normally, and every line of its metrics.jsonl holds finite losses and both
+# penalties (r1 and r2, each positive). Skips (77) without Fashion-MNIST.
+#   rpgan_test.sh <mpiexec> <tandem-train> <work dir>
+set -uo pipefail
+mpiexec="$1"; train="$2"; work="$3"
+test_name=rpgan_test
+source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "$test_name: Fashion-MNIST is not installed (dataset-fashion-mnist): skipped"
+  exit 77
+fi
+rm -rf "$work"; mkdir -p "$work"
+log="$work/run.log"
+"$mpiexec" -np 2 "$train" --model dcgan --loss rpgan --r1-gamma 1 --r2-gamma 1 --iters 4 --batch 4 \
+  --log-every 2 --out "$work/run" > "$log" 2>&1 || { cat "$log"; fail "the rpgan run did not end normally"; }
+python3 - "$work/run/metrics.jsonl" <<'PY' || { cat "$work/run/metrics.jsonl"; fail "metrics.jsonl lacks r1 or r2"; }
+import json, math, sys
+lines = [r for r in map(json.loads, open(sys.argv[1])) if "loss_d" in r]
+assert len(lines) == 2, lines  # iterations 2 and 4
+for record in lines:
+    for key in ("loss_d", "loss_g", "r1", "r2"):
+        value = record.get(key)
+        assert isinstance(value, (int, float)) and math.isfinite(value), (key, value)
+    assert record["r1"] > 0 and record["r2"] > 0, record
+print("metrics.jsonl:", len(lines), "lines with r1 and r2")
+PY
+echo "$test_name: ok"
+rm -rf "$work"
