@@ -28,7 +28,7 @@ namespace {
 constexpr int kUnset = -1;
 std::atomic<int> g_backend{kUnset};
 std::atomic<int> g_threads{kUnset};
-std::atomic<int> g_layout{static_cast<int>(OnednnLayout::preferred)};
+std::atomic<int> g_layout{static_cast<int>(OnednnLayout::automatic)};
 
 }  // namespace
 
@@ -85,7 +85,9 @@ void set_cpu_conv_threads(int threads) {
 
 OnednnLayout onednn_layout() { return static_cast<OnednnLayout>(g_layout.load(std::memory_order_relaxed)); }
 
-void set_onednn_layout(OnednnLayout layout) { g_layout.store(static_cast<int>(layout), std::memory_order_relaxed); }
+void set_onednn_layout(OnednnLayout layout) {
+  g_layout.store(static_cast<int>(layout), std::memory_order_relaxed);
+}
 
 #if TANDEM_HAVE_ONEDNN
 
@@ -99,9 +101,12 @@ enum class Pass { forward, backward_data, backward_weights };
 
 const char* pass_name(Pass pass) {
   switch (pass) {
-    case Pass::forward: return "forward";
-    case Pass::backward_data: return "backward data";
-    case Pass::backward_weights: return "backward weights";
+    case Pass::forward:
+      return "forward";
+    case Pass::backward_data:
+      return "backward data";
+    case Pass::backward_weights:
+      return "backward weights";
   }
   return "?";
 }
@@ -115,9 +120,25 @@ const dnnl::engine& cpu_engine() {
 // Every argument a plan depends on; conv2d geometry, then dilation, groups, threads, layout.
 using Key = std::array<int64_t, 17>;
 
-Key make_key(Pass pass, const Geometry& g, int64_t dilation, int64_t groups, int threads, OnednnLayout layout) {
-  return {static_cast<int64_t>(pass), g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.ho, g.wo, g.stride, g.padding,
-          dilation, groups, threads, static_cast<int64_t>(layout), 0};
+Key make_key(Pass pass, const Geometry& g, int64_t dilation, int64_t groups, int threads,
+             OnednnLayout layout) {
+  return {static_cast<int64_t>(pass),
+          g.n,
+          g.c,
+          g.h,
+          g.w,
+          g.o,
+          g.kh,
+          g.kw,
+          g.ho,
+          g.wo,
+          g.stride,
+          g.padding,
+          dilation,
+          groups,
+          threads,
+          static_cast<int64_t>(layout),
+          0};
 }
 
 // One primitive with two inputs and one output (forward: src, weights -> dst; backward
@@ -154,9 +175,9 @@ std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, 
   const dnnl::engine& engine = cpu_engine();
   const auto algo = dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::primitive_desc forward(
-      dnnl::convolution_forward::desc(pass == Pass::forward ? dnnl::prop_kind::forward_inference
-                                                            : dnnl::prop_kind::forward_training,
-                                      algo, x_any, w_any, y_any, strides, dilates, padding, padding),
+      dnnl::convolution_forward::desc(
+          pass == Pass::forward ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training,
+          algo, x_any, w_any, y_any, strides, dilates, padding, padding),
       attr, engine);
   auto plan = std::make_unique<Plan>();
   std::array<memory::desc, 3> inner;
@@ -177,7 +198,8 @@ std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, 
     plan->scratchpad = pd.scratchpad_desc();
   } else {
     dnnl::convolution_backward_weights::primitive_desc pd(
-        dnnl::convolution_backward_weights::desc(algo, x_any, w_any, y_any, strides, dilates, padding, padding),
+        dnnl::convolution_backward_weights::desc(algo, x_any, w_any, y_any, strides, dilates, padding,
+                                                 padding),
         attr, engine, forward);
     plan->primitive = dnnl::convolution_backward_weights(pd);
     plan->arg = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
@@ -188,8 +210,9 @@ std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, 
   plan->inner = inner;
   for (int i = 0; i < 3; ++i) {
     if (plan->inner[i] == plan->user[i]) continue;
-    plan->reorder[i] = i < 2 ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, plan->user[i], engine, plan->inner[i]))
-                             : dnnl::reorder(dnnl::reorder::primitive_desc(engine, plan->inner[i], engine, plan->user[i]));
+    plan->reorder[i] =
+        i < 2 ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, plan->user[i], engine, plan->inner[i]))
+              : dnnl::reorder(dnnl::reorder::primitive_desc(engine, plan->inner[i], engine, plan->user[i]));
   }
   return plan;
 }
@@ -229,9 +252,12 @@ bool run(const char* op, Pass pass, const Tensor& a, const Tensor& b, Tensor& ou
                op << ": " << describe(pass, g, dilation, groups) << ": channels must divide into groups");
   const int threads = cpu_conv_threads();
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
-  const OnednnLayout layout = onednn_layout();
+  OnednnLayout layout = onednn_layout();
+  if (layout == OnednnLayout::automatic)
+    layout = g.c / groups < kPlainBelowChannels ? OnednnLayout::plain : OnednnLayout::preferred;
   try {
-    const Plan& plan = plan_for(make_key(pass, g, dilation, groups, threads, layout), pass, g, dilation, groups, layout);
+    const Plan& plan =
+        plan_for(make_key(pass, g, dilation, groups, threads, layout), pass, g, dilation, groups, layout);
     const dnnl::engine& engine = cpu_engine();
     thread_local dnnl::stream stream(cpu_engine());
     std::array<const Tensor*, 3> tensors{&a, &b, &out};
@@ -285,8 +311,8 @@ bool onednn_conv_forward(const char*, const Tensor&, const Tensor&, Tensor&, con
                          int64_t, int64_t) {
   return false;
 }
-bool onednn_conv_backward_input(const char*, const Tensor&, const Tensor&, Tensor&, const conv_detail::Geometry&,
-                                int64_t, int64_t) {
+bool onednn_conv_backward_input(const char*, const Tensor&, const Tensor&, Tensor&,
+                                const conv_detail::Geometry&, int64_t, int64_t) {
   return false;
 }
 bool onednn_conv_backward_weight(const char*, const Tensor&, const Tensor&, Tensor&,

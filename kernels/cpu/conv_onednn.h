@@ -28,8 +28,12 @@
 // - Deterministic: the same inputs and thread count give bitwise the same outputs, call to
 //   call and process to process on one machine.
 // - OnednnLayout: `plain` hands oneDNN tandem's NCHW / OIHW tensors as they are; `preferred`
-//   lets oneDNN pick its blocked layouts and reorders into and out of them within the call.
-//   onednn_layout() is `preferred` unless set_onednn_layout says otherwise (benchmarks).
+//   lets oneDNN pick its blocked layouts and reorders into and out of them within the call;
+//   `automatic` (the default; set_onednn_layout changes it, for benchmarks and tests) takes
+//   plain where the conv2d's input has fewer than kPlainBelowChannels channels per group
+//   (an image: a GAN's first D layer, its last G layer), preferred elsewhere, which
+//   conv_bench measured the faster of the two on the dcgan and dcgan64 layers. The choice
+//   depends on the shape alone, so it is the same in every process.
 #pragma once
 
 #include "kernels/conv_geometry.h"
@@ -47,7 +51,8 @@ bool onednn_built();
 int cpu_conv_threads();
 void set_cpu_conv_threads(int threads);
 
-enum class OnednnLayout { plain, preferred };
+enum class OnednnLayout { automatic, plain, preferred };
+constexpr int64_t kPlainBelowChannels = 4;
 OnednnLayout onednn_layout();
 void set_onednn_layout(OnednnLayout layout);
 

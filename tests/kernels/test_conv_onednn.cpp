@@ -2,16 +2,16 @@
 // GEMM, itself checked against direct loops in test_conv_norm_pool.cpp), and grouped and
 // dilated convolutions against a direct loop. Without oneDNN in the build the oneDNN cases
 // say so and pass.
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "kernels/conv.h"
@@ -47,7 +47,8 @@ double relative_error(const Tensor& got, const Tensor& want) {
 }
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
 }
 
 // Sets the CPU convolution backend for a scope; afterwards TANDEM_CONV_BACKEND decides again.
@@ -82,9 +83,9 @@ struct ConvCase {
 // Batch 1, odd sizes, kernels 1, 3, 4 and 5, strides 1 to 3, with and without padding;
 // output_padding for the transposed convolution.
 const std::vector<ConvCase> kCases = {
-    {2, 3, 5, 7, 4, 3, 1, 1, 0},   {1, 2, 6, 5, 3, 3, 2, 0, 1},   {1, 3, 8, 6, 2, 4, 2, 1, 0},
-    {3, 1, 7, 7, 5, 4, 1, 0, 0},   {2, 5, 9, 11, 7, 5, 2, 2, 1},  {2, 4, 7, 7, 6, 1, 1, 0, 0},
-    {1, 6, 13, 9, 3, 1, 2, 0, 1},  {4, 16, 8, 8, 8, 4, 2, 1, 0},  {3, 7, 11, 13, 5, 5, 3, 2, 2},
+    {2, 3, 5, 7, 4, 3, 1, 1, 0},    {1, 2, 6, 5, 3, 3, 2, 0, 1},  {1, 3, 8, 6, 2, 4, 2, 1, 0},
+    {3, 1, 7, 7, 5, 4, 1, 0, 0},    {2, 5, 9, 11, 7, 5, 2, 2, 1}, {2, 4, 7, 7, 6, 1, 1, 0, 0},
+    {1, 6, 13, 9, 3, 1, 2, 0, 1},   {4, 16, 8, 8, 8, 4, 2, 1, 0}, {3, 7, 11, 13, 5, 5, 3, 2, 2},
     {2, 8, 16, 16, 16, 3, 1, 1, 0}, {5, 3, 4, 4, 9, 4, 2, 1, 1},
 };
 
@@ -111,12 +112,9 @@ std::vector<Tensor> six_entry_points(const ConvCase& cc, CpuConvBackend backend)
   return {y, dx, dw, yt, dxt, dwt};
 }
 
-const char* const kEntryNames[] = {"conv2d",
-                                   "conv2d_backward_input",
-                                   "conv2d_backward_weight",
-                                   "conv_transpose2d",
-                                   "conv_transpose2d_backward_input",
-                                   "conv_transpose2d_backward_weight"};
+const char* const kEntryNames[] = {
+    "conv2d",           "conv2d_backward_input",           "conv2d_backward_weight",
+    "conv_transpose2d", "conv_transpose2d_backward_input", "conv_transpose2d_backward_weight"};
 
 void check_against_eigen(const ConvCase& cc) {
   std::vector<Tensor> want = six_entry_points(cc, CpuConvBackend::eigen);
@@ -134,8 +132,8 @@ struct DirectConv {
   std::vector<double> y, dx, dw;
 };
 
-DirectConv direct_conv(const Tensor& x, const Tensor& w, const Tensor& gy, const Geometry& g, int64_t dilation,
-                       int64_t groups) {
+DirectConv direct_conv(const Tensor& x, const Tensor& w, const Tensor& gy, const Geometry& g,
+                       int64_t dilation, int64_t groups) {
   std::vector<double> xv = x.to_vector(), wv = w.to_vector(), gv = gy.to_vector();
   DirectConv r{std::vector<double>(gv.size(), 0.0), std::vector<double>(xv.size(), 0.0),
                std::vector<double>(wv.size(), 0.0)};
@@ -204,21 +202,25 @@ TEST_CASE("oneDNN convolutions match the Eigen path on two threads", "[conv][one
   }
 }
 
-TEST_CASE("oneDNN convolutions match the Eigen path in oneDNN's plain layouts", "[conv][onednn]") {
+TEST_CASE("oneDNN convolutions match the Eigen path in plain and in preferred layouts", "[conv][onednn]") {
   if (!require_onednn()) return;
-  kernels::cpu::set_onednn_layout(kernels::cpu::OnednnLayout::plain);
-  for (const ConvCase& cc : {kCases[1], kCases[4], kCases[7]}) {
-    CAPTURE(cc.n, cc.c, cc.h, cc.w, cc.o, cc.k, cc.stride, cc.padding, cc.output_padding);
-    check_against_eigen(cc);
+  // The default picks by channel count; here every case runs in each layout.
+  for (auto layout : {kernels::cpu::OnednnLayout::plain, kernels::cpu::OnednnLayout::preferred}) {
+    kernels::cpu::set_onednn_layout(layout);
+    for (const ConvCase& cc : kCases) {
+      CAPTURE(static_cast<int>(layout), cc.n, cc.c, cc.h, cc.w, cc.o, cc.k, cc.stride, cc.padding,
+              cc.output_padding);
+      check_against_eigen(cc);
+    }
   }
-  kernels::cpu::set_onednn_layout(kernels::cpu::OnednnLayout::preferred);
+  kernels::cpu::set_onednn_layout(kernels::cpu::OnednnLayout::automatic);
 }
 
 // Dilation and groups reach oneDNN as conv2d's Geometry will carry them once the Eigen
 // path takes them; until then the entry points refuse them for both backends.
 const std::vector<ConvCase> kGroupedCases = {
-    {2, 4, 7, 6, 6, 3, 1, 1, 0, 2, 2},  {1, 6, 9, 8, 3, 3, 2, 2, 1, 1, 3},  {2, 4, 8, 7, 4, 3, 1, 1, 0, 1, 4},
-    {3, 2, 9, 9, 4, 3, 2, 2, 1, 3, 1},  {1, 8, 10, 7, 4, 5, 1, 4, 0, 2, 2}, {2, 6, 6, 6, 6, 1, 2, 0, 1, 1, 6},
+    {2, 4, 7, 6, 6, 3, 1, 1, 0, 2, 2}, {1, 6, 9, 8, 3, 3, 2, 2, 1, 1, 3},  {2, 4, 8, 7, 4, 3, 1, 1, 0, 1, 4},
+    {3, 2, 9, 9, 4, 3, 2, 2, 1, 3, 1}, {1, 8, 10, 7, 4, 5, 1, 4, 0, 2, 2}, {2, 6, 6, 6, 6, 1, 2, 0, 1, 1, 6},
 };
 
 TEST_CASE("oneDNN grouped and dilated convolutions match direct loops", "[conv][onednn]") {
@@ -227,8 +229,17 @@ TEST_CASE("oneDNN grouped and dilated convolutions match direct loops", "[conv][
   for (const ConvCase& cc : kGroupedCases) {
     CAPTURE(cc.n, cc.c, cc.h, cc.w, cc.o, cc.k, cc.stride, cc.padding, cc.dilation, cc.groups);
     const int64_t span = cc.dilation * (cc.k - 1) + 1;
-    Geometry g{cc.n, cc.c, cc.h, cc.w, cc.o, cc.k, cc.k, (cc.h + 2 * cc.padding - span) / cc.stride + 1,
-               (cc.w + 2 * cc.padding - span) / cc.stride + 1, cc.stride, cc.padding};
+    Geometry g{cc.n,
+               cc.c,
+               cc.h,
+               cc.w,
+               cc.o,
+               cc.k,
+               cc.k,
+               (cc.h + 2 * cc.padding - span) / cc.stride + 1,
+               (cc.w + 2 * cc.padding - span) / cc.stride + 1,
+               cc.stride,
+               cc.padding};
     Tensor x = random_f32({cc.n, cc.c, cc.h, cc.w}, 31);
     Tensor w = random_f32({cc.o, cc.c / cc.groups, cc.k, cc.k}, 32);
     Tensor gy = random_f32({g.n, g.o, g.ho, g.wo}, 33);
@@ -245,7 +256,8 @@ TEST_CASE("oneDNN grouped and dilated convolutions match direct loops", "[conv][
   }
 }
 
-TEST_CASE("oneDNN grouped and dilated convolutions match the Eigen path once it takes them", "[conv][onednn]") {
+TEST_CASE("oneDNN grouped and dilated convolutions match the Eigen path once it takes them",
+          "[conv][onednn]") {
   if (!require_onednn()) return;
   try {
     BackendScope scope(CpuConvBackend::eigen);
@@ -278,7 +290,8 @@ TEST_CASE("oneDNN leaves float64 and the eigen backend to Eigen", "[conv][onednn
   CHECK(y32.to_vector() == std::vector<double>(27, 0.0));
 }
 
-TEST_CASE("TANDEM_CONV_BACKEND picks the CPU convolution backend and rejects other values", "[conv][onednn]") {
+TEST_CASE("TANDEM_CONV_BACKEND picks the CPU convolution backend and rejects other values",
+          "[conv][onednn]") {
   const char* saved = std::getenv("TANDEM_CONV_BACKEND");
   std::string saved_value = saved == nullptr ? "" : saved;
   kernels::cpu::reset_cpu_conv_backend();
@@ -299,7 +312,8 @@ TEST_CASE("TANDEM_CONV_BACKEND picks the CPU convolution backend and rejects oth
   kernels::cpu::reset_cpu_conv_backend();
 }
 
-TEST_CASE("oneDNN convolutions are bitwise deterministic, call to call and on two threads", "[conv][onednn]") {
+TEST_CASE("oneDNN convolutions are bitwise deterministic, call to call and on two threads",
+          "[conv][onednn]") {
   if (!require_onednn()) return;
   for (int threads : {1, 2}) {
     CAPTURE(threads);
