@@ -114,7 +114,8 @@ int64_t conv_rows(const Options& o) {
     Tensor x = random_f32(l.x, 1), w = random_f32(l.w, 2);
     kernels::cpu::set_cpu_conv_backend(CpuConvBackend::eigen);
     kernels::Conv2dParams p{l.stride, l.padding, 0};
-    Tensor gy = random_f32((l.transposed ? kernels::conv_transpose2d(x, w, p) : kernels::conv2d(x, w, p)).shape(), 3);
+    Tensor gy =
+        random_f32((l.transposed ? kernels::conv_transpose2d(x, w, p) : kernels::conv2d(x, w, p)).shape(), 3);
     std::vector<Tensor> want = conv_pass(l, x, w, gy);
     std::vector<double> ms = {best_ms([&] { conv_pass(l, x, w, gy); }, o.reps)};
     kernels::cpu::set_cpu_conv_backend(CpuConvBackend::onednn);
@@ -182,10 +183,10 @@ struct LinearLayer {
 int64_t linear_rows(const Options& o) {
   omp_set_num_threads(1);
   const std::vector<LinearLayer> layers = {
-      {"mlp", "G 64->256", 64, 64, 256},     {"mlp", "G 256->256", 64, 256, 256},
-      {"mlp", "G 256->784", 64, 256, 784},   {"mlp", "D 784->256", 64, 784, 256},
-      {"mlp", "D 256->1", 64, 256, 1},       {"dcgan", "G 64->6272", 64, 64, 6272},
-      {"dcgan", "D 6272->1", 64, 6272, 1},   {"dcgan64", "(none: all conv)", 0, 0, 0},
+      {"mlp", "G 64->256", 64, 64, 256},   {"mlp", "G 256->256", 64, 256, 256},
+      {"mlp", "G 256->784", 64, 256, 784}, {"mlp", "D 784->256", 64, 784, 256},
+      {"mlp", "D 256->1", 64, 256, 1},     {"dcgan", "G 64->6272", 64, 64, 6272},
+      {"dcgan", "D 6272->1", 64, 6272, 1}, {"dcgan64", "(none: all conv)", 0, 0, 0},
   };
   bench::print_columns({{-8, "model"},
                         {-17, "layer"},
@@ -196,8 +197,10 @@ int64_t linear_rows(const Options& o) {
   int64_t wrong = 0;
   for (const LinearLayer& l : layers) {
     if (l.batch == 0) continue;
-    Tensor x = random_f32({l.batch, l.in}, 1), w = random_f32({l.out, l.in}, 2), gy = random_f32({l.batch, l.out}, 3);
-    Tensor y = Tensor::empty({l.batch, l.out}), dx = Tensor::empty({l.batch, l.in}), dw = Tensor::empty({l.out, l.in});
+    Tensor x = random_f32({l.batch, l.in}, 1), w = random_f32({l.out, l.in}, 2),
+           gy = random_f32({l.batch, l.out}, 3);
+    Tensor y = Tensor::empty({l.batch, l.out}), dx = Tensor::empty({l.batch, l.in}),
+           dw = Tensor::empty({l.out, l.in});
     Tensor y2 = Tensor::empty({l.batch, l.out}), dx2 = Tensor::empty({l.batch, l.in}),
            dw2 = Tensor::empty({l.out, l.in});
     auto eigen = [&] {
@@ -212,7 +215,8 @@ int64_t linear_rows(const Options& o) {
       bw.run();
     };
     double e_ms = best_ms(eigen, o.reps * 4), d_ms = best_ms(onednn, o.reps * 4);
-    double err = std::max({bench::relative_error(y2, y), bench::relative_error(dx2, dx), bench::relative_error(dw2, dw)});
+    double err = std::max(
+        {bench::relative_error(y2, y), bench::relative_error(dx2, dx), bench::relative_error(dw2, dw)});
     if (!(err < 1e-5)) ++wrong;
     std::printf("%-8s %-17s %9.3f %9.3f %9.2f %8.1e\n", l.model, l.name, e_ms, d_ms, e_ms / d_ms, err);
   }
