@@ -18,7 +18,8 @@
 // - onednn_conv_forward / _backward_input / _backward_weight: the same maps as the Eigen
 //   kernels of conv.cpp for the conv2d geometry g (the tensors' roles as there; a transposed
 //   convolution is one of them with the roles swapped), with `dilation` (spacing between
-//   kernel taps) and `groups` (weight [o, c / groups, kh, kw]). Each returns true having
+//   kernel taps) and `groups` (weight [o, c / groups, kh, kw]; conv.cpp passes 1 and 1
+//   while its entry points refuse anything else). Each returns true having
 //   written its output, or false having touched nothing: backend eigen, a dtype other than
 //   float32, or no oneDNN in the build. An empty batch gives zeros (weight gradient) or an
 //   empty output. A oneDNN failure throws an Error naming `op`, the shapes and oneDNN's status.
