@@ -40,13 +40,13 @@ class ResidualBlock : public Module {
   std::string type_name() const override;
 
   std::shared_ptr<EqualizedConv2d> conv1, conv2, skip;  // skip: null when in == out
-  StyleGanActivation act;
+  StyleGanActivation act = {};
 };
 
 struct MappingOptions {
   int64_t layers = 8;
   double lr_multiplier = 0.01;
-  StyleGanActivation act;
+  StyleGanActivation act = {};
 };
 
 class MappingNetwork : public Module {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs the benchmarks at 2 ranks: reducer_bench (Reducer vs. one plain allreduce,
 # bucket-cap sweep, exposed communication), step_bench (GAN step time, one process vs. the
-# DDP wrappers) and penalty_bench (WGAN-GP and R1 D updates vs. the plain one). When
+# DDP wrappers) and penalty_bench (WGAN-GP and R1 D updates vs. the plain one), then
+# conv_bench in one process (CPU convolutions and Linear GEMMs, Eigen vs. oneDNN). When
 # python3 can import torch, also runs the PyTorch anchor (../shared/anchors/torch_gan_ddp.py)
 # in the same run for the side-by-side comparison;
 # without torch that part is skipped with a message. Prints a summary table and writes it
@@ -32,16 +33,18 @@ TORCH_ANCHOR="${TORCH_ANCHOR:-$ROOT/../shared/anchors/torch_gan_ddp.py}"
 REDUCER_ARGS=(--iters 20 --warmup 3)
 STEP_ARGS=(--steps 100 --runs 7 --warmup 10 --models "$STEP_MODELS")
 PENALTY_ARGS=(--steps 50 --runs 5 --warmup 5)
+CONV_ARGS=(--reps 5)
 TORCH_ITERS=60
 if [ "${1:-}" = "--quick" ]; then
   REDUCER_ARGS=(--iters 5 --warmup 2)
   STEP_ARGS=(--steps 20 --runs 3 --warmup 3 --models "$STEP_MODELS")
   PENALTY_ARGS=(--steps 10 --runs 3 --warmup 2)
+  CONV_ARGS=(--reps 2 --dcgan64-batch 16)
   TORCH_ITERS=20
 fi
 
 cmake -S "$ROOT" -B "$TANDEM_BUILD" -DCMAKE_BUILD_TYPE=Release -DTANDEM_TESTS=OFF >/dev/null
-cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target reducer_bench step_bench penalty_bench >/dev/null
+cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target reducer_bench step_bench penalty_bench conv_bench >/dev/null
 
 stamp="$(date +%Y%m%d-%H%M%S)"
 results="$ROOT/bench/results"
@@ -60,6 +63,9 @@ echo "== step_bench ($RANKS ranks) =="
 echo
 echo "== penalty_bench ($RANKS ranks): WGAN-GP and R1 D updates against the plain one =="
 "${MPIRUN[@]}" "$TANDEM_BUILD/bin/penalty_bench" "${PENALTY_ARGS[@]}" --json "$work/penalty.json"
+echo
+echo "== conv_bench (one process): CPU convolutions and Linear GEMMs, Eigen vs. oneDNN =="
+"$TANDEM_BUILD/bin/conv_bench" "${CONV_ARGS[@]}"
 echo
 
 echo "[]" >"$work/torch.json"

@@ -5,8 +5,11 @@
 // Several samples share one im2col buffer of shape [K, nb * L] (K = C kh kw, L = Ho Wo)
 // so each GEMM is wide enough to run near peak even on 7x7 feature maps; the [O, nb * L]
 // result is then scattered back to NCHW. A grouped convolution runs one such GEMM per
-// group (K = C / groups kh kw), on that group's channels and weight rows. CUDA tensors go to
-// kernels/cuda/conv.cu (cuDNN, or the same plan with device kernels). Each entry point is what the kernel
+// group (K = C / groups kh kw), on that group's channels and weight rows. float32 runs
+// through oneDNN instead where the build has it (kernels/cpu/conv_onednn.h;
+// TANDEM_CONV_BACKEND=eigen keeps it here, as the reference the tests hold oneDNN to). CUDA
+// tensors go to kernels/cuda/conv.cu (cuDNN, or the same plan with device kernels). Each
+// entry point is what the kernel
 // recorder (kernel_recorder.h) sees.
 #include "kernels/conv.h"
 
@@ -14,6 +17,7 @@
 #include <sstream>
 
 #include "kernels/conv_geometry.h"
+#include "kernels/cpu/conv_onednn.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_recorder.h"
@@ -204,6 +208,7 @@ void run_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& 
 #if TANDEM_HAVE_CUDA
   if (x.device().is_cuda()) return cuda::conv_forward(op, x, weight, y, g);
 #endif
+  if (cpu::onednn_conv_forward(op, x, weight, y, g)) return;  // oneDNN: float32 (cpu/conv_onednn.h)
   dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
 }
 
@@ -212,6 +217,7 @@ void run_backward_input(const char* op, const Tensor& grad, const Tensor& weight
 #if TANDEM_HAVE_CUDA
   if (grad.device().is_cuda()) return cuda::conv_backward_input(op, grad, weight, dx, g);
 #endif
+  if (cpu::onednn_conv_backward_input(op, grad, weight, dx, g)) return;  // oneDNN: float32
   dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
 }
 
@@ -220,6 +226,7 @@ void run_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Te
 #if TANDEM_HAVE_CUDA
   if (x.device().is_cuda()) return cuda::conv_backward_weight(op, grad, x, dweight, g);
 #endif
+  if (cpu::onednn_conv_backward_weight(op, grad, x, dweight, g)) return;  // oneDNN: float32
   dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dweight, g); });
 }
 
