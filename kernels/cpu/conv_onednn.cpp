@@ -157,6 +157,18 @@ memory::desc plain_desc(const memory::dims& dims, tag format) {
   return memory::desc(dims, memory::data_type::f32, format);
 }
 
+// The padding after the last row and column that makes oneDNN's output size exactly g's:
+// smaller than g.padding where the geometry is a transposed convolution's with
+// output_padding (the conv2d's input then has rows no output reads).
+memory::dims right_padding(const Geometry& g, int64_t dilation) {
+  auto one = [&](int64_t in, int64_t k, int64_t out) {
+    const int64_t span = dilation * (k - 1) + 1;
+    if ((in + 2 * g.padding - span) / g.stride + 1 == out) return g.padding;  // the usual case
+    return (out - 1) * g.stride + span - in - g.padding;
+  };
+  return {one(g.h, g.kh, g.ho), one(g.w, g.kw, g.wo)};
+}
+
 std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, int64_t groups,
                                 OnednnLayout layout) {
   const memory::desc x_user = plain_desc({g.n, g.c, g.h, g.w}, tag::nchw);
@@ -169,7 +181,7 @@ std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, 
   };
   const memory::desc x_any = chosen(x_user), y_any = chosen(y_user), w_any = chosen(w_user);
   const memory::dims strides{g.stride, g.stride}, dilates{dilation - 1, dilation - 1},
-      padding{g.padding, g.padding};
+      padding{g.padding, g.padding}, padding_r = right_padding(g, dilation);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::engine& engine = cpu_engine();
@@ -177,7 +189,7 @@ std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, 
   dnnl::convolution_forward::primitive_desc forward(
       dnnl::convolution_forward::desc(
           pass == Pass::forward ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training,
-          algo, x_any, w_any, y_any, strides, dilates, padding, padding),
+          algo, x_any, w_any, y_any, strides, dilates, padding, padding_r),
       attr, engine);
   auto plan = std::make_unique<Plan>();
   std::array<memory::desc, 3> inner;
@@ -189,7 +201,8 @@ std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, 
     plan->scratchpad = forward.scratchpad_desc();
   } else if (pass == Pass::backward_data) {
     dnnl::convolution_backward_data::primitive_desc pd(
-        dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, dilates, padding, padding),
+        dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, dilates, padding,
+                                              padding_r),
         attr, engine, forward);
     plan->primitive = dnnl::convolution_backward_data(pd);
     plan->arg = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
@@ -250,6 +263,8 @@ bool run(const char* op, Pass pass, const Tensor& a, const Tensor& b, Tensor& ou
   }
   TANDEM_CHECK(groups >= 1 && dilation >= 1 && g.c % groups == 0 && g.o % groups == 0,
                op << ": " << describe(pass, g, dilation, groups) << ": channels must divide into groups");
+  const memory::dims padding_r = right_padding(g, dilation);
+  if (padding_r[0] < 0 || padding_r[1] < 0) return false;  // a crop oneDNN does not take: Eigen's
   const int threads = cpu_conv_threads();
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
   OnednnLayout layout = onednn_layout();
@@ -290,7 +305,8 @@ bool run(const char* op, Pass pass, const Tensor& a, const Tensor& b, Tensor& ou
 
 }  // namespace
 
-bool onednn_conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
+bool onednn_conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y,
+                         const Geometry& g) {
   return run(op, Pass::forward, x, weight, y, g, g.dilation, g.groups);
 }
 
