@@ -17,8 +17,8 @@ constexpr int64_t kBlocksPerPart = 3;
 // He initialisation for the leaky ReLU: N(0, gain^2 / fan_in) times `scale`.
 void msr_init(const Variable& weight, double scale, Generator& gen) {
   const double gain = std::sqrt(2.0 / (1.0 + kSlope * kSlope));
-  nn::init::normal_(weight, 0.0, scale * gain / std::sqrt(static_cast<double>(nn::init::fan_in(weight.shape()))),
-                    gen);
+  nn::init::normal_(weight, 0.0,
+                    scale * gain / std::sqrt(static_cast<double>(nn::init::fan_in(weight.shape()))), gen);
 }
 
 // A linear (activation-free) layer's initialisation: N(0, 1 / fan_in); its bias (if any) 0.
@@ -41,19 +41,20 @@ double block_scale() { return std::pow(static_cast<double>(kBlocksPerPart), -0.2
 
 }  // namespace
 
-R3ganBlock::R3ganBlock(int64_t channels, int64_t expansion, int64_t group_width, double scale, Generator& gen) {
+R3ganBlock::R3ganBlock(int64_t channels, int64_t expansion, int64_t group_width, double scale,
+                       Generator& gen) {
   const int64_t wide = channels * expansion;
   TANDEM_CHECK(channels >= 1 && expansion >= 1 && group_width >= 1 && wide % group_width == 0,
                "R3ganBlock: channels " << channels << " times expansion " << expansion
                                        << " must be a positive multiple of the group width " << group_width);
-  expand = register_module("expand", std::make_shared<nn::Conv2d>(channels, wide, 1, kernels::Conv2dParams{},
-                                                                  true, gen));
+  expand = register_module(
+      "expand", std::make_shared<nn::Conv2d>(channels, wide, 1, kernels::Conv2dParams{}, true, gen));
   grouped = register_module(
-      "grouped", std::make_shared<nn::Conv2d>(wide, wide, 3,
-                                              kernels::Conv2dParams{.padding = 1, .groups = wide / group_width},
-                                              true, gen));
-  project = register_module("project", std::make_shared<nn::Conv2d>(wide, channels, 1, kernels::Conv2dParams{},
-                                                                    false, gen));
+      "grouped",
+      std::make_shared<nn::Conv2d>(
+          wide, wide, 3, kernels::Conv2dParams{.padding = 1, .groups = wide / group_width}, true, gen));
+  project = register_module(
+      "project", std::make_shared<nn::Conv2d>(wide, channels, 1, kernels::Conv2dParams{}, false, gen));
   for (const auto& conv : {expand, grouped}) {
     msr_init(conv->weight, scale, gen);
     nn::init::zeros_(conv->bias);
@@ -80,14 +81,15 @@ R3ganGenerator::R3ganGenerator(int64_t noise, int64_t image_channels, Generator&
       linear_init(transitions.back()->weight, Variable(), gen);
     }
   }
-  to_image = register_module(
-      "to_image", std::make_shared<nn::Conv2d>(kWidths[2], image_channels, 1, kernels::Conv2dParams{}, true, gen));
+  to_image = register_module("to_image", std::make_shared<nn::Conv2d>(kWidths[2], image_channels, 1,
+                                                                      kernels::Conv2dParams{}, true, gen));
   linear_init(to_image->weight, to_image->bias, gen);
 }
 
 Variable R3ganGenerator::forward(const Variable& z) {
   Variable h = linear(z, basis->weight, Variable());
-  h = reshape(bias_activation(h, basis->bias, kernels::Activation::leaky_relu, kSlope), {z.size(0), kWidths[0], 7, 7});
+  h = reshape(bias_activation(h, basis->bias, kernels::Activation::leaky_relu, kSlope),
+              {z.size(0), kWidths[0], 7, 7});
   for (size_t s = 0; s < 3; ++s) {
     h = blocks[s]->forward(h);
     if (s < transitions.size()) h = upsample2d(transitions[s]->forward(h), resampling_filter(h));
@@ -96,8 +98,9 @@ Variable R3ganGenerator::forward(const Variable& z) {
 }
 
 R3ganDiscriminator::R3ganDiscriminator(int64_t image_channels, Generator& gen) {
-  from_image = register_module("from_image", std::make_shared<nn::Conv2d>(image_channels, kWidths[2], 1,
-                                                                          kernels::Conv2dParams{}, true, gen));
+  from_image = register_module(
+      "from_image",
+      std::make_shared<nn::Conv2d>(image_channels, kWidths[2], 1, kernels::Conv2dParams{}, true, gen));
   msr_init(from_image->weight, 1.0, gen);
   nn::init::zeros_(from_image->bias);
   for (size_t s = 0; s < 3; ++s) {
@@ -112,9 +115,9 @@ R3ganDiscriminator::R3ganDiscriminator(int64_t image_channels, Generator& gen) {
       linear_init(transitions.back()->weight, Variable(), gen);
     }
   }
-  basis = register_module("basis", std::make_shared<nn::Conv2d>(kWidths[0], kWidths[0], 7,
-                                                                kernels::Conv2dParams{.groups = kWidths[0]},
-                                                                false, gen));
+  basis = register_module(
+      "basis", std::make_shared<nn::Conv2d>(kWidths[0], kWidths[0], 7,
+                                            kernels::Conv2dParams{.groups = kWidths[0]}, false, gen));
   linear_init(basis->weight, Variable(), gen);
   logit = register_module("logit", std::make_shared<nn::Linear>(kWidths[0], 1, true, gen));
   linear_init(logit->weight, logit->bias, gen);

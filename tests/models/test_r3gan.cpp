@@ -22,7 +22,8 @@ Tensor normal_tensor(const Shape& shape, uint64_t seed) {
 }
 
 std::shared_ptr<R3gan> make_r3gan(int64_t channels) {
-  auto model = std::dynamic_pointer_cast<R3gan>(make_gan(GanConfig{.model = "r3gan", .seed = 5, .channels = channels}));
+  auto model = std::dynamic_pointer_cast<R3gan>(
+      make_gan(GanConfig{.model = "r3gan", .seed = 5, .channels = channels}));
   REQUIRE(model != nullptr);
   return model;
 }
@@ -75,7 +76,8 @@ TEST_CASE("r3gan: each block's 3x3 convolution is grouped, 16 channels a group",
   NoGradGuard no_grad;
   Tensor x = Tensor::zeros({1, 128, 5, 5});
   const std::vector<double> group0 = normal_tensor({16 * 25}, 3).to_vector();
-  for (size_t i = 0; i < group0.size(); ++i) x.data<float>()[i] = static_cast<float>(group0[i]);  // channels 0-15
+  for (size_t i = 0; i < group0.size(); ++i)
+    x.data<float>()[i] = static_cast<float>(group0[i]);  // channels 0-15
   std::vector<double> y = block.grouped->forward(Variable(x)).data().to_vector();
   size_t group0_nonzero = 0;
   for (size_t i = 0; i < y.size(); ++i) {
@@ -89,7 +91,8 @@ TEST_CASE("r3gan: each block's 3x3 convolution is grouped, 16 channels a group",
   CHECK(group0_nonzero > 16 * 25 / 2);
 }
 
-TEST_CASE("r3gan: fix-up initialisation makes every residual block the identity, exactly", "[models][r3gan]") {
+TEST_CASE("r3gan: fix-up initialisation makes every residual block the identity, exactly",
+          "[models][r3gan]") {
   std::shared_ptr<R3gan> model = make_r3gan(1);
   NoGradGuard no_grad;
   uint64_t seed = 10;
