@@ -104,7 +104,7 @@ struct GanObjective {
 };
 
 struct GanConfig {
-  std::string model = "ring8-mlp";  // ring8-mlp | mlp | dcgan | dcgan64 | pggan
+  std::string model = "ring8-mlp";  // ring8-mlp | mlp | dcgan | dcgan64 | pggan | r3gan
   bool dynamic = false;             // mlp only: the extra D layer on alternate blocks of 5
   GanObjective objective = {};
   int64_t pggan_stage_iters = 200;  // pggan: iterations per stage (first half fades in)

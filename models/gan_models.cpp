@@ -1,4 +1,5 @@
-// The GAN models: ring8-mlp, mlp (optionally dynamic), dcgan, dcgan64 and pggan.
+// The GAN models: ring8-mlp, mlp (optionally dynamic), dcgan, dcgan64 and pggan; r3gan
+// (models/r3gan.h) is built here too.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "models/fused_layers.h"
 #include "models/gan.h"
 #include "models/gradient_penalty.h"
+#include "models/r3gan.h"
 
 namespace tandem::models {
 
@@ -348,7 +350,7 @@ class ProgressiveGan final : public GanModel {
 }  // namespace
 
 const std::vector<std::string>& gan_model_names() {
-  static const std::vector<std::string> names = {"ring8-mlp", "mlp", "dcgan", "dcgan64", "pggan"};
+  static const std::vector<std::string> names = {"ring8-mlp", "mlp", "dcgan", "dcgan64", "pggan", "r3gan"};
   return names;
 }
 
@@ -370,6 +372,8 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
                                       config.width > 0 ? config.width : DcGan64::kDefaultWidth);
   else if (config.model == "pggan")
     model = std::make_shared<ProgressiveGan>(gen, config.pggan_stage_iters, config.channels);
+  else if (config.model == "r3gan")
+    model = std::make_shared<R3gan>(gen, config.channels);
   else {
     std::string known;
     for (const auto& n : gan_model_names()) known += (known.empty() ? "" : ", ") + n;

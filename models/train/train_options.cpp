@@ -40,6 +40,8 @@ constexpr Named<OnNonFinite> kNonFinite[] = {{"off", OnNonFinite::off},
 constexpr Named<ClipGradType> kClipGradTypes[] = {{"2", ClipGradType::l2}, {"inf", ClipGradType::inf}};
 constexpr Named<bool> kOnOff[] = {{"on", true}, {"off", false}};
 constexpr Named<int64_t> kChannels[] = {{"1", 1}, {"3", 3}};
+// --model r3gan's --r1-gamma and --r2-gamma unless given.
+constexpr double kR3ganGamma = 0.1;
 
 template <typename T, size_t N>
 const char* name_in(const Named<T> (&names)[N], T value) {
@@ -107,7 +109,9 @@ const char* to_string(ClipGradType type) { return name_in(kClipGradTypes, type);
 CommandLine train_command_line(TrainOptions& o) {
   CommandLine cl("tandem-train", kSummary);
   cl.group("Model and data");
-  cl.add_choice("--model", &o.model, gan_model_names(), "the GAN to train");
+  cl.add_choice("--model", &o.model, gan_model_names(),
+                "the GAN to train (r3gan: R3GAN's small baseline, residual blocks with grouped convolutions, "
+                "trained with --loss rpgan, R1 and R2 and Adam betas (0, 0.99) unless given)");
   cl.add_choice("--data", &o.data, {"ring8", "fashion-mnist", "images"}, "the training data");
   cl.describe_default("--data", "ring8 for ring8-mlp, else fashion-mnist");
   cl.add("--data-dir", &o.data_dir,
@@ -147,7 +151,8 @@ CommandLine train_command_line(TrainOptions& o) {
          "same --global-batch: the same global batches, data and noise, from its iteration on",
          1);
   cl.describe_default("--global-batch", "off: --batch per rank");
-  cl.add_positive("--lr", &o.lr, "Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9)");
+  cl.add_positive("--lr", &o.lr,
+                  "Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9), r3gan (0, 0.99)");
   cl.describe_default("--lr", "2e-4; wgan-gp 1e-4");
   cl.add("--lr-schedule", &o.lr_schedule,
          "learning rate by iteration, a factor of --lr: warmup:N[:F] (linear from F, default 0.001, to 1 "
@@ -170,11 +175,13 @@ CommandLine train_command_line(TrainOptions& o) {
                 "--n-critic 5, --lr 1e-4 unless given), or rpgan (relativistic pairing, R3GAN's: D's loss "
                 "softplus(D(fake_i) - D(real_i)), G's softplus(D(real_i) - D(fake_i)), each fake paired with "
                 "a real of its rank's batch; R3GAN adds --r1-gamma and --r2-gamma, both the same)");
+  cl.describe_default("--loss", "ns; r3gan rpgan");
   cl.add_positive("--gp-lambda", &o.gp_lambda, "wgan-gp: the gradient penalty's weight");
   cl.add("--n-critic", &o.n_critic, "D steps per G step", 1);
   cl.describe_default("--n-critic", "1; wgan-gp 5");
   cl.add_off_or_positive("--r1-gamma", &o.r1_gamma,
                          "R1 penalty on reals, gamma/2 mean ||grad D(real)||^2 (0: off)");
+  cl.describe_default("--r1-gamma", "0; r3gan 0.1");
   cl.add("--r1-every", &o.r1_every,
          "with --r1-gamma: lazy R1, a D update of the penalty alone, scaled by K, every K-th D step "
          "(1: in every D loss)",
@@ -185,6 +192,7 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add_off_or_positive("--r2-gamma", &o.r2_gamma,
                          "R2 penalty on fakes, gamma/2 mean ||grad D(fake)||^2 with respect to the detached "
                          "fakes, in every D loss whatever --r1-every (0: off). Any --loss");
+  cl.describe_default("--r2-gamma", "0; r3gan 0.1");
   cl.add("--augment", &o.augment,
          "DiffAugment: augment every image D sees, reals and fakes, in every D and G step and in the "
          "penalties, with the comma-separated groups color, translation, cutout (per-sample parameters "
@@ -322,6 +330,11 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
 void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
   if (!given("--data")) o.data = o.model == "ring8-mlp" ? "ring8" : "fashion-mnist";
   if (o.model == "dcgan64" && !given("--batch") && !given("--global-batch")) o.batch = 128;
+  if (o.model == "r3gan") {  // R3GAN's objective: the relativistic pairing loss with R1 and R2, gamma equal
+    if (!given("--loss")) o.loss = GanLoss::relativistic;
+    if (!given("--r1-gamma")) o.r1_gamma = kR3ganGamma;
+    if (!given("--r2-gamma")) o.r2_gamma = kR3ganGamma;
+  }
   if (o.loss == GanLoss::wgan_gp && !given("--n-critic")) o.n_critic = 5;
   if (o.loss == GanLoss::wgan_gp && !given("--lr")) o.lr = 1e-4;
   try {
@@ -393,7 +406,8 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
   check_fid_options(o, given);
 }
 
-std::array<double, 2> adam_betas(GanLoss loss) {
+std::array<double, 2> adam_betas(GanLoss loss, const std::string& model) {
+  if (model == "r3gan") return {0.0, 0.99};
   return loss == GanLoss::wgan_gp ? std::array<double, 2>{0.0, 0.9} : std::array<double, 2>{0.5, 0.999};
 }
 

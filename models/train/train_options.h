@@ -29,7 +29,7 @@
 // every --loss (regularisers of D, wgan-gp's critic too), --r2-gamma with any --r1-every (R2
 // is never lazy). given(flag) (FlagGiven) says
 // whether the command line set the flag. to_string(value) is a choice's name as the flag spells it (what
-// settings, checkpoints and messages print). adam_betas(loss) are the loss's Adam betas.
+// settings, checkpoints and messages print). adam_betas(loss, model) are the run's Adam betas.
 #pragma once
 
 #include <array>
@@ -129,8 +129,9 @@ void validate(const TrainOptions& options, const FlagGiven& given);
 // batch * world_size (either way the run's global batch, which its checkpoints record).
 TrainOptions for_world_size(const TrainOptions& options, int world_size);
 
-// Adam's betas for the run's loss: (0, 0.9) for wgan-gp, (0.5, 0.999) otherwise.
-std::array<double, 2> adam_betas(GanLoss loss);
+// Adam's betas for the run's loss and model: (0, 0.99) for the r3gan model (R3GAN's), else
+// (0, 0.9) for wgan-gp, (0.5, 0.999) otherwise.
+std::array<double, 2> adam_betas(GanLoss loss, const std::string& model = "");
 
 // pggan's iterations per stage: --pggan-stage-iters, or iters / 3 (at least 1) when 0.
 int64_t pggan_stage_iters(const TrainOptions& options);

@@ -278,7 +278,7 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
   options.wrap = o.wrap;
   options.explicit_prepare = o.explicit_prepare;
   options.lr = o.lr;
-  options.betas = adam_betas(o.loss);
+  options.betas = adam_betas(o.loss, o.model);
   options.lazy_r1_correction = o.lazy_r1_correction;
   options.ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
   options.ddp.check_replicas_every = o.check_replicas_every;

@@ -265,6 +265,31 @@ TEST_CASE("dcgan64: batch 128 unless given, and --width goes with it alone", "[o
                     Catch::Contains("--width must be at least 1, got 0"));
 }
 
+TEST_CASE("r3gan: rpgan with R1 and R2 of gamma 0.1 and Adam betas (0, 0.99) unless given",
+          "[options][r3gan]") {
+  const TrainOptions r = parse_train_options({"--model", "r3gan"});
+  CHECK(r.loss == GanLoss::relativistic);
+  CHECK(r.r1_gamma == 0.1);
+  CHECK(r.r2_gamma == 0.1);
+  CHECK(r.r1_every == 1);
+  CHECK(r.batch == 64);
+  CHECK(adam_betas(r.loss, r.model) == std::array<double, 2>{0.0, 0.99});
+  // Each flag given keeps its value; the others keep r3gan's.
+  const TrainOptions ns = parse_train_options({"--model", "r3gan", "--loss", "ns"});
+  CHECK(ns.loss == GanLoss::non_saturating);
+  CHECK(ns.r1_gamma == 0.1);
+  const TrainOptions r1 = parse_train_options({"--model", "r3gan", "--r1-gamma", "2", "--r2-gamma", "0"});
+  CHECK(r1.loss == GanLoss::relativistic);
+  CHECK(r1.r1_gamma == 2.0);
+  CHECK(r1.r2_gamma == 0.0);
+  // The other models keep theirs.
+  const TrainOptions dcgan = parse_train_options({"--model", "dcgan"});
+  CHECK(dcgan.loss == GanLoss::non_saturating);
+  CHECK(dcgan.r1_gamma == 0.0);
+  CHECK(dcgan.r2_gamma == 0.0);
+  CHECK(adam_betas(dcgan.loss, dcgan.model) == std::array<double, 2>{0.5, 0.999});
+}
+
 TEST_CASE("image folder flags: --data images needs --data-dir and the others go with it", "[options]") {
   TrainOptions o = parse_train_options(
       {"--model", "dcgan", "--data", "images", "--data-dir", "pics", "--channels", "3", "--skip-bad-images"});

@@ -346,17 +346,18 @@ namespace {
 
 constexpr int kR3ganIterations = 5;
 
-// R3GAN's objective for kR3ganIterations SGD iterations of the mlp GAN: through
+// R3GAN's objective for kR3ganIterations SGD iterations of `model` (the mlp GAN, or r3gan on
+// the same rows as 1 x 28 x 28 images): through
 // GanModel::train_step on this rank's slice in `style`, or, for Style::none, one process on
 // the global batch with the objective written out here. D's loss: mean_i softplus(D(fake_i)
 // - D(real_i)) + r1_gamma / 2 * R1 + r2_gamma / 2 * R2 (R2: R1's penalty on the detached
 // fakes); G's (D frozen): mean_i softplus(D(real_i) - D(fake_i)), D(real) a constant.
 // Pairs are row i of the global batch's reals with its row i of fakes: rank r's i-th real
 // with its i-th fake, which is how train_step pairs them on each rank.
-Run train_r3gan(Style style, double r1_gamma, double r2_gamma, int ranks) {
+Run train_r3gan(Style style, double r1_gamma, double r2_gamma, int ranks, const std::string& model = "mlp") {
   const models::GanObjective objective{
       .loss = models::GanLoss::relativistic, .r1_gamma = r1_gamma, .r2_gamma = r2_gamma};
-  auto gan = models::make_gan({.model = "mlp", .objective = objective, .seed = 3});
+  auto gan = models::make_gan({.model = model, .objective = objective, .seed = 3});
   OptimWrapperDict wrappers = sgd_wrappers(*gan);
   std::unique_ptr<DistributedDataParallel> whole;
   std::unique_ptr<SeparateDistributedDataParallel> separate;
@@ -389,6 +390,7 @@ Run train_r3gan(Style style, double r1_gamma, double r2_gamma, int ranks) {
   for (int it = 0; it < kR3ganIterations; ++it) {
     gan->set_iteration(it);
     Tensor real = draw_rows(first, count, rows, 784, it, kRealStream);
+    if (model == "r3gan") real = real.reshape({real.size(0), 1, 28, 28});
     Tensor z = draw_rows(first, count, rows, gan->noise_dim(), it, kNoiseStream);
     if (ddp != nullptr) {
       ddp->train_step(Batch{real, z}, wrappers);
@@ -442,5 +444,28 @@ TEST_CASE("R3GAN (relativistic pairing loss, R1 and R2) through train_step match
       REQUIRE(got.synced_backwards.size() == 1);
       CHECK(got.synced_backwards[0] == 2 * kR3ganIterations);
     }
+  }
+}
+
+TEST_CASE(
+    "r3gan with its objective (rpgan, R1 and R2 of gamma 0.1) on N ranks matches the single-process oracle",
+    "[reducer][oracle][penalty][rpgan][r3gan]") {
+  // The r3gan model (residual blocks with grouped convolutions, filtered up- and
+  // downsampling) with tandem-train's defaults for --model r3gan: R1's and R2's second-order
+  // terms run through every one of its ops.
+  constexpr double kGamma = 0.1;
+  const int ranks = world()->size();
+  const Run reference = train_r3gan(Style::none, kGamma, kGamma, ranks, "r3gan");
+  if (ranks == 1) {  // each penalty reaches the parameters
+    CHECK(max_relative_difference(reference.parameters,
+                                  train_r3gan(Style::none, kGamma, 0.0, 1, "r3gan").parameters) > 1e-4);
+    CHECK(max_relative_difference(reference.parameters,
+                                  train_r3gan(Style::none, 0.0, kGamma, 1, "r3gan").parameters) > 1e-4);
+  }
+  for (Style style : {Style::whole, Style::separate}) {
+    INFO("r3gan, " << style_name(style) << ", " << ranks << " ranks");
+    const Run got = train_r3gan(style, kGamma, kGamma, ranks, "r3gan");
+    require_close(got.parameters, reference.parameters, 1e-5);
+    require_replicas_identical(got.parameters, *world());
   }
 }
