@@ -10,6 +10,7 @@
 #include "models/fused_layers.h"
 #include "models/gan.h"
 #include "models/gradient_penalty.h"
+#include "models/stylegan2.h"
 
 namespace tandem::models {
 
@@ -348,7 +349,8 @@ class ProgressiveGan final : public GanModel {
 }  // namespace
 
 const std::vector<std::string>& gan_model_names() {
-  static const std::vector<std::string> names = {"ring8-mlp", "mlp", "dcgan", "dcgan64", "pggan"};
+  static const std::vector<std::string> names = {"ring8-mlp", "mlp",   "dcgan",
+                                                 "dcgan64",   "pggan", "stylegan2"};
   return names;
 }
 
@@ -370,6 +372,8 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
                                       config.width > 0 ? config.width : DcGan64::kDefaultWidth);
   else if (config.model == "pggan")
     model = std::make_shared<ProgressiveGan>(gen, config.pggan_stage_iters, config.channels);
+  else if (config.model == "stylegan2")
+    model = std::make_shared<StyleGan2>(gen, config.channels);
   else {
     std::string known;
     for (const auto& n : gan_model_names()) known += (known.empty() ? "" : ", ") + n;
