@@ -27,7 +27,8 @@ StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels)
     : image_channels_(image_channels) {
   nn::MappingOptions mapping_options;
   mapping_options.layers = kMappingLayers;
-  mapping = register_module("mapping", std::make_shared<nn::MappingNetwork>(kLatent, kWDim, mapping_options, gen));
+  mapping =
+      register_module("mapping", std::make_shared<nn::MappingNetwork>(kLatent, kWDim, mapping_options, gen));
   Tensor c = Tensor::empty({kChannels7, 7, 7});
   fill_normal(c, 0.0, 1.0, gen);
   constant = register_parameter("constant", Variable(c));
@@ -35,17 +36,17 @@ StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels)
   const int64_t outs[] = {kChannels7, kChannels14, kChannels14, kChannels28, kChannels28};
   for (size_t i = 0; i < 5; ++i) {
     const std::string n = std::to_string(i);
-    convs.push_back(register_module("conv" + n, std::make_shared<nn::ModulatedConv2d>(
-                                                    ins[i], outs[i], 3, kWDim,
-                                                    nn::ModulatedConvOptions{.bias = false}, gen)));
+    convs.push_back(register_module(
+        "conv" + n, std::make_shared<nn::ModulatedConv2d>(ins[i], outs[i], 3, kWDim,
+                                                          nn::ModulatedConvOptions{.bias = false}, gen)));
     noises.push_back(register_module("noise" + n, std::make_shared<nn::NoiseInjection>(gen)));
     biases.push_back(register_parameter("bias" + n, Variable(Tensor::zeros({outs[i]}))));
   }
   for (int64_t in : {kChannels7, kChannels14, kChannels28}) {
     const std::string n = std::to_string(to_rgb.size());
     to_rgb.push_back(register_module(
-        "to_rgb" + n, std::make_shared<nn::ModulatedConv2d>(in, image_channels, 1, kWDim,
-                                                            nn::ModulatedConvOptions{.demodulate = false}, gen)));
+        "to_rgb" + n, std::make_shared<nn::ModulatedConv2d>(
+                          in, image_channels, 1, kWDim, nn::ModulatedConvOptions{.demodulate = false}, gen)));
   }
 }
 
@@ -60,10 +61,10 @@ Variable StyleGan2Generator::layer(size_t i, const Variable& x, const Variable& 
 }
 
 std::vector<Variable> StyleGan2Generator::rgb_outputs(const Variable& z) {
-  TANDEM_CHECK(z.dim() == 2 && z.size(1) == kNoiseDim,
-               "stylegan2: the generator takes z [N, " << kNoiseDim << "] (latent " << kLatent
-                                                       << " and the noise of its five noise inputs), got "
-                                                       << shape_str(z.shape()));
+  TANDEM_CHECK(z.dim() == 2 && z.size(1) == kNoiseDim, "stylegan2: the generator takes z [N, "
+                                                           << kNoiseDim << "] (latent " << kLatent
+                                                           << " and the noise of its five noise inputs), got "
+                                                           << shape_str(z.shape()));
   const int64_t n = z.size(0);
   Variable w = mapping->forward(slice(z, 1, 0, kLatent));
   int64_t column = kLatent;
@@ -95,8 +96,8 @@ StyleGan2DBlock::StyleGan2DBlock(Generator& gen, int64_t in_channels, int64_t ou
                                                                          nn::EqualizedOptions{}, gen));
   nn::EqualizedOptions no_bias;
   no_bias.bias = false;
-  skip = register_module("skip", std::make_shared<nn::EqualizedConv2d>(in_channels, out_channels, 1, 1, 0,
-                                                                       no_bias, gen));
+  skip = register_module(
+      "skip", std::make_shared<nn::EqualizedConv2d>(in_channels, out_channels, 1, 1, 0, no_bias, gen));
 }
 
 Variable StyleGan2DBlock::forward(const Variable& x) {
@@ -113,8 +114,10 @@ StyleGan2Discriminator::StyleGan2Discriminator(Generator& gen, int64_t image_cha
                                                                                nn::EqualizedOptions{}, gen));
   block28 = register_module("block28", std::make_shared<StyleGan2DBlock>(gen, 16, 32));
   block14 = register_module("block14", std::make_shared<StyleGan2DBlock>(gen, 32, 32));
-  conv = register_module("conv", std::make_shared<nn::EqualizedConv2d>(33, 32, 3, 1, 1, nn::EqualizedOptions{}, gen));
-  fc = register_module("fc", std::make_shared<nn::EqualizedLinear>(32 * 7 * 7, 32, nn::EqualizedOptions{}, gen));
+  conv = register_module("conv",
+                         std::make_shared<nn::EqualizedConv2d>(33, 32, 3, 1, 1, nn::EqualizedOptions{}, gen));
+  fc = register_module("fc",
+                       std::make_shared<nn::EqualizedLinear>(32 * 7 * 7, 32, nn::EqualizedOptions{}, gen));
   out = register_module("out", std::make_shared<nn::EqualizedLinear>(32, 1, nn::EqualizedOptions{}, gen));
 }
 

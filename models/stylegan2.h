@@ -5,7 +5,7 @@
 // - StyleGan2Generator(channels): the mapping network z [N, 64] -> w [N, 64] (pixel_norm,
 //   then 4 EqualizedLinear layers at lr_multiplier 0.01: StyleGAN2 has 8, halved to keep it
 //   small), a learned constant [32, 7, 7] input and three synthesis stages, 7x7 (one
-//   modulated 3x3 conv), 14x14 and 28x28 (two each, 32 then 16 channels at 28x28). Every
+//   modulated 3x3 conv), 14x14 and 28x28 (two each; 32 channels, 16 at 28x28). Every
 //   synthesis conv is demodulated, then its noise is injected (NoiseInjection), then bias +
 //   leaky ReLU 0.2 with gain sqrt(2) (bias_activation). Between stages the features are
 //   upsampled by upsample2d with the [1, 3, 3, 1] filter, then the stage's first modulated

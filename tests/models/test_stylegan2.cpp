@@ -92,11 +92,11 @@ TEST_CASE("stylegan2: the noise inputs take z's columns after the latent", "[mod
   }
   Tensor z_other_noise = Tensor::from_values(z.shape(), values);
   // Strength 0 at initialisation: the noise changes nothing.
-  CHECK(max_abs_difference(model->generate(Variable(z)).data(), model->generate(Variable(z_other_noise)).data()) ==
-        0.0);
+  CHECK(max_abs_difference(model->generate(Variable(z)).data(),
+                           model->generate(Variable(z_other_noise)).data()) == 0.0);
   for (auto& noise : g.noises) noise->strength.data().fill_(0.5);
-  CHECK(max_abs_difference(model->generate(Variable(z)).data(), model->generate(Variable(z_other_noise)).data()) >
-        1e-3);
+  CHECK(max_abs_difference(model->generate(Variable(z)).data(),
+                           model->generate(Variable(z_other_noise)).data()) > 1e-3);
   // The same z, the same image: nothing is drawn inside.
   CHECK(max_abs_difference(model->generate(Variable(z)).data(), model->generate(Variable(z)).data()) == 0.0);
 }
