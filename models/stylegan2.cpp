@@ -21,7 +21,11 @@ int64_t stylegan2_stddev_group(int64_t batch) {
   return group;
 }
 
-Tensor stylegan2_filter(const Variable& x) { return setup_filter({1, 3, 3, 1}, x.dtype(), x.device()); }
+const Tensor& StyleGan2Filter::operator()(const Variable& x) {
+  if (!filter_.defined() || filter_.dtype() != x.dtype() || filter_.device() != x.device())
+    filter_ = setup_filter({1, 3, 3, 1}, x.dtype(), x.device());
+  return filter_;
+}
 
 StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels)
     : image_channels_(image_channels) {
@@ -74,7 +78,7 @@ std::vector<Variable> StyleGan2Generator::rgb_outputs(const Variable& z) {
   x = layer(0, x, w, z, column);
   rgb.push_back(to_rgb[0]->forward(x, w));
   for (size_t stage = 1; stage < 3; ++stage) {
-    x = upsample2d(x, stylegan2_filter(x));
+    x = upsample2d(x, filter_(x));
     x = layer(2 * stage - 1, x, w, z, column);
     x = layer(2 * stage, x, w, z, column);
     rgb.push_back(to_rgb[stage]->forward(x, w));
@@ -85,7 +89,7 @@ std::vector<Variable> StyleGan2Generator::rgb_outputs(const Variable& z) {
 Variable StyleGan2Generator::forward(const Variable& z) {
   std::vector<Variable> rgb = rgb_outputs(z);
   Variable img = rgb[0];
-  for (size_t s = 1; s < rgb.size(); ++s) img = add(upsample2d(img, stylegan2_filter(img)), rgb[s]);
+  for (size_t s = 1; s < rgb.size(); ++s) img = add(upsample2d(img, filter_(img)), rgb[s]);
   return img;
 }
 
@@ -102,7 +106,7 @@ StyleGan2DBlock::StyleGan2DBlock(Generator& gen, int64_t in_channels, int64_t ou
 
 Variable StyleGan2DBlock::forward(const Variable& x) {
   const nn::StyleGanActivation act;
-  const Tensor f = stylegan2_filter(x);
+  const Tensor& f = filter_(x);
   Variable y = skip->forward(downsample2d(x, f));
   Variable h = nn::stylegan_activation(conv0->forward(x), act);
   h = nn::stylegan_activation(conv1->forward(downsample2d(h, f)), act);
