@@ -97,14 +97,23 @@ Variable minibatch_stddev(const Variable& x, int64_t group_size, int64_t num_cha
   return concat({x, reshape(tiled, {n, f, h, w})}, 1);
 }
 
-NoiseInjection::NoiseInjection(Generator& gen) : gen_(&gen) {
+namespace {
+
+Generator seeded_from(Generator& gen) {
+  const auto block = gen.next_block();
+  return Generator(uint64_t{block[0]} << 32 | block[1]);
+}
+
+}  // namespace
+
+NoiseInjection::NoiseInjection(Generator& gen) : gen_(seeded_from(gen)) {
   strength = register_parameter("strength", Variable(Tensor::zeros({1})));
 }
 
 Variable NoiseInjection::forward(const Variable& x) {
   TANDEM_CHECK(x.dim() == 4, "NoiseInjection: needs [N, C, H, W], got " << shape_str(x.shape()));
   Tensor noise = Tensor::empty({x.size(0), 1, x.size(2), x.size(3)}, x.dtype());
-  fill_normal(noise, 0.0, 1.0, *gen_);
+  fill_normal(noise, 0.0, 1.0, gen_);
   return forward(x, x.device().is_cpu() ? noise : noise.to(x.device()));
 }
 

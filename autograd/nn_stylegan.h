@@ -19,8 +19,10 @@
 //   applies it to the whole batch at once, whose groups span the slices (the test shows
 //   both).
 // - NoiseInjection(): x + strength * noise, strength a learned scalar (starting at 0) and
-//   noise [N, 1, H, W] drawn N(0, 1) from `gen` at each forward (or passed in, for fixed
-//   noise).
+//   noise [N, 1, H, W] drawn N(0, 1) at each forward from a stream of the layer's own,
+//   seeded from `gen` at construction (the layer may outlive `gen`), or passed in. Every
+//   rank draws the same stream: for N ranks to equal one process, pass rank r's rows of a
+//   global draw (models/stylegan2.h takes them from the batch's noise rows).
 // - modulated_conv2d(x, weight, styles, demodulate, params): StyleGAN2's modulated
 //   convolution. x [N, C, H, W], weight [O, C, k, k] (used as given), styles [N, C]: sample
 //   n is convolved with w_n[o, c] = weight[o, c] * styles[n, c], and with `demodulate` each
@@ -96,7 +98,7 @@ class NoiseInjection : public Module {
   Variable strength;  // a scalar [1], 0 at first
 
  private:
-  Generator* gen_;
+  Generator gen_;  // the noise stream
 };
 
 Variable modulated_conv2d(const Variable& x, const Variable& weight, const Variable& styles,

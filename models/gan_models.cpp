@@ -12,6 +12,7 @@
 #include "models/gan.h"
 #include "models/gradient_penalty.h"
 #include "models/r3gan.h"
+#include "models/stylegan2.h"
 
 namespace tandem::models {
 
@@ -350,7 +351,8 @@ class ProgressiveGan final : public GanModel {
 }  // namespace
 
 const std::vector<std::string>& gan_model_names() {
-  static const std::vector<std::string> names = {"ring8-mlp", "mlp", "dcgan", "dcgan64", "pggan", "r3gan"};
+  static const std::vector<std::string> names = {"ring8-mlp", "mlp",   "dcgan",    "dcgan64",
+                                                 "pggan",     "r3gan", "stylegan2"};
   return names;
 }
 
@@ -374,6 +376,8 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
     model = std::make_shared<ProgressiveGan>(gen, config.pggan_stage_iters, config.channels);
   else if (config.model == "r3gan")
     model = std::make_shared<R3gan>(gen, config.channels);
+  else if (config.model == "stylegan2")
+    model = std::make_shared<StyleGan2>(gen, config.channels);
   else {
     std::string known;
     for (const auto& n : gan_model_names()) known += (known.empty() ? "" : ", ") + n;

@@ -1,6 +1,9 @@
-// upfirdn2d's checks, its adjoint's parameters and its CPU twin: one plain loop per output
-// over the shared formula (kernels/resample_math.h).
+// upfirdn2d's checks, its adjoint's parameters and its CPU twin: one loop per output over
+// the shared formula's terms (kernels/resample_math.h), the taps that land found once per
+// output row and column.
 #include "kernels/resample.h"
+
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/resample_math.h"
@@ -27,6 +30,27 @@ FilterSize filter_size(const char* op, const Shape& filter) {
   s.fw = s.separable ? filter[0] : filter[1];
   TANDEM_CHECK(s.fh > 0 && s.fw > 0, op << ": the filter " << shape_str(filter) << " is empty");
   return s;
+}
+
+// One filter tap of an output along one axis: the input sample it lands on and its filter
+// index.
+struct Tap {
+  int64_t in = 0, f = 0;
+};
+
+// For each of `outputs` outputs along an axis, the taps that land on input samples, in
+// upfirdn2d_at's order (resample_math.h): the same tests, made once per output.
+std::vector<std::vector<Tap>> taps(int64_t outputs, int64_t in, int64_t k, int64_t up, int64_t down,
+                                   int64_t pad0, bool flip) {
+  std::vector<std::vector<Tap>> out(static_cast<size_t>(outputs));
+  for (int64_t o = 0; o < outputs; ++o) {
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t v = o * down + i - pad0;
+      if (v < 0 || v >= in * up || v % up != 0) continue;
+      out[static_cast<size_t>(o)].push_back({v / up, flip ? i : k - 1 - i});
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -94,6 +118,12 @@ Tensor upfirdn2d(const Tensor& x, const Tensor& filter, const UpFirDn2dParams& p
   require_cpu(op, x);
   Tensor out = Tensor::empty({x.size(0), x.size(1), g.out_h, g.out_w}, x.dtype());
   const int64_t planes = x.size(0) * x.size(1);
+  // The taps of each output row and column that land on input samples, found once:
+  // upfirdn2d_at's terms in its order (rows outer, columns inner), without its per-tap tests.
+  const std::vector<std::vector<Tap>> rows =
+      taps(g.out_h, g.in_h, g.fh, p.up_y, p.down_y, p.pad_y0, p.flip_filter);
+  const std::vector<std::vector<Tap>> cols =
+      taps(g.out_w, g.in_w, g.fw, p.up_x, p.down_x, p.pad_x0, p.flip_filter);
   dispatch_float(op, x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     const T* pf = filter.data<T>();
@@ -101,9 +131,19 @@ Tensor upfirdn2d(const Tensor& x, const Tensor& filter, const UpFirDn2dParams& p
     for (int64_t k = 0; k < planes; ++k) {
       const T* plane = px + k * g.in_h * g.in_w;
       T* dst = po + k * g.out_h * g.out_w;
-      for (int64_t oy = 0; oy < g.out_h; ++oy)
-        for (int64_t ox = 0; ox < g.out_w; ++ox)
-          dst[oy * g.out_w + ox] = resample_math::upfirdn2d_at(plane, pf, g, oy, ox);
+      for (int64_t oy = 0; oy < g.out_h; ++oy) {
+        for (int64_t ox = 0; ox < g.out_w; ++ox) {
+          T acc = T(0);
+          for (const Tap& r : rows[static_cast<size_t>(oy)]) {
+            const T* row = plane + r.in * g.in_w;
+            for (const Tap& c : cols[static_cast<size_t>(ox)]) {
+              const T w = g.separable ? pf[r.f] * pf[c.f] : pf[r.f * g.fw + c.f];
+              acc += row[c.in] * w;
+            }
+          }
+          dst[oy * g.out_w + ox] = acc;
+        }
+      }
     }
   });
   return out;

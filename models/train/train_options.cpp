@@ -42,6 +42,9 @@ constexpr Named<bool> kOnOff[] = {{"on", true}, {"off", false}};
 constexpr Named<int64_t> kChannels[] = {{"1", 1}, {"3", 3}};
 // --model r3gan's --r1-gamma and --r2-gamma unless given.
 constexpr double kR3ganGamma = 0.1;
+// stylegan2's objective unless given: lazy R1 (StyleGAN2's R1 interval 16).
+constexpr double kStyleGan2R1Gamma = 0.05;
+constexpr int64_t kStyleGan2R1Every = 16;
 
 template <typename T, size_t N>
 const char* name_in(const Named<T> (&names)[N], T value) {
@@ -109,9 +112,11 @@ const char* to_string(ClipGradType type) { return name_in(kClipGradTypes, type);
 CommandLine train_command_line(TrainOptions& o) {
   CommandLine cl("tandem-train", kSummary);
   cl.group("Model and data");
-  cl.add_choice("--model", &o.model, gan_model_names(),
-                "the GAN to train (r3gan: R3GAN's small baseline, residual blocks with grouped convolutions, "
-                "trained with --loss rpgan, R1 and R2 and Adam betas (0, 0.99) unless given)");
+  cl.add_choice(
+      "--model", &o.model, gan_model_names(),
+      "the GAN to train (r3gan: R3GAN's small baseline, residual blocks with grouped convolutions, "
+      "trained with --loss rpgan, R1 and R2 and Adam betas (0, 0.99) unless given; stylegan2: a small "
+      "StyleGAN2 at 28x28, lazy R1 by default)");
   cl.add_choice("--data", &o.data, {"ring8", "fashion-mnist", "images"}, "the training data");
   cl.describe_default("--data", "ring8 for ring8-mlp, else fashion-mnist");
   cl.add("--data-dir", &o.data_dir,
@@ -181,11 +186,12 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.describe_default("--n-critic", "1; wgan-gp 5");
   cl.add_off_or_positive("--r1-gamma", &o.r1_gamma,
                          "R1 penalty on reals, gamma/2 mean ||grad D(real)||^2 (0: off)");
-  cl.describe_default("--r1-gamma", "0; r3gan 0.1");
+  cl.describe_default("--r1-gamma", "0; r3gan 0.1; stylegan2 0.05");
   cl.add("--r1-every", &o.r1_every,
          "with --r1-gamma: lazy R1, a D update of the penalty alone, scaled by K, every K-th D step "
          "(1: in every D loss)",
          1);
+  cl.describe_default("--r1-every", "1; stylegan2 16");
   cl.add_choice("--lazy-r1-correction", &o.lazy_r1_correction, choices(kOnOff),
                 "with lazy R1: D's Adam takes lr * c and betas beta^c, c = K / (K + 1) for --r1-every K, "
                 "as StyleGAN2 does for the extra updates (off: lr and betas as given, as before)");
@@ -335,6 +341,8 @@ void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
     if (!given("--r1-gamma")) o.r1_gamma = kR3ganGamma;
     if (!given("--r2-gamma")) o.r2_gamma = kR3ganGamma;
   }
+  if (o.model == "stylegan2" && !given("--r1-gamma")) o.r1_gamma = kStyleGan2R1Gamma;
+  if (o.model == "stylegan2" && !given("--r1-every")) o.r1_every = kStyleGan2R1Every;
   if (o.loss == GanLoss::wgan_gp && !given("--n-critic")) o.n_critic = 5;
   if (o.loss == GanLoss::wgan_gp && !given("--lr")) o.lr = 1e-4;
   try {

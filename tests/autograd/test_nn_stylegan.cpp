@@ -138,6 +138,23 @@ TEST_CASE("NoiseInjection adds strength times noise; strength learns from it", "
                     Catch::Contains("NoiseInjection: noise [2, 3, 2, 2] for input [2, 3, 2, 2]"));
 }
 
+TEST_CASE("NoiseInjection draws from a stream of its own, which outlives the generator that seeded it",
+          "[nn][stylegan]") {
+  // It used to keep a pointer to `gen`: a layer made inside a factory read freed memory.
+  auto make = [](uint64_t seed) {
+    Generator gen(seed);
+    auto layer = std::make_shared<nn::NoiseInjection>(gen);
+    layer->strength.data().fill_(1.0);
+    return layer;
+  };
+  auto a = make(5), b = make(5), c = make(6);
+  const Variable x(Tensor::zeros({2, 1, 3, 3}));
+  const std::vector<double> first = a->forward(x).data().to_vector();
+  CHECK(first == b->forward(x).data().to_vector());  // the same seed, the same stream
+  CHECK(first != c->forward(x).data().to_vector());
+  CHECK(first != a->forward(x).data().to_vector());  // a new draw at each forward
+}
+
 TEST_CASE("gradcheck: pixel_norm and minibatch_stddev", "[gradcheck][nn][stylegan]") {
   expect_gradients_match("pixel_norm", [](const std::vector<Variable>& v) { return nn::pixel_norm(v[0]); },
                          {random_input({3, 4, 2, 1}, 723)});

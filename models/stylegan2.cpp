@@ -1,0 +1,147 @@
+#include "models/stylegan2.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/ops.h"
+
+namespace tandem::models {
+
+namespace {
+
+constexpr int64_t kChannels7 = 32, kChannels14 = 32, kChannels28 = 16;  // G's, per stage
+constexpr double kSlope = 0.2;
+const double kGain = std::sqrt(2.0);
+
+}  // namespace
+
+int64_t stylegan2_stddev_group(int64_t batch) {
+  int64_t group = std::min<int64_t>(4, std::max<int64_t>(1, batch));
+  while (batch % group != 0) --group;
+  return group;
+}
+
+const Tensor& StyleGan2Filter::operator()(const Variable& x) {
+  if (!filter_.defined() || filter_.dtype() != x.dtype() || filter_.device() != x.device())
+    filter_ = setup_filter({1, 3, 3, 1}, x.dtype(), x.device());
+  return filter_;
+}
+
+StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels)
+    : image_channels_(image_channels) {
+  nn::MappingOptions mapping_options;
+  mapping_options.layers = kMappingLayers;
+  mapping =
+      register_module("mapping", std::make_shared<nn::MappingNetwork>(kLatent, kWDim, mapping_options, gen));
+  Tensor c = Tensor::empty({kChannels7, 7, 7});
+  fill_normal(c, 0.0, 1.0, gen);
+  constant = register_parameter("constant", Variable(c));
+  const int64_t ins[] = {kChannels7, kChannels7, kChannels14, kChannels14, kChannels28};
+  const int64_t outs[] = {kChannels7, kChannels14, kChannels14, kChannels28, kChannels28};
+  for (size_t i = 0; i < 5; ++i) {
+    const std::string n = std::to_string(i);
+    convs.push_back(register_module(
+        "conv" + n, std::make_shared<nn::ModulatedConv2d>(ins[i], outs[i], 3, kWDim,
+                                                          nn::ModulatedConvOptions{.bias = false}, gen)));
+    noises.push_back(register_module("noise" + n, std::make_shared<nn::NoiseInjection>(gen)));
+    biases.push_back(register_parameter("bias" + n, Variable(Tensor::zeros({outs[i]}))));
+  }
+  for (int64_t in : {kChannels7, kChannels14, kChannels28}) {
+    const std::string n = std::to_string(to_rgb.size());
+    to_rgb.push_back(register_module(
+        "to_rgb" + n, std::make_shared<nn::ModulatedConv2d>(
+                          in, image_channels, 1, kWDim, nn::ModulatedConvOptions{.demodulate = false}, gen)));
+  }
+}
+
+Variable StyleGan2Generator::layer(size_t i, const Variable& x, const Variable& w, const Variable& z,
+                                   int64_t& column) {
+  Variable h = convs[i]->forward(x, w);
+  const int64_t n = h.size(0), side = h.size(2);
+  Tensor noise = reshape(slice(z, 1, column, side * side), {n, 1, side, side}).data();
+  column += side * side;
+  h = noises[i]->forward(h, noise);
+  return bias_activation(h, biases[i], kernels::Activation::leaky_relu, kSlope, kGain);
+}
+
+std::vector<Variable> StyleGan2Generator::rgb_outputs(const Variable& z) {
+  TANDEM_CHECK(z.dim() == 2 && z.size(1) == kNoiseDim, "stylegan2: the generator takes z [N, "
+                                                           << kNoiseDim << "] (latent " << kLatent
+                                                           << " and the noise of its five noise inputs), got "
+                                                           << shape_str(z.shape()));
+  const int64_t n = z.size(0);
+  Variable w = mapping->forward(slice(z, 1, 0, kLatent));
+  int64_t column = kLatent;
+  // The constant input, the same for every sample.
+  Variable x = broadcast_to(reshape(constant, {1, kChannels7, 7, 7}), {n, kChannels7, 7, 7});
+  std::vector<Variable> rgb;
+  x = layer(0, x, w, z, column);
+  rgb.push_back(to_rgb[0]->forward(x, w));
+  for (size_t stage = 1; stage < 3; ++stage) {
+    x = upsample2d(x, filter_(x));
+    x = layer(2 * stage - 1, x, w, z, column);
+    x = layer(2 * stage, x, w, z, column);
+    rgb.push_back(to_rgb[stage]->forward(x, w));
+  }
+  return rgb;
+}
+
+Variable StyleGan2Generator::forward(const Variable& z) {
+  std::vector<Variable> rgb = rgb_outputs(z);
+  Variable img = rgb[0];
+  for (size_t s = 1; s < rgb.size(); ++s) img = add(upsample2d(img, filter_(img)), rgb[s]);
+  return img;
+}
+
+StyleGan2DBlock::StyleGan2DBlock(Generator& gen, int64_t in_channels, int64_t out_channels) {
+  conv0 = register_module("conv0", std::make_shared<nn::EqualizedConv2d>(in_channels, in_channels, 3, 1, 1,
+                                                                         nn::EqualizedOptions{}, gen));
+  conv1 = register_module("conv1", std::make_shared<nn::EqualizedConv2d>(in_channels, out_channels, 3, 1, 1,
+                                                                         nn::EqualizedOptions{}, gen));
+  nn::EqualizedOptions no_bias;
+  no_bias.bias = false;
+  skip = register_module(
+      "skip", std::make_shared<nn::EqualizedConv2d>(in_channels, out_channels, 1, 1, 0, no_bias, gen));
+}
+
+Variable StyleGan2DBlock::forward(const Variable& x) {
+  const nn::StyleGanActivation act;
+  const Tensor& f = filter_(x);
+  Variable y = skip->forward(downsample2d(x, f));
+  Variable h = nn::stylegan_activation(conv0->forward(x), act);
+  h = nn::stylegan_activation(conv1->forward(downsample2d(h, f)), act);
+  return scale(add(h, y), 1.0 / std::sqrt(2.0));
+}
+
+StyleGan2Discriminator::StyleGan2Discriminator(Generator& gen, int64_t image_channels) {
+  from_rgb = register_module("from_rgb", std::make_shared<nn::EqualizedConv2d>(image_channels, 16, 1, 1, 0,
+                                                                               nn::EqualizedOptions{}, gen));
+  block28 = register_module("block28", std::make_shared<StyleGan2DBlock>(gen, 16, 32));
+  block14 = register_module("block14", std::make_shared<StyleGan2DBlock>(gen, 32, 32));
+  conv = register_module("conv",
+                         std::make_shared<nn::EqualizedConv2d>(33, 32, 3, 1, 1, nn::EqualizedOptions{}, gen));
+  fc = register_module("fc",
+                       std::make_shared<nn::EqualizedLinear>(32 * 7 * 7, 32, nn::EqualizedOptions{}, gen));
+  out = register_module("out", std::make_shared<nn::EqualizedLinear>(32, 1, nn::EqualizedOptions{}, gen));
+}
+
+Variable StyleGan2Discriminator::forward(const Variable& x) {
+  TANDEM_CHECK(x.dim() == 4 && x.size(2) == 28 && x.size(3) == 28,
+               "stylegan2: the discriminator takes [N, C, 28, 28], got " << shape_str(x.shape()));
+  const nn::StyleGanActivation act;
+  Variable h = nn::stylegan_activation(from_rgb->forward(x), act);
+  h = block14->forward(block28->forward(h));
+  h = nn::minibatch_stddev(h, stylegan2_stddev_group(h.size(0)), 1);
+  h = nn::stylegan_activation(conv->forward(h), act);
+  h = nn::stylegan_activation(fc->forward(flatten(h)), act);
+  return out->forward(h);
+}
+
+StyleGan2::StyleGan2(Generator& gen, int64_t image_channels) : image_channels_(image_channels) {
+  g_ = register_module("generator", std::make_shared<StyleGan2Generator>(gen, image_channels));
+  d_ = register_module("discriminator", std::make_shared<StyleGan2Discriminator>(gen, image_channels));
+  generator = g_;
+  discriminator = d_;
+}
+
+}  // namespace tandem::models

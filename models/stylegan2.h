@@ -1,0 +1,124 @@
+// A small StyleGAN2 (Karras et al. 2020, the semantics of its official code) for 28x28
+// images, built from autograd/nn_stylegan.h and nn_stylegan_nets.h.
+//
+// Contract:
+// - StyleGan2Generator(channels): the mapping network z [N, 64] -> w [N, 64] (pixel_norm,
+//   then 4 EqualizedLinear layers at lr_multiplier 0.01: StyleGAN2 has 8, halved to keep it
+//   small), a learned constant [32, 7, 7] input and three synthesis stages, 7x7 (one
+//   modulated 3x3 conv), 14x14 and 28x28 (two each; 32 channels, 16 at 28x28). Every
+//   synthesis conv is demodulated, then its noise is injected (NoiseInjection), then bias +
+//   leaky ReLU 0.2 with gain sqrt(2) (bias_activation). Between stages the features are
+//   upsampled by upsample2d with the [1, 3, 3, 1] filter, then the stage's first modulated
+//   conv runs (StyleGAN2 fuses the two into a transposed conv; here they are separate).
+//   Each stage has a toRGB (modulated 1x1 conv, no demodulation, with bias) and the image is
+//   the skip generator's sum: img_7 = rgb_7, img_s = upsample2d(img_{s-1}) + rgb_s. The
+//   output is that sum, no tanh (as StyleGAN2). Every layer takes the same w (no style
+//   mixing).
+// - The noise of the five noise inputs is part of the generator's input, not drawn inside:
+//   z's row is [latent (64) | noise 7x7 | 14x14 | 14x14 | 28x28 | 28x28] (kNoiseDim = 2073
+//   columns), so a batch's noise rows (randn_global_rows) carry it and N ranks draw rank r's
+//   rows of the noise one process draws for the global batch.
+// - StyleGan2Discriminator(channels): StyleGAN2's resnet D: fromRGB (EqualizedConv2d 1x1,
+//   16 channels, activation), then two StyleGan2DBlocks, 28x28 16 -> 32 and 14x14 32 -> 32,
+//   then at 7x7 minibatch_stddev (1 channel, groups of stylegan2_stddev_group(N)), a 3x3
+//   EqualizedConv2d 33 -> 32, EqualizedLinear 32*7*7 -> 32 and 32 -> 1 (activations
+//   between; act = leaky ReLU 0.2 times sqrt(2)). The stddev groups lie in one rank's batch
+//   (nn_stylegan.h): N ranks equal one process that applies D to each rank's slice in turn.
+// - StyleGan2DBlock(in, out): StyleGAN2's resnet D block, x [N, in, H, W] -> [N, out, H/2,
+//   W/2]: (act(conv1(down(act(conv0(x))))) + skip(down(x))) / sqrt(2), conv0 3x3 in -> in,
+//   conv1 3x3 in -> out (EqualizedConv2d, padding 1, bias), skip 1x1 in -> out without bias,
+//   down = downsample2d by the [1, 3, 3, 1] filter (StyleGAN2 blurs, then convolves at
+//   stride 2; here the blur-and-subsample comes first and the convolution runs at stride 1).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "autograd/nn_stylegan.h"
+#include "autograd/nn_stylegan_nets.h"
+#include "models/gan.h"
+
+namespace tandem::models {
+
+// StyleGAN2's [1, 3, 3, 1] resampling filter (setup_filter) in x's dtype on x's device,
+// made at the first call for that dtype and device and kept, so that later steps (a step
+// captured into a CUDA graph among them) copy nothing from the host.
+class StyleGan2Filter {
+ public:
+  const Tensor& operator()(const Variable& x);
+
+ private:
+  Tensor filter_;
+};
+// The minibatch_stddev group size for a batch of N: StyleGAN2's 4, or the largest smaller
+// size that divides N (N = 6: 3), so that any batch size trains.
+int64_t stylegan2_stddev_group(int64_t batch);
+
+class StyleGan2Generator final : public nn::Module {
+ public:
+  static constexpr int64_t kLatent = 64, kWDim = 64, kMappingLayers = 4;
+  static constexpr int64_t kNoiseDim = kLatent + 7 * 7 + 2 * 14 * 14 + 2 * 28 * 28;
+
+  StyleGan2Generator(Generator& gen, int64_t image_channels);
+  // z [N, kNoiseDim] -> images [N, channels, 28, 28].
+  Variable forward(const Variable& z) override;
+  std::string type_name() const override { return "StyleGan2Generator"; }
+  // The toRGB outputs of the three stages for latent w and noise z (as forward), before
+  // the skip sum: [N, C, 7, 7], [N, C, 14, 14], [N, C, 28, 28].
+  std::vector<Variable> rgb_outputs(const Variable& z);
+
+  std::shared_ptr<nn::MappingNetwork> mapping;
+  Variable constant;  // [32, 7, 7], N(0, 1)
+  // The synthesis convs in order (7: 1; 14: 2; 28: 2), each with its noise and bias.
+  std::vector<std::shared_ptr<nn::ModulatedConv2d>> convs;
+  std::vector<std::shared_ptr<nn::NoiseInjection>> noises;
+  std::vector<Variable> biases;
+  std::vector<std::shared_ptr<nn::ModulatedConv2d>> to_rgb;  // one per stage
+
+ private:
+  // The synthesis conv i on x with latent w and its noise from z's columns.
+  Variable layer(size_t i, const Variable& x, const Variable& w, const Variable& z, int64_t& column);
+  int64_t image_channels_;
+  StyleGan2Filter filter_;
+};
+
+class StyleGan2DBlock final : public nn::Module {
+ public:
+  StyleGan2DBlock(Generator& gen, int64_t in_channels, int64_t out_channels);
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "StyleGan2DBlock"; }
+
+  std::shared_ptr<nn::EqualizedConv2d> conv0, conv1, skip;
+
+ private:
+  StyleGan2Filter filter_;
+};
+
+class StyleGan2Discriminator final : public nn::Module {
+ public:
+  StyleGan2Discriminator(Generator& gen, int64_t image_channels);
+  // x [N, channels, 28, 28] -> logits [N, 1].
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "StyleGan2Discriminator"; }
+
+  std::shared_ptr<nn::EqualizedConv2d> from_rgb, conv;
+  std::shared_ptr<StyleGan2DBlock> block28, block14;
+  std::shared_ptr<nn::EqualizedLinear> fc, out;
+};
+
+class StyleGan2 final : public GanModel {
+ public:
+  StyleGan2(Generator& gen, int64_t image_channels);
+  std::string type_name() const override { return "stylegan2"; }
+  Variable generate(const Variable& z) override { return g_->forward(z); }
+  Variable discriminate(const Variable& x) override { return d_->forward(x); }
+  int64_t noise_dim() const override { return StyleGan2Generator::kNoiseDim; }
+  Shape sample_shape() const override { return {image_channels_, 28, 28}; }
+
+ private:
+  int64_t image_channels_;
+  std::shared_ptr<StyleGan2Generator> g_;
+  std::shared_ptr<StyleGan2Discriminator> d_;
+};
+
+}  // namespace tandem::models

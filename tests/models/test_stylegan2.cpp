@@ -1,0 +1,146 @@
+// The stylegan2 model: its shapes at 1 and 3 channels, the skip generator's sum of toRGB
+// outputs, the noise taken from z's columns, and the mapping network's lr multiplier.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "models/gan.h"
+#include "models/stylegan2.h"
+#include "runtime/rng.h"
+
+using namespace tandem;
+using namespace tandem::models;
+
+namespace {
+
+Tensor normal(const Shape& shape, uint64_t seed) {
+  Tensor t = Tensor::empty(shape);
+  Generator gen(seed);
+  fill_normal(t, 0.0, 1.0, gen);
+  return t;
+}
+
+double max_abs_difference(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  auto x = a.to_vector(), y = b.to_vector();
+  double d = 0;
+  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(x[i] - y[i]));
+  return d;
+}
+
+int64_t count_parameters(nn::Module& m) {
+  int64_t n = 0;
+  for (const Variable& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("stylegan2: G maps [N, 2073] to [N, C, 28, 28] and D that to [N, 1], C = 1 and 3",
+          "[models][stylegan2]") {
+  NoGradGuard no_grad;
+  for (int64_t channels : {1, 3}) {
+    INFO(channels << " channel(s)");
+    auto model = make_gan(GanConfig{.model = "stylegan2", .seed = 2, .channels = channels});
+    CHECK(model->type_name() == "stylegan2");
+    CHECK(model->noise_dim() == 64 + 49 + 2 * 196 + 2 * 784);
+    CHECK(model->sample_shape() == Shape{channels, 28, 28});
+    Tensor fake = model->generate(Variable(normal({8, model->noise_dim()}, 1))).data();
+    CHECK(fake.shape() == Shape{8, channels, 28, 28});
+    CHECK(model->discriminate(Variable(fake)).data().shape() == Shape{8, 1});
+    // A z of another width is named.
+    CHECK_THROWS_WITH(model->generate(Variable(normal({2, 64}, 1))),
+                      Catch::Contains("stylegan2") && Catch::Contains("[2, 64]"));
+    const int64_t g = count_parameters(*model->generator), d = count_parameters(*model->discriminator);
+    INFO("G " << g << ", D " << d << " parameters");
+    CHECK(g > 0);
+    CHECK(d > 0);
+    if (channels == 1) WARN("stylegan2 parameters: G " << g << ", D " << d);
+  }
+}
+
+TEST_CASE("stylegan2: the image is the sum of the upsampled toRGB outputs of the three stages",
+          "[models][stylegan2]") {
+  NoGradGuard no_grad;
+  auto model = make_gan(GanConfig{.model = "stylegan2", .seed = 5, .channels = 3});
+  auto& g = static_cast<StyleGan2Generator&>(*model->generator);
+  Variable z(normal({4, model->noise_dim()}, 3));
+  std::vector<Variable> rgb = g.rgb_outputs(z);
+  REQUIRE(rgb.size() == 3);
+  CHECK(rgb[0].shape() == Shape{4, 3, 7, 7});
+  CHECK(rgb[1].shape() == Shape{4, 3, 14, 14});
+  CHECK(rgb[2].shape() == Shape{4, 3, 28, 28});
+  Tensor f = setup_filter({1, 3, 3, 1});
+  Tensor by_hand = add(add(upsample2d(upsample2d(rgb[0], f), f), upsample2d(rgb[1], f)), rgb[2]).data();
+  Tensor got = model->generate(z).data();
+  CHECK(max_abs_difference(got, by_hand) < 1e-5);
+  // Every stage contributes: leaving out the coarsest one changes the image.
+  Tensor without_first = add(upsample2d(rgb[1], f), rgb[2]).data();
+  CHECK(max_abs_difference(got, without_first) > 1e-3);
+}
+
+TEST_CASE("stylegan2: the noise inputs take z's columns after the latent", "[models][stylegan2]") {
+  NoGradGuard no_grad;
+  auto model = make_gan(GanConfig{.model = "stylegan2", .seed = 5});
+  auto& g = static_cast<StyleGan2Generator&>(*model->generator);
+  Tensor z = normal({2, model->noise_dim()}, 4);
+  // The same latent, other noise columns.
+  auto values = z.to_vector(), other = normal(z.shape(), 9).to_vector();
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (static_cast<int64_t>(i) % model->noise_dim() >= StyleGan2Generator::kLatent) values[i] = other[i];
+  }
+  Tensor z_other_noise = Tensor::from_values(z.shape(), values);
+  // Strength 0 at initialisation: the noise changes nothing.
+  CHECK(max_abs_difference(model->generate(Variable(z)).data(),
+                           model->generate(Variable(z_other_noise)).data()) == 0.0);
+  for (auto& noise : g.noises) noise->strength.data().fill_(0.5);
+  CHECK(max_abs_difference(model->generate(Variable(z)).data(),
+                           model->generate(Variable(z_other_noise)).data()) > 1e-3);
+  // The same z, the same image: nothing is drawn inside.
+  CHECK(max_abs_difference(model->generate(Variable(z)).data(), model->generate(Variable(z)).data()) == 0.0);
+}
+
+TEST_CASE("stylegan2: the mapping network's 4 layers use lr multiplier 0.01", "[models][stylegan2]") {
+  NoGradGuard no_grad;
+  auto model = make_gan(GanConfig{.model = "stylegan2", .seed = 6});
+  auto& g = static_cast<StyleGan2Generator&>(*model->generator);
+  REQUIRE(g.mapping->layers.size() == 4);
+  const int64_t n = 3, dim = 64;
+  Tensor z = normal({n, dim}, 7);
+  // By hand in double: pixel_norm, then per layer h = sqrt(2) lrelu_0.2(0.01 W h / sqrt(64) + 0.01 b).
+  std::vector<double> h = z.to_vector();
+  for (int64_t r = 0; r < n; ++r) {
+    double ss = 0;
+    for (int64_t c = 0; c < dim; ++c) ss += h[r * dim + c] * h[r * dim + c];
+    const double inv = 1.0 / std::sqrt(ss / dim + 1e-8);
+    for (int64_t c = 0; c < dim; ++c) h[r * dim + c] *= inv;
+  }
+  for (const auto& layer : g.mapping->layers) {
+    CHECK(layer->options.lr_multiplier == 0.01);
+    auto w = layer->weight.data().to_vector(), b = layer->bias.data().to_vector();
+    std::vector<double> next(static_cast<size_t>(n * dim));
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t o = 0; o < dim; ++o) {
+        double acc = 0;
+        for (int64_t c = 0; c < dim; ++c) acc += w[o * dim + c] * h[r * dim + c];
+        double v = acc * 0.01 / std::sqrt(64.0) + 0.01 * b[o];
+        next[r * dim + o] = std::sqrt(2.0) * (v > 0 ? v : 0.2 * v);
+      }
+    }
+    h = next;
+  }
+  Tensor got = g.mapping->forward(Variable(z)).data();
+  auto x = got.to_vector();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::abs(x[i] - h[i]));
+    scale = std::max(scale, std::abs(h[i]));
+  }
+  CHECK(diff <= 1e-5 * scale + 1e-7);
+  // The stored weights are N(0, 1) / 0.01: a standard deviation near 100.
+  auto w0 = g.mapping->layers[0]->weight.data().to_vector();
+  double sq = 0;
+  for (double v : w0) sq += v * v;
+  CHECK(std::sqrt(sq / static_cast<double>(w0.size())) > 50.0);
+}
