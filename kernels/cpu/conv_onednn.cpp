@@ -212,7 +212,7 @@ std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, 
   } else {
     dnnl::convolution_backward_weights::primitive_desc pd(
         dnnl::convolution_backward_weights::desc(algo, x_any, w_any, y_any, strides, dilates, padding,
-                                                 padding),
+                                                 padding_r),
         attr, engine, forward);
     plan->primitive = dnnl::convolution_backward_weights(pd);
     plan->arg = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
