@@ -100,9 +100,10 @@ std::string ConvPlanKey::str() const {
 size_t ConvPlanKeyHash::operator()(const ConvPlanKey& key) const {
   size_t h = 0;
   auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
-  for (int64_t v : {static_cast<int64_t>(key.pass), key.n, key.c, key.h, key.w, key.o, key.kh, key.kw,
-                    key.stride, key.padding, key.dilation, key.groups, static_cast<int64_t>(key.dtype),
-                    static_cast<int64_t>(key.device), static_cast<int64_t>(key.mode)})
+  for (int64_t v :
+       {static_cast<int64_t>(key.pass), key.n, key.c, key.h, key.w, key.o, key.kh, key.kw, key.stride,
+        key.padding, key.dilation, key.groups, key.ho, key.wo, static_cast<int64_t>(key.dtype),
+        static_cast<int64_t>(key.device), static_cast<int64_t>(key.mode)})
     mix(v);
   return h;
 }

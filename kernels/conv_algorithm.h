@@ -63,6 +63,9 @@ struct ConvPlanKey {
   int64_t o = 0, kh = 0, kw = 0;       // weight [o, c / groups, kh, kw]
   int64_t stride = 1, padding = 0;
   int64_t dilation = 1, groups = 1;
+  // The output [n, o, ho, wo]: not implied by the rest for a transposed convolution's
+  // geometry, whose output_padding may reach the stride when the dilation exceeds it.
+  int64_t ho = 0, wo = 0;
   DType dtype = DType::f32;
   int device = 0;
   ConvAlgorithmMode mode = ConvAlgorithmMode::on;

@@ -183,6 +183,7 @@ Plan choose(const ConvPlanKey& key, std::shared_ptr<Descriptors> desc, int algo_
 ConvPlanKey key_of(ConvPass pass, const Tensor& t, const Geometry& g, ConvAlgorithmMode mode) {
   ConvPlanKey key{.pass = pass, .n = g.n, .c = g.c, .h = g.h, .w = g.w, .o = g.o, .kh = g.kh, .kw = g.kw};
   key.stride = g.stride, key.padding = g.padding, key.dilation = g.dilation, key.groups = g.groups;
+  key.ho = g.ho, key.wo = g.wo;
   key.dtype = t.dtype(), key.device = t.device().index, key.mode = mode;
   return key;
 }

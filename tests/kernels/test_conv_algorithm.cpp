@@ -106,6 +106,8 @@ TEST_CASE("conv plan keys differ in every field they depend on") {
   vary([](ConvPlanKey& k) { k.padding = 0; });
   vary([](ConvPlanKey& k) { k.dilation = 2; });
   vary([](ConvPlanKey& k) { k.groups = 2; });
+  vary([](ConvPlanKey& k) { k.ho = 15; });  // a transposed geometry's output_padding
+  vary([](ConvPlanKey& k) { k.wo = 15; });
   vary([](ConvPlanKey& k) { k.dtype = DType::f64; });
   vary([](ConvPlanKey& k) { k.device = 1; });
   vary([](ConvPlanKey& k) { k.mode = ConvAlgorithmMode::benchmark; });
