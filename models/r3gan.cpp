@@ -33,8 +33,6 @@ Variable conv_lrelu(const nn::Conv2d& conv, const Variable& x) {
                          kernels::Activation::leaky_relu, kSlope);
 }
 
-Tensor resampling_filter(const Variable& x) { return setup_filter({1.0, 2.0, 1.0}, x.dtype(), x.device()); }
-
 // R3GAN's variance scaling of a block's first two convolutions, for a part of L blocks of 3
 // convolutions each: L^(-1/(2*3-2)).
 double block_scale() { return std::pow(static_cast<double>(kBlocksPerPart), -0.25); }
@@ -92,7 +90,7 @@ Variable R3ganGenerator::forward(const Variable& z) {
               {z.size(0), kWidths[0], 7, 7});
   for (size_t s = 0; s < 3; ++s) {
     h = blocks[s]->forward(h);
-    if (s < transitions.size()) h = upsample2d(transitions[s]->forward(h), resampling_filter(h));
+    if (s < transitions.size()) h = upsample2d(transitions[s]->forward(h), filter_(h));
   }
   return to_image->forward(h);
 }
@@ -127,7 +125,7 @@ Variable R3ganDiscriminator::forward(const Variable& x) {
   Variable h = conv_lrelu(*from_image, x);
   for (size_t s = 0; s < 3; ++s) {
     h = blocks[s]->forward(h);
-    if (s < transitions.size()) h = transitions[s]->forward(downsample2d(h, resampling_filter(h)));
+    if (s < transitions.size()) h = transitions[s]->forward(downsample2d(h, filter_(h)));
   }
   return logit->forward(flatten(basis->forward(h)));
 }

@@ -23,6 +23,7 @@
 
 #include "autograd/nn.h"
 #include "models/gan.h"
+#include "models/resampling_filter.h"
 
 namespace tandem::models {
 
@@ -48,6 +49,9 @@ class R3ganGenerator final : public nn::Module {
   std::vector<std::shared_ptr<R3ganBlock>> blocks;
   std::vector<std::shared_ptr<nn::Conv2d>> transitions;  // 1x1 before each upsampling
   std::shared_ptr<nn::Conv2d> to_image;
+
+ private:
+  ResamplingFilter filter_{{1, 2, 1}};
 };
 
 // R3GAN's discriminator: see the contract above. blocks[s] runs at 28 / 2^s.
@@ -62,6 +66,9 @@ class R3ganDiscriminator final : public nn::Module {
   std::vector<std::shared_ptr<nn::Conv2d>> transitions;  // 1x1 after each downsampling
   std::shared_ptr<nn::Conv2d> basis;                     // depthwise 7x7 to 1x1
   std::shared_ptr<nn::Linear> logit;
+
+ private:
+  ResamplingFilter filter_{{1, 2, 1}};
 };
 
 // The `r3gan` model of make_gan: R3ganGenerator and R3ganDiscriminator for C x 28 x 28.

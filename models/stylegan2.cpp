@@ -21,14 +21,7 @@ int64_t stylegan2_stddev_group(int64_t batch) {
   return group;
 }
 
-const Tensor& StyleGan2Filter::operator()(const Variable& x) {
-  if (!filter_.defined() || filter_.dtype() != x.dtype() || filter_.device() != x.device())
-    filter_ = setup_filter({1, 3, 3, 1}, x.dtype(), x.device());
-  return filter_;
-}
-
-StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels)
-    : image_channels_(image_channels) {
+StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels) {
   nn::MappingOptions mapping_options;
   mapping_options.layers = kMappingLayers;
   mapping =

@@ -37,19 +37,10 @@
 #include "autograd/nn_stylegan.h"
 #include "autograd/nn_stylegan_nets.h"
 #include "models/gan.h"
+#include "models/resampling_filter.h"
 
 namespace tandem::models {
 
-// StyleGAN2's [1, 3, 3, 1] resampling filter (setup_filter) in x's dtype on x's device,
-// made at the first call for that dtype and device and kept, so that later steps (a step
-// captured into a CUDA graph among them) copy nothing from the host.
-class StyleGan2Filter {
- public:
-  const Tensor& operator()(const Variable& x);
-
- private:
-  Tensor filter_;
-};
 // The minibatch_stddev group size for a batch of N: StyleGAN2's 4, or the largest smaller
 // size that divides N (N = 6: 3), so that any batch size trains.
 int64_t stylegan2_stddev_group(int64_t batch);
@@ -78,8 +69,7 @@ class StyleGan2Generator final : public nn::Module {
  private:
   // The synthesis conv i on x with latent w and its noise from z's columns.
   Variable layer(size_t i, const Variable& x, const Variable& w, const Variable& z, int64_t& column);
-  int64_t image_channels_;
-  StyleGan2Filter filter_;
+  ResamplingFilter filter_{{1, 3, 3, 1}};  // StyleGAN2's [1, 3, 3, 1]
 };
 
 class StyleGan2DBlock final : public nn::Module {
@@ -91,7 +81,7 @@ class StyleGan2DBlock final : public nn::Module {
   std::shared_ptr<nn::EqualizedConv2d> conv0, conv1, skip;
 
  private:
-  StyleGan2Filter filter_;
+  ResamplingFilter filter_{{1, 3, 3, 1}};  // StyleGAN2's [1, 3, 3, 1]
 };
 
 class StyleGan2Discriminator final : public nn::Module {
