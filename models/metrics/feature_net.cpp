@@ -208,6 +208,33 @@ std::string check_cache_dir(const std::string& cache_dir) {
   return "";
 }
 
+bool follow_cache_verdict(dist::ProcessGroup& group, const CacheFile& file, const LogLine& log) {
+  bool use = false;
+  std::string refusal;
+  if (group.rank() == 0) {
+    use = file.present && file.wrong.empty();
+    if (!use) {
+      const std::string unwritable = check_cache_dir(file.dir);
+      if (!unwritable.empty()) {
+        refusal = file.present
+                      ? file.path + ": " + file.wrong + "; and the cache cannot be rewritten: " + unwritable
+                      : "the FID cache lacks " + file.path + " and cannot hold it once " + file.made + ": " +
+                            unwritable;
+      } else if (file.present && log) {
+        log(file.what + ": refusing " + file.path + ": " + file.wrong + "; " + file.redo);
+      }
+    }
+  }
+  // Rank 0's view of the cache decides: every rank follows, whatever its own file system holds.
+  Tensor verdict = Tensor::from_values({2}, {use ? 1.0 : 0.0, refusal.empty() ? 0.0 : 1.0}, DType::i64);
+  dist::broadcast_host(group, verdict, 0, "FID cache: rank 0's verdict");
+  if (verdict.data<int64_t>()[1] != 0) {
+    refusal = dist::broadcast_string(group, refusal, 0, "FID cache: rank 0's refusal");
+    TANDEM_FAIL((group.rank() == 0 ? "" : "rank 0 found: ") << refusal);
+  }
+  return verdict.data<int64_t>()[0] != 0;
+}
+
 std::string load_verified_feature_net(LoadedFeatureNet& out) {
   SafetensorsFile file;
   try {
@@ -245,7 +272,7 @@ std::string load_verified_feature_net(LoadedFeatureNet& out) {
 
 namespace {
 
-enum class CacheDecision : int64_t { load = 1, train = 2, refuse = 3 };
+enum class CacheDecision { load, train };
 
 }  // namespace
 
@@ -266,41 +293,21 @@ LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const st
   LoadedFeatureNet out;
   out.net = std::make_shared<FeatureNet>(config.seed);
   std::optional<data::ImageDataset> train;
-  std::string reason;  // rank 0's refusal
-  CacheDecision decision = CacheDecision::train;
+  CacheFile file{.dir = cache_dir, .made = "trained", .redo = "training it again"};
   if (lead) {
     train = data::load_fashion_mnist(data_dir, true);
     out.hash = feature_net_hash(data::dataset_identity(*train), config);
     out.path = cache_dir + "/fid-features-" + out.hash + ".ckpt";
-    const std::string unwritable = check_cache_dir(cache_dir);
-    if (std::filesystem::exists(out.path)) {
-      const std::string wrong = load_verified_feature_net(out);
-      if (wrong.empty()) {
-        decision = CacheDecision::load;
-      } else if (unwritable.empty()) {
-        if (log)
-          log("FID feature network " + short_hash(out.hash) + ": refusing " + out.path + ": " + wrong +
-              "; training it again");
-        out.net = std::make_shared<FeatureNet>(config.seed);
-      } else {
-        decision = CacheDecision::refuse;
-        reason = out.path + ": " + wrong + "; and the cache cannot be rewritten: " + unwritable;
-      }
-    } else if (!unwritable.empty()) {
-      decision = CacheDecision::refuse;
-      reason = "the FID cache lacks " + out.path + " and cannot hold it once trained: " + unwritable;
-    }
+    file.path = out.path;
+    file.what = "FID feature network " + short_hash(out.hash);
+    file.present = std::filesystem::exists(out.path);
+    if (file.present) file.wrong = load_verified_feature_net(out);
+    if (!file.wrong.empty()) out.net = std::make_shared<FeatureNet>(config.seed);  // not the refused weights
   }
-  // Rank 0's view of the cache decides: every rank follows, whatever its own file system holds.
-  Tensor state = Tensor::from_values({1}, {static_cast<double>(decision)}, DType::i64);
-  dist::broadcast_host(group, state, 0, "FID feature network: the cache's state");
-  decision = static_cast<CacheDecision>(state.data<int64_t>()[0]);
+  const CacheDecision decision =
+      follow_cache_verdict(group, file, log) ? CacheDecision::load : CacheDecision::train;
   out.hash = dist::broadcast_string(group, out.hash, 0, "FID feature network: hash");
   out.path = dist::broadcast_string(group, out.path, 0, "FID feature network: path");
-  if (decision == CacheDecision::refuse) {
-    reason = dist::broadcast_string(group, reason, 0, "FID feature network: refusal");
-    TANDEM_FAIL((lead ? "" : "rank 0 found: ") << reason);
-  }
   const std::chrono::milliseconds timeout = group.host_group().timeout();
   if (decision == CacheDecision::train && lead) {
     if (log) log("FID feature network " + short_hash(out.hash) + ": training (" + config.describe() + ")");

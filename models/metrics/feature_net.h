@@ -112,4 +112,19 @@ std::string weights_hash(const nn::Module& net);  // 16 hex digits over every st
 std::string load_verified_feature_net(LoadedFeatureNet& out);
 std::string check_cache_dir(const std::string& dir);
 
+// One file of the FID cache as rank 0 found it, for follow_cache_verdict.
+struct CacheFile {
+  std::string dir, path;
+  std::string what;  // names it in messages: "FID real statistics"
+  bool present = false;
+  std::string wrong;  // "" when present and verified, else what is wrong with it
+  std::string made;   // "trained" / "computed": how it comes to be
+  std::string redo;   // "training it again": what a refusal leads to
+};
+// Collective: every rank follows rank 0's verdict on `file` (the other ranks' `file` is
+// ignored). true: use the file. false: build it (rank 0 logs why a present file
+// was refused). When it must be built and the cache cannot be written (check_cache_dir),
+// an Error on every rank naming the file, what is wrong and why it cannot be rewritten.
+bool follow_cache_verdict(dist::ProcessGroup& group, const CacheFile& file, const LogLine& log);
+
 }  // namespace tandem::metrics

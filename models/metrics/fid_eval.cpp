@@ -55,31 +55,36 @@ GaussianStats real_stats(FeatureNet& net, const std::string& net_hash, const dat
   const std::string net_weights = weights_hash(net);
   const int64_t d = kFeatureDim;
 
-  // Rank 0's view of the cache decides, so ranks on other file systems follow it: 1 use the
-  // file (verified), 0 compute (and write) the statistics, -1 refuse.
+  // Rank 0's view of the cache decides (follow_cache_verdict).
   GaussianStats stats;
   stats.mean = Tensor::zeros({d}, DType::f64);
   stats.cov = Tensor::zeros({d, d}, DType::f64);
-  int64_t decision = 0;
-  std::string reason;
+  CacheFile file{.dir = cache_dir,
+                 .path = path,
+                 .what = "FID real statistics",
+                 .made = "computed",
+                 .redo = "computing them again"};
   if (group.rank() == 0 && std::filesystem::exists(path)) {
-    std::string wrong;
+    file.present = true;
+    std::string& wrong = file.wrong;
     try {
-      const SafetensorsFile file = load_safetensors(path);
+      const SafetensorsFile loaded_file = load_safetensors(path);
       auto text = [&](const char* key) {
-        const auto it = file.metadata.find(key);
-        return it == file.metadata.end() ? std::string("(none)") : it->second;
+        const auto it = loaded_file.metadata.find(key);
+        return it == loaded_file.metadata.end() ? std::string("(none)") : it->second;
       };
       for (const char* name : {"mean", "cov", "count"})
-        if (!file.tensors.count(name)) wrong = std::string("no tensor '") + name + "'; not FID statistics";
+        if (!loaded_file.tensors.count(name))
+          wrong = std::string("no tensor '") + name + "'; not FID statistics";
       if (wrong.empty() && text("fid.feature_weights") != net_weights)
         wrong = "made with the feature network of weights " + text("fid.feature_weights") + ", not " +
                 net_weights;
       if (wrong.empty() && text("fid.data") != real_identity)
         wrong = "made from the data " + text("fid.data") + ", not " + real_identity;
       if (wrong.empty()) {
-        GaussianStats loaded{.count = 0, .mean = file.tensors.at("mean"), .cov = file.tensors.at("cov")};
-        const Tensor count = file.tensors.at("count").to(DType::f64);
+        GaussianStats loaded{
+            .count = 0, .mean = loaded_file.tensors.at("mean"), .cov = loaded_file.tensors.at("cov")};
+        const Tensor count = loaded_file.tensors.at("count").to(DType::f64);
         const double c = count.numel() == 1 ? count.item() : -1.0;
         loaded.count = c == std::floor(c) && std::isfinite(c) ? static_cast<int64_t>(c) : -1;
         wrong = check_gaussian(loaded, d);
@@ -87,7 +92,6 @@ GaussianStats real_stats(FeatureNet& net, const std::string& net_hash, const dat
           stats.mean.copy_(loaded.mean.to(DType::f64));
           stats.cov.copy_(loaded.cov.to(DType::f64));
           stats.count = loaded.count;
-          decision = 1;
         } else {
           wrong = "it holds " + wrong;
         }
@@ -95,29 +99,8 @@ GaussianStats real_stats(FeatureNet& net, const std::string& net_hash, const dat
     } catch (const Error& e) {
       wrong = e.message();
     }
-    if (decision != 1) {
-      const std::string unwritable = check_cache_dir(cache_dir);
-      if (unwritable.empty()) {
-        if (log) log("FID real statistics: refusing " + path + ": " + wrong + "; computing them again");
-      } else {
-        decision = -1;
-        reason = path + ": " + wrong + "; and the cache cannot be rewritten: " + unwritable;
-      }
-    }
-  } else if (group.rank() == 0) {
-    if (const std::string unwritable = check_cache_dir(cache_dir); !unwritable.empty()) {
-      decision = -1;
-      reason = "the FID cache lacks " + path + " and cannot hold it once computed: " + unwritable;
-    }
   }
-  Tensor state = Tensor::from_values({1}, {static_cast<double>(decision)}, DType::i64);
-  dist::broadcast_host(group, state, 0, "FID real statistics: the cache's state");
-  decision = state.data<int64_t>()[0];
-  if (decision == -1) {
-    reason = dist::broadcast_string(group, reason, 0, "FID real statistics: refusal");
-    TANDEM_FAIL((group.rank() == 0 ? "" : "rank 0 found: ") << reason);
-  }
-  if (decision == 1) {
+  if (follow_cache_verdict(group, file, log)) {
     Tensor count = Tensor::from_values({1}, {static_cast<double>(stats.count)}, DType::f64);
     dist::broadcast_host(group, stats.mean, 0, "FID real statistics: mean");
     dist::broadcast_host(group, stats.cov, 0, "FID real statistics: covariance");
