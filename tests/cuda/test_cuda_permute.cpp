@@ -29,9 +29,7 @@ TEST_CASE("cuda permute: every permutation of a 4-D tensor matches the CPU bitwi
     CHECK(gpu.grad().to(Device::cpu()).to_vector() == cpu.grad().to_vector());
   }
   CHECK(kernels::permute(on_gpu(Tensor::zeros({2, 0, 3})), {2, 0, 1}).shape() == Shape{3, 2, 0});
-  CHECK(error_of([] {
-          kernels::permute(on_gpu(Tensor::zeros({2, 3})), {1, 1});
-        }) == error_of([] {
-          kernels::permute(Tensor::zeros({2, 3}), {1, 1});
-        }));
+  const std::string cpu_error = error_of([] { kernels::permute(Tensor::zeros({2, 3}), {1, 1}); });
+  CHECK_FALSE(cpu_error.empty());  // a repeated dim is refused, and alike on either device
+  CHECK(error_of([] { kernels::permute(on_gpu(Tensor::zeros({2, 3})), {1, 1}); }) == cpu_error);
 }

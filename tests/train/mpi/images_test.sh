@@ -13,10 +13,7 @@ mpiexec="$1"; train="$2"; make_folder="$3"; work="$4"
 test_name=images_test
 source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
 idx=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
-if [ ! -f "$idx" ]; then
-  echo "$test_name: skipped: Fashion-MNIST is not installed ($idx)"
-  exit 77
-fi
+require_fashion_mnist
 rm -rf "$work"; mkdir -p "$work"
 count=300
 started=$(date +%s%N)

@@ -15,10 +15,7 @@ mpiexec="$1"; train="$2"; work="$3"
 test_name=pggan_soak_test
 source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
 data_dir=/usr/share/datasets/fashion-mnist
-if [ ! -f "$data_dir/train-images-idx3-ubyte.gz" ]; then
-  echo "$test_name: skipped: Fashion-MNIST is not installed in $data_dir"
-  exit 77
-fi
+require_fashion_mnist
 rm -rf "$work"; mkdir -p "$work"
 started=$(date +%s%N)
 

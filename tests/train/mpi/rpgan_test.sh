@@ -9,10 +9,7 @@ set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
 test_name=rpgan_test
 source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-  echo "$test_name: Fashion-MNIST is not installed (dataset-fashion-mnist): skipped"
-  exit 77
-fi
+require_fashion_mnist
 rm -rf "$work"; mkdir -p "$work"
 log="$work/run.log"
 check_metrics() {  # <run dir>: every logged line has finite losses and positive r1 and r2

@@ -7,10 +7,7 @@ set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
 test_name=stylegan2_test
 source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
-if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-  echo "$test_name: Fashion-MNIST is not installed (dataset-fashion-mnist): skipped"
-  exit 77
-fi
+require_fashion_mnist
 rm -rf "$work"; mkdir -p "$work"
 log="$work/run.log"
 "$mpiexec" -np 2 "$train" --model stylegan2 --iters 4 --batch 4 --log-every 2 --out "$work/run" > "$log" 2>&1 \

@@ -4,6 +4,15 @@
 
 fail() { echo "$test_name: FAIL: $*" >&2; exit 1; }
 
+# require_fashion_mnist: ends the test as skipped (exit 77, CTest's SKIP_RETURN_CODE) when
+# Debian's dataset-fashion-mnist is not installed.
+require_fashion_mnist() {
+  local idx=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+  [ -f "$idx" ] && return 0
+  echo "$test_name: skipped: Fashion-MNIST is not installed ($idx)"
+  exit 77
+}
+
 # expect_resumed_from <log> <checkpoint>: the run that wrote <log> resumed from <checkpoint>.
 expect_resumed_from() {
   grep -q "resuming from $2" "$1" || { cat "$1"; fail "did not resume from $2"; }
