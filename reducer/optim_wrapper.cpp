@@ -29,6 +29,7 @@ void OptimWrapper::zero_grad() { optimizer_->zero_grad(); }
 void OptimWrapper::backward(const Variable& loss) { loss.backward(); }
 
 void OptimWrapper::step() {
+  ++steps_attempted_;
   bool non_finite = false;
   for (Reducer* r : reducers_) non_finite = r->take_non_finite() || non_finite;
   if (non_finite) {

@@ -72,6 +72,8 @@ class OptimWrapper {
   optim::Optimizer& optimizer() { return *optimizer_; }
   int accumulative_counts() const { return accumulative_counts_; }
   int64_t skipped_steps() const { return skipped_steps_; }
+  // step() calls so far, taken or skipped: the accumulation boundaries reached.
+  int64_t steps_attempted() const { return steps_attempted_; }
   const ClipGrad& clip_grad() const { return clip_grad_; }
   std::optional<double> last_grad_norm() const { return last_grad_norm_; }
 
@@ -90,6 +92,7 @@ class OptimWrapper {
   int remainder_ = 0;       // (max_calls_ - first_call_) % k
   int64_t first_call_ = 0;  // where the accumulations start counting
   int64_t skipped_steps_ = 0;
+  int64_t steps_attempted_ = 0;
   ClipGrad clip_grad_;
   std::optional<double> last_grad_norm_;
   std::vector<Reducer*> reducers_;

@@ -18,34 +18,50 @@ std::string joined(const std::vector<std::string>& names) {
 NonFiniteGuard::NonFiniteGuard(int64_t limit, std::string policy, std::ostream* warn)
     : limit_(limit), policy_(std::move(policy)), warn_(warn) {}
 
+int64_t NonFiniteGuard::in_a_row() const {
+  int64_t longest = 0;
+  for (const auto& [name, streak] : streaks_) longest = std::max(longest, streak.steps);
+  return longest;
+}
+
 void NonFiniteGuard::observe(int64_t done, const PartCounts& parts) {
-  std::vector<std::string> now;  // the parts whose count grew in this iteration
-  for (const auto& [name, count] : parts) {
-    const auto before =
-        std::find_if(last_.begin(), last_.end(), [&](const auto& p) { return p.first == name; });
-    if (count > (before == last_.end() ? 0 : before->second)) now.push_back(name);
+  const bool quiet_before = in_a_row() == 0;
+  std::vector<std::string> started;  // the parts whose run of non-finite steps starts now
+  for (const PartCount& part : parts) {
+    const PartCount& before = last_[part.name];
+    Streak& streak = streaks_[part.name];
+    if (part.nonfinite > before.nonfinite) {
+      if (streak.steps++ == 0) {
+        streak.since = done;
+        started.push_back(part.name);
+      }
+    } else if (part.steps > before.steps) {
+      streak = {};  // a finite step
+    }
+    last_[part.name] = part;
   }
-  last_ = parts;
-  if (now.empty()) {
-    in_a_row_ = 0;
-    parts_in_run_.clear();
-    return;
-  }
-  for (const std::string& n : now)
-    if (std::find(parts_in_run_.begin(), parts_in_run_.end(), n) == parts_in_run_.end())
-      parts_in_run_.push_back(n);
-  if (++in_a_row_ == 1 && warn_) {
-    *warn_ << "warning: non-finite averaged gradients at iteration " << done << " (" << joined(now)
+  if (quiet_before && !started.empty() && warn_) {
+    *warn_ << "warning: non-finite averaged gradients at iteration " << done << " (" << joined(started)
            << "): --on-nonfinite " << policy_ << (policy_ == "skip" ? " skips the step" : " scrubs them")
            << "; the run stops after "
-           << (limit_ > 0 ? std::to_string(limit_) + " such iterations in a row (--max-nonfinite-steps)"
+           << (limit_ > 0 ? std::to_string(limit_) +
+                                " such optimizer steps of a part in a row (--max-nonfinite-steps)"
                           : std::string("none (--max-nonfinite-steps 0)"))
            << "\n";
   }
-  if (limit_ > 0 && in_a_row_ >= limit_) {
-    throw std::runtime_error("non-finite averaged gradients in " + std::to_string(in_a_row_) +
-                             " iterations in a row (iterations " + std::to_string(done - in_a_row_ + 1) +
-                             "-" + std::to_string(done) + ", parts: " + joined(parts_in_run_) +
+  const int64_t longest = in_a_row();
+  if (limit_ > 0 && longest >= limit_) {
+    std::vector<std::string> names;  // every part in a run, the longest's first iteration
+    int64_t since = done;
+    for (const PartCount& part : parts) {
+      const Streak& streak = streaks_[part.name];
+      if (streak.steps == 0) continue;
+      names.push_back(part.name + " " + std::to_string(streak.steps));
+      if (streak.steps == longest) since = std::min(since, streak.since);
+    }
+    throw std::runtime_error("non-finite averaged gradients in " + std::to_string(longest) +
+                             " optimizer steps in a row (iterations " + std::to_string(since) + "-" +
+                             std::to_string(done) + ", steps per part: " + joined(names) +
                              ") with --on-nonfinite " + policy_ +
                              ": stopping every rank (--max-nonfinite-steps " + std::to_string(limit_) +
                              "; a lower --lr, --clip-grad or the checkpoint before the divergence may help)");

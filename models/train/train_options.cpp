@@ -296,8 +296,9 @@ CommandLine train_command_line(TrainOptions& o) {
                 "parameter names) or scrub (NaN becomes 0, +-Inf +-1e5, alike on every rank, and the step "
                 "goes on; the elements scrubbed so far are logged as scrubbed_g and scrubbed_d)");
   cl.add("--max-nonfinite-steps", &o.max_nonfinite_steps,
-         "with --on-nonfinite skip or scrub: stop every rank after this many iterations in a row with a "
-         "non-finite averaged gradient, naming the parts (a warning at the first; 0: never stop)",
+         "with --on-nonfinite skip or scrub: stop every rank after this many optimizer steps of a part in a "
+         "row with a non-finite averaged gradient (steps, not iterations: --accumulate and --n-critic step "
+         "less often), naming the parts (a warning at the first; 0: never stop)",
          0);
   cl.add("--check-replicas-every", &o.check_replicas_every,
          "every N steps compare a hash of every parameter across ranks, and of every buffer (batch-norm "

@@ -431,16 +431,21 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       t_step = Clock::now();
       lr_used = wrapped.opt_d().lr();
       NonFiniteGuard::PartCounts nonfinite;  // so far, equal on every rank
+      std::optional<WrappedGan::Scrubbed> scrubbed;
       if (o.on_nonfinite == OnNonFinite::scrub) {
-        const WrappedGan::Scrubbed scrubbed = wrapped.scrubbed_elements();
-        log["scrubbed_g"] = static_cast<double>(scrubbed.generator);
-        log["scrubbed_d"] = static_cast<double>(scrubbed.discriminator);
-        nonfinite = {{"generator", scrubbed.generator}, {"discriminator", scrubbed.discriminator}};
-      } else if (o.on_nonfinite == OnNonFinite::skip) {
-        for (const auto& [name, wrapper] : wrapped.optim_wrappers().items())
-          nonfinite.emplace_back(name, wrapper->skipped_steps());
+        scrubbed = wrapped.scrubbed_elements();
+        log["scrubbed_g"] = static_cast<double>(scrubbed->generator);
+        log["scrubbed_d"] = static_cast<double>(scrubbed->discriminator);
       }
-      if (nonfinite_guard) nonfinite_guard->observe(it + 1, nonfinite);
+      if (nonfinite_guard) {
+        for (const auto& [name, wrapper] : wrapped.optim_wrappers().items()) {
+          const int64_t events = !scrubbed             ? wrapper->skipped_steps()
+                                 : name == "generator" ? scrubbed->generator
+                                                       : scrubbed->discriminator;
+          nonfinite.push_back({name, events, wrapper->steps_attempted()});
+        }
+        nonfinite_guard->observe(it + 1, nonfinite);
+      }
       ema.update(it);
     }
     host_cost::set_counting(false);

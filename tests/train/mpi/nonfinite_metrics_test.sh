@@ -2,8 +2,10 @@
 # A run whose losses go non-finite (--lr 1e30) keeps metrics.jsonl strict JSON: each line
 # parses with a reader that refuses NaN and Infinity, the diverged losses are null, and the
 # run itself ends normally (--on-nonfinite off, the default). With --on-nonfinite skip or
-# scrub the same run stops after --max-nonfinite-steps iterations in a row, naming the parts,
-# after a warning at the first (it used to run to --iters doing nothing).
+# scrub the same run stops after --max-nonfinite-steps optimizer steps of a part in a row,
+# naming the parts, after a warning at the first (it used to run to --iters doing nothing);
+# under --accumulate too, where the iterations between steps say nothing (they used to reset
+# the count, so such a run never stopped).
 #   nonfinite_metrics_test.sh <mpiexec> <tandem-train> <work dir>
 set -uo pipefail
 mpiexec="$1"; train="$2"; work="$3"
@@ -27,13 +29,15 @@ with open(sys.argv[1]) as f:
 assert nulls > 0, "no diverged loss was logged as null"
 print("metrics.jsonl:", nulls, "null losses")
 PY
-for policy in skip scrub; do
-  "$mpiexec" -np 1 "$train" --model ring8-mlp --iters 400 --log-every 100 --lr 1e30 --on-nonfinite "$policy" \
-    --max-nonfinite-steps 5 --out "$work/$policy" > "$log" 2>&1 && { cat "$log"; fail "--on-nonfinite $policy ran to --iters"; }
+for run in "skip" "scrub" "skip --accumulate 3" "scrub --accumulate 3"; do
+  policy="${run%% *}"
+  # shellcheck disable=SC2086  # the run's extra flags
+  "$mpiexec" -np 1 "$train" --model ring8-mlp --iters 400 --log-every 100 --lr 1e30 --on-nonfinite $run \
+    --max-nonfinite-steps 5 --out "$work/run-${run// /}" > "$log" 2>&1 && { cat "$log"; fail "--on-nonfinite $run ran to --iters"; }
   grep -q "warning: non-finite averaged gradients at iteration [0-9]* (.*): --on-nonfinite $policy" "$log" ||
-    { cat "$log"; fail "--on-nonfinite $policy: no warning at the first non-finite iteration"; }
-  grep -q "non-finite averaged gradients in 5 iterations in a row (iterations [0-9]*-[0-9]*, parts: .*) with --on-nonfinite $policy" "$log" ||
-    { cat "$log"; fail "--on-nonfinite $policy: did not stop after 5 in a row, naming the parts"; }
+    { cat "$log"; fail "--on-nonfinite $run: no warning at the first non-finite iteration"; }
+  grep -q "non-finite averaged gradients in 5 optimizer steps in a row (iterations [0-9]*-[0-9]*, steps per part: .*) with --on-nonfinite $policy" "$log" ||
+    { cat "$log"; fail "--on-nonfinite $run: did not stop after 5 steps in a row, naming the parts"; }
 done
 echo "$test_name: ok"
 rm -rf "$work"
