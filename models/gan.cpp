@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "models/gradient_penalty.h"
+#include "models/path_length.h"
 #include "runtime/step_capture.h"
 #include "runtime/trace.h"
 
@@ -103,6 +104,26 @@ LogVars GanModel::read_device_log(LogVars log) const {
   return log;
 }
 
+GanModel::StyledImages GanModel::generate_styled(const Variable&) {
+  TANDEM_FAIL(type_name() << ": path-length regularisation needs a generator with a mapping network "
+                             "(per-layer latents: stylegan2); this model's generator takes no styles");
+}
+
+void GanModel::path_length_step(const Batch& batch, OptimWrapperDict& optim_wrappers, int64_t g) {
+  const GanObjective& o = objective;
+  if (o.pl_weight <= 0 || g % o.pl_every != 0) return;
+  trace::Span span("train", "path length (G)");
+  OptimWrapper& opt_g = optim_wrappers["generator"];
+  // The running mean is averaged over the ranks that average G's gradients.
+  dist::ProcessGroup* group = opt_g.reducers().empty() ? nullptr : &opt_g.reducers().front()->group();
+  StyledImages styled = generate_styled(Variable(batch.targets));
+  const PathLengthTerm term =
+      path_length_penalty(styled.images, styled.ws, styled.path_noise, styled.path_mean, o.pl_decay, group);
+  update(optim_wrappers, "generator", o.pl_weight * static_cast<double>(o.pl_every) * term.loss);
+  last_pl_ = term.penalty;
+  last_pl_mean_ = term.mean;
+}
+
 optim::AdamOptions lazy_regularization_adam(optim::AdamOptions adam, int64_t every) {
   TANDEM_CHECK(every >= 1, "lazy regularisation every " << every << " steps: must be at least 1");
   if (every == 1) return adam;
@@ -171,9 +192,10 @@ double GanModel::g_steps(OptimWrapper& opt_g) {
 LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) {
   const GanObjective& o = objective;
   if (active_capture() != nullptr) {
-    TANDEM_CHECK(o.n_critic == 1 && !(o.r1_gamma > 0 && o.r1_every > 1),
+    TANDEM_CHECK(o.n_critic == 1 && !(o.r1_gamma > 0 && o.r1_every > 1) && o.pl_weight == 0,
                  type_name() << ": a step captured into a CUDA graph must be the same at every iteration; "
-                             << "n_critic " << o.n_critic << " and lazy R1 (r1_every " << o.r1_every
+                             << "n_critic " << o.n_critic << ", lazy R1 (r1_every " << o.r1_every
+                             << ") and path length (pl_weight " << o.pl_weight
                              << ") change it from one iteration to the next");
     TANDEM_CHECK(!augment, type_name() << ": augmentation draws its parameters on the host at every "
                                           "iteration; a step captured into a CUDA graph cannot repeat that");
@@ -195,10 +217,11 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
                            << ") differ; they must be equal: G's micro-steps run on D's micro-batches, "
                               "against D once it has stepped");
   const bool lazy_r1 = o.r1_gamma > 0 && o.r1_every > 1;
-  TANDEM_CHECK(opt_d.accumulative_counts() == 1 || (o.n_critic == 1 && !lazy_r1),
+  TANDEM_CHECK(opt_d.accumulative_counts() == 1 || (o.n_critic == 1 && !lazy_r1 && o.pl_weight == 0),
                type_name() << ": gradient accumulation (accumulative_counts " << opt_d.accumulative_counts()
-                           << ") together with n_critic " << o.n_critic << " or lazy R1 (r1_every "
-                           << o.r1_every << ") is not supported; use one or the other");
+                           << ") together with n_critic " << o.n_critic << ", lazy R1 (r1_every "
+                           << o.r1_every << ") or path length (pl_weight " << o.pl_weight
+                           << ") is not supported; use one or the other");
   if (!opt_d.accumulating()) {  // zeroing inside an accumulation would drop its micro-batches
     opt_d.zero_grad();          // the G step (scoped to G: update_params) left D's as they were
     pending_fakes_.clear();
@@ -227,8 +250,13 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
         !opt_g.accumulating(),
         type_name() << ": the generator's optimizer wrapper did not step with the discriminator's; give "
                        "both the same initialize_count_status");
+    path_length_step(batch, optim_wrappers, (iteration_ + 1) / o.n_critic - 1);
   }
   log["loss_g"] = last_loss_g_;
+  if (o.pl_weight > 0) {
+    log["pl"] = last_pl_;
+    log["pl_mean"] = last_pl_mean_;
+  }
   add_grad_norms(log, opt_d, opt_g);
   return log;
 }

@@ -34,10 +34,16 @@
 //   (WrappedGanOptions::lazy_r1_correction). With r2_gamma > 0, R2 (r2_gamma / 2 times the
 //   mean squared gradient norm of D's output on the fakes with respect to the detached fake
 //   samples) joins the D loss of every D step, whatever r1_every (R2 is never lazy). R3GAN
-//   trains with R1 and R2 at the same gamma. Both apply to every loss.
+//   trains with R1 and R2 at the same gamma. Both apply to every loss. With pl_weight > 0
+//   (models with per-layer latents: generate_styled), every pl_every-th G step (G step g,
+//   counted from 0, with g % pl_every == 0) is followed by a G update of the path-length
+//   penalty alone (path_length.h) on this batch's noise rows, scaled by pl_weight * pl_every:
+//   a phase of its own for the Reducer, as StyleGAN2's lazy Gpl. Its running mean is a
+//   buffer of the model, its noise part of z's rows (the model's noise_dim includes it).
 // - The log values: loss_d (without the penalties), loss_g (of the latest G step; 0 before
 //   the first), and when they apply gp, wdist (mean D(real) - mean D(fake), the critic's
-//   Wasserstein estimate), r1 (the latest R1 value) and r2 (this step's); grad_norm_d and
+//   Wasserstein estimate), r1 (the latest R1 value), r2 (this step's), pl and pl_mean (the
+//   latest path-length penalty and running mean); grad_norm_d and
 //   grad_norm_g when that part's wrapper clips gradients (OptimWrapper ClipGrad): the norm
 //   before clipping at its latest step (0 before the first), the same on every rank.
 // - Accumulation (OptimWrapper accumulative_counts k, equal for both wrappers, else an
@@ -48,7 +54,7 @@
 //   with initialize_count_status on both wrappers the run's last, partial accumulation
 //   steps at its last train_step. While D accumulates, loss_g is not logged; in the
 //   train_step that updates G it is the mean over its micro-steps. Accumulation with
-//   n_critic > 1 or lazy R1 is an Error (not supported yet). With the relativistic loss each
+//   n_critic > 1, lazy R1 or path length is an Error (not supported yet). With the relativistic loss each
 //   pending micro-batch keeps its reals, so that G's k-th micro-step pairs its fakes with
 //   the reals they were drawn alongside.
 // - Image models (mlp, dcgan, dcgan64, pggan) take GanConfig::channels per pixel, 1 (gray)
@@ -66,8 +72,9 @@
 //   each (it waits for the device). A GPU step that reads its losses on the host waits for
 //   the device twice per step (runtime/host_cost.h); a training loop that logs every N
 //   steps sets defer_log_reads and reads at its log points. Under gradient accumulation the
-//   deferred loss_g is that of the last micro-step. n_critic > 1 and lazy R1 change the
-//   step from one iteration to the next and are refused in a capture.
+//   deferred loss_g is that of the last micro-step. n_critic > 1, lazy R1 and path length
+//   change the step from one iteration to the next and are refused in a capture; path
+//   length reads its lengths on the host (its running mean) in every step that takes it.
 // - augment (diff_augment.h), when set, is applied to every batch D sees: (*augment)(x,
 //   iteration, call) on D's reals (kAugmentReal; R1, lazy R1 and WGAN-GP's interpolates
 //   take those augmented reals too, R1 differentiating through the augmentation back to the
@@ -101,6 +108,9 @@ struct GanObjective {
   double r1_gamma = 0.0;    // R1 on the reals; 0: off
   int64_t r1_every = 1;     // R1 every this many D steps, scaled by it
   double r2_gamma = 0.0;    // R2 on the fakes, in every D loss; 0: off
+  double pl_weight = 0.0;   // path-length regularisation of G (models/path_length.h); 0: off
+  int64_t pl_every = 4;     // a G update of the path-length penalty alone every this many G steps
+  double pl_decay = 0.01;   // the running mean path length's update rate
 };
 
 struct GanConfig {
@@ -140,6 +150,15 @@ class GanModel : public DataParallelModel {
   virtual Variable generate(const Variable& z) = 0;
   virtual Variable discriminate(const Variable& x) = 0;
   virtual int64_t noise_dim() const = 0;
+  // A generator with a mapping network: its images for z, the per-layer latents ws
+  // [N, layers, w_dim] they were made from, the path-length noise (z's columns for it,
+  // [N, C, H, W]) and a handle on the running mean path length (a scalar buffer of the
+  // model). The others: an Error naming the model (their generator takes no styles).
+  struct StyledImages {
+    Variable images, ws;
+    Tensor path_noise, path_mean;
+  };
+  virtual StyledImages generate_styled(const Variable& z);
   // Shape of one real sample as the discriminator takes it at the current iteration.
   virtual Shape sample_shape() const = 0;
   // Shape of one real sample as the data must provide it: [channels, 28, 28] for the image
@@ -201,7 +220,10 @@ class GanModel : public DataParallelModel {
   std::vector<Variable> pending_fakes_;  // G's micro-batches waiting for D's step
   std::vector<Tensor> pending_reals_;    // relativistic: the reals of each pending micro-batch
   std::map<std::string, Tensor> device_log_;
-  double last_loss_g_ = 0.0, last_r1_ = 0.0;
+  // The lazy path-length update after G step g (see above), when due.
+  void path_length_step(const Batch& batch, OptimWrapperDict& optim_wrappers, int64_t g);
+
+  double last_loss_g_ = 0.0, last_r1_ = 0.0, last_pl_ = 0.0, last_pl_mean_ = 0.0;
 };
 
 // Lazy regularisation's correction of a part's Adam (StyleGAN2, Karras et al. 2020, appendix

@@ -402,6 +402,16 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
     check_critic_for_penalty(*model->discriminator, config.model, "--loss wgan-gp");
   if (o.r1_gamma > 0) check_critic_for_penalty(*model->discriminator, config.model, "--r1-gamma");
   if (o.r2_gamma > 0) check_critic_for_penalty(*model->discriminator, config.model, "--r2-gamma");
+  TANDEM_CHECK(o.pl_weight >= 0 && std::isfinite(o.pl_weight),
+               "pl_weight must be a finite number >= 0 (0: off), got " << o.pl_weight);
+  TANDEM_CHECK(o.pl_every >= 1,
+               "pl_every (G steps per path-length step) must be at least 1, got " << o.pl_every);
+  TANDEM_CHECK(o.pl_decay > 0 && o.pl_decay <= 1,
+               "pl_decay (the running mean's rate) must lie in (0, 1], got " << o.pl_decay);
+  TANDEM_CHECK(o.pl_weight == 0 || dynamic_cast<StyleGan2*>(model.get()) != nullptr,
+               "--pl-weight: path-length regularisation needs a generator with a mapping network "
+               "(stylegan2), not '"
+                   << config.model << "'");
   model->objective = o;
   return model;
 }

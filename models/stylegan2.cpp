@@ -21,7 +21,8 @@ int64_t stylegan2_stddev_group(int64_t batch) {
   return group;
 }
 
-StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels) {
+StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels)
+    : image_channels_(image_channels) {
   nn::MappingOptions mapping_options;
   mapping_options.layers = kMappingLayers;
   mapping =
@@ -57,34 +58,51 @@ Variable StyleGan2Generator::layer(size_t i, const Variable& x, const Variable& 
   return bias_activation(h, biases[i], kernels::Activation::leaky_relu, kSlope, kGain);
 }
 
-std::vector<Variable> StyleGan2Generator::rgb_outputs(const Variable& z) {
-  TANDEM_CHECK(z.dim() == 2 && z.size(1) == kNoiseDim, "stylegan2: the generator takes z [N, "
-                                                           << kNoiseDim << "] (latent " << kLatent
-                                                           << " and the noise of its five noise inputs), got "
-                                                           << shape_str(z.shape()));
+void StyleGan2Generator::check_z(const Variable& z) const {
+  TANDEM_CHECK(z.dim() == 2 && z.size(1) == noise_dim(),
+               "stylegan2: the generator takes z [N, " << noise_dim() << "] (latent " << kLatent
+                                                       << ", the noise of its five noise inputs and the "
+                                                          "path-length noise), got "
+                                                       << shape_str(z.shape()));
+}
+
+Variable StyleGan2Generator::styles(const Variable& z) {
+  check_z(z);
   const int64_t n = z.size(0);
   Variable w = mapping->forward(slice(z, 1, 0, kLatent));
+  return broadcast_to(reshape(w, {n, 1, kWDim}), {n, kNumWs, kWDim});
+}
+
+std::vector<Variable> StyleGan2Generator::rgb_outputs(const Variable& ws, const Variable& z) {
+  check_z(z);
+  const int64_t n = z.size(0);
+  TANDEM_CHECK(ws.dim() == 3 && ws.size(0) == n && ws.size(1) == kNumWs && ws.size(2) == kWDim,
+               "stylegan2: the synthesis network takes ws [" << n << ", " << kNumWs << ", " << kWDim
+                                                             << "], got " << shape_str(ws.shape()));
+  auto w = [&](int64_t index) { return reshape(slice(ws, 1, index, 1), {n, kWDim}); };
   int64_t column = kLatent;
   // The constant input, the same for every sample.
   Variable x = broadcast_to(reshape(constant, {1, kChannels7, 7, 7}), {n, kChannels7, 7, 7});
   std::vector<Variable> rgb;
-  x = layer(0, x, w, z, column);
-  rgb.push_back(to_rgb[0]->forward(x, w));
-  for (size_t stage = 1; stage < 3; ++stage) {
+  x = layer(0, x, w(0), z, column);
+  rgb.push_back(to_rgb[0]->forward(x, w(1)));
+  for (int64_t stage = 1; stage < 3; ++stage) {  // StyleGAN2's indices: conv 2s-1, 2s; toRGB 2s+1
     x = upsample2d(x, filter_(x));
-    x = layer(2 * stage - 1, x, w, z, column);
-    x = layer(2 * stage, x, w, z, column);
-    rgb.push_back(to_rgb[stage]->forward(x, w));
+    x = layer(static_cast<size_t>(2 * stage - 1), x, w(2 * stage - 1), z, column);
+    x = layer(static_cast<size_t>(2 * stage), x, w(2 * stage), z, column);
+    rgb.push_back(to_rgb[static_cast<size_t>(stage)]->forward(x, w(2 * stage + 1)));
   }
   return rgb;
 }
 
-Variable StyleGan2Generator::forward(const Variable& z) {
-  std::vector<Variable> rgb = rgb_outputs(z);
+Variable StyleGan2Generator::synthesis(const Variable& ws, const Variable& z) {
+  std::vector<Variable> rgb = rgb_outputs(ws, z);
   Variable img = rgb[0];
   for (size_t s = 1; s < rgb.size(); ++s) img = add(upsample2d(img, filter_(img)), rgb[s]);
   return img;
 }
+
+Variable StyleGan2Generator::forward(const Variable& z) { return synthesis(styles(z), z); }
 
 StyleGan2DBlock::StyleGan2DBlock(Generator& gen, int64_t in_channels, int64_t out_channels) {
   conv0 = register_module("conv0", std::make_shared<nn::EqualizedConv2d>(in_channels, in_channels, 3, 1, 1,
@@ -135,6 +153,17 @@ StyleGan2::StyleGan2(Generator& gen, int64_t image_channels) : image_channels_(i
   d_ = register_module("discriminator", std::make_shared<StyleGan2Discriminator>(gen, image_channels));
   generator = g_;
   discriminator = d_;
+  path_length_mean_ = &register_buffer("path_length_mean", Tensor::zeros({}, DType::f64));
+}
+
+GanModel::StyledImages StyleGan2::generate_styled(const Variable& z) {
+  StyledImages out;
+  out.ws = g_->styles(z);
+  out.images = g_->synthesis(out.ws, z);
+  const int64_t n = z.size(0), begin = StyleGan2Generator::kInputNoiseDim;
+  out.path_noise = slice(z, 1, begin, g_->noise_dim() - begin).data().reshape({n, image_channels_, 28, 28});
+  out.path_mean = *path_length_mean_;
+  return out;
 }
 
 }  // namespace tandem::models

@@ -12,12 +12,19 @@
 //   conv runs (StyleGAN2 fuses the two into a transposed conv; here they are separate).
 //   Each stage has a toRGB (modulated 1x1 conv, no demodulation, with bias) and the image is
 //   the skip generator's sum: img_7 = rgb_7, img_s = upsample2d(img_{s-1}) + rgb_s. The
-//   output is that sum, no tanh (as StyleGAN2). Every layer takes the same w (no style
-//   mixing).
-// - The noise of the five noise inputs is part of the generator's input, not drawn inside:
-//   z's row is [latent (64) | noise 7x7 | 14x14 | 14x14 | 28x28 | 28x28] (kNoiseDim = 2073
-//   columns), so a batch's noise rows (randn_global_rows) carry it and N ranks draw rank r's
-//   rows of the noise one process draws for the global batch.
+//   output is that sum, no tanh (as StyleGAN2).
+// - Per-layer latents, as StyleGAN2's synthesis network takes them: w is broadcast to ws
+//   [N, kNumWs = 6, 64] and layer l takes ws[:, index(l)], StyleGAN2's indexing (each
+//   stage's toRGB shares its index with the next stage's first conv: conv0 0, toRGB 1,
+//   conv1 1, conv2 2, toRGB 3, conv3 3, conv4 4, toRGB 5). Every index holds the same w (no
+//   style mixing); the path-length penalty differentiates by ws (models/path_length.h).
+// - The noise is part of the generator's input, not drawn inside: z's row is
+//   [latent (64) | noise 7x7 | 14x14 | 14x14 | 28x28 | 28x28 | path-length noise C x 28 x 28]
+//   (noise_dim() = 2073 + 784 C columns), so a batch's noise rows (randn_global_rows) carry
+//   it and N ranks draw rank r's rows of the noise one process draws for the global batch.
+//   The image ignores the last 784 C columns; generate_styled hands them to the penalty.
+// - The model keeps the running mean path length as a buffer "path_length_mean" (a
+//   float64 scalar, 0 at first), StyleGAN2's pl_mean.
 // - StyleGan2Discriminator(channels): StyleGAN2's resnet D: fromRGB (EqualizedConv2d 1x1,
 //   16 channels, activation), then two StyleGan2DBlocks, 28x28 16 -> 32 and 14x14 32 -> 32,
 //   then at 7x7 minibatch_stddev (1 channel, groups of stylegan2_stddev_group(N)), a 3x3
@@ -47,16 +54,22 @@ int64_t stylegan2_stddev_group(int64_t batch);
 
 class StyleGan2Generator final : public nn::Module {
  public:
-  static constexpr int64_t kLatent = 64, kWDim = 64, kMappingLayers = 4;
-  static constexpr int64_t kNoiseDim = kLatent + 7 * 7 + 2 * 14 * 14 + 2 * 28 * 28;
+  static constexpr int64_t kLatent = 64, kWDim = 64, kMappingLayers = 4, kNumWs = 6;
+  // z's columns before the path-length noise: the latent and the five noise inputs.
+  static constexpr int64_t kInputNoiseDim = kLatent + 7 * 7 + 2 * 14 * 14 + 2 * 28 * 28;
 
   StyleGan2Generator(Generator& gen, int64_t image_channels);
-  // z [N, kNoiseDim] -> images [N, channels, 28, 28].
+  // z [N, noise_dim()] -> images [N, channels, 28, 28].
   Variable forward(const Variable& z) override;
   std::string type_name() const override { return "StyleGan2Generator"; }
-  // The toRGB outputs of the three stages for latent w and noise z (as forward), before
-  // the skip sum: [N, C, 7, 7], [N, C, 14, 14], [N, C, 28, 28].
-  std::vector<Variable> rgb_outputs(const Variable& z);
+  int64_t noise_dim() const { return kInputNoiseDim + image_channels_ * 28 * 28; }
+  // The mapping network's w for z, broadcast to the per-layer latents ws [N, kNumWs, 64].
+  Variable styles(const Variable& z);
+  // The synthesis network: images for per-layer latents ws and z's noise columns.
+  Variable synthesis(const Variable& ws, const Variable& z);
+  // The toRGB outputs of the three stages for ws and z (as synthesis), before the skip sum:
+  // [N, C, 7, 7], [N, C, 14, 14], [N, C, 28, 28].
+  std::vector<Variable> rgb_outputs(const Variable& ws, const Variable& z);
 
   std::shared_ptr<nn::MappingNetwork> mapping;
   Variable constant;  // [32, 7, 7], N(0, 1)
@@ -69,6 +82,8 @@ class StyleGan2Generator final : public nn::Module {
  private:
   // The synthesis conv i on x with latent w and its noise from z's columns.
   Variable layer(size_t i, const Variable& x, const Variable& w, const Variable& z, int64_t& column);
+  void check_z(const Variable& z) const;
+  int64_t image_channels_;
   ResamplingFilter filter_{{1, 3, 3, 1}};  // StyleGAN2's [1, 3, 3, 1]
 };
 
@@ -102,13 +117,15 @@ class StyleGan2 final : public GanModel {
   std::string type_name() const override { return "stylegan2"; }
   Variable generate(const Variable& z) override { return g_->forward(z); }
   Variable discriminate(const Variable& x) override { return d_->forward(x); }
-  int64_t noise_dim() const override { return StyleGan2Generator::kNoiseDim; }
+  int64_t noise_dim() const override { return g_->noise_dim(); }
   Shape sample_shape() const override { return {image_channels_, 28, 28}; }
+  StyledImages generate_styled(const Variable& z) override;
 
  private:
   int64_t image_channels_;
   std::shared_ptr<StyleGan2Generator> g_;
   std::shared_ptr<StyleGan2Discriminator> d_;
+  Tensor* path_length_mean_;  // the buffer
 };
 
 }  // namespace tandem::models

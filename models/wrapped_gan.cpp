@@ -10,10 +10,13 @@ WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::Pr
   TANDEM_CHECK(!options.explicit_prepare || options.wrap == WrapMode::whole,
                "explicit prepare_for_backward goes with the whole-model wrap, not '"
                    << wrap_mode_name(options.wrap) << "'");
-  opt_g_ = std::make_shared<optim::Adam>(model_->generator->parameters(),
-                                         optim::AdamOptions{.lr = options.lr, .betas = options.betas});
   const GanObjective& o = model_->objective;
   const bool lazy_r1 = o.r1_gamma > 0 && o.r1_every > 1;
+  const bool lazy_pl = o.pl_weight > 0 && o.pl_every > 1;
+  opt_g_ = std::make_shared<optim::Adam>(
+      model_->generator->parameters(),
+      lazy_regularization_adam({.lr = options.lr, .betas = options.betas},
+                               lazy_pl && options.lazy_r1_correction ? o.pl_every : 1));
   opt_d_ = std::make_shared<optim::Adam>(
       model_->discriminator->parameters(),
       lazy_regularization_adam({.lr = options.lr, .betas = options.betas},

@@ -8,7 +8,9 @@
 // explicit_prepare with any wrap but whole is an Error naming the wrap.
 // Both optimizer wrappers take the options' accumulative_counts and clip_grad. With lazy R1
 // (the model's objective: r1_gamma > 0, r1_every > 1) and lazy_r1_correction, D's Adam gets
-// lazy_regularization_adam(lr, betas, r1_every) (models/gan.h); G's keeps lr and betas.
+// lazy_regularization_adam(lr, betas, r1_every) (models/gan.h); with lazy path length
+// (pl_weight > 0, pl_every > 1) and the same option, G's gets it with pl_every, as StyleGAN2
+// corrects both; otherwise a part keeps lr and betas.
 // train_step runs one D and one G update; reducers()/total_bytes() report what was sent.
 #pragma once
 
@@ -29,7 +31,7 @@ struct WrappedGanOptions {
   bool explicit_prepare = false;
   double lr = 2e-4;
   std::array<double, 2> betas = {0.5, 0.999};
-  bool lazy_r1_correction = true;  // D's Adam corrected for lazy R1's extra updates
+  bool lazy_r1_correction = true;  // D's (G's) Adam corrected for lazy R1's (path length's) extra updates
   int accumulative_counts = 1;     // both optimizer wrappers (GanModel::train_step)
   ClipGrad clip_grad;              // both optimizer wrappers: each part's averaged gradients
   DdpOptions ddp;

@@ -69,6 +69,7 @@ class OptimWrapper {
   bool accumulating() const { return !ends_accumulation(calls_); }
 
   void attach(Reducer* reducer);
+  const std::vector<Reducer*>& reducers() const { return reducers_; }  // those attached
   optim::Optimizer& optimizer() { return *optimizer_; }
   int accumulative_counts() const { return accumulative_counts_; }
   int64_t skipped_steps() const { return skipped_steps_; }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "models/data/dataset_identity.h"
 #include "models/metrics/fid.h"
 #include "models/metrics/fid_eval.h"
@@ -23,6 +24,18 @@ bool all_finite(const Tensor& t) {
   return true;
 }
 
+// The feature network takes 1-channel 28x28 images. Larger samples (dcgan64's 64x64) are
+// halved by StyleGAN2's [1, 3, 3, 1] filter while at least twice that side (64 -> 32), then
+// resized bilinearly (32 -> 28): low-passed first, so the resize does not alias.
+Tensor at_feature_size(Variable images, int64_t n) {
+  if (images.dim() != 4 || (images.size(2) == 28 && images.size(3) == 28))
+    return images.data().reshape({n, 1, 28, 28});
+  const Tensor filter = setup_filter({1, 3, 3, 1}, images.dtype(), images.device());
+  while (images.size(2) >= 56 && images.size(3) >= 56 && images.size(2) % 2 == 0 && images.size(3) % 2 == 0)
+    images = downsample2d(images, filter);
+  return interpolate_bilinear(images, 28, 28).data();
+}
+
 }  // namespace
 
 void check_fid_options(const TrainOptions& o, const FlagGiven& given) {
@@ -31,11 +44,14 @@ void check_fid_options(const TrainOptions& o, const FlagGiven& given) {
     if (given("--fid-cache")) throw UsageError("--fid-cache goes with --fid-every");
     return;
   }
-  if (o.data != "fashion-mnist" || (o.model != "mlp" && o.model != "dcgan")) {
+  const bool fixed_images = o.model == "mlp" || o.model == "dcgan" || o.model == "dcgan64" ||
+                            o.model == "r3gan" || o.model == "stylegan2";
+  if (o.data != "fashion-mnist" || !fixed_images || o.channels != 1) {
     throw UsageError(
-        "--fid-every needs --data fashion-mnist and a model whose samples are 1-channel 28x28 "
-        "images at every iteration (mlp, dcgan), not --model " +
-        o.model + " on --data " + o.data);
+        "--fid-every needs --data fashion-mnist and a model whose samples are 1-channel images of one "
+        "size at every iteration (mlp, dcgan, dcgan64, r3gan, stylegan2; dcgan64's are resized to 28x28), "
+        "not --model " +
+        o.model + " on --data " + o.data + (o.channels != 1 ? " with --channels 3" : ""));
   }
   if (o.fid_every % o.log_every != 0) {
     throw UsageError("--fid-every " + std::to_string(o.fid_every) + " must be a multiple of --log-every " +
@@ -85,8 +101,7 @@ double FidMonitor::compute(GanModel& model, const EmaWeights& ema, Device device
   {
     ScopedAverage average(ema);
     auto generate = [&](const Tensor& noise) {
-      const Tensor images = model.generate(Variable(noise.to(device))).data().to(Device::cpu());
-      return images.reshape({noise.size(0), 1, 28, 28});
+      return at_feature_size(model.generate(Variable(noise.to(device))), noise.size(0)).to(Device::cpu());
     };
     stats = metrics::generated_stats(*net_.net, generate, {model.noise_dim()}, samples_, seed_, world_);
   }

@@ -153,7 +153,8 @@ std::string image_source(const std::string& path) {
 
 // The chart a name goes on: its group (see the contract), or one of tandem-train's.
 std::string group_of(const std::string& name) {
-  if (name == "gp" || name == "wdist" || name == "r1" || name == "r2") return "penalty terms";
+  if (name == "gp" || name == "wdist" || name == "r1" || name == "r2" || name == "pl" || name == "pl_mean")
+    return "penalty terms";
   if (const size_t slash = name.find('/'); slash != std::string::npos && slash > 0)
     return name.substr(0, slash);
   if (const size_t underscore = name.rfind('_'); underscore != std::string::npos && underscore > 0)

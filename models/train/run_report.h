@@ -26,15 +26,13 @@
 //   group is its part before the first '/', else before its last '_', else the name
 //   (loss_d and loss_g: "loss"); each series raw (faint) and smoothed (solid), but for
 //   these names of tandem-train: "lr" alone on a chart of its own, unsmoothed; "gp",
-//   "wdist", "r1" and "r2" together on the penalty terms' chart; "bytes_per_step" on a chart of
-//   bytes synchronised per step (axis in bytes); "ms_per_step" on a chart of ms per step
-//   and one of it/s. A name never recorded gets no chart (no empty figure); the
-//   latest sample picture inline (a base64 data: URI, so the page alone shows it) and up to
-//   15 earlier ones, evenly spread from the first, by file name relative to <dir>; a table
-//   of each Reducer's phases (buckets, largest bucket, bytes per backward, backwards since
-//   this process started, rebuilds); every setting (flag and value); all text
-//   HTML-escaped. While running the page reloads itself every kRefreshSeconds (meta
-//   refresh); once finished it does not.
+//   "wdist", "r1", "r2", "pl" and "pl_mean" together on the penalty terms' chart; "bytes_per_step" on a chart
+//   of bytes synchronised per step (axis in bytes); "ms_per_step" on a chart of ms per step and one of it/s.
+//   A name never recorded gets no chart (no empty figure); the latest sample picture inline (a base64 data:
+//   URI, so the page alone shows it) and up to 15 earlier ones, evenly spread from the first, by file name
+//   relative to <dir>; a table of each Reducer's phases (buckets, largest bucket, bytes per backward,
+//   backwards since this process started, rebuilds); every setting (flag and value); all text HTML-escaped.
+//   While running the page reloads itself every kRefreshSeconds (meta refresh); once finished it does not.
 // - A chart's x axis spans the iterations of its points (labelled at its ends and
 //   quarters), its y axis the finite values of its series (a flat series +-10% around its
 //   value, +-1 around 0); non-finite values are left out.

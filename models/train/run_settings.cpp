@@ -36,7 +36,7 @@ std::string canonical_number(double value) {
 // Checkpoints from before the correction (R2) existed trained without it.
 std::string value_when_absent(const RunSetting& setting) {
   if (setting.flag == "--lazy-r1-correction") return "off";
-  return setting.flag == "--r2-gamma" ? "0" : "";
+  return setting.flag == "--r2-gamma" || setting.flag == "--pl-weight" ? "0" : "";
 }
 
 std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& backend,
@@ -95,7 +95,11 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       number("--r1-gamma", o.r1_gamma, true),
       integer("--r1-every", o.r1_every, true),
       number("--r2-gamma", o.r2_gamma, true),
-      value("--lazy-r1-correction", o.lazy_r1_correction ? "on" : "off", o.r1_gamma > 0 && o.r1_every > 1),
+      number("--pl-weight", o.pl_weight, true),
+      integer("--pl-every", o.pl_every, o.pl_weight > 0),
+      number("--pl-decay", o.pl_decay, o.pl_weight > 0),
+      value("--lazy-r1-correction", o.lazy_r1_correction ? "on" : "off",
+            (o.r1_gamma > 0 && o.r1_every > 1) || (o.pl_weight > 0 && o.pl_every > 1)),
       number("--data-fraction", o.data_fraction, true),
       value("--augment", o.augment.empty() ? "off" : o.augment, true),
       number("--augment-target", o.augment_target, true),

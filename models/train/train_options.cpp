@@ -42,9 +42,10 @@ constexpr Named<bool> kOnOff[] = {{"on", true}, {"off", false}};
 constexpr Named<int64_t> kChannels[] = {{"1", 1}, {"3", 3}};
 // --model r3gan's --r1-gamma and --r2-gamma unless given.
 constexpr double kR3ganGamma = 0.1;
-// stylegan2's objective unless given: lazy R1 (StyleGAN2's R1 interval 16).
+// stylegan2's objective unless given: lazy R1 (StyleGAN2's R1 interval 16) and path length.
 constexpr double kStyleGan2R1Gamma = 0.05;
 constexpr int64_t kStyleGan2R1Every = 16;
+constexpr double kStyleGan2PathLengthWeight = 2.0;  // StyleGAN2's pl_weight
 
 template <typename T, size_t N>
 const char* name_in(const Named<T> (&names)[N], T value) {
@@ -82,6 +83,8 @@ void check_cuda_graphs(const TrainOptions& o) {
   if (o.r1_gamma > 0 && o.r1_every > 1)
     refuse_graphs("does not go with lazy R1 (--r1-every " + std::to_string(o.r1_every) +
                   ": a step of its own every " + std::to_string(o.r1_every) + " iterations)");
+  if (o.pl_weight > 0)
+    refuse_graphs("does not go with --pl-weight (a path-length step of its own every --pl-every G steps)");
   if (o.check_replicas_every > 0)
     refuse_graphs("does not go with --check-replicas-every (its hashes are compared on the host)");
   if (!o.augment.empty()) refuse_graphs("does not go with --augment (its parameters are drawn every step)");
@@ -96,6 +99,9 @@ void check_accumulation(const TrainOptions& o, const FlagGiven& given) {
     refuse("--accumulate " + k + " does not go with --n-critic " + std::to_string(o.n_critic) +
            (given("--n-critic") ? "" : " (wgan-gp's default)"));
   if (o.r1_every > 1) refuse("--accumulate " + k + " does not go with lazy R1 (--r1-every > 1)");
+  if (o.pl_weight > 0)
+    refuse("--accumulate " + k + " does not go with path length (--pl-weight" +
+           (given("--pl-weight") ? "" : ", stylegan2's default; pass --pl-weight 0") + ")");
   if (o.ckpt_every % o.accumulate != 0)
     refuse("--ckpt-every " + std::to_string(o.ckpt_every) + " is not a multiple of --accumulate " + k +
            ": a checkpoint inside an accumulation could not be resumed");
@@ -195,6 +201,18 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add_choice("--lazy-r1-correction", &o.lazy_r1_correction, choices(kOnOff),
                 "with lazy R1: D's Adam takes lr * c and betas beta^c, c = K / (K + 1) for --r1-every K, "
                 "as StyleGAN2 does for the extra updates (off: lr and betas as given, as before)");
+  cl.add_off_or_positive(
+      "--pl-weight", &o.pl_weight,
+      "path-length regularisation of G (StyleGAN2's; a generator with a mapping network: "
+      "stylegan2): weight * (|J^T y| - running mean)^2 for image-shaped noise y, a G update "
+      "of the penalty alone every --pl-every G steps (0: off)");
+  cl.describe_default("--pl-weight", "0; stylegan2 2");
+  cl.add("--pl-every", &o.pl_every,
+         "with --pl-weight: the path-length update every K-th G step, scaled by K (StyleGAN2: 4); with "
+         "--lazy-r1-correction G's Adam takes lr * c, betas beta^c, c = K / (K + 1)",
+         1);
+  cl.add("--pl-decay", &o.pl_decay,
+         "with --pl-weight: the running mean path length's rate, in (0, 1] (StyleGAN2: 0.01)", 0.0);
   cl.add_off_or_positive("--r2-gamma", &o.r2_gamma,
                          "R2 penalty on fakes, gamma/2 mean ||grad D(fake)||^2 with respect to the detached "
                          "fakes, in every D loss whatever --r1-every (0: off). Any --loss");
@@ -280,11 +298,12 @@ CommandLine train_command_line(TrainOptions& o) {
          "--log-every iterations and each sample picture. Needs a build with Protobuf (libprotobuf-dev)",
          "DIR");
   cl.describe_default("--tensorboard", "off");
-  cl.add("--fid-every", &o.fid_every,
-         "FID of --fid-samples generated images (from the EMA generator when --ema-decay is on) every N "
-         "iterations and at the end, on the log point's line, metrics.jsonl and the report; a multiple of "
-         "--log-every; fashion-mnist with mlp or dcgan (0: off)",
-         0);
+  cl.add(
+      "--fid-every", &o.fid_every,
+      "FID of --fid-samples generated images (from the EMA generator when --ema-decay is on) every N "
+      "iterations and at the end, on the log point's line, metrics.jsonl and the report; a multiple of "
+      "--log-every; fashion-mnist with mlp, dcgan, dcgan64 (resized to 28x28), r3gan or stylegan2 (0: off)",
+      0);
   cl.add("--fid-samples", &o.fid_samples, "generated images per FID, split over the ranks", 2, 1000000);
   cl.add("--fid-cache", &o.fid_cache,
          "where FID's feature network (trained on first use: minutes) and real statistics are cached", "DIR");
@@ -344,6 +363,7 @@ void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
   }
   if (o.model == "stylegan2" && !given("--r1-gamma")) o.r1_gamma = kStyleGan2R1Gamma;
   if (o.model == "stylegan2" && !given("--r1-every")) o.r1_every = kStyleGan2R1Every;
+  if (o.model == "stylegan2" && !given("--pl-weight")) o.pl_weight = kStyleGan2PathLengthWeight;
   if (o.loss == GanLoss::wgan_gp && !given("--n-critic")) o.n_critic = 5;
   if (o.loss == GanLoss::wgan_gp && !given("--lr")) o.lr = 1e-4;
   try {
@@ -381,8 +401,19 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
   if (o.overwrite && o.resume) refuse("--overwrite and --resume do not go together");
   if (given("--gp-lambda") && o.loss != GanLoss::wgan_gp) refuse("--gp-lambda goes with --loss wgan-gp");
   if (given("--r1-every") && o.r1_gamma == 0) refuse("--r1-every goes with --r1-gamma (a positive value)");
-  if (given("--lazy-r1-correction") && !(o.r1_gamma > 0 && o.r1_every > 1))
-    refuse("--lazy-r1-correction goes with lazy R1 (--r1-gamma and --r1-every > 1)");
+  if (given("--lazy-r1-correction") && !(o.r1_gamma > 0 && o.r1_every > 1) &&
+      !(o.pl_weight > 0 && o.pl_every > 1))
+    refuse(
+        "--lazy-r1-correction goes with lazy R1 (--r1-gamma and --r1-every > 1) or lazy path length "
+        "(--pl-weight and --pl-every > 1)");
+  if ((given("--pl-every") || given("--pl-decay")) && o.pl_weight == 0)
+    refuse("--pl-every and --pl-decay go with --pl-weight (a positive value)");
+  if (o.pl_decay <= 0 || o.pl_decay > 1) refuse("--pl-decay is a rate in (0, 1]");
+  if (o.pl_weight > 0 && o.model != "stylegan2")
+    refuse(
+        "--pl-weight: path-length regularisation needs a generator with a mapping network (stylegan2), "
+        "not --model " +
+        o.model);
   if (given("--ema-kimg") && given("--ema-decay"))
     refuse(
         "--ema-kimg and --ema-decay do not go together: --ema-kimg sets the moving average's decay by a "

@@ -94,6 +94,9 @@ struct TrainOptions {
   double r1_gamma = 0.0;          // R1 penalty on reals; 0: off
   int64_t r1_every = 1;           // lazy R1: a penalty-only D step every N D steps
   double r2_gamma = 0.0;          // R2 penalty on fakes, in every D loss; 0: off
+  double pl_weight = 0.0;         // path-length regularisation of G (stylegan2: 2); 0: off
+  int64_t pl_every = 4;           // lazy path length: a G update of the penalty alone every N G steps
+  double pl_decay = 0.01;         // the running mean path length's rate
   int64_t pggan_stage_iters = 0;  // 0: iters / 3
   OnNonFinite on_nonfinite = OnNonFinite::off;
   int64_t max_nonfinite_steps = 100;     // with skip/scrub: stop after this many in a row (0: never)

@@ -178,8 +178,8 @@ void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& m
 std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, bool scheduled, double lr_used) {
   std::vector<std::pair<std::string, double>> terms;
   if (scheduled) terms.emplace_back("lr", lr_used);
-  for (const char* name :
-       {"gp", "wdist", "r1", "r2", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d", "augment_p"}) {
+  for (const char* name : {"gp", "wdist", "r1", "r2", "pl", "pl_mean", "grad_norm_d", "grad_norm_g",
+                           "scrubbed_g", "scrubbed_d", "augment_p"}) {
     if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
   }
   return terms;
@@ -265,7 +265,10 @@ GanConfig gan_config(const TrainOptions& o) {
                       .n_critic = o.n_critic,
                       .r1_gamma = o.r1_gamma,
                       .r1_every = o.r1_every,
-                      .r2_gamma = o.r2_gamma};
+                      .r2_gamma = o.r2_gamma,
+                      .pl_weight = o.pl_weight,
+                      .pl_every = o.pl_every,
+                      .pl_decay = o.pl_decay};
   config.pggan_stage_iters = pggan_stage_iters(o);
   config.seed = o.seed;
   config.channels = o.channels;

@@ -37,14 +37,14 @@ int64_t count_parameters(nn::Module& m) {
 
 }  // namespace
 
-TEST_CASE("stylegan2: G maps [N, 2073] to [N, C, 28, 28] and D that to [N, 1], C = 1 and 3",
+TEST_CASE("stylegan2: G maps [N, 2073 + 784 C] to [N, C, 28, 28] and D that to [N, 1], C = 1 and 3",
           "[models][stylegan2]") {
   NoGradGuard no_grad;
   for (int64_t channels : {1, 3}) {
     INFO(channels << " channel(s)");
     auto model = make_gan(GanConfig{.model = "stylegan2", .seed = 2, .channels = channels});
     CHECK(model->type_name() == "stylegan2");
-    CHECK(model->noise_dim() == 64 + 49 + 2 * 196 + 2 * 784);
+    CHECK(model->noise_dim() == 64 + 49 + 2 * 196 + 2 * 784 + channels * 784);
     CHECK(model->sample_shape() == Shape{channels, 28, 28});
     Tensor fake = model->generate(Variable(normal({8, model->noise_dim()}, 1))).data();
     CHECK(fake.shape() == Shape{8, channels, 28, 28});
@@ -66,7 +66,7 @@ TEST_CASE("stylegan2: the image is the sum of the upsampled toRGB outputs of the
   auto model = make_gan(GanConfig{.model = "stylegan2", .seed = 5, .channels = 3});
   auto& g = static_cast<StyleGan2Generator&>(*model->generator);
   Variable z(normal({4, model->noise_dim()}, 3));
-  std::vector<Variable> rgb = g.rgb_outputs(z);
+  std::vector<Variable> rgb = g.rgb_outputs(g.styles(z), z);
   REQUIRE(rgb.size() == 3);
   CHECK(rgb[0].shape() == Shape{4, 3, 7, 7});
   CHECK(rgb[1].shape() == Shape{4, 3, 14, 14});

@@ -376,8 +376,14 @@ TEST_CASE("the FID flags are refused where FID does not apply, naming the flag",
   CHECK_THROWS_WITH(
       parse_train_options({"--fid-every", "100"}),
       Catch::Contains("--fid-every needs --data fashion-mnist") && Catch::Contains("ring8-mlp"));
-  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan64", "--fid-every", "100"}),
-                    Catch::Contains("--fid-every needs") && Catch::Contains("dcgan64"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "pggan", "--fid-every", "100"}),
+                    Catch::Contains("--fid-every needs") && Catch::Contains("pggan"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--channels", "3", "--data", "images",
+                                         "--data-dir", "/tmp", "--fid-every", "100"}),
+                    Catch::Contains("--fid-every needs") && Catch::Contains("--channels 3"));
+  for (const char* model : {"dcgan64", "r3gan", "stylegan2"})
+    CHECK(parse_train_options({"--model", model, "--fid-every", "100", "--log-every", "100"}).fid_every ==
+          100);
   CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--fid-every", "150", "--log-every", "100"}),
                     Catch::Contains("--fid-every 150 must be a multiple of --log-every 100"));
   CHECK_THROWS_WITH(parse_train_options({"--model", "mlp", "--fid-samples", "100"}),

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "autograd/frozen_scope.h"
+#include "autograd/grad.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
 #include "kernels/cpu/conv_onednn.h"
@@ -477,15 +478,25 @@ namespace {
 constexpr int kStyleGan2Iterations = 3;
 constexpr int64_t kStyleGan2R1Every = 2;  // penalty-only D steps at iterations 0 and 2
 constexpr double kStyleGan2R1Gamma = 0.05;
+// Path length: penalty-only G steps after G steps 0 and 2; a decay far above StyleGAN2's
+// 0.01, so that the running mean's own gradient (which couples the ranks' samples) matters.
+constexpr int64_t kStyleGan2PlEvery = 2;
+constexpr double kStyleGan2PlWeight = 2.0, kStyleGan2PlDecay = 0.3;
 
-// stylegan2 with its objective (non-saturating, lazy R1) for kStyleGan2Iterations SGD
-// iterations: through train_step on this rank's slice in `style`, or, for Style::none, one
-// process on the global batch with the step written out here. Its D's minibatch_stddev
-// groups lie in one rank's batch, so the one process applies D to each rank's slice in turn
-// and takes the mean of the slices' losses (equal slices: the global batch's mean). The
-// noise inputs' noise is part of z's rows: rank r's rows of the global draw.
-std::vector<Tensor> train_stylegan2(Style style, int ranks) {
-  const models::GanObjective objective{.r1_gamma = kStyleGan2R1Gamma, .r1_every = kStyleGan2R1Every};
+// stylegan2 with its objective (non-saturating, lazy R1, lazy path length) for
+// kStyleGan2Iterations SGD iterations: through train_step on this rank's slice in `style`,
+// or, for Style::none, one process on the global batch with the step written out here
+// (path length as StyleGAN2's loss.py: its running mean differentiable through the batch
+// mean). Its D's minibatch_stddev groups lie in one rank's batch, so the one process applies
+// D to each rank's slice in turn and takes the mean of the slices' losses (equal slices: the
+// global batch's mean). The noise inputs' and the path length's noise are part of z's rows:
+// rank r's rows of the global draw.
+std::vector<Tensor> train_stylegan2(Style style, int ranks, double pl_weight = kStyleGan2PlWeight) {
+  const models::GanObjective objective{.r1_gamma = kStyleGan2R1Gamma,
+                                       .r1_every = kStyleGan2R1Every,
+                                       .pl_weight = pl_weight,
+                                       .pl_every = kStyleGan2PlEvery,
+                                       .pl_decay = kStyleGan2PlDecay};
   auto gan = models::make_gan({.model = "stylegan2", .objective = objective, .seed = 3});
   OptimWrapperDict wrappers = sgd_wrappers(*gan);
   std::unique_ptr<DataParallelWrapper> ddp;
@@ -534,15 +545,28 @@ std::vector<Tensor> train_stylegan2(Style style, int ranks) {
     OptimWrapper& opt_g = wrappers["generator"];
     opt_g.zero_grad();
     opt_g.update_params(loss_g);
+    if (pl_weight > 0 && it % kStyleGan2PlEvery == 0) {
+      models::GanModel::StyledImages s = gan->generate_styled(Variable(z));
+      Variable g = grad({sum(s.images * Variable(s.path_noise) * (1.0 / 28.0))}, {s.ws}, {},
+                        {.create_graph = true})[0];
+      Variable lengths = sqrt(mean(sum(square(g), 2), 1));
+      const double before = s.path_mean.item();
+      Variable m = (mean(lengths) - before) * kStyleGan2PlDecay + before;
+      s.path_mean.fill_(m.item());
+      Variable penalty = mean(square(lengths - broadcast_to(reshape(m, {1}), lengths.shape())));
+      opt_g.zero_grad();
+      opt_g.update_params(penalty * (pl_weight * static_cast<double>(kStyleGan2PlEvery)));
+    }
   }
   std::vector<Tensor> out;
   for (const Variable& p : gan->parameters()) out.push_back(p.data().clone());
+  for (const Tensor& b : gan->buffers()) out.push_back(b.clone());  // the running mean path length
   return out;
 }
 
 }  // namespace
 
-TEST_CASE("stylegan2 with lazy R1 at N ranks matches one process on the global batch",
+TEST_CASE("stylegan2 with lazy R1 and path length at N ranks matches one process on the global batch",
           "[reducer][oracle][penalty][stylegan2]") {
   // One process runs every layer on `ranks` times a rank's rows (the modulated convolution
   // with `ranks` times its groups), and GEMMs and oneDNN pick their summation order by shape:
@@ -563,6 +587,15 @@ TEST_CASE("stylegan2 with lazy R1 at N ranks matches one process on the global b
     return;
   }
   const std::vector<Tensor> reference = train_stylegan2(Style::none, ranks);
+  if (ranks == 1) {  // the path length reaches the parameters
+    const std::vector<Tensor> without = train_stylegan2(Style::none, 1, 0.0);
+    double largest = 0;
+    for (size_t i = 0; i + 1 < reference.size(); ++i) {
+      const std::vector<double> a = reference[i].to_vector(), b = without[i].to_vector();
+      for (size_t k = 0; k < a.size(); ++k) largest = std::max(largest, std::abs(a[k] - b[k]));
+    }
+    CHECK(largest > 1e-4);
+  }
   for (Style style : {Style::whole, Style::separate}) {
     INFO("stylegan2, " << style_name(style) << ", " << ranks << " ranks");
     const std::vector<Tensor> got = train_stylegan2(style, ranks);
