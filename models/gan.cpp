@@ -116,7 +116,14 @@ void GanModel::path_length_step(const Batch& batch, OptimWrapperDict& optim_wrap
   OptimWrapper& opt_g = optim_wrappers["generator"];
   // The running mean is averaged over the ranks that average G's gradients.
   dist::ProcessGroup* group = opt_g.reducers().empty() ? nullptr : &opt_g.reducers().front()->group();
-  StyledImages styled = generate_styled(Variable(batch.targets));
+  // Every k-th row: rank r's rows start at a multiple of its batch, which k divides.
+  const Tensor& z = batch.targets;
+  const int64_t n = z.size(0), k = o.pl_batch_shrink;
+  TANDEM_CHECK(n % k == 0, type_name()
+                               << ": path length takes every " << k << "-th row (pl_batch_shrink) of a " << n
+                               << "-row batch; a rank's batch must be a multiple of " << k);
+  Variable rows = k == 1 ? Variable(z) : slice(Variable(z.reshape({n / k, k * z.size(1)})), 1, 0, z.size(1));
+  StyledImages styled = generate_styled(Variable(rows.data()));
   const PathLengthTerm term =
       path_length_penalty(styled.images, styled.ws, styled.path_noise, styled.path_mean, o.pl_decay, group);
   update(optim_wrappers, "generator", o.pl_weight * static_cast<double>(o.pl_every) * term.loss);

@@ -37,7 +37,9 @@
 //   trains with R1 and R2 at the same gamma. Both apply to every loss. With pl_weight > 0
 //   (models with per-layer latents: generate_styled), every pl_every-th G step (G step g,
 //   counted from 0, with g % pl_every == 0) is followed by a G update of the path-length
-//   penalty alone (path_length.h) on this batch's noise rows, scaled by pl_weight * pl_every:
+//   penalty alone (path_length.h) on every pl_batch_shrink-th noise row of this batch (rows
+//   whose global index is a multiple of k: the same rows at any rank count, as StyleGAN2's
+//   pl_batch_shrink halves its batch), scaled by pl_weight * pl_every:
 //   a phase of its own for the Reducer, as StyleGAN2's lazy Gpl. Its running mean is a
 //   buffer of the model, its noise part of z's rows (the model's noise_dim includes it).
 // - The log values: loss_d (without the penalties), loss_g (of the latest G step; 0 before
@@ -103,14 +105,15 @@ namespace tandem::models {
 // How a GAN's two parts are trained: the loss, the penalties and the D steps per G step.
 struct GanObjective {
   GanLoss loss = GanLoss::non_saturating;
-  double gp_lambda = 10.0;  // wgan-gp: the gradient penalty's weight
-  int64_t n_critic = 1;     // D steps per G step
-  double r1_gamma = 0.0;    // R1 on the reals; 0: off
-  int64_t r1_every = 1;     // R1 every this many D steps, scaled by it
-  double r2_gamma = 0.0;    // R2 on the fakes, in every D loss; 0: off
-  double pl_weight = 0.0;   // path-length regularisation of G (models/path_length.h); 0: off
-  int64_t pl_every = 4;     // a G update of the path-length penalty alone every this many G steps
-  double pl_decay = 0.01;   // the running mean path length's update rate
+  double gp_lambda = 10.0;      // wgan-gp: the gradient penalty's weight
+  int64_t n_critic = 1;         // D steps per G step
+  double r1_gamma = 0.0;        // R1 on the reals; 0: off
+  int64_t r1_every = 1;         // R1 every this many D steps, scaled by it
+  double r2_gamma = 0.0;        // R2 on the fakes, in every D loss; 0: off
+  double pl_weight = 0.0;       // path-length regularisation of G (models/path_length.h); 0: off
+  int64_t pl_every = 4;         // a G update of the path-length penalty alone every this many G steps
+  double pl_decay = 0.01;       // the running mean path length's update rate
+  int64_t pl_batch_shrink = 2;  // the path-length step takes every k-th row of the batch
 };
 
 struct GanConfig {

@@ -406,6 +406,8 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
                "pl_weight must be a finite number >= 0 (0: off), got " << o.pl_weight);
   TANDEM_CHECK(o.pl_every >= 1,
                "pl_every (G steps per path-length step) must be at least 1, got " << o.pl_every);
+  TANDEM_CHECK(o.pl_batch_shrink >= 1,
+               "pl_batch_shrink (every k-th row) must be at least 1, got " << o.pl_batch_shrink);
   TANDEM_CHECK(o.pl_decay > 0 && o.pl_decay <= 1,
                "pl_decay (the running mean's rate) must lie in (0, 1], got " << o.pl_decay);
   TANDEM_CHECK(o.pl_weight == 0 || dynamic_cast<StyleGan2*>(model.get()) != nullptr,

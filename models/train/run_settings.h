@@ -17,14 +17,14 @@
 //   updates): --data, --batch, --global-batch (the run's: for_world_size), --lr,
 //   --lr-schedule (canonical), --clip-grad, --clip-grad-type, --accumulate, --seed,
 //   --dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, --r2-gamma, --pl-weight
-//   (--pl-every and --pl-decay with it), --augment (canonical
+//   (--pl-every, --pl-decay and --pl-batch-shrink with it), --augment (canonical
 //   groups, "off"), --augment-target, --augment-kimg, --data-fraction,
 //   --pggan-stage-iters for pggan, and --lazy-r1-correction with lazy R1 (r1-gamma > 0,
 //   r1-every > 1) or lazy path length (pl-weight > 0, pl-every > 1). A checkpoint records them
 //   and a resume must match them (checkpointer.h). value_when_absent(setting) is the value a
 //   checkpoint written before the setting was recorded ran with ("off" for
-//   --lazy-r1-correction, "0" for --r2-gamma and --pl-weight), "" when such a checkpoint is not compared. The others are
-//   honoured on resume: a larger --iters extends the run, and --wrap, --prepare,
+//   --lazy-r1-correction, "0" for --r2-gamma and --pl-weight), "" when such a checkpoint is not compared. The
+//   others are honoured on resume: a larger --iters extends the run, and --wrap, --prepare,
 //   --bucket-cap-mb, --backend, --device, --ema-decay, --ema-kimg, --ema-rampup, --ckpt-every,
 //   --sample-every,
 //   --log-every, --on-nonfinite, --max-nonfinite-steps, --cuda-graphs, --check-replicas-every,

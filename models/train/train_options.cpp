@@ -213,6 +213,10 @@ CommandLine train_command_line(TrainOptions& o) {
          1);
   cl.add("--pl-decay", &o.pl_decay,
          "with --pl-weight: the running mean path length's rate, in (0, 1] (StyleGAN2: 0.01)", 0.0);
+  cl.add("--pl-batch-shrink", &o.pl_batch_shrink,
+         "with --pl-weight: the path-length step takes every K-th row of the batch (StyleGAN2's "
+         "pl_batch_shrink; the same rows at any rank count); a rank's batch must be a multiple of K",
+         1);
   cl.add_off_or_positive("--r2-gamma", &o.r2_gamma,
                          "R2 penalty on fakes, gamma/2 mean ||grad D(fake)||^2 with respect to the detached "
                          "fakes, in every D loss whatever --r1-every (0: off). Any --loss");
@@ -406,8 +410,8 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
     refuse(
         "--lazy-r1-correction goes with lazy R1 (--r1-gamma and --r1-every > 1) or lazy path length "
         "(--pl-weight and --pl-every > 1)");
-  if ((given("--pl-every") || given("--pl-decay")) && o.pl_weight == 0)
-    refuse("--pl-every and --pl-decay go with --pl-weight (a positive value)");
+  if ((given("--pl-every") || given("--pl-decay") || given("--pl-batch-shrink")) && o.pl_weight == 0)
+    refuse("--pl-every, --pl-decay and --pl-batch-shrink go with --pl-weight (a positive value)");
   if (o.pl_decay <= 0 || o.pl_decay > 1) refuse("--pl-decay is a rate in (0, 1]");
   if (o.pl_weight > 0 && o.model != "stylegan2")
     refuse(

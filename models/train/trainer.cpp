@@ -268,7 +268,8 @@ GanConfig gan_config(const TrainOptions& o) {
                       .r2_gamma = o.r2_gamma,
                       .pl_weight = o.pl_weight,
                       .pl_every = o.pl_every,
-                      .pl_decay = o.pl_decay};
+                      .pl_decay = o.pl_decay,
+                      .pl_batch_shrink = o.pl_batch_shrink};
   config.pggan_stage_iters = pggan_stage_iters(o);
   config.seed = o.seed;
   config.channels = o.channels;

@@ -231,19 +231,19 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
   // The file as any safetensors reader sees it.
   SafetensorsFile file = load_safetensors(saved);
   CHECK(file.metadata ==
-        std::map<std::string, std::string>{{"model", "ring8-mlp"}, {"iteration", "3"},
-                                           {"world_size", "2"},    {"data", "ring8"},
-                                           {"width", "0"},         {"channels", "1"},
-                                           {"batch", "8"},         {"global_batch", "16"},
-                                           {"lr", "0.0002"},       {"lr_schedule", "constant"},
-                                           {"clip_grad", "0"},     {"clip_grad_type", "2"},
-                                           {"accumulate", "1"},    {"seed", "7"},
-                                           {"dynamic", "off"},     {"loss", "ns"},
-                                           {"gp_lambda", "10"},    {"n_critic", "1"},
-                                           {"r1_gamma", "0"},      {"r1_every", "1"},
-                                           {"r2_gamma", "0"},      {"data_fraction", "1"},
-                                           {"augment", "off"},     {"augment_target", "0"},
-                                           {"augment_kimg", "100"}});
+        std::map<std::string, std::string>{{"model", "ring8-mlp"},  {"iteration", "3"},
+                                           {"world_size", "2"},     {"data", "ring8"},
+                                           {"width", "0"},          {"channels", "1"},
+                                           {"batch", "8"},          {"global_batch", "16"},
+                                           {"lr", "0.0002"},        {"lr_schedule", "constant"},
+                                           {"clip_grad", "0"},      {"clip_grad_type", "2"},
+                                           {"accumulate", "1"},     {"seed", "7"},
+                                           {"dynamic", "off"},      {"loss", "ns"},
+                                           {"gp_lambda", "10"},     {"n_critic", "1"},
+                                           {"r1_gamma", "0"},       {"r1_every", "1"},
+                                           {"r2_gamma", "0"},       {"pl_weight", "0"},
+                                           {"data_fraction", "1"},  {"augment", "off"},
+                                           {"augment_target", "0"}, {"augment_kimg", "100"}});
   std::set<std::string> groups;
   for (const auto& [name, t] : file.tensors)
     groups.insert(name.substr(0, name.find('.', name.find('.') + 1)));

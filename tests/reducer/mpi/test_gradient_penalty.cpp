@@ -546,7 +546,10 @@ std::vector<Tensor> train_stylegan2(Style style, int ranks, double pl_weight = k
     opt_g.zero_grad();
     opt_g.update_params(loss_g);
     if (pl_weight > 0 && it % kStyleGan2PlEvery == 0) {
-      models::GanModel::StyledImages s = gan->generate_styled(Variable(z));
+      // StyleGAN2's pl_batch_shrink 2: every second row of the global batch.
+      const int64_t n = z.size(0);
+      Tensor half = slice(Variable(z.reshape({n / 2, 2 * z.size(1)})), 1, 0, z.size(1)).data();
+      models::GanModel::StyledImages s = gan->generate_styled(Variable(half));
       Variable g = grad({sum(s.images * Variable(s.path_noise) * (1.0 / 28.0))}, {s.ws}, {},
                         {.create_graph = true})[0];
       Variable lengths = sqrt(mean(sum(square(g), 2), 1));
@@ -577,6 +580,12 @@ TEST_CASE("stylegan2 with lazy R1 and path length at N ranks matches one process
   // largest tensors: not bounded yet, so the oracle holds at 1-3 ranks. On the
   // Eigen convolutions: oneDNN's order also depends on the group count (2e-4 of the scale
   // after 3 steps); it is held to Eigen on its own (tests/kernels/test_conv_onednn.cpp).
+  // Path length: one process differentiates StyleGAN2's formula, the model an equivalent
+  // loss (models/path_length.h) in another order of operations, on half the rows
+  // (pl_batch_shrink 2) at a decay of 0.3: measured up to 4.7e-6 absolute (2 ranks, a tensor
+  // whose largest element is 0.076; 2.6e-6 at one rank), so the absolute floor here is 2e-5.
+  // A running mean taken per rank instead of over the global batch is still seen (7.7 times
+  // the bound at 2 ranks).
   kernels::cpu::set_cpu_conv_backend(kernels::cpu::CpuConvBackend::eigen);
   struct Reset {
     ~Reset() { kernels::cpu::reset_cpu_conv_backend(); }
@@ -608,7 +617,7 @@ TEST_CASE("stylegan2 with lazy R1 and path length at N ranks matches one process
         worst = std::max(worst, std::abs(g[k] - e[k]));
       }
       INFO("parameter " << i << ": largest element " << scale << ", largest difference " << worst);
-      REQUIRE(worst <= 1e-5 * scale + 1e-6);
+      REQUIRE(worst <= 1e-5 * scale + 2e-5);
     }
     require_replicas_identical(got, *world());
   }
