@@ -309,34 +309,46 @@ LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const st
   out.hash = dist::broadcast_string(group, out.hash, 0, "FID feature network: hash");
   out.path = dist::broadcast_string(group, out.path, 0, "FID feature network: path");
   const std::chrono::milliseconds timeout = group.host_group().timeout();
+  std::string failure;  // rank 0's, when training or saving the network failed
   if (decision == CacheDecision::train && lead) {
-    if (log) log("FID feature network " + short_hash(out.hash) + ": training (" + config.describe() + ")");
-    const auto start = std::chrono::steady_clock::now();
-    {
-      LocalBackwardScope local;  // rank 0's alone: no Reducer of the job counts these backwards
-      train_feature_net(*out.net, *train, config, log);
+    try {
+      if (std::getenv(kFeatureNetTrainingFaultEnv) != nullptr)
+        TANDEM_FAIL("training failed on purpose (" << kFeatureNetTrainingFaultEnv << " is set)");
+      if (log) log("FID feature network " + short_hash(out.hash) + ": training (" + config.describe() + ")");
+      const auto start = std::chrono::steady_clock::now();
+      {
+        LocalBackwardScope local;  // rank 0's alone: no Reducer of the job counts these backwards
+        train_feature_net(*out.net, *train, config, log);
+      }
+      out.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      out.test_accuracy = test_accuracy(*out.net, data::load_fashion_mnist(data_dir, false));
+      if (log) {
+        log("FID feature network " + short_hash(out.hash) + ": test accuracy " +
+            fixed(100.0 * out.test_accuracy, 2) + "%, trained in " + fixed(out.train_seconds, 1) + " s");
+      }
+      save_feature_net(out, config);
+      if (log) log("FID feature network " + short_hash(out.hash) + ": wrote " + out.path);
+    } catch (const std::exception& e) {
+      failure = e.what();
     }
-    out.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    out.test_accuracy = test_accuracy(*out.net, data::load_fashion_mnist(data_dir, false));
-    if (log) {
-      log("FID feature network " + short_hash(out.hash) + ": test accuracy " +
-          fixed(100.0 * out.test_accuracy, 2) + "%, trained in " + fixed(out.train_seconds, 1) + " s");
-    }
-    save_feature_net(out, config);
-    if (log) log("FID feature network " + short_hash(out.hash) + ": wrote " + out.path);
   } else if (decision == CacheDecision::load && lead && log) {
     log("FID feature network " + short_hash(out.hash) + ": loaded " + out.path);
   }
-  // The other ranks wait here while rank 0 trains (minutes): as long as that takes.
+  // The other ranks wait here while rank 0 trains (minutes): as long as that takes. Rank 0's
+  // outcome comes first, so that a failure there ends every rank at once, naming it.
   if (decision == CacheDecision::train) group.host_group().set_timeout(std::max(timeout, kTrainingWait));
-  Tensor recorded = Tensor::from_values({2}, {out.test_accuracy, out.train_seconds}, DType::f64);
   try {
-    dist::broadcast_host(group, recorded, 0, "FID feature network: its accuracy and training time");
+    failure = dist::broadcast_string(group, failure, 0, "FID feature network: rank 0's training");
   } catch (...) {
     group.host_group().set_timeout(timeout);
     throw;
   }
   group.host_group().set_timeout(timeout);
+  if (!failure.empty())
+    TANDEM_FAIL("FID feature network " << short_hash(out.hash) << ": "
+                                       << (lead ? "" : "rank 0 could not train it: ") << failure);
+  Tensor recorded = Tensor::from_values({2}, {out.test_accuracy, out.train_seconds}, DType::f64);
+  dist::broadcast_host(group, recorded, 0, "FID feature network: its accuracy and training time");
   out.test_accuracy = recorded.data<double>()[0];
   out.train_seconds = recorded.data<double>()[1];
   for (auto& [name, t] : out.net->state_dict()) {

@@ -32,8 +32,11 @@
 //   training time. Otherwise rank 0 trains it on Fashion-MNIST's training set in `data_dir`
 //   inside a LocalBackwardScope (no Reducer of the job counts those backwards), measures its
 //   test accuracy and writes the file (save_feature_net); the other ranks wait for it, not
-//   bounded by the collective timeout. The weights then reach every rank by broadcast: the
-//   network is never trained twice in a job. A file that fails verification is trained
+//   bounded by the collective timeout. Rank 0's outcome reaches them first: when training or
+//   writing failed there, every rank throws at once, naming rank 0's error (with
+//   kFeatureNetTrainingFaultEnv set in rank 0's environment the training fails on purpose:
+//   the tests' way in). The weights then reach every rank by broadcast: the network is never
+//   trained twice in a job. A file that fails verification is trained
 //   again and replaced (logged, naming the file and what is wrong) where the cache is
 //   writable, else an Error naming both; so is a missing file in a cache that cannot be
 //   written, before any training. `log` (rank 0's) gets one line per epoch and one at the end.
@@ -88,6 +91,8 @@ double test_accuracy(FeatureNet& net, const data::ImageDataset& data);
 
 std::string feature_net_hash(const std::string& data_identity, const FeatureNetConfig& config);
 std::string short_hash(const std::string& hash);
+inline constexpr const char* kFeatureNetTrainingFaultEnv = "TANDEM_FAULT_FID_TRAINING";
+
 std::string hash_hex(const std::string& key);  // 16 hex digits of FNV-1a (64 bits) of `key`
 
 // Where the caches live unless told: $TANDEM_FID_CACHE, else $HOME/.cache/tandem/fid, else
@@ -114,12 +119,12 @@ std::string check_cache_dir(const std::string& dir);
 
 // One file of the FID cache as rank 0 found it, for follow_cache_verdict.
 struct CacheFile {
-  std::string dir, path;
-  std::string what;  // names it in messages: "FID real statistics"
+  std::string dir{}, path{};
+  std::string what{};  // names it in messages: "FID real statistics"
   bool present = false;
-  std::string wrong;  // "" when present and verified, else what is wrong with it
-  std::string made;   // "trained" / "computed": how it comes to be
-  std::string redo;   // "training it again": what a refusal leads to
+  std::string wrong{};  // "" when present and verified, else what is wrong with it
+  std::string made{};   // "trained" / "computed": how it comes to be
+  std::string redo{};   // "training it again": what a refusal leads to
 };
 // Collective: every rank follows rank 0's verdict on `file` (the other ranks' `file` is
 // ignored). true: use the file. false: build it (rank 0 logs why a present file

@@ -2,6 +2,8 @@
 // a fixed (untrained, deterministic) feature network: real rows split over ranks, generated
 // rows from global noise, and the cached real statistics.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -166,4 +168,29 @@ TEST_CASE("every rank gets rank 0's cached feature network, its own cache unread
   CHECK(got.from_cache);
   CHECK(weights_hash(*got.net) == planted_weights);
   if (testing::world()->rank() != 0) CHECK_FALSE(std::filesystem::exists(cache));
+}
+
+TEST_CASE("a feature network rank 0 fails to train ends every rank at once, naming rank 0's error",
+          "[fid][cache]") {
+  if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  // A cold cache, and rank 0's training failing on purpose. The other ranks used to wait for
+  // its weights up to the two hours allowed for training.
+  testing::TempDir dir("fid-cache-failing");
+  const std::string cache =
+      dist::broadcast_string(*testing::world(), dir.path.string(), 0, "test: cache dir");
+  const bool lead = testing::world()->rank() == 0;
+  if (lead) ::setenv(kFeatureNetTrainingFaultEnv, "1", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv(kFeatureNetTrainingFaultEnv); }
+  } unset;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(
+      load_or_train_feature_net(data::kFashionMnistDefaultDir, cache, FeatureNetConfig{}, *testing::world()),
+      Catch::Contains(lead ? "FID feature network" : "rank 0 could not train it: ") &&
+          Catch::Contains("training failed on purpose"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(120));
+  testing::world()->barrier()->wait();  // rank 0's directory outlives the others' checks
 }
