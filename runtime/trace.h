@@ -51,7 +51,7 @@ const Arg* find_arg(const std::vector<Arg>& args, const std::string& key);
 
 struct Event {
   char phase = 'X';      // 'X': a complete span; 'C': a counter sample
-  std::string category;  // "autograd", "reducer", "comm", "train", "optim"
+  std::string category;  // "autograd", "reducer", "comm", "train", "optim", "kernel"
   std::string name;
   int64_t ts_ns = 0;   // since the trace's time zero
   int64_t dur_ns = 0;  // 'X'

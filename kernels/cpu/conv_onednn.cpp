@@ -1,6 +1,8 @@
 // The oneDNN convolutions of conv_onednn.h: a plan (the primitive, its memory descriptors,
 // the reorders into and out of oneDNN's layouts) made once per shape, then one execution per
-// convolution on the calling thread's stream.
+// convolution on the calling thread's stream. With the trace on (runtime/trace.h), each
+// convolution and each reorder is a span of category "kernel" (a reorder's with its bytes):
+// every layout conversion is accounted for.
 #include "kernels/cpu/conv_onednn.h"
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+
+#include "runtime/trace.h"
 #endif
 
 namespace tandem::kernels::cpu {
@@ -109,6 +113,19 @@ const char* pass_name(Pass pass) {
       return "backward weights";
   }
   return "?";
+}
+
+// The trace's name for a pass's convolution (reorders are spans of their own).
+const char* span_name(Pass pass) {
+  switch (pass) {
+    case Pass::forward:
+      return "oneDNN conv forward";
+    case Pass::backward_data:
+      return "oneDNN conv backward data";
+    case Pass::backward_weights:
+      return "oneDNN conv backward weights";
+  }
+  return "oneDNN conv";
 }
 
 // Never destroyed: a static destructor could run while another thread still convolves.
@@ -283,18 +300,29 @@ bool run(const char* op, Pass pass, const Tensor& a, const Tensor& b, Tensor& ou
       if (plan.reorder[i]) {
         held[i] = buffer(plan.inner[i].get_size());
         inner[i] = memory(plan.inner[i], engine, held[i].raw_data());
-        if (i < 2) plan.reorder[i]->execute(stream, user[i], inner[i]);
+        if (i < 2) {
+          trace::Span span("kernel", "oneDNN reorder in");  // a CPU stream runs it here and now
+          if (span.on()) span.set_args({trace::arg("bytes", static_cast<int64_t>(plan.inner[i].get_size()))});
+          plan.reorder[i]->execute(stream, user[i], inner[i]);
+        }
       } else {
         inner[i] = user[i];
       }
     }
     Tensor scratch = buffer(plan.scratchpad.get_size());
     memory scratch_memory(plan.scratchpad, engine, scratch.raw_data());
-    plan.primitive.execute(stream, {{plan.arg[0], inner[0]},
-                                    {plan.arg[1], inner[1]},
-                                    {plan.arg[2], inner[2]},
-                                    {DNNL_ARG_SCRATCHPAD, scratch_memory}});
-    if (plan.reorder[2]) plan.reorder[2]->execute(stream, inner[2], user[2]);
+    {
+      trace::Span span("kernel", span_name(pass));
+      plan.primitive.execute(stream, {{plan.arg[0], inner[0]},
+                                      {plan.arg[1], inner[1]},
+                                      {plan.arg[2], inner[2]},
+                                      {DNNL_ARG_SCRATCHPAD, scratch_memory}});
+    }
+    if (plan.reorder[2]) {
+      trace::Span span("kernel", "oneDNN reorder out");
+      if (span.on()) span.set_args({trace::arg("bytes", static_cast<int64_t>(plan.inner[2].get_size()))});
+      plan.reorder[2]->execute(stream, inner[2], user[2]);
+    }
     stream.wait();
   } catch (const dnnl::error& e) {
     TANDEM_FAIL(op << ": oneDNN failed (" << e.what() << ", status " << static_cast<int>(e.status) << ") for "

@@ -18,6 +18,7 @@
 #include "kernels/cpu/conv_onednn.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
+#include "runtime/trace.h"
 
 using namespace tandem;
 using kernels::Conv2dParams;
@@ -341,4 +342,33 @@ TEST_CASE("oneDNN convolutions give bitwise the same results in another process"
   std::string here = bytes_of(determinism_run());
   CHECK(child.size() == here.size());
   CHECK(child == here);
+}
+
+TEST_CASE("oneDNN's layout conversions and convolutions are spans of the trace", "[conv][onednn][trace]") {
+  if (!require_onednn()) return;
+  BackendScope onednn(CpuConvBackend::onednn);
+  kernels::cpu::set_onednn_layout(kernels::cpu::OnednnLayout::preferred);  // blocked: reorders in and out
+  Conv2dParams p;
+  p.stride = 1;
+  p.padding = 1;
+  const Tensor x = random_f32({2, 16, 8, 8}, 41), w = random_f32({32, 16, 3, 3}, 42);
+  trace::start(0);
+  const Tensor y = kernels::conv2d(x, w, p);
+  trace::stop();
+  kernels::cpu::set_onednn_layout(kernels::cpu::OnednnLayout::automatic);
+  int reorders_in = 0, reorders_out = 0, convolutions = 0;
+  for (const trace::Event& e : trace::take_events()) {
+    if (e.category != "kernel") continue;
+    if (e.name == "oneDNN reorder in") {
+      ++reorders_in;
+      REQUIRE(!e.args.empty());
+      CHECK(e.args[0].key == "bytes");
+    }
+    reorders_out += e.name == "oneDNN reorder out";
+    convolutions += e.name == "oneDNN conv forward";
+  }
+  CHECK(reorders_in == 2);  // the input and the weight into the blocked layout
+  CHECK(reorders_out == 1);
+  CHECK(convolutions == 1);
+  CHECK(y.shape() == Shape{2, 32, 8, 8});
 }
