@@ -190,6 +190,7 @@ int64_t linear_rows(const Options& o) {
   };
   bench::print_columns({{-8, "model"},
                         {-17, "layer"},
+                        {-16, "gemm [m, n, k]"},
                         {9, "eigen", "ms"},
                         {9, "onednn", "ms"},
                         {9, "ratio", "eigen/x"},
@@ -198,26 +199,30 @@ int64_t linear_rows(const Options& o) {
   for (const LinearLayer& l : layers) {
     Tensor x = random_f32({l.batch, l.in}, 1), w = random_f32({l.out, l.in}, 2),
            gy = random_f32({l.batch, l.out}, 3);
-    Tensor y = Tensor::empty({l.batch, l.out}), dx = Tensor::empty({l.batch, l.in}),
-           dw = Tensor::empty({l.out, l.in});
-    Tensor y2 = Tensor::empty({l.batch, l.out}), dx2 = Tensor::empty({l.batch, l.in}),
-           dw2 = Tensor::empty({l.out, l.in});
-    auto eigen = [&] {
-      kernels::gemm(x, false, w, true, y);
-      kernels::gemm(gy, false, w, false, dx);
-      kernels::gemm(gy, true, x, false, dw);
+    // The three GEMMs of a Linear layer, each timed on its own: y = x W^T, dx = gy W, dW = gy^T x.
+    struct Gemm {
+      const char* name;
+      const Tensor &a, &b;
+      bool ta, tb;
+      Shape out;
     };
-    OnednnGemm fwd(x, false, w, true, y2), bin(gy, false, w, false, dx2), bw(gy, true, x, false, dw2);
-    auto onednn = [&] {
-      fwd.run();
-      bin.run();
-      bw.run();
-    };
-    double e_ms = best_ms(eigen, o.reps * 4), d_ms = best_ms(onednn, o.reps * 4);
-    double err = std::max(
-        {bench::relative_error(y2, y), bench::relative_error(dx2, dx), bench::relative_error(dw2, dw)});
-    if (!(err < 1e-5)) ++wrong;
-    std::printf("%-8s %-17s %9.3f %9.3f %9.2f %8.1e\n", l.model, l.name, e_ms, d_ms, e_ms / d_ms, err);
+    const Gemm gemms[] = {{"y", x, w, false, true, {l.batch, l.out}},
+                          {"dx", gy, w, false, false, {l.batch, l.in}},
+                          {"dW", gy, x, true, false, {l.out, l.in}}};
+    for (const Gemm& g : gemms) {
+      Tensor eigen_out = Tensor::empty(g.out), onednn_out = Tensor::empty(g.out);
+      OnednnGemm onednn(g.a, g.ta, g.b, g.tb, onednn_out);
+      const double e_ms = best_ms([&] { kernels::gemm(g.a, g.ta, g.b, g.tb, eigen_out); }, o.reps * 4);
+      const double d_ms = best_ms([&] { onednn.run(); }, o.reps * 4);
+      const double err = bench::relative_error(onednn_out, eigen_out);
+      if (!(err < 1e-5)) ++wrong;
+      const int64_t k = g.ta ? g.a.size(0) : g.a.size(1);
+      char dims[48];
+      std::snprintf(dims, sizeof dims, "%s [%lld,%lld,%lld]", g.name, static_cast<long long>(g.out[0]),
+                    static_cast<long long>(g.out[1]), static_cast<long long>(k));
+      std::printf("%-8s %-17s %-16s %9.3f %9.3f %9.2f %8.1e\n", l.model, l.name, dims, e_ms, d_ms,
+                  e_ms / d_ms, err);
+    }
   }
   std::printf("\n");
   return wrong;
@@ -238,7 +243,11 @@ int main(int argc, char** argv) {
   cl.add("--layout", &layout,
          "oneDNN's layouts: automatic (the default: plain for image-sized channel counts), plain (tandem's\n"
          "NCHW / OIHW) or preferred (oneDNN's blocked ones, with reorders)");
+  std::string only;
+  cl.add("--only", &only, "conv or linear: that table alone (default: both)");
   cl.parse(argc, argv);
+  TANDEM_CHECK(only.empty() || only == "conv" || only == "linear",
+               "conv_bench: --only " << only << " is not conv or linear");
   TANDEM_CHECK(layout == "automatic" || layout == "plain" || layout == "preferred",
                "conv_bench: --layout " << layout << " is not automatic, plain or preferred");
   kernels::cpu::set_onednn_layout(layout == "plain"       ? kernels::cpu::OnednnLayout::plain
@@ -250,9 +259,9 @@ int main(int argc, char** argv) {
       std::printf("conv_bench: oneDNN is not in this build (TANDEM_ONEDNN); nothing to compare\n");
       return 0;
     }
-    int64_t wrong = conv_rows(o);
+    int64_t wrong = only != "linear" ? conv_rows(o) : 0;
 #if TANDEM_HAVE_ONEDNN
-    wrong += linear_rows(o);
+    if (only != "conv") wrong += linear_rows(o);
 #endif
     return wrong;
   };

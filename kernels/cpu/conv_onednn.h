@@ -2,10 +2,10 @@
 // them and the Eigen path (im2col + GEMM) that stays the fallback and the tests' reference.
 //
 // Contract:
-// - CpuConvBackend: `onednn` runs float32 CPU convolutions through oneDNN; `eigen` runs every
-//   CPU convolution by im2col + Eigen GEMM. float64 always runs on Eigen (oneDNN has no
-//   float64 convolution), and without oneDNN in the build (onednn_built() false, CMake's
-//   TANDEM_ONEDNN) every backend runs Eigen. CUDA tensors ignore it.
+// - CpuConvBackend: `onednn` runs float32 CPU convolutions through oneDNN (and the float32
+//   GEMMs of gemm_onednn.h); `eigen` runs every CPU convolution by im2col + Eigen GEMM. float64 always runs
+//   on Eigen (oneDNN has no float64 convolution), and without oneDNN in the build (onednn_built() false,
+//   CMake's TANDEM_ONEDNN) every backend runs Eigen. CUDA tensors ignore it.
 // - cpu_conv_backend(): the backend in force. Until set_cpu_conv_backend is called it is read
 //   from the environment variable TANDEM_CONV_BACKEND (eigen | onednn; unset or empty:
 //   onednn) at the first call; any other value throws an Error naming the variable, the value

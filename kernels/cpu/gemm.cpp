@@ -1,9 +1,11 @@
-// GEMM through Eigen: maps our row-major buffers without copying. CUDA tensors go to
-// kernels/cuda/gemm.cu (cuBLAS).
+// GEMM through Eigen: maps our row-major buffers without copying; float32 products whose
+// output is a matrix go to oneDNN when the CPU backend is onednn (cpu/gemm_onednn.h). CUDA
+// tensors go to kernels/cuda/gemm.cu (cuBLAS).
 #include "kernels/gemm.h"
 
 #include <Eigen/Core>
 
+#include "kernels/cpu/gemm_onednn.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernel_recorder.h"
 
@@ -78,6 +80,7 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
   TANDEM_CUDA_ROUTE(a, cuda::gemm(a, ta, b, tb, c, alpha, beta));
   check_gemm(a, ta, b, tb, c);
   require_cpu("matmul", a);
+  if (cpu::onednn_gemm(a, ta, b, tb, c, alpha, beta)) return;  // float32 matrix outputs
   dispatch_float("matmul", a.dtype(), [&]<typename T>() {
     gemm_cpu<T>(a, ta, b, tb, c, static_cast<T>(alpha), static_cast<T>(beta));
   });
