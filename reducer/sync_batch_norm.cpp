@@ -55,7 +55,14 @@ GlobalStats gather_stats(const Tensor& x, dist::ProcessGroup& group, const std::
   local[2 * c] = static_cast<double>(count);
   Tensor mine = to_device(local, DType::f64, group.tensor_device());
   Tensor all = Tensor::empty({group.size() * (2 * c + 1)}, DType::f64, group.tensor_device());
-  group.allgather_flat(all, mine, "SyncBatchNorm '" + name + "' forward")->synchronize();
+  // The tag names the way out for the usual mistake (a timeout prints it): a training-mode
+  // forward that some ranks run alone, such as a sample grid made on rank 0.
+  group
+      .allgather_flat(all, mine,
+                      "SyncBatchNorm '" + name +
+                          "' forward (every rank runs it in training mode; a forward on some ranks only: "
+                          "eval() or nn::LocalBatchStatsScope)")
+      ->synchronize();
   std::vector<double> gathered = to_host(all);
 
   GlobalStats s;

@@ -83,7 +83,8 @@ TEST_CASE("oneDNN GEMMs run only where they are faster; the other calls stay Eig
           "[gemm][onednn]") {
   if (!require_onednn()) return;
   SECTION("a vector output (m or n is 1)") {
-    for (const Case& g : std::vector<Case>{{64, 1, 256, false, true}, {1, 256, 64, true, false}, {1, 1, 9, false, false}}) {
+    for (const Case& g :
+         std::vector<Case>{{64, 1, 256, false, true}, {1, 256, 64, true, false}, {1, 1, 9, false, false}}) {
       CAPTURE(g.m, g.n, g.k);
       CHECK(bitwise_equal(product(CpuConvBackend::onednn, g, DType::f32),
                           product(CpuConvBackend::eigen, g, DType::f32)));
