@@ -57,8 +57,17 @@ void check_device(DeviceKind device, const dist::ProcessGroup& world) {
 // Rank 0 chooses the checkpoint; every rank resumes from that file, or fails naming it (a
 // rank whose disk does not hold it must not train from elsewhere, or from scratch). Returns
 // the iteration to start from.
+// The first batch norm of `model` that normalises over each rank's batch alone ("" when none):
+// with one, a run resumed at another rank count normalises over other batches than it did.
+std::string per_rank_batch_norm(nn::Module& model, bool sync_bn) {
+  if (sync_bn) return "";
+  for (const auto& [name, module] : model.named_modules())
+    if (dynamic_cast<nn::BatchNorm*>(module) != nullptr) return name;
+  return "";
+}
+
 int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer, dist::ProcessGroup& world,
-                         std::ostream& out) {
+                         const std::string& per_rank_norm, std::ostream& out) {
   const std::string& out_dir = o.out;
   const bool is_rank0 = world.rank() == 0;
   ResumeChoice choice;
@@ -99,6 +108,21 @@ int64_t resume_iteration(const TrainOptions& o, const Checkpointer& checkpointer
                                               << o.iters << "; pass --iters " << start
                                               << " or more to continue that run");
   if (is_rank0) out << "resuming from " << chosen << " at iteration " << start << "\n";
+  // An elastic resume changes what per-rank batch statistics are taken over: say so.
+  std::string saved_world;
+  if (is_rank0 && loaded) {
+    const auto it = loaded->metadata.find("world_size");
+    if (it != loaded->metadata.end()) saved_world = it->second;
+  }
+  if (!saved_world.empty() && saved_world != std::to_string(world.size()) && !per_rank_norm.empty()) {
+    out.flush();
+    write_stderr_line(
+        "tandem-train: warning: " + chosen + " was written at " + saved_world + " rank(s), this run has " +
+        std::to_string(world.size()) + ": the model's batch norm (" + per_rank_norm +
+        ") normalises over each rank's batch without --sync-bn, so from here it sees batches of "
+        "another size and the run departs from the one it continues (--sync-bn normalises over "
+        "the global batch at any rank count)");
+  }
   return start;
 }
 
@@ -357,7 +381,8 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
       o.out, {.world_size = size, .elastic = options.global_batch > 0, .settings = settings},
       {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler, ada ? &ada->state() : nullptr});
 
-  const int64_t start = o.resume ? resume_iteration(o, checkpointer, *world, out) : 0;
+  const int64_t start =
+      o.resume ? resume_iteration(o, checkpointer, *world, per_rank_batch_norm(*model, o.sync_bn), out) : 0;
   scheduler.set_iteration(start);
   // A run whose length is not a multiple of --accumulate steps on its last, partial group.
   // Every checkpoint is written right after an optimizer step (at multiples of the count,
