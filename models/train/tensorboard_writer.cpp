@@ -164,14 +164,20 @@ void TensorBoardWriter::write_event(const std::string& serialized) {
     const ssize_t n = ::write(fd_, record.data() + written, record.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
+      const std::string why = n < 0 ? std::strerror(errno) : "nothing written";
       write_failed_ = true;
-      write_stderr_line("tandem: warning: cannot write " + path_ + " (" +
-                        (n < 0 ? std::strerror(errno) : "nothing written") +
-                        "); no more TensorBoard events go there, training goes on");
+      // A record cut short would end the file in a torn record: take back what of it was
+      // written, so that the file holds whole records only.
+      const bool untorn = written == 0 || ::ftruncate(fd_, static_cast<off_t>(complete_bytes_)) == 0;
+      write_stderr_line(
+          "tandem: warning: cannot write " + path_ + " (" + why +
+          "); no more TensorBoard events go there, training goes on" +
+          (untorn ? "" : "; its last record is torn (" + std::string(std::strerror(errno)) + ")"));
       return;
     }
     written += static_cast<size_t>(n);
   }
+  complete_bytes_ += record.size();
 }
 
 }  // namespace tandem::train

@@ -22,7 +22,8 @@
 //   sample grid from models/data/png_writer.h) and takes its size and channels from its
 //   header; a file that cannot be read or is not a PNG is an Error naming it.
 // - A write that fails (a full disk) is reported once on stderr, "tandem: warning: cannot
-//   write <path> (<reason>); ...", and nothing more is written; training goes on.
+//   write <path> (<reason>); ...", and nothing more is written; training goes on. What of
+//   the failed record was written is truncated away, so the file ends in a whole record.
 // - crc32c(bytes) is CRC-32C (Castagnoli, reflected 0x82f63b78, as in iSCSI and TFRecord).
 #pragma once
 
@@ -58,6 +59,7 @@ class TensorBoardWriter : public ScalarSink {
   std::string path_;
   int fd_ = -1;
   bool write_failed_ = false;
+  uint64_t complete_bytes_ = 0;  // the file's length in whole records
 };
 
 }  // namespace tandem::train

@@ -3,7 +3,12 @@
 #include <catch2/catch.hpp>
 
 #if TANDEM_HAVE_TENSORBOARD
+#include <sys/resource.h>
+
+#include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "models/train/tensorboard_writer.h"
 #include "runtime/error.h"
@@ -66,5 +71,40 @@ TEST_CASE("the writer never writes through a link planted at an event file's nam
   CHECK(fs::is_regular_file(fs::symlink_status(writer.path())));
   CHECK(fs::file_size(writer.path()) > 0);
   for (int i = 0; i < planted; ++i) CHECK_FALSE(fs::exists(tmp.file("target" + std::to_string(i))));
+}
+
+TEST_CASE("a write cut short (a full disk) leaves the file in whole records", "[tensorboard][errors]") {
+  namespace fs = std::filesystem;
+  TempDir tmp("tensorboard_full");
+  TensorBoardWriter writer(tmp.file("tb"));
+  writer.add_scalar("loss", 1.0, 0);
+  const uintmax_t whole = fs::file_size(writer.path());
+  // A file-size limit 100 bytes past the end stands in for a disk that fills: the next
+  // event (a 5000-byte picture) is written in part, then refused (EFBIG; SIGXFSZ ignored).
+  struct rlimit before {};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &before) == 0);
+  struct rlimit limited = before;
+  limited.rlim_cur = static_cast<rlim_t>(whole + 100);
+  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &limited) == 0);
+  writer.add_image("samples", std::string(5000, 'x'), 10, 10, 1, 1);
+  writer.add_scalar("loss", 2.0, 2);  // after a failure: nothing more is written
+  ::setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, previous);
+  CHECK(fs::file_size(writer.path()) == whole);
+  // The file reads as whole records: each length, its CRC, the data, the data's CRC.
+  std::ifstream in(writer.path(), std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  size_t at = 0, records = 0;
+  while (at < bytes.size()) {
+    REQUIRE(at + 12 <= bytes.size());
+    uint64_t length = 0;
+    for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[at + i]);
+    REQUIRE(at + 12 + length + 4 <= bytes.size());
+    CHECK(tfrecord(bytes.substr(at + 12, length)) == bytes.substr(at, 12 + length + 4));
+    at += 12 + length + 4;
+    ++records;
+  }
+  CHECK(records == 2);  // file_version and the first scalar
 }
 #endif
