@@ -97,8 +97,12 @@ struct ReducerOptions {
   // on the rank's data) is averaged over every rank, the absent ranks contributing their
   // current gradient (zeros without one): each gradient is the sum over the ranks that used
   // it divided by the world size. It also lets through ranks that run different steps (a D
-  // step here, a G step there), which the check exists to catch. false: an Error naming the
-  // part, its first parameter and this option.
+  // step here, a G step there), which the check exists to catch. A parameter no rank used
+  // keeps its gradient (undefined without one), as PyTorch's. A rank whose backward reaches
+  // none of the parameters takes part only when it announces the backward with
+  // prepare_for_backward (as PyTorch's DDP does in its forward): unannounced, a backward
+  // that reaches none of them is taken as not about this Reducer (another model's, a rank's
+  // own computation). false: an Error naming the part, its first parameter and this option.
   bool allow_absent_ranks = false;
   // Replaces the allreduce of each bucket: gets the bucket's gradients (this rank's sums,
   // views into the bucket) and the group, and leaves their average over ranks in place.

@@ -533,6 +533,47 @@ TEST_CASE("pytorch-pfn-extras options over MPI: negotiate_grads, reduce_function
     CHECK(body.grad().to_vector() == std::vector<double>(3, average));
     CHECK(head.grad().to_vector() == std::vector<double>(2, expected_head));
   }
+  // A branch per rank (a on even ranks, b on odd ones), against one process on the global
+  // batch: the mean of the ranks' losses, each rank's term on its branch (PyTorch's zeros from
+  // the ranks that did not use a parameter).
+  auto branch_loss = [&](const Variable& a, const Variable& b, int q) {
+    return q % 2 == 0 ? sum(a * input({3}, 1.0)) : sum(b * input({3}, 2.0));
+  };
+  auto expected = [&](int q_end, int which) {  // which 0: a, 1: b; over ranks [0, q_end)
+    double total = 0;
+    for (int q = which; q < q_end; q += 2) total += (which == 0 ? 1.0 : 2.0) * (q + 1);
+    return std::vector<double>(3, total);
+  };
+  if (n >= 2) {
+    INFO("allow_absent_ranks: a branch per rank");
+    Variable a(Tensor::zeros({3}), true), b(Tensor::zeros({3}), true);
+    Reducer reducer({a, b}, {"a.w", "b.w"}, world(),
+                    ReducerOptions{.allow_absent_ranks = true, .name = "Branches"});
+    branch_loss(a, b, r).backward();
+    CHECK(a.grad().to_vector() == expected(n, 0));
+    CHECK(b.grad().to_vector() == expected(n, 1));
+  }
+  if (n >= 2) {
+    // A backward that reaches none of a Reducer's parameters is, unannounced, not about that
+    // Reducer (another model's, a rank's own computation): a rank whose model's backward
+    // reaches none of it takes part by announcing the backward with prepare_for_backward,
+    // as PyTorch's DDP does in its forward. Every rank announces here.
+    INFO("allow_absent_ranks: a branch per rank, the last rank's backward reaching no parameter");
+    Variable a(Tensor::zeros({3}), true), b(Tensor::zeros({3}), true), free(Tensor::ones({2}), true);
+    Reducer reducer({a, b}, {"a.w", "b.w"}, world(),
+                    ReducerOptions{.allow_absent_ranks = true, .name = "Empty"});
+    const bool last = r == n - 1;
+    Variable loss = last ? sum(free * 5.0) : branch_loss(a, b, r);
+    reducer.prepare_for_backward({loss});
+    loss.backward();
+    CHECK(a.grad().to_vector() == expected(n - 1, 0));
+    if (n >= 3) {
+      CHECK(b.grad().to_vector() == expected(n - 1, 1));
+    } else {  // at 2 ranks no rank uses b: its gradient stays undefined everywhere, as PyTorch's
+      CHECK_FALSE(b.grad().defined());
+    }
+    if (last) CHECK(free.grad().to_vector() == std::vector<double>(2, 5.0));
+  }
 }
 
 // Gradients of a two-layer net on rank `r`'s batch at `step`, for the shared-memory test.
