@@ -27,10 +27,10 @@ bool all_finite(const Tensor& t) {
 // The feature network takes 1-channel 28x28 images. Larger samples (dcgan64's 64x64) are
 // halved by StyleGAN2's [1, 3, 3, 1] filter while at least twice that side (64 -> 32), then
 // resized bilinearly (32 -> 28): low-passed first, so the resize does not alias.
-Tensor at_feature_size(Variable images, int64_t n) {
+Tensor at_feature_size(Variable images, int64_t n, ResamplingFilter& blur) {
   if (images.dim() != 4 || (images.size(2) == 28 && images.size(3) == 28))
     return images.data().reshape({n, 1, 28, 28});
-  const Tensor filter = setup_filter({1, 3, 3, 1}, images.dtype(), images.device());
+  const Tensor& filter = blur(images);
   while (images.size(2) >= 56 && images.size(3) >= 56 && images.size(2) % 2 == 0 && images.size(3) % 2 == 0)
     images = downsample2d(images, filter);
   return interpolate_bilinear(images, 28, 28).data();
@@ -101,7 +101,8 @@ double FidMonitor::compute(GanModel& model, const EmaWeights& ema, Device device
   {
     ScopedAverage average(ema);
     auto generate = [&](const Tensor& noise) {
-      return at_feature_size(model.generate(Variable(noise.to(device))), noise.size(0)).to(Device::cpu());
+      return at_feature_size(model.generate(Variable(noise.to(device))), noise.size(0), blur_)
+          .to(Device::cpu());
     };
     stats = metrics::generated_stats(*net_.net, generate, {model.noise_dim()}, samples_, seed_, world_);
   }

@@ -29,6 +29,7 @@
 #include "models/gan.h"
 #include "models/metrics/feature_net.h"
 #include "models/metrics/feature_stats.h"
+#include "models/resampling_filter.h"
 #include "models/train/ema_weights.h"
 #include "models/train/train_options.h"
 #include "runtime/dist/process_group.h"
@@ -53,6 +54,7 @@ class FidMonitor {
   std::string name_;
   metrics::LoadedFeatureNet net_;
   metrics::GaussianStats real_;
+  ResamplingFilter blur_{{1, 3, 3, 1}};  // halves samples larger than the feature network's 28x28
 };
 
 }  // namespace tandem::models
