@@ -8,11 +8,16 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -35,6 +40,30 @@ std::string unique_temporary_name(const std::string& path) {
   std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%08x", static_cast<long>(::getpid()),
                 static_cast<unsigned>(device() ^ (counter.fetch_add(1) * 0x9e3779b9u)));
   return path + suffix;
+}
+
+// True for a name unique_temporary_name gave: "<stem>.tmp.<digits>.<8 hex digits>".
+bool is_unique_temporary_name(const std::string& name) {
+  const size_t tmp = name.rfind(".tmp.");
+  if (tmp == std::string::npos) return false;
+  const std::string tail = name.substr(tmp + 5);  // "<pid>.<hex>"
+  const size_t dot = tail.find('.');
+  if (dot == std::string::npos || dot == 0 || tail.size() - dot - 1 != 8) return false;
+  const auto all = [](std::string_view t, int (*is)(int)) {
+    return std::all_of(t.begin(), t.end(), [is](unsigned char c) { return is(c) != 0; });
+  };
+  return all(std::string_view(tail).substr(0, dot), ::isdigit) &&
+         all(std::string_view(tail).substr(dot + 1), ::isxdigit);
+}
+
+// TANDEM_FAULT_SLOW_FSYNC_MS=N (tests only): every save waits N ms before its fsync, which
+// widens the window in which two writers of one file overlap (tests/metrics/fid_cache_jobs_test.sh).
+void maybe_slow_fsync_for_tests() {
+  static const long delay_ms = [] {
+    const char* value = std::getenv("TANDEM_FAULT_SLOW_FSYNC_MS");
+    return value == nullptr ? 0L : std::max(0L, std::strtol(value, nullptr, 10));
+  }();
+  if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
 }
 
 namespace fs = std::filesystem;
@@ -413,6 +442,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     if (std::fwrite(t.raw_data(), 1, t.bytes(), fp) != t.bytes()) fail_write("writing");
   }
   if (std::fflush(fp) != 0) fail_write("flushing");
+  maybe_slow_fsync_for_tests();
   if (fsync(fileno(fp)) != 0) fail_write("syncing");
   int rc = std::fclose(fp);
   fp = nullptr;
@@ -551,6 +581,26 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir, const 
     }
   }
   return std::nullopt;
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& dir, const std::string& prefix,
+                                                  std::chrono::seconds older_than) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return removed;
+  const auto now = fs::file_time_type::clock::now();
+  for (const fs::directory_entry& entry : it) {
+    std::error_code entry_ec;
+    const std::string name = entry.path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0 || !is_unique_temporary_name(name)) continue;
+    if (!entry.is_regular_file(entry_ec) || entry.is_symlink(entry_ec)) continue;
+    const auto written = entry.last_write_time(entry_ec);
+    if (entry_ec || now - written < older_than) continue;  // perhaps still being written
+    if (fs::remove(entry.path(), entry_ec)) removed.push_back(entry.path().string());
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
 }
 
 }  // namespace tandem

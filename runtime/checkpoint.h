@@ -34,10 +34,12 @@
 //   and load_safetensors refuses it by name.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/tensor.h"
 
@@ -88,5 +90,14 @@ void verify_safetensors(const std::string& path);
 std::string checkpoint_path(const std::string& dir, const std::string& prefix, int64_t iteration);
 
 std::optional<std::string> find_latest_checkpoint(const std::string& dir, const std::string& prefix);
+
+// Removes from `dir` the temporaries TemporaryName::unique gave to files named `prefix`...
+// ("<prefix>....tmp.<pid>.<8 hex digits>", regular files, not links) last written at least
+// `older_than` ago: a writer that was killed between creating and renaming its temporary
+// leaves it behind, and nothing else would remove it. A save takes seconds, so a temporary
+// older than that is nobody's (the age, not the process id, decides: a cache may be shared
+// by several hosts). Returns the paths removed; a directory that cannot be read removes none.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir, const std::string& prefix,
+                                                  std::chrono::seconds older_than);
 
 }  // namespace tandem

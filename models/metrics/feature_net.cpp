@@ -250,8 +250,8 @@ std::string load_verified_feature_net(LoadedFeatureNet& out) {
   if (text("fid.hash") != out.hash)
     return "it records the recipe " + (text("fid.hash").empty() ? std::string("(none)") : text("fid.hash")) +
            ", not " + out.hash + " (a file of another network, or of an older tandem)";
-  if (text("fid.weights") != weights_hash(*out.net))
-    return "its weights hash to " + weights_hash(*out.net) + ", not the recorded " + text("fid.weights") +
+  if (const std::string weights = weights_hash(*out.net); text("fid.weights") != weights)
+    return "its weights hash to " + weights + ", not the recorded " + text("fid.weights") +
            " (changed after it was written)";
   auto number = [&](const char* key, double& value) -> std::string {
     const std::string t = text(key);
@@ -274,6 +274,10 @@ namespace {
 
 enum class CacheDecision { load, train };
 
+// A cache file is written in seconds (a few MB and an fsync); a temporary an hour old was
+// left by a writer that was killed (remove_stale_temporaries, runtime/checkpoint.h).
+constexpr std::chrono::hours kStaleTemporaryAge{1};
+
 }  // namespace
 
 void save_feature_net(const LoadedFeatureNet& net, const FeatureNetConfig& config) {
@@ -295,6 +299,8 @@ LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const st
   std::optional<data::ImageDataset> train;
   CacheFile file{.dir = cache_dir, .made = "trained", .redo = "training it again"};
   if (lead) {
+    for (const std::string& path : remove_stale_temporaries(cache_dir, "fid-", kStaleTemporaryAge))
+      if (log) log("FID cache: removed " + path + " (left by a job that stopped while writing it)");
     train = data::load_fashion_mnist(data_dir, true);
     out.hash = feature_net_hash(data::dataset_identity(*train), config);
     out.path = cache_dir + "/fid-features-" + out.hash + ".ckpt";

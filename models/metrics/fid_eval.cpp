@@ -52,7 +52,7 @@ GaussianStats real_stats(FeatureNet& net, const std::string& net_hash, const dat
                          const std::string& real_identity, const std::string& cache_dir,
                          dist::ProcessGroup& group, const LogLine& log) {
   const std::string path = cache_dir + "/fid-real-" + hash_hex(net_hash + "\n" + real_identity) + ".ckpt";
-  const std::string net_weights = weights_hash(net);
+  const std::string net_weights = group.rank() == 0 ? weights_hash(net) : "";  // rank 0 checks and writes
   const int64_t d = kFeatureDim;
 
   // Rank 0's view of the cache decides (follow_cache_verdict).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -247,6 +248,36 @@ TEST_CASE("writers of one file with unique temporaries never undo each other's s
   int left = 0;  // no temporary left behind
   for (const auto& entry : fs::directory_iterator(dir.path)) left += entry.path().string() != path;
   CHECK(left == 0);
+}
+
+TEST_CASE("stale unique temporaries are removed by age; other files, links and fresh ones are kept",
+          "[checkpoint]") {
+  TempDir dir;
+  const auto two_hours_ago = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  auto plant = [&](const std::string& name, bool old) {
+    write_bytes(dir.file(name), "half-written");
+    if (old) fs::last_write_time(dir.file(name), two_hours_ago);
+  };
+  plant("fid-real-0123.ckpt.tmp.4242.0badcafe", true);    // a killed writer's: removed
+  plant("fid-real-0123.ckpt.tmp.4343.00c0ffee", false);   // being written now: kept
+  plant("fid-real-0123.ckpt.tmp", true);                  // a beside temporary: not ours to remove
+  plant("fid-real-0123.ckpt.tmp.4242.0badcaf", true);     // 7 hex digits: not a unique name
+  plant("fid-real-0123.ckpt.tmp.42x2.0badcafe", true);    // not a process id
+  plant("ckpt-000100.safetensors.tmp.1.0badcafe", true);  // another prefix
+  plant("fid-real-0123.ckpt", true);                      // a finished file
+  write_bytes(dir.file("elsewhere"), "not the cache's");
+  fs::last_write_time(dir.file("elsewhere"), two_hours_ago);
+  fs::create_symlink(dir.file("elsewhere"), dir.file("fid-link.ckpt.tmp.1.0badcafe"));
+
+  const std::vector<std::string> removed =
+      remove_stale_temporaries(dir.path.string(), "fid-", std::chrono::hours(1));
+  CHECK(removed == std::vector<std::string>{dir.file("fid-real-0123.ckpt.tmp.4242.0badcafe")});
+  for (const char* kept : {"fid-real-0123.ckpt.tmp.4343.00c0ffee", "fid-real-0123.ckpt.tmp",
+                           "fid-real-0123.ckpt.tmp.4242.0badcaf", "fid-real-0123.ckpt.tmp.42x2.0badcafe",
+                           "ckpt-000100.safetensors.tmp.1.0badcafe", "fid-real-0123.ckpt", "elsewhere"})
+    CHECK(fs::exists(dir.file(kept)));
+  CHECK(fs::is_symlink(dir.file("fid-link.ckpt.tmp.1.0badcafe")));
+  CHECK(remove_stale_temporaries(dir.file("no-such-dir"), "fid-", std::chrono::hours(1)).empty());
 }
 
 TEST_CASE("safetensors saves through a temporary file and errors name the path", "[checkpoint]") {
