@@ -102,7 +102,9 @@ struct ReducerOptions {
   // none of the parameters takes part only when it announces the backward with
   // prepare_for_backward (as PyTorch's DDP does in its forward): unannounced, a backward
   // that reaches none of them is taken as not about this Reducer (another model's, a rank's
-  // own computation). false: an Error naming the part, its first parameter and this option.
+  // own computation). Cost: no collective of its own (the agreement's sums already count
+  // the ranks using each parameter, so they carry the union); every rank then reduces the
+  // union's buckets. false: an Error naming the part, its first parameter and this option.
   bool allow_absent_ranks = false;
   // Replaces the allreduce of each bucket: gets the bucket's gradients (this rank's sums,
   // views into the bucket) and the group, and leaves their average over ranks in place.

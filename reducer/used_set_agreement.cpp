@@ -96,8 +96,8 @@ std::vector<bool> UsedSetAgreement::agree(dist::ProcessGroup& group, SharedMemor
                   << " this one; every rank must run the same backward (the same step) in "
                   << "the same order. If this part is meant to be used on some ranks only (a graph that "
                   << "depends on the rank's data), set ReducerOptions::allow_absent_ranks "
-                  << "(DdpOptions::reducer.allow_absent_ranks) to average it with zeros from the "
-                  << "ranks that do not use it");
+                  << "(DdpOptions::reducer.allow_absent_ranks) to average it over every rank, those "
+                  << "that do not use it contributing their current gradient (zeros without one)");
     }
   }
   std::vector<bool> global(count);

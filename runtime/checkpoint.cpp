@@ -57,7 +57,7 @@ bool is_unique_temporary_name(const std::string& name) {
 }
 
 // TANDEM_FAULT_SLOW_FSYNC_MS=N (tests only): every save waits N ms before its fsync, which
-// widens the window in which two writers of one file overlap (tests/metrics/fid_cache_jobs_test.sh).
+// widens the window in which two writers of one file overlap (tests/train/mpi/fid_cache_jobs_test.sh).
 void maybe_slow_fsync_for_tests() {
   static const long delay_ms = [] {
     const char* value = std::getenv("TANDEM_FAULT_SLOW_FSYNC_MS");

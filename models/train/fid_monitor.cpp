@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "autograd/grad_mode.h"
@@ -77,8 +78,12 @@ FidMonitor::FidMonitor(const TrainOptions& o, dist::ProcessGroup& world, bool em
     TANDEM_FAIL("FID's feature network (--fid-cache " << cache << "): " << e.message());
   }
   const data::ImageDataset test = data::load_fashion_mnist(o.data_dir, false);
-  real_ = metrics::real_stats(*net_.net, net_.hash, test, data::dataset_identity(test), cache, world,
-                              lead ? metrics::LogLine(log) : metrics::LogLine());
+  try {
+    real_ = metrics::real_stats(*net_.net, net_.hash, test, data::dataset_identity(test), cache, world,
+                                lead ? metrics::LogLine(log) : metrics::LogLine());
+  } catch (const Error& e) {
+    TANDEM_FAIL("FID's real statistics (--fid-cache " << cache << "): " << e.message());
+  }
   char text[240];
   std::snprintf(
       text, sizeof text,
@@ -93,6 +98,8 @@ FidMonitor::FidMonitor(const TrainOptions& o, dist::ProcessGroup& world, bool em
 bool FidMonitor::due(int64_t done, bool last) const { return last || done % every_ == 0; }
 
 double FidMonitor::compute(GanModel& model, const EmaWeights& ema, Device device) {
+  if (std::getenv(kFidFaultEnv) != nullptr)
+    TANDEM_FAIL(name_ << " failed on purpose (" << kFidFaultEnv << " is set)");
   NoGradGuard no_grad;
   nn::LocalBatchStatsScope local;  // ranks make different chunk counts: no batch-norm collectives
   std::vector<std::pair<Tensor, Tensor>> saved_buffers;

@@ -38,6 +38,10 @@ namespace tandem::models {
 
 void check_fid_options(const TrainOptions& options, const FlagGiven& given);
 
+// Set (tests only): every FID computation fails, as one that runs out of memory would; the
+// log point's checkpoint must be on disk by then (tests/train/mpi/test_train.cpp).
+inline constexpr const char* kFidFaultEnv = "TANDEM_FAULT_FID_EVALUATION";
+
 class FidMonitor {
  public:
   FidMonitor(const TrainOptions& options, dist::ProcessGroup& world, bool ema_on, std::ostream* out);

@@ -1,10 +1,13 @@
 // FID across ranks equals FID of one process on the same samples (to 1e-9 relative), for
 // a fixed (untrained, deterministic) feature network: real rows split over ranks, generated
 // rows from global noise, and the cached real statistics.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "models/metrics/feature_net.h"
 #include "models/metrics/fid.h"
 #include "models/metrics/fid_eval.h"
+#include "runtime/checkpoint.h"
 #include "runtime/rng.h"
 
 using namespace tandem;
@@ -139,6 +143,70 @@ TEST_CASE("real statistics are computed once, cached, and read back equal", "[me
   group->barrier()->wait();  // rank 0's directory outlives the others' reads
 }
 
+TEST_CASE("a real-statistics file that does not verify is named, computed again and replaced",
+          "[metrics][mpi]") {
+  auto group = testing::world();
+  FeatureNet net(9), other(10);
+  data::ImageDataset real;
+  real.images = randn_rows({50, 1, 28, 28}, 0, 45, 0);
+  real.labels.assign(50, 0);
+  testing::TempDir dir("fid_cache_bad");
+  const std::string cache = dist::broadcast_string(*group, dir.path.string(), 0, "test: cache dir");
+  const std::string net_hash = "0123456789abcdef", identity = "synthetic 50";
+  const std::string path = cache + "/fid-real-" + hash_hex(net_hash + "\n" + identity) + ".ckpt";
+  const GaussianStats good = real_stats(net, net_hash, real, identity, cache, *group);
+  const std::string weights = weights_hash(net);
+  const int64_t d = kFeatureDim;
+  struct Case {
+    std::string what;  // how the file is spoiled
+    std::function<void(SafetensorsFile&)> spoil;
+    std::string reason;  // what the refusal must say
+  };
+  const std::vector<Case> cases = {
+      {"another network's statistics",
+       [&](SafetensorsFile& f) { f.metadata["fid.feature_weights"] = weights_hash(other); },
+       "made with the feature network of weights " + weights_hash(other) + ", not " + weights},
+      {"another data set's", [](SafetensorsFile& f) { f.metadata["fid.data"] = "synthetic 60"; },
+       "made from the data synthetic 60, not synthetic 50"},
+      {"a NaN mean", [](SafetensorsFile& f) { f.tensors["mean"].fill_(std::nan("")); },
+       "it holds a mean that is not finite"},
+      {"a covariance of all -1", [](SafetensorsFile& f) { f.tensors["cov"].fill_(-1.0); },
+       "it holds a covariance that is not positive semi-definite"},
+      {"a count of -7", [](SafetensorsFile& f) { f.tensors["count"].fill_(-7.0); },
+       "it holds a count of -7 samples"},
+      {"a 127 x 127 covariance",
+       [d](SafetensorsFile& f) {
+         f.tensors["cov"] = Tensor::zeros({d - 1, d - 1}, DType::f64);
+       },
+       "it holds a covariance of shape [127, 127], not [128, 128]"},
+      {"no covariance", [](SafetensorsFile& f) { f.tensors.erase("cov"); },
+       "no tensor 'cov'; not FID statistics"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    if (group->rank() == 0) {
+      SafetensorsFile file = load_safetensors(path);
+      c.spoil(file);
+      save_safetensors(path, file.tensors, file.metadata);
+    }
+    group->barrier()->wait();
+    std::vector<std::string> lines;
+    const GaussianStats again = real_stats(net, net_hash, real, identity, cache, *group,
+                                           [&](const std::string& l) { lines.push_back(l); });
+    if (group->rank() == 0) {
+      const std::string want = "FID real statistics: refusing " + path + ": " + c.reason;
+      CHECK(
+          std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.starts_with(want); }));
+      CHECK(std::any_of(lines.begin(), lines.end(),
+                        [&](const std::string& l) { return l.ends_with("computing them again"); }));
+    }
+    CHECK(again.count == good.count);
+    CHECK(again.cov.to_vector() == good.cov.to_vector());  // computed again: the same sums
+    CHECK(again.mean.to_vector() == good.mean.to_vector());
+  }
+  group->barrier()->wait();  // rank 0's directory outlives the others' reads
+}
+
 TEST_CASE("every rank gets rank 0's cached feature network, its own cache unread and left empty",
           "[fid][cache]") {
   if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
@@ -168,6 +236,46 @@ TEST_CASE("every rank gets rank 0's cached feature network, its own cache unread
   CHECK(got.from_cache);
   CHECK(weights_hash(*got.net) == planted_weights);
   if (testing::world()->rank() != 0) CHECK_FALSE(std::filesystem::exists(cache));
+}
+
+TEST_CASE("a cached feature network that does not verify is named by file and key before it is trained again",
+          "[fid][cache]") {
+  if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  // A file without a checksum whose recorded accuracy is not a number: it used to end the
+  // run with "error: stod", naming neither. The training that follows fails on purpose (the
+  // refusal is logged before it), so that the test does not train for minutes.
+  testing::TempDir dir("fid-cache-bad-net");
+  const std::string cache =
+      dist::broadcast_string(*testing::world(), dir.path.string(), 0, "test: cache dir");
+  const FeatureNetConfig config;
+  std::string path, hash;
+  if (testing::world()->rank() == 0) {
+    const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
+    LoadedFeatureNet planted;
+    planted.net = std::make_shared<FeatureNet>(config.seed);
+    planted.hash = hash = feature_net_hash(data::dataset_identity(train), config);
+    planted.path = path = cache + "/fid-features-" + planted.hash + ".ckpt";
+    save_feature_net(planted, config);
+    SafetensorsFile file = load_safetensors(path);
+    file.metadata["fid.test_accuracy"] = "about 0.8";
+    save_safetensors(path, file.tensors, file.metadata);
+  }
+  std::vector<std::string> lines;
+  ::setenv(kFeatureNetTrainingFaultEnv, "1", 1);
+  CHECK_THROWS_WITH(load_or_train_feature_net(data::kFashionMnistDefaultDir, cache, config, *testing::world(),
+                                              [&](const std::string& l) { lines.push_back(l); }),
+                    Catch::Contains("training failed on purpose"));
+  ::unsetenv(kFeatureNetTrainingFaultEnv);
+  if (testing::world()->rank() == 0) {
+    const std::string want =
+        "FID feature network " + short_hash(hash) + ": refusing " + path +
+        ": metadata key fid.test_accuracy is 'about 0.8', not a number; training it again";
+    INFO(lines.size() << " lines logged");
+    CHECK(std::find(lines.begin(), lines.end(), want) != lines.end());
+  }
 }
 
 TEST_CASE("a feature network rank 0 fails to train ends every rank at once, naming rank 0's error",

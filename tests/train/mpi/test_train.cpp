@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "models/data/dataset_identity.h"
 #include "models/metrics/feature_net.h"
 #include "models/train/batch_maker.h"
+#include "models/train/fid_monitor.h"
 #include "models/train/rank_stats.h"
 #include "models/train/trainer.h"
 #include "runtime/checkpoint.h"
@@ -810,6 +812,45 @@ TEST_CASE("a run with FID logs fid_ema at its iterations, with the cached featur
     CHECK(with_fid == std::vector<int64_t>{4, 6});
     CHECK(fs::exists(cache));
   }
+}
+
+TEST_CASE("a log point's checkpoint is on disk before its FID, which may fail", "[train][fid]") {
+  if (!fashion_mnist_present()) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  const std::string cache = fresh_dir("fid-cache-order");
+  if (world()->rank() == 0) plant_feature_net(cache);
+  world()->barrier("feature network cached")->wait();
+  const std::string dir = fresh_dir("fid-run-order");
+  std::ostringstream log;
+  auto o = short_run("mlp", dir, 6);
+  o.fid_every = 4;
+  o.fid_samples = 300;
+  o.fid_cache = cache;
+  o.ckpt_every = 4;
+  ::setenv(models::kFidFaultEnv, "1", 1);
+  CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains("fid_ema failed on purpose"));
+  ::unsetenv(models::kFidFaultEnv);
+  if (world()->rank() == 0) CHECK(fs::exists(dir + "/ckpt-000004.safetensors"));
+}
+
+TEST_CASE("an --fid-cache that is a file is refused before any training, naming the flag", "[train][fid]") {
+  if (!fashion_mnist_present()) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  const std::string dir = fresh_dir("fid-cache-file");
+  const std::string not_a_dir = dir + "/cache";
+  if (world()->rank() == 0) std::ofstream(not_a_dir) << "a file, not a directory";
+  world()->barrier("file written")->wait();
+  std::ostringstream log;
+  auto o = short_run("mlp", dir + "/run", 4);
+  o.fid_every = 2;
+  o.fid_cache = not_a_dir;
+  CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains("--fid-cache " + not_a_dir) &&
+                                                        Catch::Contains(not_a_dir + " is not a directory"));
+  CHECK(log.str().find("training (") == std::string::npos);  // no feature network trained first
 }
 
 TEST_CASE("a generator gone non-finite logs no FID and the run goes on, its checkpoints written",
