@@ -125,7 +125,7 @@ Variable NoiseInjection::forward(const Variable& x, const Tensor& noise) {
 }
 
 Variable modulated_conv2d(const Variable& x, const Variable& weight, const Variable& styles, bool demodulate,
-                          const kernels::Conv2dParams& params) {
+                          const kernels::Conv2dParams& params, ModulatedForm form) {
   const char* op = "modulated_conv2d";
   TANDEM_CHECK(x.defined() && weight.defined() && styles.defined(),
                op << ": needs defined input, weight and styles");
@@ -140,6 +140,16 @@ Variable modulated_conv2d(const Variable& x, const Variable& weight, const Varia
                   << " do not agree (want [N, C, H, W], [O, C, k, k], [N, C])");
   TANDEM_CHECK(params.groups == 1,
                op << ": params.groups must be 1 (the batch's samples are the groups), got " << params.groups);
+  TANDEM_CHECK(form != ModulatedForm::by_mode,
+               op << ": the form must be grouped or scaled (by_mode is the layer's choice)");
+  if (form == ModulatedForm::scaled) {
+    Variable y = conv2d(mul(x, reshape(styles, {n, c, 1, 1})), weight, Variable(), params);
+    if (!demodulate) return y;
+    // sum over c, ki, kj of (weight[o, c] styles[n, c])^2 = styles^2 @ (sum over ki, kj of weight^2)^T.
+    const Variable energy = sum(square(reshape(weight, {o, c, kh * kw})), 2);                    // [O, C]
+    const Variable norms = sqrt(add_scalar(matmul(square(styles), energy, false, true), 1e-8));  // [N, O]
+    return div(y, reshape(norms, {n, o, 1, 1}));
+  }
   // w_n[o, c, ki, kj] = weight[o, c, ki, kj] * styles[n, c], as [N, O, C k k].
   Variable w = mul(reshape(weight, {1, o, c, kh * kw}), reshape(styles, {n, 1, c, 1}));
   w = reshape(w, {n, o, c * kh * kw});
@@ -169,8 +179,10 @@ ModulatedConv2d::ModulatedConv2d(int64_t in, int64_t out, int64_t k, int64_t w_d
 
 Variable ModulatedConv2d::forward(const Variable& x, const Variable& w) {
   const double c = options.gain / std::sqrt(static_cast<double>(in_channels * kernel * kernel));
-  const Variable y =
-      modulated_conv2d(x, scale(weight, c), affine->forward(w), options.demodulate, {.padding = kernel / 2});
+  ModulatedForm form = options.form;
+  if (form == ModulatedForm::by_mode) form = is_training() ? ModulatedForm::scaled : ModulatedForm::grouped;
+  const Variable y = modulated_conv2d(x, scale(weight, c), affine->forward(w), options.demodulate,
+                                      {.padding = kernel / 2}, form);
   return bias.defined() ? add_bias(y, bias) : y;
 }
 

@@ -27,10 +27,16 @@
 //   convolution. x [N, C, H, W], weight [O, C, k, k] (used as given), styles [N, C]: sample
 //   n is convolved with w_n[o, c] = weight[o, c] * styles[n, c], and with `demodulate` each
 //   w_n[o] is then divided by sqrt(sum over c, ki, kj of w_n[o]^2 + 1e-8), so scaling a
-//   sample's styles leaves its output unchanged (up to that 1e-8). As in StyleGAN2, it runs
-//   as ONE grouped conv2d over the batch (x as [1, N C, H, W], the weights as
-//   [N O, C, k, k], groups N). params: stride, padding and dilation (groups must be 1).
-//   Returns [N, O, Ho, Wo].
+//   sample's styles leaves its output unchanged (up to that 1e-8). Two forms of the same
+//   function (equal up to rounding), as StyleGAN2's code has them: ModulatedForm::grouped
+//   runs ONE grouped conv2d over the batch (x as [1, N C, H, W], the weights as
+//   [N O, C, k, k], groups N); ModulatedForm::scaled scales x by the styles, runs one
+//   ordinary conv2d with the shared weight, and scales its output by the demodulation
+//   coefficients rsqrt(styles^2 @ (sum over ki, kj of weight^2)^T + 1e-8) [N, O]. StyleGAN2
+//   trains with the scaled form and evaluates with the grouped one: the scaled form's
+//   backward and double backward (R1, path length) are convolutions with one shared weight
+//   instead of N per-sample weights. params: stride, padding and dilation (groups must be
+//   1). Returns [N, O, Ho, Wo].
 // - ModulatedConv2d(in, out, kernel, w_dim): the layer around it (StyleGAN2's synthesis
 //   layer and, demodulate off, its toRGB). It owns `affine`, an EqualizedLinear(w_dim, in)
 //   with bias_init 1 that maps the latent w [N, w_dim] to the styles, the weight
@@ -101,13 +107,21 @@ class NoiseInjection : public Module {
   Generator gen_;  // the noise stream
 };
 
+enum class ModulatedForm {
+  grouped,  // one grouped convolution over the batch, a weight per sample
+  scaled,   // the input scaled, one convolution with the shared weight, the output scaled
+  by_mode,  // (the layer's option) scaled in training mode, grouped in eval mode, as StyleGAN2
+};
+
 Variable modulated_conv2d(const Variable& x, const Variable& weight, const Variable& styles,
-                          bool demodulate = true, const kernels::Conv2dParams& params = {});
+                          bool demodulate = true, const kernels::Conv2dParams& params = {},
+                          ModulatedForm form = ModulatedForm::grouped);
 
 struct ModulatedConvOptions {
   bool demodulate = true;
   bool bias = true;
   double gain = 1.0;  // of the weight (equalised learning rate)
+  ModulatedForm form = ModulatedForm::by_mode;
 };
 
 class ModulatedConv2d : public Module {

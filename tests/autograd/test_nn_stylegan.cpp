@@ -204,15 +204,16 @@ TEST_CASE("modulated_conv2d equals a per-sample conv2d with explicitly modulated
                  styles = random_input({3, 4}, 33);
   for (const kernels::Conv2dParams& p :
        {kernels::Conv2dParams{.padding = 1}, kernels::Conv2dParams{.stride = 2, .padding = 2, .dilation = 2}})
-    for (bool demodulate : {true, false}) {
-      CAPTURE(p.stride, p.dilation, demodulate);
-      const Variable y = nn::modulated_conv2d(x, weight, styles, demodulate, p);
-      const std::vector<double> want =
-          per_sample_modulated(x.data(), weight.data(), styles.data(), demodulate, p);
-      REQUIRE(y.shape()[0] == 3);
-      REQUIRE(y.shape()[1] == 5);
-      check_close(y.data().to_vector(), want, 1e-12);
-    }
+    for (bool demodulate : {true, false})
+      for (nn::ModulatedForm form : {nn::ModulatedForm::grouped, nn::ModulatedForm::scaled}) {
+        CAPTURE(p.stride, p.dilation, demodulate, form == nn::ModulatedForm::scaled);
+        const Variable y = nn::modulated_conv2d(x, weight, styles, demodulate, p, form);
+        const std::vector<double> want =
+            per_sample_modulated(x.data(), weight.data(), styles.data(), demodulate, p);
+        REQUIRE(y.shape()[0] == 3);
+        REQUIRE(y.shape()[1] == 5);
+        check_close(y.data().to_vector(), want, 1e-12);
+      }
   // Demodulated, the output ignores the style's scale; without, it follows it.
   const Variable y = nn::modulated_conv2d(x, weight, styles, true, {.padding = 1});
   check_close(nn::modulated_conv2d(x, weight, scale(styles, 3.0), true, {.padding = 1}).data().to_vector(),
@@ -227,11 +228,14 @@ TEST_CASE("modulated_conv2d gradients w.r.t. input, weight and styles",
   const Variable x = random_input({2, 3, 4, 4}, 34), weight = random_input({2, 3, 3, 3}, 35),
                  styles = random_input({2, 3}, 36);
   for (bool demodulate : {true, false})
-    expect_gradients_match(demodulate ? "modulated_conv2d demodulated" : "modulated_conv2d",
-                           [demodulate](const std::vector<Variable>& v) {
-                             return nn::modulated_conv2d(v[0], v[1], v[2], demodulate, {.padding = 1});
-                           },
-                           {x, weight, styles});
+    for (nn::ModulatedForm form : {nn::ModulatedForm::grouped, nn::ModulatedForm::scaled})
+      expect_gradients_match(std::string(demodulate ? "modulated_conv2d demodulated" : "modulated_conv2d") +
+                                 (form == nn::ModulatedForm::scaled ? ", scaled" : ", grouped"),
+                             [demodulate, form](const std::vector<Variable>& v) {
+                               return nn::modulated_conv2d(v[0], v[1], v[2], demodulate, {.padding = 1},
+                                                           form);
+                             },
+                             {x, weight, styles});
 }
 
 TEST_CASE("ModulatedConv2d: affine styles (bias 1), an equalised weight, a bias; named errors",
@@ -252,9 +256,14 @@ TEST_CASE("ModulatedConv2d: affine styles (bias 1), an equalised weight, a bias;
     std::vector<double> want = per_sample_modulated(x.data(), scaled, styles, demodulate, {.padding = 1});
     const std::vector<double> b = layer.bias.data().to_vector();
     for (size_t e = 0; e < want.size(); ++e) want[e] += b[(e / 25) % 5];
-    const Variable y = layer.forward(x, w);
-    CHECK(y.shape() == Shape{2, 5, 5, 5});
-    check_close(y.data().to_vector(), want, 1e-4);
+    // Training mode runs the scaled form, eval mode the grouped one: the same function.
+    for (bool training : {true, false}) {
+      CAPTURE(training);
+      layer.train(training);
+      const Variable y = layer.forward(x, w);
+      CHECK(y.shape() == Shape{2, 5, 5, 5});
+      check_close(y.data().to_vector(), want, 1e-4);
+    }
   }
   CHECK_THROWS_WITH(layer.forward(x), Catch::Contains("has no single-input forward"));
   CHECK_THROWS_WITH(nn::modulated_conv2d(x, layer.weight, randn({2, 3}, gen)),
@@ -262,6 +271,9 @@ TEST_CASE("ModulatedConv2d: affine styles (bias 1), an equalised weight, a bias;
                         Catch::Contains("[5, 4, 3, 3]") && Catch::Contains("[2, 3]"));
   CHECK_THROWS_WITH(nn::modulated_conv2d(x, layer.weight, randn({2, 4}, gen), true, {.groups = 2}),
                     Catch::Contains("modulated_conv2d: params.groups must be 1"));
+  CHECK_THROWS_WITH(
+      nn::modulated_conv2d(x, layer.weight, randn({2, 4}, gen), true, {}, nn::ModulatedForm::by_mode),
+      Catch::Contains("modulated_conv2d: the form must be grouped or scaled"));
   CHECK_THROWS_WITH(nn::ModulatedConv2d(4, 5, 3, 0),
                     Catch::Contains("ModulatedConv2d: w_dim must be positive"));
 }

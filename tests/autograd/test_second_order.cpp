@@ -534,15 +534,18 @@ TEST_CASE("second order: grouped and dilated conv2d and conv_transpose2d", "[sec
   }
 }
 
-TEST_CASE("second order: modulated_conv2d, demodulated or not", "[second_order][stylegan][modulated]") {
-  for (bool demodulate : {true, false}) {
-    expect_second_order_matches(
-        demodulate ? "modulated_conv2d demodulated" : "modulated_conv2d",
-        [demodulate](const std::vector<Variable>& v) {
-          return nn::modulated_conv2d(v[0], v[1], v[2], demodulate, {.padding = 1});
-        },
-        {random_input({2, 3, 4, 4}, 170), random_input({2, 3, 3, 3}, 171), random_input({2, 3}, 172)});
-  }
+TEST_CASE("second order: modulated_conv2d, demodulated or not, in both forms",
+          "[second_order][stylegan][modulated]") {
+  for (bool demodulate : {true, false})
+    for (nn::ModulatedForm form : {nn::ModulatedForm::grouped, nn::ModulatedForm::scaled}) {
+      expect_second_order_matches(
+          std::string(demodulate ? "modulated_conv2d demodulated" : "modulated_conv2d") +
+              (form == nn::ModulatedForm::scaled ? ", scaled" : ", grouped"),
+          [demodulate, form](const std::vector<Variable>& v) {
+            return nn::modulated_conv2d(v[0], v[1], v[2], demodulate, {.padding = 1}, form);
+          },
+          {random_input({2, 3, 4, 4}, 170), random_input({2, 3, 3, 3}, 171), random_input({2, 3}, 172)});
+    }
 }
 
 TEST_CASE("second order of conv2d's gradient ops (third order of conv2d)", "[second_order][conv]") {
