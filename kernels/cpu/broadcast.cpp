@@ -4,6 +4,7 @@
 #include "kernels/broadcast.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/broadcast_layout.h"
 #include "kernels/dispatch.h"
@@ -16,16 +17,58 @@ namespace tandem::kernels {
 
 namespace {
 
-// Calls f(i, a_offset, b_offset) for every output element i of the layout, in order.
-template <typename F>
-void for_each_element(const BroadcastLayout& l, int64_t count, F f) {
-  const int64_t inner = l.rank ? l.sizes[l.rank - 1] : 1;
-  const int64_t a_step = l.rank ? l.a_strides[l.rank - 1] : 0;
-  const int64_t b_step = l.rank ? l.b_strides[l.rank - 1] : 0;
+// The same elements in fewer, longer rows: an axis merges into the next one when both
+// operands step through the pair as through one axis (x [N, C, H, W] with b [N, C, 1, 1]:
+// rows of H W, b's step 0). Size-1 axes go. The visiting order is unchanged.
+BroadcastLayout merged_axes(const BroadcastLayout& l) {
+  BroadcastLayout m;
+  for (int d = 0; d < l.rank; ++d) {
+    if (l.sizes[d] == 1) continue;
+    if (m.rank > 0) {
+      const int last = m.rank - 1;
+      if (m.a_strides[last] == l.a_strides[d] * l.sizes[d] &&
+          m.b_strides[last] == l.b_strides[d] * l.sizes[d]) {
+        m.sizes[last] *= l.sizes[d];
+        m.a_strides[last] = l.a_strides[d];
+        m.b_strides[last] = l.b_strides[d];
+        continue;
+      }
+    }
+    m.sizes[m.rank] = l.sizes[d];
+    m.a_strides[m.rank] = l.a_strides[d];
+    m.b_strides[m.rank] = l.b_strides[d];
+    ++m.rank;
+  }
+  return m;
+}
+
+template <typename F, typename AStep, typename BStep>
+void for_each_row(const BroadcastLayout& l, int64_t count, int64_t inner, AStep a_step, BStep b_step, F f) {
   for (int64_t i = 0; i < count; i += inner) {
     int64_t a_offset, b_offset;
     broadcast_offsets(l, i, a_offset, b_offset);
     for (int64_t k = 0; k < inner; ++k) f(i + k, a_offset + k * a_step, b_offset + k * b_step);
+  }
+}
+
+// Calls f(i, a_offset, b_offset) for every output element i of the layout, in order. The
+// common steps along a row (1 and 0) are compile-time constants, so that the loop vectorises.
+template <typename F>
+void for_each_element(const BroadcastLayout& layout, int64_t count, F f) {
+  const BroadcastLayout l = merged_axes(layout);
+  const int64_t inner = l.rank ? l.sizes[l.rank - 1] : 1;
+  const int64_t a_step = l.rank ? l.a_strides[l.rank - 1] : 0;
+  const int64_t b_step = l.rank ? l.b_strides[l.rank - 1] : 0;
+  using One = std::integral_constant<int64_t, 1>;
+  using Zero = std::integral_constant<int64_t, 0>;
+  if (a_step == 1 && b_step == 1) {
+    for_each_row(l, count, inner, One{}, One{}, f);
+  } else if (a_step == 1 && b_step == 0) {
+    for_each_row(l, count, inner, One{}, Zero{}, f);
+  } else if (a_step == 0 && b_step == 1) {
+    for_each_row(l, count, inner, Zero{}, One{}, f);
+  } else {
+    for_each_row(l, count, inner, a_step, b_step, f);
   }
 }
 

@@ -1,8 +1,10 @@
-// upfirdn2d's checks, its adjoint's parameters and its CPU twin: one loop per output over
-// the shared formula's terms (kernels/resample_math.h), the taps that land found once per
-// output row and column.
+// upfirdn2d's checks, its adjoint's parameters and its CPU twin: each output sums the shared
+// formula's terms in its order (kernels/resample_math.h), the taps that land found once per
+// output row and column; a row of outputs is summed at a time.
 #include "kernels/resample.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/dispatch.h"
@@ -52,6 +54,29 @@ std::vector<std::vector<Tap>> taps(int64_t outputs, int64_t in, int64_t k, int64
   }
   return out;
 }
+
+// The column taps by tap index: for output ox, its j-th tap (when it has one, has = 1) at
+// [j * outputs + ox]; a missing tap points at input 0 and filter index 0, and is not added.
+struct ColumnTaps {
+  ColumnTaps(const std::vector<std::vector<Tap>>& per_output, int64_t outputs) {
+    for (const auto& t : per_output) count = std::max<int64_t>(count, static_cast<int64_t>(t.size()));
+    in.assign(static_cast<size_t>(count * outputs), 0);
+    f.assign(in.size(), 0);
+    has.assign(in.size(), 0);
+    for (int64_t o = 0; o < outputs; ++o) {
+      const std::vector<Tap>& t = per_output[static_cast<size_t>(o)];
+      for (size_t j = 0; j < t.size(); ++j) {
+        const size_t at = j * static_cast<size_t>(outputs) + static_cast<size_t>(o);
+        in[at] = t[j].in;
+        f[at] = t[j].f;
+        has[at] = 1;
+      }
+    }
+  }
+  int64_t count = 0;
+  std::vector<int64_t> in, f;
+  std::vector<uint8_t> has;
+};
 
 }  // namespace
 
@@ -122,8 +147,7 @@ Tensor upfirdn2d(const Tensor& x, const Tensor& filter, const UpFirDn2dParams& p
   // upfirdn2d_at's terms in its order (rows outer, columns inner), without its per-tap tests.
   const std::vector<std::vector<Tap>> rows =
       taps(g.out_h, g.in_h, g.fh, p.up_y, p.down_y, p.pad_y0, p.flip_filter);
-  const std::vector<std::vector<Tap>> cols =
-      taps(g.out_w, g.in_w, g.fw, p.up_x, p.down_x, p.pad_x0, p.flip_filter);
+  const ColumnTaps cols(taps(g.out_w, g.in_w, g.fw, p.up_x, p.down_x, p.pad_x0, p.flip_filter), g.out_w);
   dispatch_float(op, x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     const T* pf = filter.data<T>();
@@ -132,16 +156,30 @@ Tensor upfirdn2d(const Tensor& x, const Tensor& filter, const UpFirDn2dParams& p
       const T* plane = px + k * g.in_h * g.in_w;
       T* dst = po + k * g.out_h * g.out_w;
       for (int64_t oy = 0; oy < g.out_h; ++oy) {
-        for (int64_t ox = 0; ox < g.out_w; ++ox) {
-          T acc = T(0);
-          for (const Tap& r : rows[static_cast<size_t>(oy)]) {
-            const T* row = plane + r.in * g.in_w;
-            for (const Tap& c : cols[static_cast<size_t>(ox)]) {
-              const T w = g.separable ? pf[r.f] * pf[c.f] : pf[r.f * g.fw + c.f];
-              acc += row[c.in] * w;
+        // A whole output row at a time, each output summing its terms in the order above
+        // (row taps outer, the j-th column tap inner), the tap lists walked once per row.
+        T* __restrict acc = dst + oy * g.out_w;
+        for (int64_t ox = 0; ox < g.out_w; ++ox) acc[ox] = T(0);
+        for (const Tap& r : rows[static_cast<size_t>(oy)]) {
+          const T* __restrict row = plane + r.in * g.in_w;
+          for (int64_t j = 0; j < cols.count; ++j) {
+            const int64_t* __restrict in = cols.in.data() + j * g.out_w;
+            const int64_t* __restrict f = cols.f.data() + j * g.out_w;
+            const uint8_t* __restrict has = cols.has.data() + j * g.out_w;
+            if (g.separable) {
+              const T wr = pf[r.f];
+              for (int64_t ox = 0; ox < g.out_w; ++ox) {
+                const T term = row[in[ox]] * (wr * pf[f[ox]]);
+                acc[ox] = has[ox] ? acc[ox] + term : acc[ox];
+              }
+            } else {
+              const T* wr = pf + r.f * g.fw;
+              for (int64_t ox = 0; ox < g.out_w; ++ox) {
+                const T term = row[in[ox]] * wr[f[ox]];
+                acc[ox] = has[ox] ? acc[ox] + term : acc[ox];
+              }
             }
           }
-          dst[oy * g.out_w + ox] = acc;
         }
       }
     }

@@ -97,3 +97,35 @@ TEST_CASE("broadcast_to repeats a tensor to a shape", "[broadcast]") {
   CHECK_THROWS_WITH(kernels::broadcast_to(values({2}, {1, 2}), {2, 3}),
                     Catch::EndsWith("broadcast_to: shape [2] does not broadcast to [2, 3]"));
 }
+
+TEST_CASE("4-d broadcasting and its reduction equal explicit loops, bit for bit, in every axis pattern",
+          "[broadcast]") {
+  // The CPU kernels merge axes that both operands step through as one (x [N, C, H, W] with
+  // b [N, C, 1, 1]: rows of H W) and run the steps 1 and 0 as constants; the visiting order,
+  // and so every sum's order, stays the element order.
+  const Shape x_shape{2, 3, 4, 5};
+  const Tensor x = counting(x_shape, DType::f64);
+  auto at = [](const Shape& s, int64_t n, int64_t c, int64_t h, int64_t w) {
+    auto i = [&](int d, int64_t v) { return s[static_cast<size_t>(d)] == 1 ? 0 : v; };
+    return ((i(0, n) * s[1] + i(1, c)) * s[2] + i(2, h)) * s[3] + i(3, w);
+  };
+  for (const Shape& b_shape : {Shape{2, 3, 1, 1}, Shape{1, 3, 1, 5}, Shape{2, 1, 4, 1}, Shape{1, 1, 1, 5},
+                               Shape{2, 3, 4, 1}, Shape{1, 1, 1, 1}, Shape{2, 3, 4, 5}}) {
+    CAPTURE(shape_str(b_shape));
+    Tensor b = counting(b_shape, DType::f64);
+    b = kernels::scale(b, 0.37);
+    const std::vector<double> xv = x.to_vector(), bv = b.to_vector();
+    std::vector<double> product(xv.size()), sums(static_cast<size_t>(b.numel()), 0.0);
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t h = 0; h < 4; ++h)
+          for (int64_t w = 0; w < 5; ++w) {
+            const auto i = static_cast<size_t>(at(x_shape, n, c, h, w));
+            const auto j = static_cast<size_t>(at(b_shape, n, c, h, w));
+            product[i] = xv[i] * bv[j];
+            sums[j] += xv[i] * 1.1;
+          }
+    CHECK(kernels::broadcast_binary(BinaryOp::mul, x, b).to_vector() == product);
+    CHECK(kernels::reduce_to_shape(kernels::scale(x, 1.1), b_shape).to_vector() == sums);
+  }
+}
