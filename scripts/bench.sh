@@ -2,10 +2,11 @@
 # Builds and runs the benchmarks at 2 ranks: reducer_bench (Reducer vs. one plain allreduce,
 # bucket-cap sweep, exposed communication), step_bench (GAN step time, one process vs. the
 # DDP wrappers) and penalty_bench (WGAN-GP and R1 D updates vs. the plain one), then
-# conv_bench in one process (CPU convolutions and Linear GEMMs, Eigen vs. oneDNN). When
+# conv_bench in one process (CPU convolutions and Linear GEMMs, Eigen vs. oneDNN) and
+# stylegan2's iteration with R1 and path length against the plain one (tandem-train). When
 # python3 can import torch, also runs the PyTorch anchor (../shared/anchors/torch_gan_ddp.py)
-# in the same run for the side-by-side comparison;
-# without torch that part is skipped with a message. Prints a summary table and writes it
+# in the same run for the side-by-side comparison; without torch that part is skipped with a
+# message. Prints a summary table and writes it
 # as JSON to bench/results/<timestamp>.json.
 #
 #   scripts/bench.sh [--quick]      (--quick: fewer iterations, for a smoke test)
@@ -34,17 +35,22 @@ REDUCER_ARGS=(--iters 20 --warmup 3)
 STEP_ARGS=(--steps 100 --runs 7 --warmup 10 --models "$STEP_MODELS")
 PENALTY_ARGS=(--steps 50 --runs 5 --warmup 5)
 CONV_ARGS=(--reps 5)
+SG2_ROUNDS=5
+SG2_ITERS=24
 TORCH_ITERS=60
 if [ "${1:-}" = "--quick" ]; then
   REDUCER_ARGS=(--iters 5 --warmup 2)
   STEP_ARGS=(--steps 20 --runs 3 --warmup 3 --models "$STEP_MODELS")
   PENALTY_ARGS=(--steps 10 --runs 3 --warmup 2)
   CONV_ARGS=(--reps 2 --dcgan64-batch 16)
+  SG2_ROUNDS=1
+  SG2_ITERS=8
   TORCH_ITERS=20
 fi
 
 cmake -S "$ROOT" -B "$TANDEM_BUILD" -DCMAKE_BUILD_TYPE=Release -DTANDEM_TESTS=OFF >/dev/null
-cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target reducer_bench step_bench penalty_bench conv_bench >/dev/null
+cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target reducer_bench step_bench penalty_bench conv_bench tandem-train \
+  >/dev/null
 
 stamp="$(date +%Y%m%d-%H%M%S)"
 results="$ROOT/bench/results"
@@ -66,6 +72,39 @@ echo "== penalty_bench ($RANKS ranks): WGAN-GP and R1 D updates against the plai
 echo
 echo "== conv_bench (one process): CPU convolutions and Linear GEMMs, Eigen vs. oneDNN =="
 "$TANDEM_BUILD/bin/conv_bench" "${CONV_ARGS[@]}"
+echo
+# StyleGAN2's regularisers in every iteration (R1 in each D loss, path length in each G step
+# on every second row) against the same iteration without them: tandem-train, one process,
+# one thread, batch 32, the two runs interleaved round by round; each run's figure is the
+# median step time of its second half (metrics.jsonl's ms_per_step).
+echo "== stylegan2 (one process, 1 thread, batch 32): an R1 + path-length iteration against the plain one =="
+printf "%-6s %12s %16s %7s\n" round "plain ms" "R1 + PL ms" ratio
+: >"$work/stylegan2.txt"
+for round in $(seq 1 "$SG2_ROUNDS"); do
+  line="$round"
+  for mode in plain regularised; do
+    extra=(--r1-gamma 0 --pl-weight 0)
+    [ "$mode" = regularised ] && extra=(--r1-every 1 --pl-every 1)
+    rm -rf "$work/stylegan2-$mode"
+    OMP_NUM_THREADS=1 "$TANDEM_BUILD/bin/tandem-train" --model stylegan2 --batch 32 --iters "$SG2_ITERS" \
+      --log-every $((SG2_ITERS / 2)) --out "$work/stylegan2-$mode" "${extra[@]}" >"$work/stylegan2-$mode.log" 2>&1 ||
+      { cat "$work/stylegan2-$mode.log"; exit 1; }
+    line="$line $(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["ms_per_step"])' \
+      "$work/stylegan2-$mode/metrics.jsonl")"
+  done
+  echo "$line" >>"$work/stylegan2.txt"
+  echo "$line" | awk '{ printf "%-6s %12.1f %16.1f %7.3f\n", $1, $2, $3, $3 / $2 }'
+done
+python3 - "$work/stylegan2.txt" "$work/stylegan2.json" <<'EOF'
+import json, statistics, sys
+rounds = [[float(x) for x in line.split()[1:]] for line in open(sys.argv[1]) if line.strip()]
+plain, regularised = [r[0] for r in rounds], [r[1] for r in rounds]
+ratio = statistics.median(regularised) / statistics.median(plain)
+print("median %.1f ms against %.1f ms: %.3fx (per round %s)" % (
+    statistics.median(regularised), statistics.median(plain), ratio,
+    ", ".join("%.2f" % (b / a) for a, b in zip(plain, regularised))))
+json.dump({"plain_ms": plain, "regularised_ms": regularised, "ratio": ratio}, open(sys.argv[2], "w"))
+EOF
 echo
 
 echo "[]" >"$work/torch.json"
@@ -108,10 +147,11 @@ else
 fi
 
 out="$results/$stamp.json"
-python3 - "$work/reducer.json" "$work/step.json" "$work/torch.json" "$out" "$RANKS" <<'EOF'
-import json, os, sys
+python3 - "$work/reducer.json" "$work/step.json" "$work/torch.json" "$out" "$RANKS" "$work/stylegan2.json" <<'EOF'
+import json, os, statistics, sys
 reducer, step, torch = (json.load(open(p)) for p in sys.argv[1:4])
 out, ranks = sys.argv[4], int(sys.argv[5])
+stylegan2 = json.load(open(sys.argv[6]))
 steps = {(r["model"], r["mode"]): r["step_ms"] for r in step["results"]}
 torch_ms = {r["mode"]: r["step_ms"] for r in torch if r["step_ms"] is not None}
 summary = []
@@ -163,13 +203,18 @@ for tmode, target in (("single", 0.9), ("single_frozen", None), ("separate_froze
 if "single" in torch_ms and ("mlp", "single") in steps:
     add("tandem mlp single %.2f ms / PyTorch single %.2f ms" % (steps[("mlp", "single")], torch_ms["single"]),
         round(steps[("mlp", "single")] / torch_ms["single"], 3), "-", None)
+add("stylegan2 R1 + path-length iteration %.1f ms / plain %.1f ms (1 process, medians of %d rounds)"
+    % (statistics.median(stylegan2["regularised_ms"]), statistics.median(stylegan2["plain_ms"]),
+       len(stylegan2["plain_ms"])),
+    round(stylegan2["ratio"], 3), "<= 1.6", stylegan2["ratio"] <= 1.6)
 print("== summary (%d ranks on %d cores; on 2 shared cores expect noise of about +-20%%) ==" % (ranks, os.cpu_count()))
 print("  %-88s %8s %8s %5s" % ("measure", "value", "target", "met"))
 for s in summary:
     value = "n/a" if s["value"] is None else "%.3f" % s["value"]
     met = "-" if s["met"] is None else ("yes" if s["met"] else "NO")
     print("  %-88s %8s %8s %5s" % (s["what"], value, s["target"], met))
-json.dump({"ranks": ranks, "summary": summary, "reducer_bench": reducer, "step_bench": step, "torch": torch},
+json.dump({"ranks": ranks, "summary": summary, "reducer_bench": reducer, "step_bench": step, "torch": torch,
+           "stylegan2": stylegan2},
           open(out, "w"), indent=1)
 print("written: " + out)
 EOF
