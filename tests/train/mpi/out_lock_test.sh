@@ -21,8 +21,10 @@ echo torn > "$out/ckpt-000990.safetensors.tmp"
 echo torn > "$out/samples-000990.png.tmp"
 echo mine > "$out/notes.tmp"
 
-# Job A; its collectives must outlast the time it is held still.
-TANDEM_COLLECTIVE_TIMEOUT_S=60 "$mpiexec" -np 2 --oversubscribe "$train" "${args[@]}" --iters 3000 \
+# Job A; its collectives must outlast the time it is held still. It takes the lock before
+# its first iteration and is held still within a second, so 1200 iterations (about a second
+# here, half a minute under the sanitizers) keep it running long enough.
+TANDEM_COLLECTIVE_TIMEOUT_S=60 "$mpiexec" -np 2 --oversubscribe "$train" "${args[@]}" --iters 1200 \
   > "$work/a.log" 2>&1 &
 job_a=$!
 
@@ -68,7 +70,7 @@ rm "$out/ckpt-001000.safetensors.tmp"
 
 # Job A finishes as if alone.
 wait $job_a || { cat "$work/a.log"; fail "job A failed"; }
-[ -f "$out/ckpt-003000.safetensors" ] || { cat "$work/a.log"; fail "job A wrote no final checkpoint"; }
+[ -f "$out/ckpt-001200.safetensors" ] || { cat "$work/a.log"; fail "job A wrote no final checkpoint"; }
 grep -qF "removed 2 stale temporary file(s) of an earlier run from $out: ckpt-000990.safetensors.tmp samples-000990.png.tmp" \
   "$work/a.log" || { cat "$work/a.log"; fail "job A did not name the stale temporaries it removed"; }
 for stale in ckpt-000990.safetensors.tmp samples-000990.png.tmp; do
