@@ -140,8 +140,6 @@ Variable modulated_conv2d(const Variable& x, const Variable& weight, const Varia
                   << " do not agree (want [N, C, H, W], [O, C, k, k], [N, C])");
   TANDEM_CHECK(params.groups == 1,
                op << ": params.groups must be 1 (the batch's samples are the groups), got " << params.groups);
-  TANDEM_CHECK(form != ModulatedForm::by_mode,
-               op << ": the form must be grouped or scaled (by_mode is the layer's choice)");
   if (form == ModulatedForm::scaled) {
     Variable y = conv2d(mul(x, reshape(styles, {n, c, 1, 1})), weight, Variable(), params);
     if (!demodulate) return y;
@@ -179,8 +177,8 @@ ModulatedConv2d::ModulatedConv2d(int64_t in, int64_t out, int64_t k, int64_t w_d
 
 Variable ModulatedConv2d::forward(const Variable& x, const Variable& w) {
   const double c = options.gain / std::sqrt(static_cast<double>(in_channels * kernel * kernel));
-  ModulatedForm form = options.form;
-  if (form == ModulatedForm::by_mode) form = is_training() ? ModulatedForm::scaled : ModulatedForm::grouped;
+  const ModulatedForm form =
+      options.form.value_or(is_training() ? ModulatedForm::scaled : ModulatedForm::grouped);
   const Variable y = modulated_conv2d(x, scale(weight, c), affine->forward(w), options.demodulate,
                                       {.padding = kernel / 2}, form);
   return bias.defined() ? add_bias(y, bias) : y;

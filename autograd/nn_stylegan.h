@@ -48,6 +48,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "autograd/module.h"
@@ -110,7 +111,6 @@ class NoiseInjection : public Module {
 enum class ModulatedForm {
   grouped,  // one grouped convolution over the batch, a weight per sample
   scaled,   // the input scaled, one convolution with the shared weight, the output scaled
-  by_mode,  // (the layer's option) scaled in training mode, grouped in eval mode, as StyleGAN2
 };
 
 Variable modulated_conv2d(const Variable& x, const Variable& weight, const Variable& styles,
@@ -121,7 +121,8 @@ struct ModulatedConvOptions {
   bool demodulate = true;
   bool bias = true;
   double gain = 1.0;  // of the weight (equalised learning rate)
-  ModulatedForm form = ModulatedForm::by_mode;
+  // Unset: scaled in training mode, grouped in eval mode, as StyleGAN2.
+  std::optional<ModulatedForm> form = std::nullopt;
 };
 
 class ModulatedConv2d : public Module {

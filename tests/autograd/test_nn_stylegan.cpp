@@ -271,9 +271,16 @@ TEST_CASE("ModulatedConv2d: affine styles (bias 1), an equalised weight, a bias;
                         Catch::Contains("[5, 4, 3, 3]") && Catch::Contains("[2, 3]"));
   CHECK_THROWS_WITH(nn::modulated_conv2d(x, layer.weight, randn({2, 4}, gen), true, {.groups = 2}),
                     Catch::Contains("modulated_conv2d: params.groups must be 1"));
-  CHECK_THROWS_WITH(
-      nn::modulated_conv2d(x, layer.weight, randn({2, 4}, gen), true, {}, nn::ModulatedForm::by_mode),
-      Catch::Contains("modulated_conv2d: the form must be grouped or scaled"));
+  // A form set in the options holds in either mode: the layer runs the free function in it.
+  layer.train(true);
+  for (nn::ModulatedForm form : {nn::ModulatedForm::grouped, nn::ModulatedForm::scaled}) {
+    layer.options.form = form;
+    const Variable want =
+        add_bias(nn::modulated_conv2d(x, scale(layer.weight, 1.0 / 6.0), layer.affine->forward(w),
+                                      layer.options.demodulate, {.padding = 1}, form),
+                 layer.bias);
+    CHECK(layer.forward(x, w).data().to_vector() == want.data().to_vector());
+  }
   CHECK_THROWS_WITH(nn::ModulatedConv2d(4, 5, 3, 0),
                     Catch::Contains("ModulatedConv2d: w_dim must be positive"));
 }

@@ -14,6 +14,7 @@
 
 #include "../../mpi_world.h"
 #include "../../test_files.h"
+#include "../plant_feature_net.h"
 #include "models/data/dataset.h"
 #include "models/data/dataset_identity.h"
 #include "models/metrics/feature_net.h"
@@ -209,7 +210,7 @@ TEST_CASE("a real-statistics file that does not verify is named, computed again 
 
 TEST_CASE("every rank gets rank 0's cached feature network, its own cache unread and left empty",
           "[fid][cache]") {
-  if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+  if (!testing::fashion_mnist_present()) {
     WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
     return;
   }
@@ -220,16 +221,8 @@ TEST_CASE("every rank gets rank 0's cached feature network, its own cache unread
   const std::string cache = dir.file("rank" + std::to_string(testing::world()->rank()));
   const FeatureNetConfig config;
   std::string planted_weights;
-  if (testing::world()->rank() == 0) {
-    const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
-    LoadedFeatureNet planted;
-    planted.net = std::make_shared<FeatureNet>(config.seed + 100);
-    planted.hash = feature_net_hash(data::dataset_identity(train), config);
-    planted.path = cache + "/fid-features-" + planted.hash + ".ckpt";
-    std::filesystem::create_directories(cache);
-    save_feature_net(planted, config);
-    planted_weights = weights_hash(*planted.net);
-  }
+  if (testing::world()->rank() == 0)
+    planted_weights = weights_hash(*testing::plant_feature_net(cache, config.seed + 100).net);
   planted_weights = dist::broadcast_string(*testing::world(), planted_weights, 0, "planted weights");
   const LoadedFeatureNet got =
       load_or_train_feature_net(data::kFashionMnistDefaultDir, cache, config, *testing::world());
@@ -240,7 +233,7 @@ TEST_CASE("every rank gets rank 0's cached feature network, its own cache unread
 
 TEST_CASE("a cached feature network that does not verify is named by file and key before it is trained again",
           "[fid][cache]") {
-  if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+  if (!testing::fashion_mnist_present()) {
     WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
     return;
   }
@@ -253,12 +246,9 @@ TEST_CASE("a cached feature network that does not verify is named by file and ke
   const FeatureNetConfig config;
   std::string path, hash;
   if (testing::world()->rank() == 0) {
-    const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
-    LoadedFeatureNet planted;
-    planted.net = std::make_shared<FeatureNet>(config.seed);
-    planted.hash = hash = feature_net_hash(data::dataset_identity(train), config);
-    planted.path = path = cache + "/fid-features-" + planted.hash + ".ckpt";
-    save_feature_net(planted, config);
+    const LoadedFeatureNet planted = testing::plant_feature_net(cache);
+    path = planted.path;
+    hash = planted.hash;
     SafetensorsFile file = load_safetensors(path);
     file.metadata["fid.test_accuracy"] = "about 0.8";
     save_safetensors(path, file.tensors, file.metadata);
@@ -280,7 +270,7 @@ TEST_CASE("a cached feature network that does not verify is named by file and ke
 
 TEST_CASE("a feature network rank 0 fails to train ends every rank at once, naming rank 0's error",
           "[fid][cache]") {
-  if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+  if (!testing::fashion_mnist_present()) {
     WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
     return;
   }

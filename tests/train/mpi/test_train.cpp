@@ -22,11 +22,13 @@
 #include "models/train/trainer.h"
 #include "runtime/checkpoint.h"
 #include "runtime/dist/process_group.h"
+#include "tests/metrics/plant_feature_net.h"
 #include "tests/mpi_world.h"
 #include "tests/test_files.h"
 #include "tests/train/json_reader.h"
 
 using namespace tandem;
+using tandem::testing::fashion_mnist_present;
 using tandem::testing::read_bytes;
 using tandem::testing::world;
 using tandem::testing::write_bytes;
@@ -51,26 +53,23 @@ models::TrainOptions short_run(const std::string& model, const std::string& dir,
   return o;
 }
 
-// An untrained feature network in `cache` under the name training it would give, with the
-// identity the loader verifies: a run loads it (training it would take minutes).
-void plant_feature_net(const std::string& cache) {
-  const data::ImageDataset train = data::load_fashion_mnist(data::kFashionMnistDefaultDir, true);
-  const metrics::FeatureNetConfig config;
-  metrics::LoadedFeatureNet planted;
-  planted.net = std::make_shared<metrics::FeatureNet>(config.seed);
-  planted.hash = metrics::feature_net_hash(data::dataset_identity(train), config);
-  planted.path = cache + "/fid-features-" + planted.hash + ".ckpt";
-  std::filesystem::create_directories(cache);
-  metrics::save_feature_net(planted, config);
+// A 6-iteration mlp run in a fresh folder `tag` with FID at iterations 4 and 6 (300 samples)
+// against an untrained network that rank 0 plants in a fresh cache under the name training
+// would give: the run loads it (training it would take minutes and time the test out).
+models::TrainOptions fid_run(const std::string& tag) {
+  const std::string cache = fresh_dir(tag + "-cache");
+  if (world()->rank() == 0) testing::plant_feature_net(cache);
+  world()->barrier("feature network cached")->wait();
+  models::TrainOptions o = short_run("mlp", fresh_dir(tag), 6);
+  o.fid_every = 4;
+  o.fid_samples = 300;
+  o.fid_cache = cache;
+  return o;
 }
 
 // The error every rank gives for rank 0's verdict on the --out `dir`.
 std::string out_refusal(const std::string& dir, const std::string& reason) {
   return "--out " + dir + ": " + (world()->rank() == 0 ? "" : "rank 0 found: ") + reason;
-}
-
-bool fashion_mnist_present() {
-  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
 
 // A Fashion-MNIST directory holding `count` blank training images (rank 0 writes it).
@@ -785,17 +784,9 @@ TEST_CASE("a run with FID logs fid_ema at its iterations, with the cached featur
     WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
     return;
   }
-  // An untrained network placed in the cache under the name training it would give: the
-  // run must load it (training it would take minutes and time the test out).
-  const std::string cache = fresh_dir("fid-cache");
-  if (world()->rank() == 0) plant_feature_net(cache);
-  world()->barrier("feature network cached")->wait();
-  const std::string dir = fresh_dir("fid-run");
+  const models::TrainOptions o = fid_run("fid-run");
+  const std::string &dir = o.out, &cache = o.fid_cache;
   std::ostringstream log;
-  auto o = short_run("mlp", dir, 6);
-  o.fid_every = 4;
-  o.fid_samples = 300;
-  o.fid_cache = cache;
   models::train(o, world(), log);
   if (world()->rank() == 0) {
     INFO(log.str());
@@ -819,20 +810,13 @@ TEST_CASE("a log point's checkpoint is on disk before its FID, which may fail", 
     WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
     return;
   }
-  const std::string cache = fresh_dir("fid-cache-order");
-  if (world()->rank() == 0) plant_feature_net(cache);
-  world()->barrier("feature network cached")->wait();
-  const std::string dir = fresh_dir("fid-run-order");
-  std::ostringstream log;
-  auto o = short_run("mlp", dir, 6);
-  o.fid_every = 4;
-  o.fid_samples = 300;
-  o.fid_cache = cache;
+  models::TrainOptions o = fid_run("fid-run-order");
   o.ckpt_every = 4;
+  std::ostringstream log;
   ::setenv(models::kFidFaultEnv, "1", 1);
   CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains("fid_ema failed on purpose"));
   ::unsetenv(models::kFidFaultEnv);
-  if (world()->rank() == 0) CHECK(fs::exists(dir + "/ckpt-000004.safetensors"));
+  if (world()->rank() == 0) CHECK(fs::exists(o.out + "/ckpt-000004.safetensors"));
 }
 
 TEST_CASE("an --fid-cache that is a file is refused before any training, naming the flag", "[train][fid]") {
@@ -859,17 +843,11 @@ TEST_CASE("a generator gone non-finite logs no FID and the run goes on, its chec
     WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
     return;
   }
-  const std::string cache = fresh_dir("fid-cache-nan");
-  if (world()->rank() == 0) plant_feature_net(cache);
-  world()->barrier("feature network cached")->wait();
-  const std::string dir = fresh_dir("fid-run-nan");
-  std::ostringstream log;
-  auto o = short_run("mlp", dir, 6);
+  models::TrainOptions o = fid_run("fid-run-nan");
   o.lr = 1e30;  // the generator's output is NaN from the second iteration on
-  o.fid_every = 4;
-  o.fid_samples = 300;
-  o.fid_cache = cache;
   o.ckpt_every = 4;
+  const std::string& dir = o.out;
+  std::ostringstream log;
   models::train(o, world(), log);  // used to end at the FID: the eigen-decomposition did not converge
   if (world()->rank() == 0) {
     INFO(log.str());
