@@ -95,4 +95,14 @@ Tensor setup_filter(const std::vector<double>& taps, DType dtype, Device device)
   return Tensor::from_values({k, k}, f, dtype).to(device);
 }
 
+Tensor setup_separable_filter(const std::vector<double>& taps, DType dtype, Device device) {
+  TANDEM_CHECK(!taps.empty(), "setup_separable_filter: needs at least one tap");
+  double total = 0;
+  for (double t : taps) total += t;
+  TANDEM_CHECK(total != 0, "setup_separable_filter: the taps sum to 0 and cannot be normalised");
+  std::vector<double> f;
+  for (double t : taps) f.push_back(t / total);
+  return Tensor::from_values({static_cast<int64_t>(f.size())}, f, dtype).to(device);
+}
+
 }  // namespace tandem

@@ -19,7 +19,10 @@ struct UpFirDn2dGeometry {
 };
 
 // Output (oy, ox) of one plane [in_h, in_w]: the filter window at (oy down_y, ox down_x) of
-// the padded, upsampled plane, visiting only the taps that land on input samples.
+// the padded, upsampled plane, visiting only the taps that land on input samples. A 2-D
+// filter sums x * w over the window, rows outer; a separable one sums, over the rows, f[i]
+// times the row's own sum of x * f[j] (a horizontal pass, then a vertical one: the order
+// the CPU's vectorised passes take).
 template <typename T>
 TANDEM_HOST_DEVICE inline T upfirdn2d_at(const T* plane, const T* f, const UpFirDn2dGeometry& g, int64_t oy,
                                          int64_t ox) {
@@ -30,13 +33,17 @@ TANDEM_HOST_DEVICE inline T upfirdn2d_at(const T* plane, const T* f, const UpFir
     if (v < 0 || v >= g.in_h * p.up_y || v % p.up_y != 0) continue;
     const T* row = plane + (v / p.up_y) * g.in_w;
     const int64_t fi = p.flip_filter ? i : g.fh - 1 - i;
+    T row_sum = T(0);
     for (int64_t j = 0; j < g.fw; ++j) {
       const int64_t u = ox * p.down_x + j - p.pad_x0;
       if (u < 0 || u >= g.in_w * p.up_x || u % p.up_x != 0) continue;
       const int64_t fj = p.flip_filter ? j : g.fw - 1 - j;
-      const T w = g.separable ? f[fi] * f[fj] : f[fi * g.fw + fj];
-      acc += row[u / p.up_x] * w;
+      if (g.separable)
+        row_sum += row[u / p.up_x] * f[fj];
+      else
+        acc += row[u / p.up_x] * f[fi * g.fw + fj];
     }
+    if (g.separable) acc += row_sum * f[fi];
   }
   return acc;
 }

@@ -1,6 +1,7 @@
-// ResamplingFilter: a model's FIR resampling filter (setup_filter of its taps), made once
-// per dtype and device and kept, so that a step neither rebuilds it on the host nor copies
-// it to the device (a copy a captured CUDA-graph step cannot hold).
+// ResamplingFilter: a model's FIR resampling filter (setup_separable_filter of its taps:
+// StyleGAN2's setup_filter in the separable form, which upfirdn2d runs as two 1-D passes),
+// made once per dtype and device and kept, so that a step neither rebuilds it on the host
+// nor copies it to the device (a copy a captured CUDA-graph step cannot hold).
 #pragma once
 
 #include <utility>
@@ -16,7 +17,7 @@ class ResamplingFilter {
   // The filter in x's dtype, on x's device.
   const Tensor& operator()(const Variable& x) {
     if (!filter_.defined() || filter_.dtype() != x.dtype() || filter_.device() != x.device())
-      filter_ = setup_filter(taps_, x.dtype(), x.device());
+      filter_ = setup_separable_filter(taps_, x.dtype(), x.device());
     return filter_;
   }
 

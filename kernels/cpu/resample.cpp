@@ -1,6 +1,9 @@
 // upfirdn2d's checks, its adjoint's parameters and its CPU twin: each output sums the shared
-// formula's terms in its order (kernels/resample_math.h), the taps that land found once per
-// output row and column; a row of outputs is summed at a time.
+// formula's terms in its order (kernels/resample_math.h). A separable filter runs as two
+// passes that vectorise: each input row is laid out zero-inserted and padded, split into
+// its down_x phases (so that every tap reads a contiguous run), and filtered horizontally;
+// then each output row sums its row taps' filtered rows. A 2-D filter sums a row of outputs
+// at a time, the taps that land found once per output row and column.
 #include "kernels/resample.h"
 
 #include <algorithm>
@@ -78,6 +81,71 @@ struct ColumnTaps {
   std::vector<uint8_t> has;
 };
 
+// The separable filter's horizontal pass, laid out once per call: the row zero-inserted and
+// padded (or cropped), u[t] for t in [0, (out_w - 1) down + k), split into its down phases
+// (u[t] at phase t % down, position t / down), so that tap j of output ox reads phase
+// j % down at ox + j / down: a contiguous run for every tap. `source` holds, per slot of
+// the phases, the input column it copies, or -1 for a zero.
+struct RowLayout {
+  explicit RowLayout(const resample_math::UpFirDn2dGeometry& g) {
+    const UpFirDn2dParams& p = g.p;
+    const int64_t span = (g.out_w - 1) * p.down_x + g.fw;
+    per_phase = (span + p.down_x - 1) / p.down_x;
+    source.assign(static_cast<size_t>(per_phase * p.down_x), -1);
+    for (int64_t t = 0; t < span; ++t) {
+      const int64_t v = t - p.pad_x0;
+      if (v >= 0 && v < g.in_w * p.up_x && v % p.up_x == 0)
+        source[static_cast<size_t>((t % p.down_x) * per_phase + t / p.down_x)] = v / p.up_x;
+    }
+  }
+  int64_t per_phase = 0;
+  std::vector<int64_t> source;
+};
+
+// The horizontal pass over one input row `src` [in_w]: out[ox] = sum over j ascending of
+// u[ox down + j] * f[fj]. The zeros u holds where no input sample lands add nothing, so
+// each sum is the shared formula's row sum. `phases` is scratch space of layout.source's size.
+template <typename T>
+void filter_row(const T* __restrict src, const T* __restrict f, T* __restrict out, T* __restrict phases,
+                const RowLayout& layout, const resample_math::UpFirDn2dGeometry& g) {
+  const int64_t* __restrict source = layout.source.data();
+  const int64_t slots = static_cast<int64_t>(layout.source.size());
+  for (int64_t i = 0; i < slots; ++i) phases[i] = source[i] >= 0 ? src[source[i]] : T(0);
+  const int64_t k = g.fw, down = g.p.down_x;
+  for (int64_t ox = 0; ox < g.out_w; ++ox) out[ox] = T(0);
+  for (int64_t j = 0; j < k; ++j) {
+    const T w = f[g.p.flip_filter ? j : k - 1 - j];
+    const T* __restrict in = phases + (j % down) * layout.per_phase + j / down;
+    for (int64_t ox = 0; ox < g.out_w; ++ox) out[ox] += in[ox] * w;
+  }
+}
+
+// upfirdn2d with a separable filter, as filter_row's horizontal pass over every input row,
+// then each output row's sum of f[fi] times its row taps' filtered rows, in tap order.
+template <typename T>
+void upfirdn2d_separable(const T* px, const T* pf, T* po, int64_t planes,
+                         const resample_math::UpFirDn2dGeometry& g,
+                         const std::vector<std::vector<Tap>>& rows) {
+  const RowLayout layout(g);
+  std::vector<T> filtered(static_cast<size_t>(g.in_h * g.out_w));
+  std::vector<T> phases(layout.source.size());
+  for (int64_t k = 0; k < planes; ++k) {
+    const T* plane = px + k * g.in_h * g.in_w;
+    for (int64_t y = 0; y < g.in_h; ++y)
+      filter_row(plane + y * g.in_w, pf, filtered.data() + y * g.out_w, phases.data(), layout, g);
+    T* dst = po + k * g.out_h * g.out_w;
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      T* __restrict acc = dst + oy * g.out_w;
+      for (int64_t ox = 0; ox < g.out_w; ++ox) acc[ox] = T(0);
+      for (const Tap& r : rows[static_cast<size_t>(oy)]) {
+        const T w = pf[r.f];
+        const T* __restrict row = filtered.data() + r.in * g.out_w;
+        for (int64_t ox = 0; ox < g.out_w; ++ox) acc[ox] += row[ox] * w;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Shape upfirdn2d_output_shape(const char* op, const Shape& x, const Shape& filter, const UpFirDn2dParams& p) {
@@ -147,6 +215,12 @@ Tensor upfirdn2d(const Tensor& x, const Tensor& filter, const UpFirDn2dParams& p
   // upfirdn2d_at's terms in its order (rows outer, columns inner), without its per-tap tests.
   const std::vector<std::vector<Tap>> rows =
       taps(g.out_h, g.in_h, g.fh, p.up_y, p.down_y, p.pad_y0, p.flip_filter);
+  if (g.separable) {
+    dispatch_float(op, x.dtype(), [&]<typename T>() {
+      upfirdn2d_separable<T>(x.data<T>(), filter.data<T>(), out.data<T>(), planes, g, rows);
+    });
+    return out;
+  }
   const ColumnTaps cols(taps(g.out_w, g.in_w, g.fw, p.up_x, p.down_x, p.pad_x0, p.flip_filter), g.out_w);
   dispatch_float(op, x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
@@ -162,22 +236,14 @@ Tensor upfirdn2d(const Tensor& x, const Tensor& filter, const UpFirDn2dParams& p
         for (int64_t ox = 0; ox < g.out_w; ++ox) acc[ox] = T(0);
         for (const Tap& r : rows[static_cast<size_t>(oy)]) {
           const T* __restrict row = plane + r.in * g.in_w;
+          const T* wr = pf + r.f * g.fw;
           for (int64_t j = 0; j < cols.count; ++j) {
             const int64_t* __restrict in = cols.in.data() + j * g.out_w;
             const int64_t* __restrict f = cols.f.data() + j * g.out_w;
             const uint8_t* __restrict has = cols.has.data() + j * g.out_w;
-            if (g.separable) {
-              const T wr = pf[r.f];
-              for (int64_t ox = 0; ox < g.out_w; ++ox) {
-                const T term = row[in[ox]] * (wr * pf[f[ox]]);
-                acc[ox] = has[ox] ? acc[ox] + term : acc[ox];
-              }
-            } else {
-              const T* wr = pf + r.f * g.fw;
-              for (int64_t ox = 0; ox < g.out_w; ++ox) {
-                const T term = row[in[ox]] * wr[f[ox]];
-                acc[ox] = has[ox] ? acc[ox] + term : acc[ox];
-              }
+            for (int64_t ox = 0; ox < g.out_w; ++ox) {
+              const T term = row[in[ox]] * wr[f[ox]];
+              acc[ox] = has[ox] ? acc[ox] + term : acc[ox];
             }
           }
         }

@@ -9,6 +9,8 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "kernels/resample.h"
+#include "kernels/resample_math.h"
 #include "tests/autograd/expect_gradients.h"
 
 using namespace tandem;
@@ -117,6 +119,60 @@ TEST_CASE(
     const Tensor y = upfirdn2d(Variable(x), Tensor::from_values({3}, taps, DType::f64), p).data();
     check_close(y.to_vector(), reference(x, outer, 3, 3, p), 1e-13);
   }
+}
+
+TEST_CASE("upfirdn2d's CPU kernel sums each output as the shared formula does, bit for bit (the CUDA twin's)",
+          "[upfirdn2d]") {
+  // The CPU runs a separable filter as a horizontal pass, then a vertical one, and a 2-D
+  // filter a row of outputs at a time; kernels/resample_math.h's upfirdn2d_at, which the
+  // CUDA kernel runs per output, must give the same float32 values.
+  const Tensor x = random_input({2, 3, 7, 9}, 502).data().to(DType::f32);
+  const std::vector<Tensor> filters = {
+      Tensor::from_values({4}, {0.125, 0.375, 0.375, 0.125}),          // StyleGAN2's [1, 3, 3, 1], normalised
+      Tensor::from_values({3}, {0.3, -0.7, 1.9}),                      // no symmetry
+      Tensor::from_values({2, 3}, {0.1, -0.3, 0.7, 0.2, 1.1, -0.5})};  // 2-D
+  std::vector<UpFirDn2dParams> all = cases();
+  all.push_back({.up_x = 2, .up_y = 2, .pad_x0 = 2, .pad_x1 = 1, .pad_y0 = 2, .pad_y1 = 1});  // upsample2d's
+  all.push_back({.down_x = 2, .down_y = 2, .pad_x0 = 1, .pad_x1 = 1, .pad_y0 = 1, .pad_y1 = 1});
+  for (const Tensor& filter : filters) {
+    for (const UpFirDn2dParams& p : all) {
+      INFO("filter " << shape_str(filter.shape()) << ", " << describe(p));
+      const Tensor got = kernels::upfirdn2d(x, filter, p);
+      const kernels::resample_math::UpFirDn2dGeometry g =
+          kernels::resample_math::upfirdn2d_geometry("test", x, filter, p);
+      const float* px = x.data<float>();
+      const float* pf = filter.data<float>();
+      const float* pg = got.data<float>();
+      int64_t differ = 0;
+      for (int64_t plane = 0; plane < x.size(0) * x.size(1); ++plane)
+        for (int64_t oy = 0; oy < g.out_h; ++oy)
+          for (int64_t ox = 0; ox < g.out_w; ++ox) {
+            const float want =
+                kernels::resample_math::upfirdn2d_at(px + plane * g.in_h * g.in_w, pf, g, oy, ox);
+            differ += pg[(plane * g.out_h + oy) * g.out_w + ox] != want;
+          }
+      CHECK(differ == 0);
+    }
+  }
+}
+
+TEST_CASE("setup_separable_filter is setup_filter's filter as two 1-D passes", "[upfirdn2d]") {
+  const Tensor sep = setup_separable_filter({1, 3, 3, 1});
+  CHECK(sep.shape() == Shape{4});
+  CHECK(sep.to_vector() == std::vector<double>{0.125, 0.375, 0.375, 0.125});
+  const Tensor sep64 = setup_separable_filter({1, 3, 3, 1}, DType::f64);
+  const Tensor outer = setup_filter({1, 3, 3, 1}, DType::f64);
+  const Variable x = random_input({2, 3, 8, 6}, 503);  // float64
+  const std::vector<std::pair<Tensor, Tensor>> pairs = {
+      {upsample2d(x, sep64).data(), upsample2d(x, outer).data()},
+      {downsample2d(x, sep64).data(), downsample2d(x, outer).data()},
+      {filter2d(x, sep64).data(), filter2d(x, outer).data()}};
+  for (const auto& [a, b] : pairs) {
+    REQUIRE(a.shape() == b.shape());
+    check_close(a.to_vector(), b.to_vector(), 1e-12);
+  }
+  CHECK_THROWS_WITH(setup_separable_filter({1, -1}),
+                    Catch::Contains("setup_separable_filter: the taps sum to 0"));
 }
 
 TEST_CASE("upsample2d, downsample2d and filter2d: StyleGAN2's sizes, and the level the binomial filter keeps",
