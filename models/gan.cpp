@@ -211,7 +211,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   std::optional<trace::Span> forward_d(std::in_place, "train", "forward (D step)");
   // R1 every step differentiates D(real) with respect to the reals.
   Variable real(prepare_real(batch.inputs), /*requires_grad=*/o.r1_gamma > 0 && o.r1_every == 1);
-  Variable fake = generate(Variable(batch.targets));
+  Variable fake = generate_training(Variable(batch.targets));
   LogVars log;
   Variable total_d = d_step_loss(batch, real, fake, log);
   forward_d.reset();

@@ -91,6 +91,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -120,10 +121,11 @@ struct GanConfig {
   std::string model = "ring8-mlp";  // ring8-mlp | mlp | dcgan | dcgan64 | pggan | r3gan
   bool dynamic = false;             // mlp only: the extra D layer on alternate blocks of 5
   GanObjective objective = {};
-  int64_t pggan_stage_iters = 200;  // pggan: iterations per stage (first half fades in)
-  uint64_t seed = 0;                // initial weights
-  int64_t channels = 1;             // image models: 1 (gray) or 3 (RGB) per pixel
-  int64_t width = 0;                // dcgan64: ngf = ndf; 0: 64
+  int64_t pggan_stage_iters = 200;                    // pggan: iterations per stage (first half fades in)
+  uint64_t seed = 0;                                  // initial weights
+  int64_t channels = 1;                               // image models: 1 (gray) or 3 (RGB) per pixel
+  int64_t width = 0;                                  // dcgan64: ngf = ndf; 0: 64
+  std::optional<double> style_mixing = std::nullopt;  // stylegan2's style mixing probability; unset: 0.9
 };
 
 // The hook GanModel calls right before each backward: with the loss and the parameters
@@ -150,13 +152,17 @@ class BeforeBackward {
 
 class GanModel : public DataParallelModel {
  public:
+  // The generator as sampled (pictures, FID).
   virtual Variable generate(const Variable& z) = 0;
+  // The generator as train_step runs it (StyleGAN2's run_G): generate(z) but for training's
+  // own regularisers (stylegan2's style mixing).
+  virtual Variable generate_training(const Variable& z) { return generate(z); }
   virtual Variable discriminate(const Variable& x) = 0;
   virtual int64_t noise_dim() const = 0;
-  // A generator with a mapping network: its images for z, the per-layer latents ws
-  // [N, layers, w_dim] they were made from, the path-length noise (z's columns for it,
-  // [N, C, H, W]) and a handle on the running mean path length (a scalar buffer of the
-  // model). The others: an Error naming the model (their generator takes no styles).
+  // A generator with a mapping network: its images for z as generate_training makes them, the per-layer
+  // latents ws [N, layers, w_dim] they were made from, the path-length noise (z's columns for it, [N, C, H,
+  // W]) and a handle on the running mean path length (a scalar buffer of the model). The others: an Error
+  // naming the model (their generator takes no styles).
   struct StyledImages {
     Variable images, ws;
     Tensor path_noise, path_mean;

@@ -377,7 +377,8 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
   else if (config.model == "r3gan")
     model = std::make_shared<R3gan>(gen, config.channels);
   else if (config.model == "stylegan2")
-    model = std::make_shared<StyleGan2>(gen, config.channels);
+    model = std::make_shared<StyleGan2>(gen, config.channels,
+                                        config.style_mixing.value_or(StyleGan2Generator::kStyleMixing));
   else {
     std::string known;
     for (const auto& n : gan_model_names()) known += (known.empty() ? "" : ", ") + n;
@@ -387,6 +388,9 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
                                       << DcGan64::kDefaultWidth << "), got " << config.width);
   TANDEM_CHECK(config.width == 0 || config.model == "dcgan64",
                "--width applies to the dcgan64 model only, not '" << config.model << "'");
+  TANDEM_CHECK(
+      !config.style_mixing || config.model == "stylegan2",
+      "style mixing (--style-mixing) applies to the stylegan2 model only, not '" << config.model << "'");
   TANDEM_CHECK(!config.dynamic || config.model == "mlp",
                "--dynamic applies to the mlp model only, not '" << config.model << "'");
   const GanObjective& o = config.objective;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "autograd/ops.h"
+#include "kernels/elementwise.h"
 
 namespace tandem::models {
 
@@ -13,6 +15,19 @@ constexpr int64_t kChannels7 = 32, kChannels14 = 32, kChannels28 = 16;  // G's, 
 constexpr double kSlope = 0.2;
 const double kGain = std::sqrt(2.0);
 
+// The x with P(N(0, 1) <= x) = p, for p in [0, 1] (infinite at 0 and 1): bisection on the
+// normal CDF 0.5 erfc(-x / sqrt 2), to double precision.
+double normal_quantile(double p) {
+  if (p <= 0) return -std::numeric_limits<double>::infinity();
+  if (p >= 1) return std::numeric_limits<double>::infinity();
+  double lo = -40, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
 }  // namespace
 
 int64_t stylegan2_stddev_group(int64_t batch) {
@@ -21,8 +36,11 @@ int64_t stylegan2_stddev_group(int64_t batch) {
   return group;
 }
 
-StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels)
-    : image_channels_(image_channels) {
+StyleGan2Generator::StyleGan2Generator(Generator& gen, int64_t image_channels, double style_mixing)
+    : image_channels_(image_channels), style_mixing_(style_mixing) {
+  TANDEM_CHECK(
+      style_mixing >= 0 && style_mixing <= 1,
+      "stylegan2: the style mixing probability (--style-mixing) must lie in [0, 1], got " << style_mixing);
   nn::MappingOptions mapping_options;
   mapping_options.layers = kMappingLayers;
   mapping =
@@ -71,6 +89,32 @@ Variable StyleGan2Generator::styles(const Variable& z) {
   const int64_t n = z.size(0);
   Variable w = mapping->forward(slice(z, 1, 0, kLatent));
   return broadcast_to(reshape(w, {n, 1, kWDim}), {n, kNumWs, kWDim});
+}
+
+Tensor StyleGan2Generator::mixing_mask(const Tensor& z, double p) {
+  const int64_t n = z.size(0);
+  const Variable rows(z);
+  const Tensor decide = slice(rows, 1, kMixingColumn + kLatent, 1).data();      // [N, 1]
+  const Tensor cutoff = slice(rows, 1, kMixingColumn + kLatent + 1, 1).data();  // [N, 1]
+  const Tensor mixed = kernels::compare(
+      decide, Tensor::full({1, 1}, normal_quantile(p), z.dtype()).to(z.device()), kernels::Comparison::less);
+  // Layer l takes the second w when the cutoff is at most l: u2 <= Phi^-1(l / (L - 1)),
+  // never for l = 0, always (when mixed) for l = L - 1.
+  std::vector<double> thresholds;
+  for (int64_t l = 0; l < kNumWs; ++l) thresholds.push_back(normal_quantile(double(l) / double(kNumWs - 1)));
+  const Tensor late =
+      kernels::compare(cutoff, Tensor::from_values({1, kNumWs}, thresholds, z.dtype()).to(z.device()),
+                       kernels::Comparison::less_equal);
+  return kernels::mul(mixed, late).reshape({n, kNumWs, 1});
+}
+
+Variable StyleGan2Generator::mixed_styles(const Variable& z) {
+  Variable ws = styles(z);
+  if (style_mixing_ == 0) return ws;
+  const int64_t n = z.size(0);
+  Variable w2 = mapping->forward(slice(z, 1, kMixingColumn, kLatent));
+  return where(mixing_mask(z.data(), style_mixing_), broadcast_to(reshape(w2, {n, 1, kWDim}), ws.shape()),
+               ws);
 }
 
 std::vector<Variable> StyleGan2Generator::rgb_outputs(const Variable& ws, const Variable& z) {
@@ -148,8 +192,9 @@ Variable StyleGan2Discriminator::forward(const Variable& x) {
   return out->forward(h);
 }
 
-StyleGan2::StyleGan2(Generator& gen, int64_t image_channels) : image_channels_(image_channels) {
-  g_ = register_module("generator", std::make_shared<StyleGan2Generator>(gen, image_channels));
+StyleGan2::StyleGan2(Generator& gen, int64_t image_channels, double style_mixing)
+    : image_channels_(image_channels) {
+  g_ = register_module("generator", std::make_shared<StyleGan2Generator>(gen, image_channels, style_mixing));
   d_ = register_module("discriminator", std::make_shared<StyleGan2Discriminator>(gen, image_channels));
   generator = g_;
   discriminator = d_;
@@ -158,7 +203,7 @@ StyleGan2::StyleGan2(Generator& gen, int64_t image_channels) : image_channels_(i
 
 GanModel::StyledImages StyleGan2::generate_styled(const Variable& z) {
   StyledImages out;
-  out.ws = g_->styles(z);
+  out.ws = g_->mixed_styles(z);
   out.images = g_->synthesis(out.ws, z);
   const int64_t n = z.size(0), begin = StyleGan2Generator::kInputNoiseDim;
   out.path_noise = slice(z, 1, begin, g_->noise_dim() - begin).data().reshape({n, image_channels_, 28, 28});

@@ -16,13 +16,23 @@
 // - Per-layer latents, as StyleGAN2's synthesis network takes them: w is broadcast to ws
 //   [N, kNumWs = 6, 64] and layer l takes ws[:, index(l)], StyleGAN2's indexing (each
 //   stage's toRGB shares its index with the next stage's first conv: conv0 0, toRGB 1,
-//   conv1 1, conv2 2, toRGB 3, conv3 3, conv4 4, toRGB 5). Every index holds the same w (no
-//   style mixing); the path-length penalty differentiates by ws (models/path_length.h).
+//   conv1 1, conv2 2, toRGB 3, conv3 3, conv4 4, toRGB 5). forward (sampling: pictures,
+//   FID) gives every index the same w; the path-length penalty differentiates by ws
+//   (models/path_length.h).
+// - Style mixing (StyleGAN2's style_mixing_prob, its regulariser; training only:
+//   generate_training and generate_styled): with probability `style_mixing` a sample takes
+//   the layers from a cutoff on from a second latent's w, the cutoff uniform in 1..5
+//   (StyleGAN2: ws[:, cutoff:] = mapping(z2)[:, cutoff:]). StyleGAN2 draws one decision and
+//   one cutoff per batch on each GPU, so its mixing changes with the GPU count; here each
+//   sample decides from two N(0, 1) columns of its own z row (u1 < Phi^-1(p): mixed; the
+//   cutoff is the first layer l with u2 <= Phi^-1(l / 5)), so N ranks mix exactly the rows
+//   one process mixes, and every sample has StyleGAN2's probabilities.
 // - The noise is part of the generator's input, not drawn inside: z's row is
-//   [latent (64) | noise 7x7 | 14x14 | 14x14 | 28x28 | 28x28 | path-length noise C x 28 x 28]
-//   (noise_dim() = 2073 + 784 C columns), so a batch's noise rows (randn_global_rows) carry
-//   it and N ranks draw rank r's rows of the noise one process draws for the global batch.
-//   The image ignores the last 784 C columns; generate_styled hands them to the penalty.
+//   [latent (64) | noise 7x7 | 14x14 | 14x14 | 28x28 | 28x28 | mixing latent (64) |
+//   mixing draws (2) | path-length noise C x 28 x 28] (noise_dim() = 2139 + 784 C columns),
+//   so a batch's noise rows (randn_global_rows) carry it and N ranks draw rank r's rows of
+//   the noise one process draws for the global batch. The image ignores the last 784 C
+//   columns; generate_styled hands them to the penalty.
 // - The model keeps the running mean path length as a buffer "path_length_mean" (a
 //   float64 scalar, 0 at first), StyleGAN2's pl_mean.
 // - StyleGan2Discriminator(channels): StyleGAN2's resnet D: fromRGB (EqualizedConv2d 1x1,
@@ -55,16 +65,26 @@ int64_t stylegan2_stddev_group(int64_t batch);
 class StyleGan2Generator final : public nn::Module {
  public:
   static constexpr int64_t kLatent = 64, kWDim = 64, kMappingLayers = 4, kNumWs = 6;
-  // z's columns before the path-length noise: the latent and the five noise inputs.
-  static constexpr int64_t kInputNoiseDim = kLatent + 7 * 7 + 2 * 14 * 14 + 2 * 28 * 28;
+  static constexpr double kStyleMixing = 0.9;  // StyleGAN2's style_mixing_prob
+  // z's columns: the mixing latent and its two draws follow the five noise inputs.
+  static constexpr int64_t kMixingColumn = kLatent + 7 * 7 + 2 * 14 * 14 + 2 * 28 * 28;
+  // z's columns before the path-length noise.
+  static constexpr int64_t kInputNoiseDim = kMixingColumn + kLatent + 2;
 
-  StyleGan2Generator(Generator& gen, int64_t image_channels);
-  // z [N, noise_dim()] -> images [N, channels, 28, 28].
+  // style_mixing: the probability of a mixed sample in training, in [0, 1] (0: off).
+  StyleGan2Generator(Generator& gen, int64_t image_channels, double style_mixing = kStyleMixing);
+  // z [N, noise_dim()] -> images [N, channels, 28, 28], without style mixing.
   Variable forward(const Variable& z) override;
   std::string type_name() const override { return "StyleGan2Generator"; }
   int64_t noise_dim() const { return kInputNoiseDim + image_channels_ * 28 * 28; }
+  double style_mixing() const { return style_mixing_; }
   // The mapping network's w for z, broadcast to the per-layer latents ws [N, kNumWs, 64].
   Variable styles(const Variable& z);
+  // styles(z) with style mixing (see the contract): the per-layer latents of training.
+  Variable mixed_styles(const Variable& z);
+  // The [N, kNumWs, 1] mask of the layers that take the mixing latent's w (1) for z's
+  // mixing draws and probability p; all 0 at p = 0.
+  static Tensor mixing_mask(const Tensor& z, double p);
   // The synthesis network: images for per-layer latents ws and z's noise columns.
   Variable synthesis(const Variable& ws, const Variable& z);
   // The toRGB outputs of the three stages for ws and z (as synthesis), before the skip sum:
@@ -84,6 +104,7 @@ class StyleGan2Generator final : public nn::Module {
   Variable layer(size_t i, const Variable& x, const Variable& w, const Variable& z, int64_t& column);
   void check_z(const Variable& z) const;
   int64_t image_channels_;
+  double style_mixing_;
   ResamplingFilter filter_{{1, 3, 3, 1}};  // StyleGAN2's [1, 3, 3, 1]
 };
 
@@ -113,9 +134,10 @@ class StyleGan2Discriminator final : public nn::Module {
 
 class StyleGan2 final : public GanModel {
  public:
-  StyleGan2(Generator& gen, int64_t image_channels);
+  StyleGan2(Generator& gen, int64_t image_channels, double style_mixing = StyleGan2Generator::kStyleMixing);
   std::string type_name() const override { return "stylegan2"; }
   Variable generate(const Variable& z) override { return g_->forward(z); }
+  Variable generate_training(const Variable& z) override { return g_->synthesis(g_->mixed_styles(z), z); }
   Variable discriminate(const Variable& x) override { return d_->forward(x); }
   int64_t noise_dim() const override { return g_->noise_dim(); }
   Shape sample_shape() const override { return {image_channels_, 28, 28}; }

@@ -99,6 +99,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--pl-every", o.pl_every, o.pl_weight > 0),
       number("--pl-decay", o.pl_decay, o.pl_weight > 0),
       integer("--pl-batch-shrink", o.pl_batch_shrink, o.pl_weight > 0),
+      number("--style-mixing", o.style_mixing, o.model == "stylegan2"),
       value("--lazy-r1-correction", o.lazy_r1_correction ? "on" : "off",
             (o.r1_gamma > 0 && o.r1_every > 1) || (o.pl_weight > 0 && o.pl_every > 1)),
       number("--data-fraction", o.data_fraction, true),

@@ -6,6 +6,7 @@
 
 #include "autograd/lr_scheduler.h"
 #include "models/gan.h"
+#include "models/stylegan2.h"
 #include "models/train/fid_monitor.h"
 #include "runtime/error.h"
 
@@ -217,6 +218,11 @@ CommandLine train_command_line(TrainOptions& o) {
          "with --pl-weight: the path-length step takes every K-th row of the batch (StyleGAN2's "
          "pl_batch_shrink; the same rows at any rank count); a rank's batch must be a multiple of K",
          1);
+  cl.add("--style-mixing", &o.style_mixing,
+         "stylegan2: the probability that a training sample takes its layers from a random cutoff on "
+         "from a second latent (StyleGAN2's style_mixing_prob; decided per sample from its noise row, so "
+         "the same samples mix at any rank count; pictures and FID never mix), in [0, 1] (0: off)");
+  cl.describe_default("--style-mixing", "stylegan2 0.9");
   cl.add_off_or_positive("--r2-gamma", &o.r2_gamma,
                          "R2 penalty on fakes, gamma/2 mean ||grad D(fake)||^2 with respect to the detached "
                          "fakes, in every D loss whatever --r1-every (0: off). Any --loss");
@@ -368,6 +374,7 @@ void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
   if (o.model == "stylegan2" && !given("--r1-gamma")) o.r1_gamma = kStyleGan2R1Gamma;
   if (o.model == "stylegan2" && !given("--r1-every")) o.r1_every = kStyleGan2R1Every;
   if (o.model == "stylegan2" && !given("--pl-weight")) o.pl_weight = kStyleGan2PathLengthWeight;
+  if (o.model == "stylegan2" && !given("--style-mixing")) o.style_mixing = StyleGan2Generator::kStyleMixing;
   if (o.loss == GanLoss::wgan_gp && !given("--n-critic")) o.n_critic = 5;
   if (o.loss == GanLoss::wgan_gp && !given("--lr")) o.lr = 1e-4;
   try {
@@ -413,6 +420,10 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
   if ((given("--pl-every") || given("--pl-decay") || given("--pl-batch-shrink")) && o.pl_weight == 0)
     refuse("--pl-every, --pl-decay and --pl-batch-shrink go with --pl-weight (a positive value)");
   if (o.pl_decay <= 0 || o.pl_decay > 1) refuse("--pl-decay is a rate in (0, 1]");
+  if (given("--style-mixing") && o.model != "stylegan2")
+    refuse("--style-mixing applies to --model stylegan2 only (a generator with a mapping network)");
+  if (!(o.style_mixing >= 0 && o.style_mixing <= 1))
+    refuse("--style-mixing is a probability in [0, 1], got " + std::to_string(o.style_mixing));
   if (o.pl_weight > 0 && o.model != "stylegan2")
     refuse(
         "--pl-weight: path-length regularisation needs a generator with a mapping network (stylegan2), "

@@ -98,6 +98,7 @@ struct TrainOptions {
   int64_t pl_every = 4;           // lazy path length: a G update of the penalty alone every N G steps
   double pl_decay = 0.01;         // the running mean path length's rate
   int64_t pl_batch_shrink = 2;    // path length on every k-th row of the batch
+  double style_mixing = 0.0;      // stylegan2's style mixing probability (stylegan2: 0.9)
   int64_t pggan_stage_iters = 0;  // 0: iters / 3
   OnNonFinite on_nonfinite = OnNonFinite::off;
   int64_t max_nonfinite_steps = 100;     // with skip/scrub: stop after this many in a row (0: never)

@@ -298,6 +298,7 @@ GanConfig gan_config(const TrainOptions& o) {
   config.seed = o.seed;
   config.channels = o.channels;
   config.width = o.width;
+  if (o.model == "stylegan2") config.style_mixing = o.style_mixing;
   return config;
 }
 

@@ -1,5 +1,6 @@
 // The stylegan2 model: its shapes at 1 and 3 channels, the skip generator's sum of toRGB
-// outputs, the noise taken from z's columns, and the mapping network's lr multiplier.
+// outputs, the noise taken from z's columns, style mixing, and the mapping network's lr
+// multiplier.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -37,14 +38,14 @@ int64_t count_parameters(nn::Module& m) {
 
 }  // namespace
 
-TEST_CASE("stylegan2: G maps [N, 2073 + 784 C] to [N, C, 28, 28] and D that to [N, 1], C = 1 and 3",
+TEST_CASE("stylegan2: G maps [N, 2139 + 784 C] to [N, C, 28, 28] and D that to [N, 1], C = 1 and 3",
           "[models][stylegan2]") {
   NoGradGuard no_grad;
   for (int64_t channels : {1, 3}) {
     INFO(channels << " channel(s)");
     auto model = make_gan(GanConfig{.model = "stylegan2", .seed = 2, .channels = channels});
     CHECK(model->type_name() == "stylegan2");
-    CHECK(model->noise_dim() == 64 + 49 + 2 * 196 + 2 * 784 + channels * 784);
+    CHECK(model->noise_dim() == 64 + 49 + 2 * 196 + 2 * 784 + 66 + channels * 784);
     CHECK(model->sample_shape() == Shape{channels, 28, 28});
     Tensor fake = model->generate(Variable(normal({8, model->noise_dim()}, 1))).data();
     CHECK(fake.shape() == Shape{8, channels, 28, 28});
@@ -99,6 +100,94 @@ TEST_CASE("stylegan2: the noise inputs take z's columns after the latent", "[mod
                            model->generate(Variable(z_other_noise)).data()) > 1e-3);
   // The same z, the same image: nothing is drawn inside.
   CHECK(max_abs_difference(model->generate(Variable(z)).data(), model->generate(Variable(z)).data()) == 0.0);
+}
+
+TEST_CASE("stylegan2: style mixing picks StyleGAN2's samples and cutoffs from each row's own draws",
+          "[models][stylegan2]") {
+  const int64_t rows = 20000, layers = StyleGan2Generator::kNumWs;
+  const Tensor z = normal({rows, 2139 + 784}, 11);
+  for (double p : {0.9, 0.3}) {
+    INFO("probability " << p);
+    const std::vector<double> mask = StyleGan2Generator::mixing_mask(z, p).to_vector();
+    REQUIRE(mask.size() == static_cast<size_t>(rows * layers));
+    // Per row: layer 0 keeps the first latent; once a layer takes the second, every later
+    // one does (a cutoff); a mixed row's cutoff is its first such layer.
+    std::vector<int64_t> cutoffs(layers + 1, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* m = mask.data() + r * layers;
+      CHECK(m[0] == 0.0);
+      int64_t cutoff = layers;  // not mixed
+      for (int64_t l = 0; l < layers; ++l) {
+        REQUIRE((m[l] == 0.0 || m[l] == 1.0));
+        if (m[l] == 1.0 && cutoff == layers) cutoff = l;
+        if (cutoff < layers) REQUIRE(m[l] == 1.0);
+      }
+      ++cutoffs[static_cast<size_t>(cutoff)];
+    }
+    // StyleGAN2's probabilities: mixed with p, the cutoff uniform in 1..5. Binomial
+    // standard deviations at 20000 rows are below 0.0035; the bounds are 4 of them.
+    const double mixed = 1.0 - static_cast<double>(cutoffs[layers]) / rows;
+    CHECK(std::abs(mixed - p) < 0.014);
+    for (int64_t c = 1; c < layers; ++c) {
+      INFO("cutoff " << c);
+      CHECK(std::abs(static_cast<double>(cutoffs[static_cast<size_t>(c)]) / rows - p / (layers - 1)) < 0.012);
+    }
+    // The decision is the row's own: a row's mask does not depend on the batch around it.
+    const Tensor one_row = StyleGan2Generator::mixing_mask(z.narrow_rows(137, 1), p);
+    CHECK(one_row.to_vector() ==
+          std::vector<double>(mask.begin() + 137 * layers, mask.begin() + 138 * layers));
+  }
+  for (double v : StyleGan2Generator::mixing_mask(z, 0.0).to_vector()) REQUIRE(v == 0.0);
+  int64_t never_mixed = 0;
+  const std::vector<double> always = StyleGan2Generator::mixing_mask(z, 1.0).to_vector();
+  for (int64_t r = 0; r < rows; ++r)
+    never_mixed += always[static_cast<size_t>(r * layers + layers - 1)] == 0.0;
+  CHECK(never_mixed == 0);
+}
+
+TEST_CASE("stylegan2: training mixes the two latents' w by the mask; sampling never mixes",
+          "[models][stylegan2]") {
+  NoGradGuard no_grad;
+  auto model = make_gan(GanConfig{.model = "stylegan2", .seed = 8});
+  auto& g = static_cast<StyleGan2Generator&>(*model->generator);
+  REQUIRE(g.style_mixing() == 0.9);
+  const int64_t n = 16, dim = StyleGan2Generator::kWDim;
+  Variable z(normal({n, model->noise_dim()}, 12));
+  const std::vector<double> w1 = g.mapping->forward(slice(z, 1, 0, 64)).data().to_vector();
+  const std::vector<double> w2 =
+      g.mapping->forward(slice(z, 1, StyleGan2Generator::kMixingColumn, 64)).data().to_vector();
+  const std::vector<double> mask = StyleGan2Generator::mixing_mask(z.data(), 0.9).to_vector();
+  const std::vector<double> ws = g.mixed_styles(z).data().to_vector();
+  int64_t mixed_rows = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    mixed_rows += mask[static_cast<size_t>(r * 6 + 5)] == 1.0;
+    for (int64_t l = 0; l < 6; ++l)
+      for (int64_t c = 0; c < dim; ++c) {
+        const std::vector<double>& from = mask[static_cast<size_t>(r * 6 + l)] == 1.0 ? w2 : w1;
+        REQUIRE(ws[static_cast<size_t>((r * 6 + l) * dim + c)] == from[static_cast<size_t>(r * dim + c)]);
+      }
+  }
+  CHECK(mixed_rows > 0);
+  CHECK(mixed_rows < n);
+  // Sampling (pictures, FID) never mixes; training's images differ on the mixed rows alone.
+  const Tensor sampled = model->generate(z).data();
+  CHECK(max_abs_difference(sampled, g.synthesis(g.styles(z), z).data()) == 0.0);
+  const Tensor trained = model->generate_training(z).data();
+  for (int64_t r = 0; r < n; ++r) {
+    INFO("row " << r);
+    const double d = max_abs_difference(sampled.narrow_rows(r, 1), trained.narrow_rows(r, 1));
+    if (mask[static_cast<size_t>(r * 6 + 5)] == 1.0)
+      CHECK(d > 1e-6);
+    else
+      CHECK(d == 0.0);
+  }
+  // Off: training's images are the sampled ones.
+  auto off = make_gan(GanConfig{.model = "stylegan2", .seed = 8, .style_mixing = 0.0});
+  CHECK(max_abs_difference(off->generate_training(z).data(), off->generate(z).data()) == 0.0);
+  CHECK_THROWS_WITH(make_gan(GanConfig{.model = "dcgan", .style_mixing = 0.5}),
+                    Catch::Contains("style mixing (--style-mixing) applies to the stylegan2 model only"));
+  CHECK_THROWS_WITH(make_gan(GanConfig{.model = "stylegan2", .style_mixing = 1.5}),
+                    Catch::Contains("must lie in [0, 1], got 1.5"));
 }
 
 TEST_CASE("stylegan2: the mapping network's 4 layers use lr multiplier 0.01", "[models][stylegan2]") {

@@ -265,6 +265,21 @@ TEST_CASE("dcgan64: batch 128 unless given, and --width goes with it alone", "[o
                     Catch::Contains("--width must be at least 1, got 0"));
 }
 
+TEST_CASE("stylegan2's style mixing: 0.9 unless given, a probability, stylegan2's alone",
+          "[options][stylegan2]") {
+  CHECK(parse_train_options({"--model", "stylegan2"}).style_mixing == 0.9);
+  CHECK(parse_train_options({"--model", "stylegan2", "--style-mixing", "0"}).style_mixing == 0.0);
+  CHECK(parse_train_options({"--model", "stylegan2", "--style-mixing", "1"}).style_mixing == 1.0);
+  CHECK(parse_train_options({"--model", "dcgan"}).style_mixing == 0.0);
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--style-mixing", "0.5"}),
+                    Catch::Contains("--style-mixing applies to --model stylegan2 only"));
+  for (const char* bad : {"-0.1", "1.5"})
+    CHECK_THROWS_WITH(parse_train_options({"--model", "stylegan2", "--style-mixing", bad}),
+                      Catch::Contains("--style-mixing is a probability in [0, 1]"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "stylegan2", "--style-mixing", "nan"}),
+                    Catch::Contains("--style-mixing needs a finite number"));
+}
+
 TEST_CASE("r3gan: rpgan with R1 and R2 of gamma 0.1 and Adam betas (0, 0.99) unless given",
           "[options][r3gan]") {
   const TrainOptions r = parse_train_options({"--model", "r3gan"});

@@ -490,8 +490,8 @@ constexpr double kStyleGan2PlWeight = 2.0, kStyleGan2PlDecay = 0.3;
 // (path length as StyleGAN2's loss.py: its running mean differentiable through the batch
 // mean). Its D's minibatch_stddev groups lie in one rank's batch, so the one process applies
 // D to each rank's slice in turn and takes the mean of the slices' losses (equal slices: the
-// global batch's mean). The noise inputs' and the path length's noise are part of z's rows:
-// rank r's rows of the global draw.
+// global batch's mean). The noise inputs', style mixing's (StyleGAN2's 0.9) and the path
+// length's draws are part of z's rows: rank r's rows of the global draw.
 std::vector<Tensor> train_stylegan2(Style style, int ranks, double pl_weight = kStyleGan2PlWeight) {
   const models::GanObjective objective{.r1_gamma = kStyleGan2R1Gamma,
                                        .r1_every = kStyleGan2R1Every,
@@ -530,7 +530,7 @@ std::vector<Tensor> train_stylegan2(Style style, int ranks, double pl_weight = k
       for (int r = 1; r < count; ++r) sum = sum + term(r);
       return sum * (1.0 / count);
     };
-    Variable fake = gan->generate(Variable(z));
+    Variable fake = gan->generate_training(Variable(z));  // with style mixing
     Variable loss_d = mean_over_slices([&](int r) {
       return gan->loss_d(gan->discriminate(slice_of(Variable(real), r)),
                          gan->discriminate(slice_of(fake.detach(), r)));
