@@ -1,8 +1,6 @@
 #include "reducer/reducer.h"
 
 #include <algorithm>
-#include <atomic>
-#include <optional>
 #include <sstream>
 
 #include "autograd/optim.h"
@@ -22,9 +20,6 @@ std::vector<BucketParamInfo> bucket_infos(const std::vector<Variable>& params) {
   for (const Variable& p : params) infos.push_back({p.numel(), p.dtype(), p.device()});
   return infos;
 }
-
-// Numbers the synced backwards of every Reducer of the process, for the trace.
-std::atomic<int64_t> g_trace_syncs{0};
 
 }  // namespace
 
@@ -209,8 +204,7 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
   const std::vector<bool> reachable = local;
   for (size_t i = 0; i < local.size(); ++i) local[i] = local[i] || unsynced_used_[i];
   unsynced_used_.assign(params_.size(), false);
-  trace_sync_ = trace::enabled() ? ++g_trace_syncs : -1;
-  trace_sync_start_ns_ = traced() ? trace::now_ns() : 0;
+  trace_.begin();
   if (StepCapture* capture = active_capture()) {
     begin_captured_sync(*capture, local, reachable);
     return;
@@ -223,16 +217,9 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
   std::vector<bool> global =
       agreement_.agree(*group_, *shared_transport_, local,
                        {.backward = backward, .steps = steps, .unreaching = backwards_unreaching_});
-  const int64_t agreed_ns = traced() ? trace::now_ns() : 0;
+  const int64_t agreed_ns = trace_.now_ns();
   activate_phase(global, reachable);
-  if (traced()) {  // after activation: the phase is known now
-    trace::Event agreement{.category = "reducer",
-                           .name = trace::kAgreement,
-                           .ts_ns = trace_sync_start_ns_,
-                           .dur_ns = agreed_ns - trace_sync_start_ns_,
-                           .args = trace_args(-1)};
-    trace::record(std::move(agreement));
-  }
+  trace_.agreement(agreed_ns);  // after activation: the phase is known now
 }
 
 void Reducer::begin_captured_sync(StepCapture& capture, const std::vector<bool>& local,
@@ -270,38 +257,13 @@ void Reducer::begin_captured_sync(StepCapture& capture, const std::vector<bool>&
   });
 }
 
-std::vector<trace::Arg> Reducer::trace_args(int bucket) const {
-  std::vector<trace::Arg> args = {trace::arg("sync", trace_sync_), trace::arg("phase", active_->label)};
-  if (bucket >= 0) args.push_back(trace::arg("bucket", bucket));
-  return args;
-}
-
-Reducer::SyncSpan::SyncSpan(const Reducer& reducer, const char* name, int bucket)
-    : on_(reducer.traced()), name_(name), start_ns_(on_ ? trace::now_ns() : 0) {
-  if (on_) args_ = reducer.trace_args(bucket);
-}
-
-Reducer::SyncSpan::~SyncSpan() {
-  if (on_) trace::complete("reducer", name_, start_ns_, std::move(args_));
-}
-
-std::optional<trace::ScopedArgs> Reducer::bucket_args(int bucket) const {
-  if (!traced()) return std::nullopt;
-  return std::optional<trace::ScopedArgs>(std::in_place, trace_args(bucket));
-}
-
-void Reducer::count_in_flight(int64_t bytes) {
-  if (!traced()) return;
-  bytes_in_flight_ += bytes;
-  trace::counter("bytes in flight", static_cast<double>(bytes_in_flight_));
-}
-
 void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable) {
   Phase& phase = phase_for(global);
   maybe_rebuild(phase);
   if (options_.gradient_as_bucket_view) move_out_of_storage(phase);
   shared_transport_->settle();  // before anything is packed into the storage
   active_ = &phase;
+  trace_.set_phase(phase.label);
   // Registrations and removals apply from this backward on. Shared memory stands in for
   // the default allreduce only.
   const std::shared_ptr<CommHook> hook = hooks_->comm_hook();
@@ -452,7 +414,7 @@ void Reducer::mark_ready(size_t index, const Tensor* grad) {
   const bool is_slot = grad != nullptr && grad->defined() && grad->shares_storage_with(buffer) &&
                        grad->offset() == buffer.offset() + offset;
   if (!is_slot || prescale_ != 1.0) {  // one pass: copy (zeros without a grad) fused with the prescale
-    const SyncSpan span(*this, trace::kPack, b);
+    const SyncTrace::Span span(trace_, trace::kPack, b);
     kernels::pack_(buffer, {grad != nullptr ? *grad : Tensor()}, {offset}, {params_[index].numel()},
                    prescale_);
   }
@@ -472,12 +434,12 @@ void Reducer::launch_ready_buckets() {
       Tensor flat = b.grad_bucket.buffer;
       hook(b.grad_bucket.index, flat);
     }
-    const auto for_the_reduction = bucket_args(k);  // the reduction's spans carry them
+    const auto for_the_reduction = trace_.bucket_args(k);  // the reduction's spans carry them
     {
-      const SyncSpan span(*this, trace::kLaunch, k);
+      const SyncTrace::Span span(trace_, trace::kLaunch, k);
       b.transport->launch(b);
     }
-    count_in_flight(static_cast<int64_t>(b.grad_bucket.bytes_sent));
+    trace_.count_in_flight(static_cast<int64_t>(b.grad_bucket.bytes_sent));
     b.transport->progress(b);
   }
 }
@@ -514,12 +476,12 @@ void Reducer::finish_sync() {
   for (size_t k = 0; k < phase.buckets.size(); ++k) {
     Bucket& b = phase.buckets[k];
     {
-      const auto for_the_reduction = bucket_args(static_cast<int>(k));
-      const SyncSpan span(*this, trace::kWait, static_cast<int>(k));
+      const auto for_the_reduction = trace_.bucket_args(static_cast<int>(k));
+      const SyncTrace::Span span(trace_, trace::kWait, static_cast<int>(k));
       b.transport->wait(b);
     }
     bytes += b.grad_bucket.bytes_sent;
-    count_in_flight(-static_cast<int64_t>(b.grad_bucket.bytes_sent));
+    trace_.count_in_flight(-static_cast<int64_t>(b.grad_bucket.bytes_sent));
   }
   // The views and the finiteness check need the averages in the buckets; otherwise a
   // transport that unpacks puts them straight into the gradients below.
@@ -527,12 +489,12 @@ void Reducer::finish_sync() {
   for (size_t k = 0; k < phase.buckets.size() && into_buffer; ++k) {
     Bucket& b = phase.buckets[k];
     if (!b.transport->unpacks()) continue;
-    const SyncSpan span(*this, trace::kUnpack, static_cast<int>(k));
+    const SyncTrace::Span span(trace_, trace::kUnpack, static_cast<int>(k));
     b.transport->unpack(b, nullptr);
   }
   if (options_.non_finite != NonFinitePolicy::off) check_finite(phase);
   for (size_t k = 0; k < phase.buckets.size(); ++k) {
-    const SyncSpan span(*this, trace::kUnpack, static_cast<int>(k));
+    const SyncTrace::Span span(trace_, trace::kUnpack, static_cast<int>(k));
     write_averages(phase.buckets[k], into_buffer);
   }
   // A hook's scratch is the bucket's only memory outside the flat storage: it goes with the
@@ -545,7 +507,7 @@ void Reducer::finish_sync() {
   last_backward_bytes_ = bytes;
   total_bytes_ += bytes;
   ++synced_backwards_;
-  if (traced()) trace::complete("reducer", trace::kSync, trace_sync_start_ns_, trace_args(-1));
+  trace_.end();
 }
 
 void Reducer::write_averages(Bucket& b, bool in_buffer) {

@@ -34,11 +34,7 @@
 //   into the buckets (gradient_as_bucket_view). Every rank gets bitwise the same averages.
 // - Inside no_sync() backwards accumulate locally and communicate nothing; the next synced
 //   backward averages the sums, including parameters used only under no_sync.
-// - Tracing (runtime/trace.h; off by default, one relaxed load per site then): each synced
-//   backward records its "agreement", each gradient's "pack", each bucket's "launch" (the
-//   reduction's span, wherever it runs, carries the same arguments), "wait" and "unpack",
-//   the whole as a "sync" span, and a "bytes in flight" counter; every span names the sync's
-//   number and the phase, bucket spans the bucket (trace_summary.h reads them).
+// - Tracing: each synced backward records what sync_trace.h says.
 // - CUDA graphs (runtime/step_capture.h): a captured backward runs no agreement. Its phase
 //   is the one its own used set names, already rebuilt (two eager backwards first), else an
 //   Error; no_sync accumulation and the non-finite check cannot be captured. A replay is a
@@ -48,7 +44,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -62,10 +57,10 @@
 #include "reducer/parameter_claims.h"
 #include "reducer/reducer_hooks.h"
 #include "reducer/shared_memory_transport.h"
+#include "reducer/sync_trace.h"
 #include "reducer/used_set_agreement.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/step_capture.h"
-#include "runtime/trace.h"
 
 namespace tandem {
 
@@ -276,28 +271,6 @@ class Reducer : public BackwardObserver {
   void abandon_sync();
   // One stderr line naming the PyTorch flags set that change nothing.
   void warn_ignored_options() const;
-  // Whether the sync in flight is traced (it began with tracing on, and tracing is on).
-  bool traced() const { return trace_sync_ >= 0 && trace::enabled(); }
-  // The active phase's trace arguments: this sync's number, the phase, and the bucket (>= 0).
-  std::vector<trace::Arg> trace_args(int bucket) const;
-  // A "reducer" span of the sync in flight with its trace arguments, recorded when traced().
-  class SyncSpan {
-   public:
-    SyncSpan(const Reducer& reducer, const char* name, int bucket);
-    ~SyncSpan();
-    SyncSpan(const SyncSpan&) = delete;
-    SyncSpan& operator=(const SyncSpan&) = delete;
-
-   private:
-    bool on_;
-    const char* name_;
-    int64_t start_ns_;
-    std::vector<trace::Arg> args_;
-  };
-  // When traced(): bucket `bucket`'s arguments for the spans a transport records under it.
-  std::optional<trace::ScopedArgs> bucket_args(int bucket) const;
-  // The "bytes in flight" counter, when traced().
-  void count_in_flight(int64_t bytes);
 
   std::vector<Variable> params_;
   std::vector<std::string> names_;
@@ -336,9 +309,7 @@ class Reducer : public BackwardObserver {
   std::vector<int64_t> scrubbed_;                 // scrub: per parameter, elements replaced
   std::vector<std::string> unreached_;            // detect_anomalous_params, latest backward
   std::set<std::vector<bool>> unreached_warned_;  // sets already written to stderr
-  int64_t trace_sync_ = -1;                       // this synced backward's number in the trace; -1: untraced
-  int64_t trace_sync_start_ns_ = 0;
-  int64_t bytes_in_flight_ = 0;  // launched and not yet waited for (traced backwards)
+  SyncTrace trace_;                               // the sync in flight, in the trace
 };
 
 }  // namespace tandem
