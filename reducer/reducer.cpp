@@ -214,8 +214,9 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
     return;
   }
   const int64_t steps = optim::steps_taken_on_this_thread() - steps_base_;
+  const auto sum_counts = [this](Tensor& counts) { shared_transport_->sum_counts(counts); };
   std::vector<bool> global =
-      agreement_.agree(*group_, *shared_transport_, local,
+      agreement_.agree(*group_, sum_counts, local,
                        {.backward = backward, .steps = steps, .unreaching = backwards_unreaching_});
   const int64_t agreed_ns = trace_.now_ns();
   activate_phase(global, reachable);

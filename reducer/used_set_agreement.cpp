@@ -49,7 +49,7 @@ UsedSetAgreement::UsedSetAgreement(std::vector<std::string> param_names, std::st
       owner_(std::move(owner)),
       allow_absent_ranks_(allow_absent_ranks) {}
 
-std::vector<bool> UsedSetAgreement::agree(dist::ProcessGroup& group, SharedMemoryTransport& transport,
+std::vector<bool> UsedSetAgreement::agree(dist::ProcessGroup& group, const SumCounts& sum_counts,
                                           const std::vector<bool>& local, const RankPosition& at) {
   const int64_t backward = at.backward, steps = at.steps;
   const size_t count = names_.size();
@@ -70,7 +70,7 @@ std::vector<bool> UsedSetAgreement::agree(dist::ProcessGroup& group, SharedMemor
   c[position + 1] = b * b;
   c[position + 2] = s;
   c[position + 3] = s * s;
-  transport.sum_counts(counts);
+  sum_counts(counts);
   ++issued_;
   const int world = group.size();
   if (!all_equal(c[position], c[position + 1], world) ||

@@ -15,15 +15,15 @@
 // - Among the ranks that reach any parameter, a part reached by some and not by others is
 //   an Error on every rank naming the part, its first parameter and allow_absent_ranks,
 //   unless allow_absent_ranks.
-// - The counts are summed by SharedMemoryTransport::sum_counts (shared memory on one host,
-//   else the group's allreduce).
+// - The counts are summed by the caller's SumCounts (the Reducer's: SharedMemoryTransport::
+//   sum_counts); only an Error's message issues a collective of its own.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
-#include "reducer/shared_memory_transport.h"
 #include "runtime/dist/process_group.h"
 
 namespace tandem {
@@ -61,8 +61,10 @@ class UsedSetAgreement {
   const ModelParts& parts() const { return parts_; }
   // Agreements issued so far (counted once the counts are summed).
   int64_t issued() const { return issued_; }
+  // Sums int64 counts over the ranks of the group, in place (collective).
+  using SumCounts = std::function<void(Tensor& counts)>;
   // See the contract. `at`: this rank's position.
-  std::vector<bool> agree(dist::ProcessGroup& group, SharedMemoryTransport& transport,
+  std::vector<bool> agree(dist::ProcessGroup& group, const SumCounts& sum_counts,
                           const std::vector<bool>& local, const RankPosition& at);
 
  private:
