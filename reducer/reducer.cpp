@@ -15,10 +15,16 @@ namespace {
 
 bool any_of(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), true) != v.end(); }
 
-std::vector<BucketParamInfo> bucket_infos(const std::vector<Variable>& params) {
-  std::vector<BucketParamInfo> infos;
-  for (const Variable& p : params) infos.push_back({p.numel(), p.dtype(), p.device()});
-  return infos;
+BucketStoreOptions store_options(const ReducerOptions& options, int64_t agreement_size) {
+  BucketCaps caps;
+  caps.bucket_bytes = static_cast<size_t>(options.bucket_cap_mb * 1024 * 1024);
+  caps.first_bucket_bytes =
+      std::min(caps.bucket_bytes, static_cast<size_t>(options.first_bucket_cap_mb * 1024 * 1024));
+  return {.name = options.name,
+          .caps = caps,
+          .gradient_as_bucket_view = options.gradient_as_bucket_view,
+          .shared_memory = options.shared_memory_allreduce,
+          .agreement_size = options.negotiate_grads ? agreement_size : 0};
 }
 
 }  // namespace
@@ -30,7 +36,6 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
       group_(std::move(group)),
       options_(std::move(options)),
       agreement_(names_, options_.name, options_.allow_absent_ranks),
-      layout_(bucket_infos(params_), agreement_.parts().of),
       steps_base_(optim::steps_taken_on_this_thread()) {
   TANDEM_CHECK(group_ != nullptr, "Reducer for " << options_.name << ": no process group");
   TANDEM_CHECK(params_.size() == names_.size(), "Reducer for " << options_.name << ": " << params_.size()
@@ -49,27 +54,15 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
     descriptions.push_back({names_[i], &params_[i].data()});
     data.push_back(&params_[i].data());
   }
-  for (const Variable& p : params_) parameter_bytes_ += p.data().bytes();
   claims_.claim(params_, names_, options_.name);
   verify_replicas(*group_, descriptions, "parameter");
   broadcast_from_rank0(*group_, data, "initial parameters of " + options_.name, options_.broadcast_function);
-  if (!options_.reduce_function) default_hook_ = allreduce_hook();
-  hooks_ = std::make_shared<ReducerHooks>(default_hook_ ? default_hook_
-                                                        : reduce_function_hook(options_.reduce_function));
-  bool shared = options_.shared_memory_allreduce;
-  for (const Variable& p : params_) shared = shared && p.device().is_cpu() && p.dtype() == DType::f32;
-  shared_transport_ = std::make_unique<SharedMemoryTransport>(
-      *group_, shared, options_.negotiate_grads ? agreement_.size() : 0, options_.name);
-  // The flat storage, made once: shared memory when the transport can (one group then: CPU
-  // float32), else a tensor per (dtype, device). A phase has at most one bucket per parameter.
-  std::vector<size_t> first_of_group(layout_.groups(), params_.size());
-  for (size_t i = params_.size(); i-- > 0;) first_of_group[layout_.group_of(i)] = i;
-  for (size_t g = 0; g < layout_.groups(); ++g) {
-    const Variable& first = params_[first_of_group[g]];
-    Tensor flat = shared_transport_->make_storage(layout_.capacity(g), static_cast<int>(params_.size()));
-    storage_.push_back(flat.defined() ? flat
-                                      : Tensor::zeros({layout_.capacity(g)}, first.dtype(), first.device()));
-  }
+  std::shared_ptr<CommHook> default_hook;  // the plain allreduce, when it is the default
+  if (!options_.reduce_function) default_hook = allreduce_hook();
+  hooks_ = std::make_shared<ReducerHooks>(default_hook ? default_hook
+                                                       : reduce_function_hook(options_.reduce_function));
+  store_ = std::make_unique<BucketStore>(params_, names_, agreement_.parts(), *group_, default_hook,
+                                         store_options(options_, agreement_.size()));
   warn_ignored_options();
   unsynced_used_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -214,7 +207,7 @@ void Reducer::begin_sync(std::vector<bool> local, int64_t backward) {
     return;
   }
   const int64_t steps = optim::steps_taken_on_this_thread() - steps_base_;
-  const auto sum_counts = [this](Tensor& counts) { shared_transport_->sum_counts(counts); };
+  const auto sum_counts = [this](Tensor& counts) { store_->sum_counts(counts); };
   std::vector<bool> global =
       agreement_.agree(*group_, sum_counts, local,
                        {.backward = backward, .steps = steps, .unreaching = backwards_unreaching_});
@@ -238,169 +231,41 @@ void Reducer::begin_captured_sync(StepCapture& capture, const std::vector<bool>&
                      << ": the non-finite gradient check reads the device on the host after every "
                         "backward, which a CUDA graph cannot replay; turn it off to capture the step");
   const std::vector<bool> global = options_.negotiate_grads ? local : std::vector<bool>(params_.size(), true);
-  auto found = phases_.find(global);
-  TANDEM_CHECK(found != phases_.end() && found->second.rebuilds > 0,
-               "Reducer for " << options_.name << ": a backward captured into a CUDA graph reaches a set of "
-                              << std::count(global.begin(), global.end(), true) << " parameters that has "
-                              << (found == phases_.end() ? "no phase yet"
-                                                         : "a phase whose bucket layout is not rebuilt yet")
-                              << "; run each step of the phase eagerly at least twice (the warm-up) before "
-                                 "capturing it, so that its layout is agreed and stable");
+  const Phase* found = store_->find(global);
+  TANDEM_CHECK(
+      found != nullptr && found->rebuilds > 0,
+      "Reducer for " << options_.name << ": a backward captured into a CUDA graph reaches a set of "
+                     << std::count(global.begin(), global.end(), true) << " parameters that has "
+                     << (found == nullptr ? "no phase yet" : "a phase whose bucket layout is not rebuilt yet")
+                     << "; run each step of the phase eagerly at least twice (the warm-up) before "
+                        "capturing it, so that its layout is agreed and stable");
   activate_phase(global, reachable);
   capture.on_launch([this, global](bool advance) {
     if (!advance) return;
     ++synced_backwards_;
-    auto it = phases_.find(global);
-    if (it == phases_.end()) return;
-    ++it->second.backwards;
-    last_backward_bytes_ = it->second.bytes;
-    total_bytes_ += it->second.bytes;
+    Phase* phase = store_->find(global);
+    if (phase == nullptr) return;
+    ++phase->backwards;
+    last_backward_bytes_ = phase->bytes;
+    total_bytes_ += phase->bytes;
   });
 }
 
 void Reducer::activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable) {
-  Phase& phase = phase_for(global);
-  maybe_rebuild(phase);
-  if (options_.gradient_as_bucket_view) move_out_of_storage(phase);
-  shared_transport_->settle();  // before anything is packed into the storage
+  // Registrations and removals of hooks apply from this backward on.
+  const std::shared_ptr<CommHook> hook = hooks_->comm_hook();
+  Phase& phase = store_->open(global, hook);
   active_ = &phase;
   trace_.set_phase(phase.label);
-  // Registrations and removals apply from this backward on. Shared memory stands in for
-  // the default allreduce only.
-  const std::shared_ptr<CommHook> hook = hooks_->comm_hook();
-  hook_transport_.use(hook);
   pre_bucket_ = hooks_->pre_bucket_hooks();
   prescale_ = hook->prescaled() ? 1.0 / group_->size() : 1.0;
   slot_ready_.assign(params_.size(), false);
   next_launch_ = 0;
-  phase.ready_order.clear();
-  for (Bucket& b : phase.buckets) {
-    b.pending = b.params.size();
-    const bool shared = hook == default_hook_ && SharedMemoryTransport::holds(b);
-    b.transport = shared ? static_cast<BucketTransport*>(shared_transport_.get()) : &hook_transport_;
-    b.transport->begin(b);
-  }
   // No gradient will arrive here for these (used elsewhere, or only in earlier no_sync
   // backwards): this rank contributes what it has, zeros without a grad.
   for (size_t i : phase.used) {
     if (!reachable[i]) mark_ready(i, params_[i].grad().defined() ? &params_[i].grad() : nullptr);
   }
-}
-
-Reducer::Phase& Reducer::phase_for(const std::vector<bool>& global) {
-  auto it = phases_.find(global);
-  if (it != phases_.end()) return it->second;
-  Phase& phase = phases_[global];
-  phase.id = next_phase_id_++;
-  for (size_t i = 0; i < global.size(); ++i) {
-    if (global[i]) phase.used.push_back(i);
-  }
-  // Names the parameter set, not the phase's id: a trace summary adds up its backwards.
-  phase.label = options_.name + ": " + agreement_.parts().describe(phase.used);
-  std::vector<size_t> order(phase.used.rbegin(), phase.used.rend());  // gradients arrive roughly in reverse
-  build_layout(phase, order);
-  return phase;
-}
-
-void Reducer::move_out_of_storage(const Phase& phase) {
-  // A gradient viewing the storage where this phase's buckets will be packed would be
-  // overwritten: copy it out. Phases of one part lie in that part's region (flat_layout.h),
-  // so a GAN's D and G steps copy nothing.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& grad = params_[i].grad();
-    const size_t group = layout_.group_of(i);
-    const Tensor& flat = storage_[group];
-    if (!grad.defined() || !grad.shares_storage_with(flat)) continue;
-    const int64_t start = grad.offset() - flat.offset(), end = start + grad.numel();
-    const int b = phase.bucket_of[i];
-    if (b >= 0 && start == phase.buckets[static_cast<size_t>(b)].flat_offset + phase.slot_offset[i]) {
-      continue;  // its slot in this phase too
-    }
-    bool overlapped = false;
-    for (const Bucket& bucket : phase.buckets) {
-      const int64_t bucket_start = bucket.flat_offset;
-      const int64_t bucket_end = bucket_start + bucket.grad_bucket.buffer.numel();
-      overlapped = overlapped || (layout_.group_of(bucket.params.front()) == group && start < bucket_end &&
-                                  bucket_start < end);
-    }
-    if (overlapped) params_[i].set_grad(grad.clone());
-  }
-}
-
-size_t Reducer::bucket_bytes() const {
-  // Whatever the buckets hold, counted where it is: the flat storage, and anything else
-  // (a hook's scratch during a sync; a buffer of its own, which no bucket should have).
-  size_t bytes = 0;
-  for (const Tensor& flat : storage_) bytes += flat.bytes();
-  for (const auto& [key, phase] : phases_) {
-    for (const Bucket& b : phase.buckets) {
-      const Tensor& flat = storage_[layout_.group_of(b.params.front())];
-      if (!b.grad_bucket.buffer.shares_storage_with(flat)) bytes += b.grad_bucket.buffer.bytes();
-      if (b.grad_bucket.scratch.defined()) bytes += b.grad_bucket.scratch.bytes();
-    }
-  }
-  return bytes;
-}
-
-void Reducer::build_layout(Phase& phase, const std::vector<size_t>& order) {
-  BucketCaps caps;
-  caps.bucket_bytes = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);
-  caps.first_bucket_bytes =
-      std::min(caps.bucket_bytes, static_cast<size_t>(options_.first_bucket_cap_mb * 1024 * 1024));
-  std::vector<std::vector<size_t>> assignment = assign_buckets(bucket_infos(params_), order, caps);
-  const std::vector<int64_t> flat_offsets = layout_.place(assignment);
-
-  phase.buckets.clear();  // views of the flat storage: no memory goes
-  phase.bucket_of.assign(params_.size(), -1);
-  phase.slot_offset.assign(params_.size(), 0);
-  for (size_t b = 0; b < assignment.size(); ++b) {
-    Bucket bucket;
-    bucket.params = assignment[b];
-    int64_t total = 0;
-    std::string names;
-    for (size_t i : bucket.params) {
-      bucket.offsets.push_back(total);
-      phase.bucket_of[i] = static_cast<int>(b);
-      phase.slot_offset[i] = total;
-      total += params_[i].numel();
-      bucket.grad_bucket.param_names.push_back(names_[i]);
-      if (names.size() < 120) names += (names.empty() ? "" : ", ") + names_[i];
-    }
-    if (bucket.params.size() > 0 && names.size() >= 120) names += ", ...";
-    bucket.flat_offset = flat_offsets[b];
-    bucket.grad_bucket.index = b;
-    bucket.grad_bucket.tag = "bucket " + std::to_string(b) + " of phase " + std::to_string(phase.id) +
-                             " of " + options_.name + " (" + names + ")";
-    if (!shared_transport_->attach(bucket, bucket.flat_offset, total)) {
-      const Tensor& flat = storage_[layout_.group_of(bucket.params.front())];
-      bucket.grad_bucket.buffer = flat.view_range(bucket.flat_offset, {total});
-    }
-    for (size_t k = 0; k < bucket.params.size(); ++k) {
-      const size_t i = bucket.params[k];
-      bucket.grad_bucket.param_views.push_back(
-          bucket.grad_bucket.buffer.view_range(bucket.offsets[k], params_[i].shape()));
-    }
-    bucket.grad_bucket.group = group_.get();
-    phase.buckets.push_back(std::move(bucket));
-  }
-}
-
-void Reducer::maybe_rebuild(Phase& phase) {
-  if (phase.rebuilds > 0 || phase.backwards != 1) return;
-  // Rank 0's observed ready order of the first backward becomes everyone's layout order.
-  Tensor order = Tensor::zeros({static_cast<int64_t>(phase.used.size())}, DType::i64);
-  int64_t* o = order.data<int64_t>();
-  TANDEM_CHECK(phase.ready_order.size() == phase.used.size(),
-               "internal: phase " << phase.id << " of " << options_.name << " recorded "
-                                  << phase.ready_order.size() << " ready gradients for " << phase.used.size()
-                                  << " parameters");
-  for (size_t k = 0; k < phase.used.size(); ++k) o[k] = static_cast<int64_t>(phase.ready_order[k]);
-  dist::broadcast_host(*group_, order, 0,
-                       "bucket rebuild order of phase " + std::to_string(phase.id) + " of " + options_.name);
-  std::vector<size_t> rank0_order;
-  for (size_t k = 0; k < phase.used.size(); ++k) rank0_order.push_back(static_cast<size_t>(o[k]));
-  build_layout(phase, rank0_order);
-  phase.rebuilds = 1;
 }
 
 void Reducer::mark_ready(size_t index, const Tensor* grad) {
@@ -536,27 +401,6 @@ void Reducer::write_averages(Bucket& b, bool in_buffer) {
   } else {
     kernels::unpack_(b.grad_bucket.buffer, grads, b.offsets);
   }
-}
-
-std::vector<PhaseStats> Reducer::stats() const {
-  std::vector<const Phase*> ordered;
-  for (const auto& [key, phase] : phases_) ordered.push_back(&phase);
-  std::sort(ordered.begin(), ordered.end(), [](const Phase* a, const Phase* b) { return a->id < b->id; });
-  std::vector<PhaseStats> out;
-  const size_t storage_bytes = bucket_bytes();
-  for (const Phase* p : ordered) {
-    PhaseStats s;
-    s.description = "phase " + std::to_string(p->id) + ": " + agreement_.parts().describe(p->used);
-    s.used_params = p->used.size();
-    for (const Bucket& b : p->buckets) s.bucket_bytes.push_back(b.grad_bucket.buffer.bytes());
-    s.bytes_per_backward = p->bytes;
-    s.rebuilds = p->rebuilds;
-    s.backwards = p->backwards;
-    s.storage_bytes = storage_bytes;
-    s.parameter_bytes = parameter_bytes_;
-    out.push_back(std::move(s));
-  }
-  return out;
 }
 
 }  // namespace tandem

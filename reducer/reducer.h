@@ -16,15 +16,11 @@
 //   and optimizer steps, in the same order, while the Reducer exists) and reach the same
 //   parts, else every rank throws. A rank whose backward may reach none of the parameters
 //   calls prepare_for_backward(loss) before every backward, on every rank.
-// - Each used set is a phase with a cached bucket layout: registration order reversed at
-//   its first backward, rebuilt once at its second from the ready order rank 0 observed.
-//   Buckets live in one flat storage per (dtype, device) of the parameters, made at
-//   construction, of the parameters' bytes (plus at most 15 elements of alignment each): every
-//   phase lays its buckets out in it, in its model part's region when it holds one part's
-//   parameters (flat_layout.h), so a phase costs offsets, not memory, and none is ever
-//   evicted. With gradient_as_bucket_view, a gradient
-//   that views the storage where a phase about to run lays out something else is copied
-//   out of it first (into a tensor of its own), so no phase changes another's gradients.
+// - Each used set is a phase with a cached bucket layout, laid out in one flat storage made
+//   at construction (bucket_store.h: where the buckets lie, when a layout is rebuilt, which
+//   transport reduces each bucket). With gradient_as_bucket_view, a gradient that views the
+//   storage where a phase about to run lays out something else is copied out of it first
+//   (into a tensor of its own), so no phase changes another's gradients.
 // - Each gradient is packed into its bucket as it becomes ready; a full bucket goes to its
 //   transport at once (bucket_transport.h), strictly in bucket order, while the backward
 //   goes on: the comm hook in use (the default allreduce, reduce_function or a registered
@@ -50,13 +46,10 @@
 
 #include "autograd/engine.h"
 #include "autograd/variable.h"
-#include "reducer/bucket_assignment.h"
-#include "reducer/bucket_transport.h"
+#include "reducer/bucket_store.h"
 #include "reducer/comm_hook.h"
-#include "reducer/flat_layout.h"
 #include "reducer/parameter_claims.h"
 #include "reducer/reducer_hooks.h"
-#include "reducer/shared_memory_transport.h"
 #include "reducer/sync_trace.h"
 #include "reducer/used_set_agreement.h"
 #include "runtime/dist/process_group.h"
@@ -127,19 +120,6 @@ struct ReducerOptions {
   NonFinitePolicy non_finite = NonFinitePolicy::off;
 };
 
-struct PhaseStats {
-  std::string description;  // "phase 1: 6 of 12 parameters (discriminator.*)"
-  size_t used_params = 0;
-  std::vector<size_t> bucket_bytes;  // per bucket, in layout order
-  size_t bytes_per_backward = 0;     // bytes put on the wire by the last backward of this phase
-  int rebuilds = 0;
-  int64_t backwards = 0;
-  // The Reducer's, the same in each of its phases: the flat storage every phase's buckets
-  // share, and the parameters' bytes.
-  size_t storage_bytes = 0;
-  size_t parameter_bytes = 0;
-};
-
 class Reducer : public BackwardObserver {
  public:
   // Collective over `group` (see the contract); `names` name `params` in messages and parts.
@@ -180,20 +160,20 @@ class Reducer : public BackwardObserver {
   // order, once per synced backward. Applies from the next backward.
   HookHandle register_pre_bucket_hook(PreBucketHook hook);
 
-  // The phases, by id.
-  std::vector<PhaseStats> stats() const;
+  // The phases, by id (PhaseStats: bucket_store.h).
+  std::vector<PhaseStats> stats() const { return store_->stats(); }
   // Bytes of the flat bucket storage (every phase's buckets; a comm hook's scratch too while
   // held: during a sync, or for a captured step), and of the parameters: bucket_bytes() <=
   // parameter_bytes() plus kAlign - 1 elements per parameter (flat_layout.h) outside syncs.
-  size_t bucket_bytes() const;
-  size_t parameter_bytes() const { return parameter_bytes_; }
+  size_t bucket_bytes() const { return store_->bytes(); }
+  size_t parameter_bytes() const { return store_->parameter_bytes(); }
   // Bytes the last synced backward put on the wire.
   size_t last_backward_bytes() const { return last_backward_bytes_; }
   uint64_t total_bytes() const { return total_bytes_; }           // over every synced backward so far
   int64_t synced_backwards() const { return synced_backwards_; }  // backwards that averaged
   // True while this Reducer's buckets (and agreement) are in shared memory: asked for, the
   // group one host's MPI ranks, and every shared segment made so far made on every rank.
-  bool shared_memory() const { return shared_transport_->active(); }
+  bool shared_memory() const { return store_->shared_memory(); }
   // Agreement collectives issued so far (none with negotiate_grads false).
   int64_t agreements() const { return agreement_.issued(); }
   // skip_step policy: true (once) when a backward since the last call averaged a NaN/Inf;
@@ -217,26 +197,8 @@ class Reducer : public BackwardObserver {
   void on_backward_end(const BackwardPass& pass) override;
 
  private:
-  // A bucket of a phase: its layout (TransportBucket's offsets, buffer and views) and its
-  // progress through the backward in flight.
-  struct Bucket : TransportBucket {
-    std::vector<size_t> params;            // parameter indices, layout order
-    int64_t flat_offset = 0;               // the buffer's first element in its flat storage
-    size_t pending = 0;                    // gradients not yet packed
-    BucketTransport* transport = nullptr;  // chosen as the backward's sync begins
-  };
-  struct Phase {
-    int id = 0;
-    std::vector<size_t> used;  // parameter indices, registration order
-    std::vector<Bucket> buckets;
-    std::vector<int> bucket_of;        // per parameter, -1 when unused in this phase
-    std::vector<int64_t> slot_offset;  // per parameter, element offset in its bucket
-    std::vector<size_t> ready_order;   // of the last backward
-    int rebuilds = 0;
-    int64_t backwards = 0;
-    size_t bytes = 0;
-    std::string label;  // "model: 6 of 12 parameters (discriminator)", in traces
-  };
+  using Bucket = BucketStore::Bucket;
+  using Phase = BucketStore::Phase;
 
   std::vector<bool> local_used(const std::vector<std::shared_ptr<VariableImpl>>& leaves) const;
   // prepare_for_backward from this rank's used set.
@@ -254,12 +216,6 @@ class Reducer : public BackwardObserver {
   // Makes the phase of `global` the active one and readies its buckets; parameters in it
   // that this backward does not reach contribute their current gradient at once.
   void activate_phase(const std::vector<bool>& global, const std::vector<bool>& reachable);
-  Phase& phase_for(const std::vector<bool>& global);
-  // gradient_as_bucket_view: gradients viewing the flat storage where `phase` lays out
-  // something else become tensors of their own (the phase is about to write there).
-  void move_out_of_storage(const Phase& phase);
-  void build_layout(Phase& phase, const std::vector<size_t>& order);
-  void maybe_rebuild(Phase& phase);
   void mark_ready(size_t index, const Tensor* grad);
   void launch_ready_buckets();
   // Waits for every bucket, then writes the averages where they go.
@@ -281,17 +237,9 @@ class Reducer : public BackwardObserver {
   ReducerOptions options_;
   UsedSetAgreement agreement_;
   std::shared_ptr<ReducerHooks> hooks_;
-  std::shared_ptr<CommHook> default_hook_;  // the plain allreduce, when it is the default
-  CommHookTransport hook_transport_;        // the comm hook of the backward in flight
-  std::unique_ptr<SharedMemoryTransport> shared_transport_;
+  std::unique_ptr<BucketStore> store_;     // made once the parameters are replicas
   std::vector<PreBucketHook> pre_bucket_;  // the pre-bucket hooks of the backward in flight
-
-  FlatLayout layout_;
-  std::vector<Tensor> storage_;  // per group of layout_: the flat bucket storage
-  size_t parameter_bytes_ = 0;
-  std::map<std::vector<bool>, Phase> phases_;
-  Phase* active_ = nullptr;  // the phase of the backward in flight
-  int next_phase_id_ = 1;
+  Phase* active_ = nullptr;                // the phase of the backward in flight
   std::vector<bool> slot_ready_;
   size_t next_launch_ = 0;
   double prescale_ = 1.0;  // applied while copying into buckets (CommHook::prescaled)

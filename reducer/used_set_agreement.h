@@ -15,8 +15,8 @@
 // - Among the ranks that reach any parameter, a part reached by some and not by others is
 //   an Error on every rank naming the part, its first parameter and allow_absent_ranks,
 //   unless allow_absent_ranks.
-// - The counts are summed by the caller's SumCounts (the Reducer's: SharedMemoryTransport::
-//   sum_counts); only an Error's message issues a collective of its own.
+// - The counts are summed by the caller's SumCounts (the Reducer's: BucketStore::sum_counts,
+//   bucket_store.h); only an Error's message issues a collective of its own.
 #pragma once
 
 #include <cstdint>
