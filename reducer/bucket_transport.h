@@ -1,5 +1,7 @@
-// BucketTransport: the Reducer's one way out to communication. A full bucket goes to its
-// transport, which reduces it over the ranks and delivers the averages. Two kinds exist:
+// BucketTransport: how a full bucket reaches the other ranks, one of the Reducer's ways out
+// to communication (reducer.h lists them all). A full bucket goes to its transport, which
+// reduces it over the ranks and delivers the averages. Two kinds exist (bucket_store.h
+// chooses between them per bucket):
 // CommHookTransport, a comm hook (comm_hook.h: the default allreduce, the compression hooks,
 // a user's hook or reduce_function) over the group's collectives (MPI, NCCL); and the
 // shared-memory buckets of one host (shared_memory_transport.h).

@@ -1,5 +1,7 @@
 // The Reducer: bucketed, overlapped gradient averaging scoped to each backward (DESIGN.md §3
-// "Reducer"; each option's meaning is with it in ReducerOptions).
+// "Reducer"; each option's meaning is with it in ReducerOptions). A synced backward runs
+// begin (the agreement, the phase) -> mark ready (each gradient packed into its bucket) ->
+// launch (each full bucket) -> finish (wait, write the averages).
 //
 // Contract:
 // - Construction verifies the parameters across ranks (names, dtypes, shapes; an Error on
@@ -36,6 +38,19 @@
 //   Error; no_sync accumulation and the non-finite check cannot be captured. A replay is a
 //   promise that every rank reaches that set again; replays advance the Reducer's counts as
 //   the captured backward did. The flat storage never moves, so neither do its buckets.
+// - Ways out to communication: the Reducer reaches the other ranks here and nowhere else,
+//   each a step every rank takes at the same point:
+//   1. construction: verify_replicas and broadcast_from_rank0 (replica_sync.h), then the
+//      BucketStore's agreed shared-memory choice and segments (shared_memory_transport.h);
+//   2. the agreement of a synced backward (used_set_agreement.h): its counts summed by
+//      BucketStore::sum_counts, and one more allreduce for the Error when ranks are out of step;
+//   3. a phase's layout rebuild, at its second backward: rank 0's ready order broadcast
+//      (BucketStore::open);
+//   4. each bucket's transport (bucket_transport.h: the comm hook in use, or the shared-memory
+//      buckets, whose windows BucketStore::open waits for every rank to have read before a
+//      sync packs into them again).
+//   The non-finite check and detect_anomalous_params are local (the averages are equal on
+//   every rank).
 #pragma once
 
 #include <map>

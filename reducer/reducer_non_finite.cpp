@@ -23,8 +23,9 @@ void Reducer::check_finite(Phase& phase) {
   std::vector<std::string> bad;
   for (Bucket& b : phase.buckets) {
     if (all_finite(b.grad_bucket.buffer)) continue;
-    // Scrubbing writes the buffer, which the other ranks of a shared-memory bucket may still
-    // be reading this rank's reduced slice from: wait until they are done (bucket_transport.h).
+    // Scrubbing writes the buffer, which the transport may still be delivering from (the
+    // other ranks of a shared-memory bucket read this rank's reduced slice): release() first
+    // (bucket_transport.h).
     if (options_.non_finite == NonFinitePolicy::scrub) b.transport->release(b);
     for (size_t k = 0; k < b.params.size(); ++k) {  // only on the failure path: per parameter
       size_t i = b.params[k];
