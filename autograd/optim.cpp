@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "autograd/local_backward_scope.h"
 #include "kernels/optim.h"
 #include "runtime/step_capture.h"
 
@@ -17,6 +18,16 @@ thread_local int64_t t_steps_taken = 0;
 }  // namespace
 
 int64_t steps_taken_on_this_thread() { return t_steps_taken; }
+
+namespace {
+
+// A step inside a LocalBackwardScope is this rank's alone (local_backward_scope.h): no
+// Reducer may expect the other ranks to have taken it.
+void count_step() {
+  if (!LocalBackwardScope::active()) ++t_steps_taken;
+}
+
+}  // namespace
 
 // ---- Optimizer -------------------------------------------------------------------------
 
@@ -295,7 +306,7 @@ SGD::SGD(std::vector<Variable> params, SGDOptions options)
 }
 
 void SGD::step() {
-  ++t_steps_taken;
+  count_step();
   // Check every parameter before changing any state.
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].grad().defined()) check_updatable(i);
@@ -364,7 +375,7 @@ AdamW::AdamW(std::vector<Variable> params, AdamWOptions o)
     : Adam(std::move(params), AdamOptions{o.lr, o.betas, o.eps, o.weight_decay}, true, "AdamW") {}
 
 void Adam::step() {
-  ++t_steps_taken;
+  count_step();
   // Check every parameter before changing any state.
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].grad().defined()) check_updatable(i);

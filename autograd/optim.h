@@ -29,8 +29,9 @@
 //   every parameter first, then updates them with the fused kernels of kernels/optim.h,
 //   one call per group of parameters sharing device, dtype and step count.
 // - steps_taken_on_this_thread() counts every step() call of every optimizer on the
-//   calling thread (ranks that run as threads each count their own). The Reducer sends it
-//   with each agreement, so a rank that stepped when the others did not is caught.
+//   calling thread (ranks that run as threads each count their own), except those inside a
+//   LocalBackwardScope (a rank's work alone). The Reducer sends it with each agreement, so
+//   a rank that stepped when the others did not is caught.
 // - CUDA graphs (runtime/step_capture.h, runtime/cuda/cuda_graph.h): a step() captured
 //   into a graph updates the same parameters at every replay (those with a gradient at
 //   the capture), with the learning rate and step counts of the replay's own moment: its

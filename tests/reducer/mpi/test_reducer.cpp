@@ -466,18 +466,24 @@ TEST_CASE("a rank whose backward reaches none of the parameters stops every rank
 
 TEST_CASE("a backward one rank runs alone inside a LocalBackwardScope joins no Reducer",
           "[reducer][position]") {
-  // The same stray backwards as above, each inside the scope: no Reducer sees them, the
-  // ranks stay in step, and w's gradient is the exact average over the ranks.
+  // The same stray backwards as above, each inside the scope and followed by an optimizer
+  // step, as rank 0 trains FID's feature network alone: no Reducer sees them, the ranks stay
+  // in step, and w's gradient is the exact average over the ranks.
   const int rank = world()->rank(), n = world()->size();
   Variable w(Tensor::full({4}, 1.0), true);
   Variable stray(Tensor::full({4}, 1.0), true);
   Variable x(Tensor::full({4}, rank + 1.0));
   Reducer reducer({w}, {"w"}, world(), ReducerOptions{.name = "OneLayer"});
+  optim::Adam alone({stray}, {.lr = 1e-3});
   for (int it = 0; it < 4; ++it) {
     w.set_grad(Tensor());
     if (rank == 1) {
       LocalBackwardScope local;  // e.g. a network rank 1 trains on its own
-      for (int k = 0; k < 3; ++k) sum(mul(stray, x)).backward();
+      for (int k = 0; k < 3; ++k) {
+        stray.set_grad(Tensor());
+        sum(mul(stray, x)).backward();
+        alone.step();
+      }
     }
     sum(mul(w, x)).backward();
     for (double g : w.grad().to_vector()) CHECK(g == (n + 1) / 2.0);  // mean of 1..n

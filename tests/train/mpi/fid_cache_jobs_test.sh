@@ -7,10 +7,13 @@
 # jobs must end normally, report the same network and the same statistics, and leave the
 # two files and no temporary. Then the next job removes a temporary left an hour ago by a
 # killed writer, naming it, and keeps a fresh one (perhaps another job's, being written).
+# Last, a 2-rank training run with FID on a cold cache: rank 0 trains the network alone while
+# the data-parallel model lives, and its optimizer steps must not count as the Reducer's
+# (once they did: "ranks diverge ... rank 0: backward 1 after 2811 optimizer steps").
 # The data is a small Fashion-MNIST of random pixels, so that the network trains in seconds.
 #   fid_cache_jobs_test.sh <mpiexec> <tandem-train> <tandem-fid-features> <work dir>
 set -uo pipefail
-features="$3"; work="$4"
+mpiexec="$1"; train="$2"; features="$3"; work="$4"
 test_name=fid_cache_jobs_test
 source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
 rm -rf "$work"; mkdir -p "$work/data" "$work/cache"
@@ -63,5 +66,13 @@ grep -q "loaded .*$network" "$work/c.log" || { cat "$work/c.log"; fail "the warm
 grep -q "FID cache: removed $stale (left by a job that stopped while writing it)" "$work/c.log" ||
   { cat "$work/c.log"; fail "the removal of $stale was not logged"; }
 [ -e "$fresh" ] || fail "the fresh temporary $fresh (another job's, perhaps) was removed"
+
+# A training run at 2 ranks on a cold cache of its own: rank 0 trains the network, then every
+# rank trains the GAN and computes the FID.
+OMP_NUM_THREADS=1 "$mpiexec" -np 2 "$train" --model mlp --data-dir "$work/data" --batch 16 --iters 2 \
+  --log-every 2 --fid-every 2 --fid-samples 64 --fid-cache "$work/cold" --out "$work/run" > "$work/d.log" 2>&1 ||
+  { cat "$work/d.log"; fail "a 2-rank run whose rank 0 trained the FID network on a cold cache failed"; }
+grep -q "FID feature network .*: wrote " "$work/d.log" || { cat "$work/d.log"; fail "the cold cache's network was not trained"; }
+grep -q '"fid' "$work/run/metrics.jsonl" || { cat "$work/d.log"; fail "the run logged no FID"; }
 echo "$test_name: two jobs on one cold cache ended normally with the same network and statistics;" \
-  "a stale temporary was removed and a fresh one kept"
+  "a stale temporary was removed and a fresh one kept; a 2-rank run trained the network on rank 0 and went on"
