@@ -103,7 +103,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       value("--lazy-r1-correction", o.lazy_r1_correction ? "on" : "off",
             (o.r1_gamma > 0 && o.r1_every > 1) || (o.pl_weight > 0 && o.pl_every > 1)),
       number("--data-fraction", o.data_fraction, true),
-      value("--augment", o.augment.empty() ? "off" : o.augment, true),
+      value("--augment", o.augment.any() ? o.augment.str() : "off", true),
       number("--augment-target", o.augment_target, true),
       number("--augment-kimg", o.augment_kimg, true),
       integer("--pggan-stage-iters", stage_iters, pggan),

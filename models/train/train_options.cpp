@@ -88,7 +88,7 @@ void check_cuda_graphs(const TrainOptions& o) {
     refuse_graphs("does not go with --pl-weight (a path-length step of its own every --pl-every G steps)");
   if (o.check_replicas_every > 0)
     refuse_graphs("does not go with --check-replicas-every (its hashes are compared on the host)");
-  if (!o.augment.empty()) refuse_graphs("does not go with --augment (its parameters are drawn every step)");
+  if (o.augment.any()) refuse_graphs("does not go with --augment (its parameters are drawn every step)");
   if (o.sync_bn) refuse_graphs("does not go with --sync-bn (its statistics are gathered through the host)");
 }
 
@@ -227,7 +227,7 @@ CommandLine train_command_line(TrainOptions& o) {
                          "R2 penalty on fakes, gamma/2 mean ||grad D(fake)||^2 with respect to the detached "
                          "fakes, in every D loss whatever --r1-every (0: off). Any --loss");
   cl.describe_default("--r2-gamma", "0; r3gan 0.1");
-  cl.add("--augment", &o.augment,
+  cl.add("--augment", &o.augment_groups,
          "DiffAugment: augment every image D sees, reals and fakes, in every D and G step and in the "
          "penalties, with the comma-separated groups color, translation, cutout (per-sample parameters "
          "drawn from the global batch's stream: N ranks train as one process). Image models only",
@@ -378,8 +378,7 @@ void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
   if (o.loss == GanLoss::wgan_gp && !given("--n-critic")) o.n_critic = 5;
   if (o.loss == GanLoss::wgan_gp && !given("--lr")) o.lr = 1e-4;
   try {
-    o.augment = o.augment.empty() ? "" : parse_augment_policy(o.augment).str();
-    if (o.augment == "none") o.augment.clear();
+    o.augment = parse_augment_policy(o.augment_groups);
   } catch (const Error& e) {
     refuse("--augment: " + e.message());
   }
@@ -437,8 +436,8 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
     refuse("--ema-rampup goes with --ema-kimg (a positive value)");
   if (o.data_fraction > 1) refuse("--data-fraction is a fraction in (0, 1]");
   if (given("--data-fraction") && o.data == "ring8") refuse("--data-fraction goes with image data");
-  if (!o.augment.empty() && o.model == "ring8-mlp") refuse("--augment goes with the image models");
-  if (given("--augment-target") && o.augment.empty()) refuse("--augment-target goes with --augment");
+  if (o.augment.any() && o.model == "ring8-mlp") refuse("--augment goes with the image models");
+  if (given("--augment-target") && !o.augment.any()) refuse("--augment-target goes with --augment");
   if (given("--augment-kimg") && o.augment_target == 0) refuse("--augment-kimg goes with --augment-target");
   if (given("--clip-grad-type") && o.clip_grad == 0)
     refuse("--clip-grad-type goes with --clip-grad (a positive max norm)");

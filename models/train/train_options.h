@@ -10,10 +10,11 @@
 // resolve_defaults, each where the flag was not given: --data ring8 for ring8-mlp,
 // fashion-mnist otherwise; --batch 128 for dcgan64 (without --global-batch); --loss wgan-gp takes --n-critic
 // 5 and
-// --lr 1e-4 (the WGAN-GP paper's); and --lr-schedule in its canonical form (optim::LrSchedule::str()), or a
-// usage error when it does not parse. validate refuses: a --model and --data that do not go together; a flag
-// that needs another (--resume-allow-fresh without --resume, --gp-lambda without --loss wgan-gp, --r1-every
-// without --r1-gamma, --lazy-r1-correction without lazy R1, --clip-grad-type without
+// --lr 1e-4 (the WGAN-GP paper's); --lr-schedule in its canonical form (optim::LrSchedule::str()); and
+// --augment's groups parsed, once, into `augment` (what the trainer and the settings read); each a
+// usage error naming its flag when it does not parse. validate refuses: a --model and --data that do not go
+// together; a flag that needs another (--resume-allow-fresh without --resume, --gp-lambda without --loss
+// wgan-gp, --r1-every without --r1-gamma, --lazy-r1-correction without lazy R1, --clip-grad-type without
 // --clip-grad, --data images without --data-dir, --skip-bad-images without --data images,
 // --channels 3 without --data images, --dynamic without --model mlp, --width without
 // --model dcgan64, --prepare without --wrap whole, --trace-steps without --trace, an empty
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "models/data/image_decode.h"
+#include "models/diff_augment.h"
 #include "models/gan_loss.h"
 #include "models/wrap_mode.h"
 #include "runtime/command_line.h"
@@ -67,7 +69,8 @@ struct TrainOptions {
   ClipGradType clip_grad_type = ClipGradType::l2;
   int64_t accumulate = 1;           // train_steps per optimizer step (OptimWrapper accumulative_counts)
   double data_fraction = 1;         // image data: train on the first fraction of the images
-  std::string augment;              // DiffAugment groups, canonical (AugmentPolicy::str()); empty: off
+  std::string augment_groups;       // --augment as given; resolve_defaults parses it into `augment`
+  AugmentPolicy augment;            // DiffAugment's groups, parsed once; none (!any()): off
   double augment_target = 0;        // ADA's target for E[sign(D(real))]; 0: p = 1 throughout
   double augment_kimg = 100;        // ADA's speed: p may go from 0 to 1 in this many thousand reals
   double ema_decay = 0.999;         // samples come from an exponential moving average of G's weights; 0: off

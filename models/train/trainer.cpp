@@ -364,8 +364,8 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
                 EmaHalfLife{.kimg = o.ema_kimg, .rampup = o.ema_rampup, .global_batch = o.global_batch})
           : EmaWeights(model->generator->parameters(), o.ema_decay);
   std::optional<AdaptiveAugment> ada;  // --augment-target
-  if (!o.augment.empty()) {
-    model->augment = std::make_shared<DiffAugment>(parse_augment_policy(o.augment), o.seed, rank, size);
+  if (o.augment.any()) {
+    model->augment = std::make_shared<DiffAugment>(o.augment, o.seed, rank, size);
     if (o.augment_target > 0) {
       const double step = ada_step(o.global_batch, o.augment_kimg);
       TANDEM_CHECK(step > 0 && std::isfinite(step),

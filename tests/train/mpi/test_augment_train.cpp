@@ -43,7 +43,7 @@ models::TrainOptions augmented_run(const std::string& dir, int64_t iters) {
   o.ckpt_every = 7;
   o.out = dir;
   o.seed = 5;
-  o.augment = "color,translation,cutout";
+  o.augment = models::parse_augment_policy("color,translation,cutout");
   o.augment_target = 0.6;
   o.augment_kimg = 0.48;  // p moves by 24 * 4 / 480 = 0.2 every 4 iterations
   return o;
@@ -85,9 +85,9 @@ TEST_CASE("a resume with other augmentation settings is refused, naming them", "
   models::train(augmented_run(dir, 2), world(), log);
   models::TrainOptions o = augmented_run(dir, 4);
   o.resume = true;
-  o.augment = "color";
+  o.augment = models::parse_augment_policy("color");
   CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains("--augment color,translation,cutout"));
-  o.augment = "color,translation,cutout";
+  o.augment = models::parse_augment_policy("color,translation,cutout");
   o.augment_target = 0.5;
   CHECK_THROWS_WITH(models::train(o, world(), log), Catch::Contains("--augment-target 0.6"));
 }
