@@ -266,11 +266,12 @@ CommandLine train_command_line(TrainOptions& o) {
               "batch norms (dcgan's G, dcgan64's) normalise with the statistics of every rank's batch "
               "(SyncBatchNorm), so that N ranks train as one process on the global batch; without it each "
               "rank's batch norms see its own batch only");
-  cl.add_flag("--cuda-graphs", &o.cuda_graphs,
-              "--device cuda: capture the whole step (forwards, backwards, bucket allreduces, optimizer "
-              "steps) into a CUDA graph once it is stable (3 eager iterations) and replay it; recaptured "
-              "when the model's structure or the batch's shape changes. Not with --clip-grad, --accumulate, "
-              "--on-nonfinite, --n-critic > 1, lazy R1, --check-replicas-every, --sync-bn");
+  cl.add_flag(
+      "--cuda-graphs", &o.cuda_graphs,
+      "--device cuda: capture the whole step (forwards, backwards, bucket allreduces, optimizer "
+      "steps) into a CUDA graph once it is stable (3 eager iterations) and replay it; recaptured "
+      "when the model's structure or the batch's shape changes. Not with --clip-grad, --accumulate, "
+      "--on-nonfinite, --n-critic > 1, lazy R1, --pl-weight, --check-replicas-every, --augment, --sync-bn");
 
   cl.group("Checkpoints and output");
   cl.add("--out", &o.out,

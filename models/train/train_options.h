@@ -24,8 +24,8 @@
 // --tensorboard in a build without Protobuf (TANDEM_HAVE_TENSORBOARD); --overwrite with
 // --resume; --cuda-graphs without --device cuda or with a flag whose work a replayed step
 // cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop/scrub, --n-critic > 1
-// including wgan-gp's default, lazy R1, --check-replicas-every, --sync-bn); --accumulate
-// with --n-critic > 1 or lazy R1, or a --ckpt-every that is not a multiple of --accumulate
+// including wgan-gp's default, lazy R1, --pl-weight, --check-replicas-every, --augment, --sync-bn);
+// --accumulate with --n-critic > 1 or lazy R1, or a --ckpt-every that is not a multiple of --accumulate
 // (a checkpoint inside an accumulation could not resume). --r1-gamma and --r2-gamma go with
 // every --loss (regularisers of D, wgan-gp's critic too), --r2-gamma with any --r1-every (R2
 // is never lazy). given(flag) (FlagGiven) says
