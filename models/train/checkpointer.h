@@ -6,8 +6,8 @@
 //   atomically (a .tmp renamed over it; see runtime/checkpoint.h), with the tensors
 //   "model.<name>", "optim.generator.<name>", "optim.discriminator.<name>" and "ema.<k>",
 //   and the metadata model (its type name), iteration, world_size, and each run setting
-//   marked kept_on_resume under its metadata_key() (data, batch, lr, seed, dynamic, loss,
-//   and pggan_stage_iters for pggan; run_settings.h); returns the path.
+//   marked kept_on_resume under its metadata_key() (which ones: run_settings.cpp's table,
+//   run_settings.h); returns the path.
 // - scan() lists the files in `dir` named like checkpoints (<prefix>-<digits>.safetensors;
 //   .tmp files are saves cut short and never count), newest first, each with `problem`:
 //   why it cannot be read (its header does not validate, or it is not a regular file),

@@ -11,26 +11,22 @@
 //   when it is not empty (an image dataset's size and content hash: data::dataset_identity),
 //   --pggan-stage-iters for --model pggan as the stage length the run uses (0 resolved to
 //   iters / 3).
-// - Every rank of a run must have the same list (settings_agreement.h): --out and
-//   --data-dir are paths that may differ per node; the data they lead to may not.
-// - kept_on_resume marks the settings that shape the run's trajectory (its data, noise and
-//   updates): --data, --batch, --global-batch (the run's: for_world_size), --lr,
-//   --lr-schedule (canonical), --clip-grad, --clip-grad-type, --accumulate, --seed,
-//   --dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, --r2-gamma, --pl-weight
-//   (--pl-every, --pl-decay and --pl-batch-shrink with it), --augment (canonical
-//   groups, "off"), --augment-target, --augment-kimg, --data-fraction,
-//   --pggan-stage-iters for pggan, and --lazy-r1-correction with lazy R1 (r1-gamma > 0,
-//   r1-every > 1) or lazy path length (pl-weight > 0, pl-every > 1). A checkpoint records them
-//   and a resume must match them (checkpointer.h). value_when_absent(setting) is the value a
-//   checkpoint written before the setting was recorded ran with ("off" for
-//   --lazy-r1-correction, "0" for --r2-gamma and --pl-weight), "" when such a checkpoint is not compared. The
-//   others are honoured on resume: a larger --iters extends the run, and --wrap, --prepare,
-//   --bucket-cap-mb, --backend, --device, --ema-decay, --ema-kimg, --ema-rampup, --ckpt-every,
-//   --sample-every,
-//   --log-every, --on-nonfinite, --max-nonfinite-steps, --cuda-graphs, --check-replicas-every,
-//   --detect-anomalous-params, --fid-every and --fid-samples
-//   take effect from the resumed
-//   iteration. --model is kept by its own rule (the checkpoint's model type).
+// - agreed_across_ranks marks the settings every rank of a run must share
+//   (settings_agreement.h compares them): all of them. --out and --data-dir are no settings:
+//   paths that may differ per node (the data they lead to may not).
+// - What a resume must match is run_settings.cpp's table, and nowhere else: each row's
+//   OnResume rule. kept: the setting shapes the run's trajectory (its data, noise and
+//   updates), is recorded in each checkpoint (checkpointer.h) and a resume must match it;
+//   kept_when: the same, in the runs its condition (resume_note, in words) names, and
+//   honoured otherwise; may_change: honoured on resume, taking effect from the resumed
+//   iteration (a larger --iters extends the run). kept_on_resume is the rule applied to this
+//   run. --model is kept by its own rule (the checkpoint's model type). value_when_absent(setting)
+//   is the value a checkpoint written before the setting was recorded ran with ("off" for
+//   --lazy-r1-correction, "0" for --r2-gamma and --pl-weight), "" when such a checkpoint is
+//   not compared.
+// - kept_on_resume_in_words() is the table's kept settings as --resume's help lists them:
+//   "--data, --channels, ..., --pl-every (with --pl-weight), ...", each with its condition
+//   or note and its value_when_absent in parentheses.
 // - as_written() is the setting as a command line spells it: "--lr 0.0002", "--dynamic",
 //   "no --dynamic"; metadata_key() is its key in checkpoint metadata: the flag without its
 //   dashes, '-' as '_' ("lr", "pggan_stage_iters").
@@ -43,11 +39,17 @@
 
 namespace tandem::models {
 
+// How a resume treats a setting (see the contract above).
+enum class OnResume { may_change, kept, kept_when };
+
 struct RunSetting {
   std::string flag;   // "--lr"
   std::string value;  // canonical text: "0.0002"; "on" or "off" for a switch
   bool is_switch = false;
-  bool kept_on_resume = false;
+  bool kept_on_resume = false;  // this run's: recorded in its checkpoints, a resume must match it
+  OnResume on_resume = OnResume::may_change;
+  std::string resume_note = "";  // kept_when: the runs it is kept in; kept: how it is compared
+  bool agreed_across_ranks = true;
 
   std::string as_written() const;
   std::string metadata_key() const;
@@ -57,6 +59,8 @@ std::vector<RunSetting> run_settings(const TrainOptions& options, const std::str
                                      const std::string& data_identity);
 
 std::string value_when_absent(const RunSetting& setting);
+
+std::string kept_on_resume_in_words();
 
 // `value` in %g notation with the fewest digits (1 to 17) that parse back to it exactly;
 // a whole number below 10^15 in magnitude as an integer.

@@ -9,11 +9,12 @@ namespace tandem::models {
 
 namespace {
 
-// One line per setting: flag, value and kind, tab-separated (no value holds a tab or a newline:
-// paths, the only free text, are not settings).
+// One line per setting the ranks must agree on: flag, value and kind, tab-separated (no value
+// holds a tab or a newline: paths, the only free text, are not settings).
 std::string serialize(const std::vector<RunSetting>& settings) {
   std::string text;
   for (const RunSetting& s : settings) {
+    if (!s.agreed_across_ranks) continue;
     text += s.flag + "\t" + s.value + "\t" + (s.is_switch ? "switch" : "value") + "\n";
   }
   return text;
@@ -28,7 +29,10 @@ std::vector<RunSetting> deserialize(const std::string& text) {
     settings.push_back({.flag = line.substr(0, a),
                         .value = line.substr(a + 1, b - a - 1),
                         .is_switch = line.substr(b + 1) == "switch",
-                        .kept_on_resume = false});
+                        .kept_on_resume = false,
+                        .on_resume = OnResume::may_change,
+                        .resume_note = "",
+                        .agreed_across_ranks = true});
   }
   return settings;
 }

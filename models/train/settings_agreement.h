@@ -2,12 +2,11 @@
 //
 // Contract:
 // - check_settings_agree(world, settings) is collective over `world`, every rank passing
-//   its own list (run_settings.h). Each rank hashes its list; one allreduce (max) of two
-//   int64s tells every rank whether all hashes are equal. If they are, it returns. If not,
-//   every rank gathers every rank's list (one broadcast_string per rank) and throws the same
-//   Error: "settings differ across ranks: <differences>. Start every rank with the same
-//   flags (only --out and --data-dir may differ, and the data there may not)". No rank is
-//   left waiting in a collective.
+//   its own list (run_settings.h). Each rank hashes its settings marked agreed_across_ranks; one allreduce
+//   (max) of two int64s tells every rank whether all hashes are equal. If they are, it returns. If not, every
+//   rank gathers every rank's list (one broadcast_string per rank) and throws the same Error: "settings
+//   differ across ranks: <differences>. Start every rank with the same flags (only --out and --data-dir may
+//   differ, and the data there may not)". No rank is left waiting in a collective.
 // - describe_setting_differences(per_rank), per_rank[r] being rank r's list, is that
 //   message's <differences>: for each flag whose value is not the same on every rank (in
 //   rank 0's order, then flags only other ranks list), each value as written followed by

@@ -8,6 +8,7 @@
 #include "models/gan.h"
 #include "models/stylegan2.h"
 #include "models/train/fid_monitor.h"
+#include "models/train/run_settings.h"
 #include "runtime/error.h"
 
 namespace tandem::models {
@@ -282,16 +283,11 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add("--ckpt-every", &o.ckpt_every, "checkpoint every N iterations (0: at the end only)", 0);
   cl.add_flag("--resume", &o.resume,
               "continue from the newest checkpoint in --out, at the number of ranks that wrote it (with "
-              "--global-batch: at any that divides it). It must have this run's --data, --channels, "
-              "--width, --batch (with --global-batch: the global batch), --lr, --lr-schedule, --clip-grad, "
-              "--clip-grad-type, --accumulate, --seed, "
-              "--dynamic, --loss, --gp-lambda, --n-critic, --r1-gamma, --r1-every, --r2-gamma, --augment, "
-              "--augment-target, "
-              "--augment-kimg, --data-fraction (pggan: and "
-              "--pggan-stage-iters; lazy R1: and --lazy-r1-correction, off for a checkpoint from before it); "
-              "other flags may change (--iters extends). A damaged checkpoint (header or "
-              "data) newer than the newest readable one stops the run naming it; when every checkpoint is "
-              "damaged, or there is none, --resume stops naming --out");
+              "--global-batch: at any that divides it). It must have this run's " +
+                  kept_on_resume_in_words() +
+                  "; other flags may change (--iters extends). A damaged checkpoint (header or data) newer "
+                  "than the newest readable one stops the run naming it; when every checkpoint is damaged, "
+                  "or there is none, --resume stops naming --out");
   cl.add_flag(
       "--resume-allow-fresh", &o.resume_allow_fresh,
       "with --resume: start from iteration 0 when --out holds no checkpoint, or none that can be read");

@@ -1,9 +1,11 @@
 // The run's settings: every flag but the per-node paths, in canonical text, and which ones a
 // resume keeps.
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <set>
 #include <sstream>
 
+#include "models/gan.h"
 #include "models/train/run_settings.h"
 
 using namespace tandem::models;
@@ -19,6 +21,26 @@ const RunSetting& find(const std::vector<RunSetting>& settings, const std::strin
     if (s.flag == flag) return s;
   }
   FAIL("no setting " << flag);
+  throw;
+}
+
+// Whether `text` names `flag` whole: "--augment-kimg" does not name "--augment".
+bool names_flag(const std::string& text, const std::string& flag) {
+  for (size_t at = text.find(flag); at != std::string::npos; at = text.find(flag, at + 1)) {
+    const size_t end = at + flag.size();
+    if (end == text.size() || !(std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '-'))
+      return true;
+  }
+  return false;
+}
+
+std::string resume_help() {
+  TrainOptions defaults;
+  const tandem::CommandLine table = train_command_line(defaults);
+  for (const tandem::CommandLine::Flag& flag : table.flags()) {
+    if (flag.name == "--resume") return flag.help;
+  }
+  FAIL("no --resume in the flag table");
   throw;
 }
 
@@ -124,4 +146,29 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   CHECK(find(r3gan, "--r2-gamma").as_written() == "--r2-gamma 0.5");
   CHECK(find(r3gan, "--r2-gamma").metadata_key() == "r2_gamma");
   CHECK(value_when_absent(find(r3gan, "--r2-gamma")) == "0");
+}
+
+TEST_CASE("the help of --resume names every setting some model keeps on resume, with its condition",
+          "[settings][resume]") {
+  const std::string help = resume_help();
+  std::set<std::string> kept_somewhere;
+  for (const std::string& model : gan_model_names()) {
+    // The objective flags on, so that what is kept only with them is kept: lazy R1 (and
+    // stylegan2's path length, on by default).
+    std::vector<std::string> args = {"--model", model};
+    if (model != "stylegan2") args.insert(args.end(), {"--r1-gamma", "1", "--r1-every", "4"});
+    for (const RunSetting& s : settings_of(args)) {
+      if (!s.kept_on_resume) continue;
+      INFO("--model " << model << " keeps " << s.flag << " on resume; --resume's help: " << help);
+      kept_somewhere.insert(s.flag);
+      CHECK(names_flag(help, s.flag));
+      if (s.on_resume == OnResume::kept_when) CHECK(names_flag(help, s.flag + " (" + s.resume_note));
+    }
+  }
+  // The conditional ones were reached.
+  for (const char* flag : {"--pl-every", "--pl-decay", "--pl-batch-shrink", "--style-mixing",
+                           "--lazy-r1-correction", "--pggan-stage-iters"}) {
+    CHECK(kept_somewhere.count(flag) == 1);
+  }
+  CHECK(names_flag(help, "--pl-every (with --pl-weight)"));
 }
