@@ -173,25 +173,29 @@ std::string Checkpointer::save(int64_t iteration) const {
   return file;
 }
 
-int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loaded) const {
-  SafetensorsFile file = loaded != nullptr ? *loaded : load_safetensors(path);  // a copy shares the tensors
-  auto meta = [&](const std::string& key) {
-    auto it = file.metadata.find(key);
-    TANDEM_CHECK(it != file.metadata.end(),
-                 path << ": not a tandem-train checkpoint (no '" << key << "' in its metadata)");
-    return it->second;
-  };
-  // Integers exactly as save() writes them: digits only, within range.
-  auto meta_int = [&](const std::string& key, int64_t min) {
-    const std::string text = meta(key);
-    int64_t value = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    TANDEM_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size() && value >= min,
-                 path << ": metadata '" << key << "' is '" << text << "', not an integer >= " << min);
-    return value;
-  };
-  // The model and the average; optimizer entries are checked once, by the optimizers'
-  // load_state_dict (finite moments, a positive lr, ...), which name the entry too.
+namespace {
+
+// The metadata entry `key` of the checkpoint at `path`.
+std::string meta(const std::string& path, const SafetensorsFile& file, const std::string& key) {
+  auto it = file.metadata.find(key);
+  TANDEM_CHECK(it != file.metadata.end(),
+               path << ": not a tandem-train checkpoint (no '" << key << "' in its metadata)");
+  return it->second;
+}
+
+// Integers exactly as save() writes them: digits only, within range.
+int64_t meta_int(const std::string& path, const SafetensorsFile& file, const std::string& key, int64_t min) {
+  const std::string text = meta(path, file, key);
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  TANDEM_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size() && value >= min,
+               path << ": metadata '" << key << "' is '" << text << "', not an integer >= " << min);
+  return value;
+}
+
+// The model and the average; optimizer entries are checked once, by the optimizers'
+// load_state_dict (finite moments, a positive lr, ...), which name the entry too.
+void check_finite(const std::string& path, const SafetensorsFile& file) {
   for (const auto& [name, t] : file.tensors) {
     if (!is_floating(t.dtype()) || name.rfind("optim.", 0) == 0) continue;
     const std::vector<double> values = t.to_vector();
@@ -199,20 +203,21 @@ int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loade
     TANDEM_CHECK(bad == values.end(), path << ": tensor '" << name << "' holds " << *bad << " at element "
                                            << (bad - values.begin()) << "; a checkpoint must be finite");
   }
-  GanModel& model = state_.model;
-  // save() writes every tensor in the dtype it restores into: another dtype is a file that
-  // was rewritten, and converting it would not continue the run bit for bit.
+}
+
+// save() writes every tensor in the dtype it restores into: another dtype is a file that
+// was rewritten, and converting it would not continue the run bit for bit.
+void check_dtypes(const std::string& path, const SafetensorsFile& file, const TrainState& state) {
   auto check_dtype = [&](const std::string& name, DType expected) {
     auto it = file.tensors.find(name);
-    if (it == file.tensors.end()) return;  // a missing entry is named by the loaders below
+    if (it == file.tensors.end()) return;  // a missing entry is named by the loaders
     TANDEM_CHECK(it->second.dtype() == expected, path << ": tensor '" << name << "' is "
                                                       << dtype_name(it->second.dtype()) << ", not "
                                                       << dtype_name(expected) << " as this run keeps it");
   };
-  for (const auto& [name, live] : model.state_dict()) check_dtype("model." + name, live.dtype());
-  for (size_t i = 0; i < state_.ema.size(); ++i)
-    check_dtype("ema." + std::to_string(i), state_.ema[i].dtype());
-  for (const auto& [prefix, optimizer] : optimizers_of(state_)) {
+  for (const auto& [name, live] : state.model.state_dict()) check_dtype("model." + name, live.dtype());
+  for (size_t i = 0; i < state.ema.size(); ++i) check_dtype("ema." + std::to_string(i), state.ema[i].dtype());
+  for (const auto& [prefix, optimizer] : optimizers_of(state)) {
     const std::string state_prefix = prefix + "state.";
     for (const auto& [name, t] : file.tensors) {
       if (name.rfind(state_prefix, 0) != 0) continue;
@@ -225,38 +230,46 @@ int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loade
       if (rest.substr(dot + 1) != "step") check_dtype(name, optimizer->params()[index].dtype());
     }
   }
-  std::string model_name = meta("model");
+}
+
+void check_model(const std::string& path, const SafetensorsFile& file, const GanModel& model) {
+  const std::string model_name = meta(path, file, "model");
   TANDEM_CHECK(model_name == model.type_name(), path << ": checkpoint of model '" << model_name
                                                      << "', but this run trains '" << model.type_name()
                                                      << "'");
-  const int64_t saved_world = meta_int("world_size", 1);
-  if (saved_world != run_.world_size) {
-    const bool has_global_batch = file.metadata.count("global_batch") == 1;
-    const std::string global_batch = has_global_batch ? " " + file.metadata.at("global_batch") : " B";
-    TANDEM_CHECK(run_.elastic, path << ": written by a run of " << saved_world << " ranks; resuming on "
-                                    << run_.world_size
-                                    << " ranks changes every rank's share of the global batch. Resume with "
-                                       "mpirun -np "
-                                    << saved_world << ", or pass --global-batch" << global_batch
-                                    << " (the global batch it was written with) to resume at another number "
-                                       "of ranks, or start a new run in another --out");
-    TANDEM_CHECK(has_global_batch, path << ": written by a run of " << saved_world
-                                        << " ranks before checkpoints recorded the global batch; resume it "
-                                           "with mpirun -np "
-                                        << saved_world);
-  }
-  // A resume continues the same run: a setting that shapes it is refused, never overridden.
+}
+
+void check_world_size(const std::string& path, const SafetensorsFile& file, const RunIdentity& run) {
+  const int64_t saved_world = meta_int(path, file, "world_size", 1);
+  if (saved_world == run.world_size) return;
+  const bool has_global_batch = file.metadata.count("global_batch") == 1;
+  const std::string global_batch = has_global_batch ? " " + file.metadata.at("global_batch") : " B";
+  TANDEM_CHECK(run.elastic, path << ": written by a run of " << saved_world << " ranks; resuming on "
+                                 << run.world_size
+                                 << " ranks changes every rank's share of the global batch. Resume with "
+                                    "mpirun -np "
+                                 << saved_world << ", or pass --global-batch" << global_batch
+                                 << " (the global batch it was written with) to resume at another number "
+                                    "of ranks, or start a new run in another --out");
+  TANDEM_CHECK(has_global_batch, path << ": written by a run of " << saved_world
+                                      << " ranks before checkpoints recorded the global batch; resume it "
+                                         "with mpirun -np "
+                                      << saved_world);
+}
+
+// A resume continues the same run: a setting that shapes it is refused, never overridden.
+void check_kept_settings(const std::string& path, const SafetensorsFile& file, const RunIdentity& run) {
   std::vector<std::string> written_with, this_run;
   // A setting the file predates counts as value_when_absent, named only when nothing recorded
   // differs: a file that differs elsewhere (not lazy R1, say) may not have had it apply.
   for (bool recorded : {true, false}) {
     if (!recorded && !written_with.empty()) break;
-    for (const RunSetting& setting : run_.settings) {
+    for (const RunSetting& setting : run.settings) {
       auto it = file.metadata.find(setting.metadata_key());
       if (!setting.kept_on_resume || (it != file.metadata.end()) != recorded) continue;
       const std::string saved_value = recorded ? it->second : value_when_absent(setting);
       if (saved_value.empty() || saved_value == setting.value) continue;
-      if (run_.elastic && setting.flag == "--batch") continue;  // the share of the global batch, compared
+      if (run.elastic && setting.flag == "--batch") continue;  // the share of the global batch, compared
       RunSetting saved = setting;
       saved.value = saved_value;
       written_with.push_back(saved.as_written());
@@ -267,22 +280,27 @@ int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loade
                                           << joined(this_run)
                                           << ". A resume continues the same run: resume with "
                                           << joined(written_with) << ", or start a new run in another --out");
-  // The optimizers restore their learning rate; it must be this run's --lr (checked here too
-  // for checkpoints that do not record lr in their metadata).
-  const int64_t iteration = meta_int("iteration", 0);
-  for (const auto& [prefix, optimizer] : optimizers_of(state_)) {
+}
+
+// The optimizers restore their learning rate; it must be the one this run has at `iteration`:
+// its schedule's there, else --lr. Not a repeat of the --lr setting's check: this one holds
+// for checkpoints that do not record lr in their metadata, and for a rate the file's
+// optimizer state would otherwise bring back unseen.
+void check_learning_rates(const std::string& path, const SafetensorsFile& file, const TrainState& state,
+                          int64_t iteration) {
+  for (const auto& [prefix, optimizer] : optimizers_of(state)) {
     auto it = file.tensors.find(prefix + "lr");
     if (it == file.tensors.end() || it->second.numel() != 1) continue;  // the optimizer names what is wrong
     const double saved_lr = it->second.to_vector()[0];
     if (!std::isfinite(saved_lr)) continue;
     const std::optional<double> scheduled =
-        state_.scheduler ? state_.scheduler->scheduled_lr(*optimizer, iteration) : std::nullopt;
+        state.scheduler ? state.scheduler->scheduled_lr(*optimizer, iteration) : std::nullopt;
     if (scheduled) {
       TANDEM_CHECK(
           saved_lr == *scheduled,
           path << ": its learning rate at iteration " << iteration << " is " << canonical_number(saved_lr)
                << " (" << prefix << "lr), but this run's --lr and --lr-schedule "
-               << state_.scheduler->schedule().str() << " give " << canonical_number(*scheduled)
+               << state.scheduler->schedule().str() << " give " << canonical_number(*scheduled)
                << " there. A resume continues the same run: resume with the flags that wrote it, or start "
                   "a new run in another --out");
       continue;
@@ -293,6 +311,29 @@ int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loade
                       << ". A resume continues the same run: resume with --lr " << canonical_number(saved_lr)
                       << ", or start a new run in another --out");
   }
+}
+
+}  // namespace
+
+int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loaded) const {
+  SafetensorsFile file = loaded != nullptr ? *loaded : load_safetensors(path);  // a copy shares the tensors
+  const int64_t iteration = verify_compatible(path, file);
+  restore(path, std::move(file));
+  return iteration;
+}
+
+int64_t Checkpointer::verify_compatible(const std::string& path, const SafetensorsFile& file) const {
+  check_finite(path, file);
+  check_dtypes(path, file, state_);
+  check_model(path, file, state_.model);
+  check_world_size(path, file, run_);
+  check_kept_settings(path, file, run_);
+  const int64_t iteration = meta_int(path, file, "iteration", 0);
+  check_learning_rates(path, file, state_, iteration);
+  return iteration;
+}
+
+void Checkpointer::restore(const std::string& path, SafetensorsFile file) const {
   try {
     const std::vector<Tensor>& ema = state_.ema;
     if (ema.empty()) {  // a run without the average resumes one that kept it, ignoring it
@@ -309,7 +350,6 @@ int64_t Checkpointer::load(const std::string& path, const SafetensorsFile* loade
   } catch (const Error& e) {
     TANDEM_FAIL(path << ": does not fit this model: " << e.message());
   }
-  return iteration;
 }
 
 CheckpointGenerator load_checkpoint_generator(const std::string& path) {

@@ -25,29 +25,29 @@
 //   and the warnings say so. Without any file the same: `refusal` names `dir` and
 //   --resume-allow-fresh, or with allow_fresh a warning naming `dir`. `older` is the next
 //   older readable file after `path`, for the message when `path` fails to load.
-// - load(path) checks that the checkpoint belongs to this run, each mismatch an Error
-//   starting with the path: a tandem-train checkpoint of the same model, written at the
-//   same world size unless the run is elastic (--global-batch; the refusal names it); every
-//   kept setting it records must equal this run's (elastic: --batch, the per-rank share,
-//   is not compared, the global batch is; a checkpoint that does not record its global batch
-//   resumes at its own world size only) ("written with
-//   --lr 0.0002, this run has --lr 0.001", all differing ones named; a resume continues
-//   the same run, so such a flag is refused, never overridden); the optimizers' learning
-//   rate must be this run's --lr, or with a scheduler the rate its schedule gives at the
-//   checkpoint's iteration (the schedule is a function of the iteration: the spec in the
-//   metadata, the iteration and that rate are all of its state). Checkpoints written before a setting was
-//   recorded resume without comparing it, or as if written with value_when_absent
-//   (run_settings.h: no --lazy-r1-correction is "off"), named only when no recorded setting
-//   differs (their --lr is still compared: the optimizer state holds it). Then
-//   it restores the model, both optimizers and the average through a Checkpoint
-//   (train_checkpoint.h: all or nothing), and returns the checkpoint's iteration. Tensors that do
-//   not fit, or belong to none of them, are an Error "<path>: does not fit this model: ..." naming
-//   each; a checkpoint without the average (--ema-decay 0) cannot resume a run that keeps one (a
-//   run without one ignores the file's). Before anything is
-//   restored: every floating-point tensor must be finite, every tensor in the dtype it restores into (a
-//   converted file would not continue the run bit for bit), and the metadata integers (iteration, world_size)
-//   plain decimal integers in range, each problem an Error naming the file and the tensor or key; the
-//   optimizers refuse missing, non-finite or impossible state
+// - load(path) first verifies that the checkpoint fits this run (verify_compatible), each
+//   mismatch an Error starting with the path: a tandem-train checkpoint of the same model,
+//   written at the same world size unless the run is elastic (--global-batch; the refusal
+//   names it); every kept setting it records must equal this run's (elastic: --batch, the
+//   per-rank share, is not compared, the global batch is; a checkpoint that does not record
+//   its global batch resumes at its own world size only) ("written with --lr 0.0002, this
+//   run has --lr 0.001", all differing ones named; a resume continues the same run, so such
+//   a flag is refused, never overridden); the optimizers' learning rate must be this run's
+//   --lr, or with a scheduler the rate its schedule gives at the checkpoint's iteration
+//   (the schedule is a function of the iteration: the spec in the metadata, the iteration
+//   and that rate are all of its state). Checkpoints written before a setting was recorded
+//   resume without comparing it, or as if written with value_when_absent (run_settings.h:
+//   no --lazy-r1-correction is "off"), named only when no recorded setting differs (their
+//   --lr is still compared: the optimizer state holds it). Then it restores (restore) the
+//   model, both optimizers and the average through a Checkpoint (train_checkpoint.h: all or
+//   nothing), and returns the checkpoint's iteration. Tensors that do not fit, or belong to
+//   none of them, are an Error "<path>: does not fit this model: ..." naming each; a
+//   checkpoint without the average (--ema-decay 0) cannot resume a run that keeps one (a
+//   run without one ignores the file's). Before anything is restored: every floating-point
+//   tensor must be finite, every tensor in the dtype it restores into (a converted file
+//   would not continue the run bit for bit), and the metadata integers (iteration,
+//   world_size) plain decimal integers in range, each problem an Error naming the file and
+//   the tensor or key; the optimizers refuse missing, non-finite or impossible state
 //   (optim::Optimizer::load_state_dict). A file that fails load() is an Error: nothing
 //   falls back to an older checkpoint on its own.
 #pragma once
@@ -123,6 +123,10 @@ class Checkpointer {
   int64_t load(const std::string& path, const SafetensorsFile* loaded = nullptr) const;
 
  private:
+  // load's two steps: every check that the file fits this run (nothing is restored yet),
+  // returning its iteration; then the restore, all or nothing.
+  int64_t verify_compatible(const std::string& path, const SafetensorsFile& file) const;
+  void restore(const std::string& path, SafetensorsFile file) const;
   // The generic checkpoint of this run's state: "model", "optim.generator",
   // "optim.discriminator" and "ema" (train_checkpoint.h).
   Checkpoint checkpoint() const;
