@@ -33,10 +33,13 @@ std::string canonical_number(double value) {
   return text;
 }
 
-// Checkpoints from before the correction (R2) existed trained without it.
+// Checkpoints from before the correction (R2, path length, style mixing) existed trained
+// without it.
 std::string value_when_absent(const RunSetting& setting) {
   if (setting.flag == "--lazy-r1-correction") return "off";
-  return setting.flag == "--r2-gamma" || setting.flag == "--pl-weight" ? "0" : "";
+  const bool off_before =
+      setting.flag == "--r2-gamma" || setting.flag == "--pl-weight" || setting.flag == "--style-mixing";
+  return off_before ? "0" : "";
 }
 
 namespace {

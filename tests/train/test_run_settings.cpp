@@ -146,6 +146,10 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   CHECK(find(r3gan, "--r2-gamma").as_written() == "--r2-gamma 0.5");
   CHECK(find(r3gan, "--r2-gamma").metadata_key() == "r2_gamma");
   CHECK(value_when_absent(find(r3gan, "--r2-gamma")) == "0");
+  // Style mixing (stylegan2's): before it was recorded, stylegan2 trained without it.
+  const RunSetting mixing = find(settings_of({"--model", "stylegan2"}), "--style-mixing");
+  CHECK((mixing.kept_on_resume && mixing.value == "0.9" && value_when_absent(mixing) == "0"));
+  CHECK_FALSE(find(settings_of({"--model", "dcgan"}), "--style-mixing").kept_on_resume);
 }
 
 TEST_CASE("the help of --resume names every setting some model keeps on resume, with its condition",
