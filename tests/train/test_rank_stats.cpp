@@ -35,9 +35,13 @@ TEST_CASE("the resident size is the current one, in MB", "[rank_stats]") {
   void* block = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(block != MAP_FAILED);
   std::memset(block, 1, kBytes);  // touched pages become resident
+  // At least the block: under AddressSanitizer its shadow (an eighth of it) becomes resident
+  // too, and may stay after the munmap, on some kernels.
   const double grown = resident_mb();
-  CHECK(grown - base == Approx(kBytes / 1e6).margin(3.0));
+  CHECK(grown - base >= kBytes / 1e6 - 3.0);
   CHECK(grown == Approx(status_rss_mb()).margin(2.0));
   munmap(block, kBytes);
-  CHECK(resident_mb() == Approx(base).margin(3.0));  // current, not the peak
+  const double after = resident_mb();
+  CHECK(grown - after >= kBytes / 1e6 - 3.0);  // current, not the peak: the block's pages left
+  CHECK(after == Approx(status_rss_mb()).margin(2.0));
 }
