@@ -26,6 +26,7 @@
 #if TANDEM_HAVE_CUDA
 #include <cublas_v2.h>
 
+#include "kernels/cuda/cublas_library.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/cuda_check.h"
 #endif
@@ -287,8 +288,8 @@ void bench_gemm(const Options& o) {
   std::printf("%24s %10s %10s %10s %10s %7s\n", "m x k x n", "ours(us)", "TFLOP/s", "cuBLAS(us)", "TFLOP/s",
               "ratio");
   cublasHandle_t h = nullptr;
-  TANDEM_CHECK_CUBLAS(cublasCreate(&h));
-  TANDEM_CHECK_CUBLAS(cublasSetStream(h, cuda::compute_stream()));
+  TANDEM_CHECK_CUBLAS(kernels::cuda::cublas().create(&h));
+  TANDEM_CHECK_CUBLAS(kernels::cuda::cublas().set_stream(h, cuda::compute_stream()));
   for (const G& s : shapes) {
     Tensor a = gpu(random_tensor(s.ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 1));
     Tensor b = gpu(random_tensor(s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 2));
@@ -297,7 +298,7 @@ void bench_gemm(const Options& o) {
     const float alpha = 1.0f, beta = 0.0f;
     const double direct = median_us(
         [&] {
-          TANDEM_CHECK_CUBLAS(cublasGemmEx(
+          TANDEM_CHECK_CUBLAS(kernels::cuda::cublas().gemm_ex(
               h, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, s.ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(s.n),
               static_cast<int>(s.m), static_cast<int>(s.k), &alpha, b.raw_data(), CUDA_R_32F,
               static_cast<int>(b.size(1)), a.raw_data(), CUDA_R_32F, static_cast<int>(a.size(1)), &beta,
@@ -312,7 +313,7 @@ void bench_gemm(const Options& o) {
     std::printf("%24s %10.1f %10.2f %10.1f %10.2f %7.2f\n", label, ours, flop / (ours * 1e6), direct,
                 flop / (direct * 1e6), direct / ours);
   }
-  cublasDestroy(h);
+  kernels::cuda::cublas().destroy(h);
 }
 
 #endif  // TANDEM_HAVE_CUDA

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/cuda/cublas_library.h"
 #include "kernels/cuda/gemm_cuda.h"
 #include "kernels/gemm.h"
 #include "runtime/cuda/stream.h"
@@ -34,15 +35,15 @@ cublasHandle_t cublas_handle(int device) {
   if (h.handle == nullptr) {
     // Never destroyed: a static destructor would run after the driver may have shut down.
     TANDEM_CHECK_CUDA(cudaSetDevice(device));
-    TANDEM_CHECK_CUBLAS(cublasCreate(&h.handle));
-    TANDEM_CHECK_CUBLAS(cublasSetMathMode(h.handle, CUBLAS_DEFAULT_MATH));
+    TANDEM_CHECK_CUBLAS(cublas().create(&h.handle));
+    TANDEM_CHECK_CUBLAS(cublas().set_math_mode(h.handle, CUBLAS_DEFAULT_MATH));
     TANDEM_CHECK_CUDA(cudaMalloc(&h.workspace, kCublasWorkspaceBytes));
     h.stream = reinterpret_cast<cudaStream_t>(-1);  // set below
   }
   const cudaStream_t stream = tandem::cuda::compute_stream();  // a graph's capture stream, or the legacy one
   if (h.stream != stream) {
-    TANDEM_CHECK_CUBLAS(cublasSetStream(h.handle, stream));
-    TANDEM_CHECK_CUBLAS(cublasSetWorkspace(h.handle, h.workspace, kCublasWorkspaceBytes));
+    TANDEM_CHECK_CUBLAS(cublas().set_stream(h.handle, stream));
+    TANDEM_CHECK_CUBLAS(cublas().set_workspace(h.handle, h.workspace, kCublasWorkspaceBytes));
     h.stream = stream;
   }
   return h.handle;
@@ -64,9 +65,9 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
       const int count = static_cast<int>(c.numel());
       if (dtype == DType::f32) {
         const float fb = static_cast<float>(beta);
-        TANDEM_CHECK_CUBLAS(cublasSscal(h, count, &fb, static_cast<float*>(c.raw_data()), 1));
+        TANDEM_CHECK_CUBLAS(cublas().sscal(h, count, &fb, static_cast<float*>(c.raw_data()), 1));
       } else {
-        TANDEM_CHECK_CUBLAS(cublasDscal(h, count, &beta, static_cast<double*>(c.raw_data()), 1));
+        TANDEM_CHECK_CUBLAS(cublas().dscal(h, count, &beta, static_cast<double*>(c.raw_data()), 1));
       }
     }
     return;
@@ -82,13 +83,13 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
   const int ldb = static_cast<int>(std::max<int64_t>(1, b.size(1)));
   if (dtype == DType::f32) {
     const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
-    TANDEM_CHECK_CUBLAS(cublasGemmEx(h, op_b, op_a, n, m, k, &fa, b.raw_data(), CUDA_R_32F, ldb, a.raw_data(),
-                                     CUDA_R_32F, lda, &fb, c.raw_data(), CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT));
+    TANDEM_CHECK_CUBLAS(cublas().gemm_ex(h, op_b, op_a, n, m, k, &fa, b.raw_data(), CUDA_R_32F, ldb,
+                                         a.raw_data(), CUDA_R_32F, lda, &fb, c.raw_data(), CUDA_R_32F, n,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
-    TANDEM_CHECK_CUBLAS(cublasDgemm(h, op_b, op_a, n, m, k, &alpha, static_cast<const double*>(b.raw_data()),
-                                    ldb, static_cast<const double*>(a.raw_data()), lda, &beta,
-                                    static_cast<double*>(c.raw_data()), n));
+    TANDEM_CHECK_CUBLAS(cublas().dgemm(
+        h, op_b, op_a, n, m, k, &alpha, static_cast<const double*>(b.raw_data()), ldb,
+        static_cast<const double*>(a.raw_data()), lda, &beta, static_cast<double*>(c.raw_data()), n));
   }
 }
 
