@@ -330,6 +330,12 @@ void CommandLine::describe_default(const std::string& flag, const std::string& t
   flags_[static_cast<size_t>(found - flags_.data())].default_text = text;
 }
 
+void CommandLine::add_note(const std::string& flag, const std::string& sentence) {
+  const Flag* found = find(flag);
+  TANDEM_CHECK(found, program_ << ": " << flag << " is not a flag");
+  flags_[static_cast<size_t>(found - flags_.data())].help += ". " + sentence;
+}
+
 const CommandLine::Flag* CommandLine::find(const std::string& name) const {
   for (const Flag& f : flags_) {
     if (f.name == name) return &f;

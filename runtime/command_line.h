@@ -96,6 +96,9 @@ class CommandLine {
   // --help shows `text` as the flag's default instead of its field's value (a default that
   // depends on other flags: "64; dcgan64: 128").
   void describe_default(const std::string& flag, const std::string& text);
+  // Appends `sentence` (no final full stop) to the flag's help, after a full stop: a rule
+  // the program states about several flags from one table of its own.
+  void add_note(const std::string& flag, const std::string& sentence);
   // The flags added from here on are listed under `heading`.
   void group(const std::string& heading) { group_ = heading; }
 

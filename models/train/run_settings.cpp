@@ -106,7 +106,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--batch", o.batch, kept("with --global-batch: the global batch")),
       integer("--global-batch", o.global_batch, kept()),  // the run's (for_world_size)
       number("--lr", o.lr, kept()),
-      value("--lr-schedule", o.lr_schedule, kept()),
+      value("--lr-schedule", o.lr_schedule.str(), kept()),
       number("--clip-grad", o.clip_grad, kept()),
       value("--clip-grad-type", to_string(o.clip_grad_type), kept()),
       integer("--accumulate", o.accumulate, kept()),

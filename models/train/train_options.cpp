@@ -65,45 +65,95 @@ std::vector<std::pair<std::string, T>> choices(const Named<T> (&names)[N]) {
 
 [[noreturn]] void refuse(const std::string& message) { throw UsageError(message); }
 
-// The flags whose work a replayed CUDA graph cannot repeat.
-void check_cuda_graphs(const TrainOptions& o) {
-  auto refuse_graphs = [](const std::string& why) { refuse("--cuda-graphs " + why); };
+std::string listed(const std::vector<FlagConflict>& conflicts) {
+  std::string words;
+  for (const FlagConflict& c : conflicts) words += (words.empty() ? "" : ", ") + std::string(c.listed_as);
+  return words;
+}
+
+// `flag_text` ("--cuda-graphs", "--accumulate 4") is refused with the first conflict that applies.
+void refuse_conflicts(const std::string& flag_text, const std::vector<FlagConflict>& conflicts,
+                      const TrainOptions& o, const FlagGiven& given) {
+  for (const FlagConflict& c : conflicts) {
+    if (c.applies(o)) refuse(flag_text + " does not go with " + c.reason(o, given));
+  }
+}
+
+}  // namespace
+
+const std::vector<FlagConflict>& cuda_graphs_conflicts() {
+  using O = const TrainOptions&;
+  using G = const FlagGiven&;
+  static const std::vector<FlagConflict> conflicts = {
+      {"--clip-grad", "--clip-grad 1", [](O o) { return o.clip_grad > 0; },
+       [](O, G) { return std::string("--clip-grad (its norm is read on the host at every step)"); }},
+      {"--accumulate", "--accumulate 2", [](O o) { return o.accumulate > 1; },
+       [](O, G) { return std::string("--accumulate (the step differs within an accumulation)"); }},
+      {"--on-nonfinite", "--on-nonfinite skip", [](O o) { return o.on_nonfinite != OnNonFinite::off; },
+       [](O o, G) {
+         return "--on-nonfinite " + std::string(to_string(o.on_nonfinite)) +
+                " (its check is read on the host at every step)";
+       }},
+      {"--n-critic > 1", "--loss wgan-gp", [](O o) { return o.n_critic > 1; },
+       [](O o, G) {
+         return "--n-critic " + std::to_string(o.n_critic) +
+                (o.loss == GanLoss::wgan_gp ? " (wgan-gp's default; pass --n-critic 1)" : "") +
+                " (G steps only at some iterations, so the step changes from one to the next)";
+       }},
+      {"lazy R1", "--r1-gamma 1 --r1-every 4", [](O o) { return o.r1_gamma > 0 && o.r1_every > 1; },
+       [](O o, G) {
+         return "lazy R1 (--r1-every " + std::to_string(o.r1_every) + ": a step of its own every " +
+                std::to_string(o.r1_every) + " iterations)";
+       }},
+      {"--pl-weight", "--model stylegan2 --r1-every 1", [](O o) { return o.pl_weight > 0; },
+       [](O, G) {
+         return std::string("--pl-weight (a path-length step of its own every --pl-every G steps)");
+       }},
+      {"--check-replicas-every", "--check-replicas-every 5", [](O o) { return o.check_replicas_every > 0; },
+       [](O, G) { return std::string("--check-replicas-every (its hashes are compared on the host)"); }},
+      {"--augment", "--model dcgan --augment color", [](O o) { return o.augment.any(); },
+       [](O, G) { return std::string("--augment (its parameters are drawn every step)"); }},
+      {"--sync-bn", "--model dcgan --sync-bn", [](O o) { return o.sync_bn; },
+       [](O, G) { return std::string("--sync-bn (its statistics are gathered through the host)"); }},
+  };
+  return conflicts;
+}
+
+const std::vector<FlagConflict>& accumulate_conflicts() {
+  using O = const TrainOptions&;
+  using G = const FlagGiven&;
+  static const std::vector<FlagConflict> conflicts = {
+      {"--n-critic > 1", "--n-critic 2", [](O o) { return o.n_critic > 1; },
+       [](O o, G given) {
+         return "--n-critic " + std::to_string(o.n_critic) +
+                (given("--n-critic") ? "" : " (wgan-gp's default)");
+       }},
+      {"lazy R1", "--r1-gamma 1 --r1-every 4", [](O o) { return o.r1_every > 1; },
+       [](O, G) { return std::string("lazy R1 (--r1-every > 1)"); }},
+      {"--pl-weight", "--model stylegan2 --r1-every 1", [](O o) { return o.pl_weight > 0; },
+       [](O, G given) {
+         return "path length (--pl-weight" +
+                std::string(given("--pl-weight") ? "" : ", stylegan2's default; pass --pl-weight 0") + ")";
+       }},
+  };
+  return conflicts;
+}
+
+namespace {
+
+// --cuda-graphs needs the GPU, and none of the work a replayed graph cannot repeat.
+void check_cuda_graphs(const TrainOptions& o, const FlagGiven& given) {
   if (o.device != DeviceKind::cuda)
-    refuse_graphs("needs --device cuda (a CUDA graph captures GPU work), got --device " +
-                  std::string(to_string(o.device)));
-  if (o.clip_grad > 0)
-    refuse_graphs("does not go with --clip-grad (its norm is read on the host at every step)");
-  if (o.accumulate > 1)
-    refuse_graphs("does not go with --accumulate (the step differs within an accumulation)");
-  if (o.on_nonfinite != OnNonFinite::off)
-    refuse_graphs("does not go with --on-nonfinite " + std::string(to_string(o.on_nonfinite)) +
-                  " (its check is read on the host at every step)");
-  if (o.n_critic > 1)
-    refuse_graphs("does not go with --n-critic " + std::to_string(o.n_critic) +
-                  (o.loss == GanLoss::wgan_gp ? " (wgan-gp's default; pass --n-critic 1)" : "") +
-                  " (G steps only at some iterations, so the step changes from one to the next)");
-  if (o.r1_gamma > 0 && o.r1_every > 1)
-    refuse_graphs("does not go with lazy R1 (--r1-every " + std::to_string(o.r1_every) +
-                  ": a step of its own every " + std::to_string(o.r1_every) + " iterations)");
-  if (o.pl_weight > 0)
-    refuse_graphs("does not go with --pl-weight (a path-length step of its own every --pl-every G steps)");
-  if (o.check_replicas_every > 0)
-    refuse_graphs("does not go with --check-replicas-every (its hashes are compared on the host)");
-  if (o.augment.any()) refuse_graphs("does not go with --augment (its parameters are drawn every step)");
-  if (o.sync_bn) refuse_graphs("does not go with --sync-bn (its statistics are gathered through the host)");
+    refuse("--cuda-graphs needs --device cuda (a CUDA graph captures GPU work), got --device " +
+           std::string(to_string(o.device)));
+  refuse_conflicts("--cuda-graphs", cuda_graphs_conflicts(), o, given);
 }
 
 // An accumulation is one optimizer step over several iterations: nothing may step inside it.
 void check_accumulation(const TrainOptions& o, const FlagGiven& given) {
   if (o.accumulate == 1) return;
   const std::string k = std::to_string(o.accumulate);
-  if (o.n_critic > 1)
-    refuse("--accumulate " + k + " does not go with --n-critic " + std::to_string(o.n_critic) +
-           (given("--n-critic") ? "" : " (wgan-gp's default)"));
-  if (o.r1_every > 1) refuse("--accumulate " + k + " does not go with lazy R1 (--r1-every > 1)");
-  if (o.pl_weight > 0)
-    refuse("--accumulate " + k + " does not go with path length (--pl-weight" +
-           (given("--pl-weight") ? "" : ", stylegan2's default; pass --pl-weight 0") + ")");
+  refuse_conflicts("--accumulate " + k, accumulate_conflicts(), o, given);
   if (o.ckpt_every % o.accumulate != 0)
     refuse("--ckpt-every " + std::to_string(o.ckpt_every) + " is not a multiple of --accumulate " + k +
            ": a checkpoint inside an accumulation could not be resumed");
@@ -167,7 +217,7 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add_positive("--lr", &o.lr,
                   "Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9), r3gan (0, 0.99)");
   cl.describe_default("--lr", "2e-4; wgan-gp 1e-4");
-  cl.add("--lr-schedule", &o.lr_schedule,
+  cl.add("--lr-schedule", &o.lr_schedule_spec,
          "learning rate by iteration, a factor of --lr: warmup:N[:F] (linear from F, default 0.001, to 1 "
          "over N iterations), cosine:T[:M] (cosine from 1 to M, default 0, over T iterations), step:S[:G] "
          "(times G, default 0.1, every S iterations), multistep:A,B,..[:G] (times G at each milestone), "
@@ -180,8 +230,8 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add_choice("--clip-grad-type", &o.clip_grad_type, choices(kClipGradTypes), "with --clip-grad: the norm");
   cl.add("--accumulate", &o.accumulate,
          "gradient accumulation: N iterations (micro-batches) per optimizer step, gradients averaged once "
-         "per step; a last partial group steps at the end. Not with --n-critic > 1 or lazy R1; "
-         "--ckpt-every must be a multiple of N",
+         "per step; a last partial group steps at the end. Not with " +
+             listed(accumulate_conflicts()) + "; --ckpt-every must be a multiple of N",
          1);
   cl.add_choice("--loss", &o.loss, choices(kLosses),
                 "ns (non-saturating, softplus), hinge, wgan-gp (Wasserstein with gradient penalty; "
@@ -267,12 +317,11 @@ CommandLine train_command_line(TrainOptions& o) {
               "batch norms (dcgan's G, dcgan64's) normalise with the statistics of every rank's batch "
               "(SyncBatchNorm), so that N ranks train as one process on the global batch; without it each "
               "rank's batch norms see its own batch only");
-  cl.add_flag(
-      "--cuda-graphs", &o.cuda_graphs,
-      "--device cuda: capture the whole step (forwards, backwards, bucket allreduces, optimizer "
-      "steps) into a CUDA graph once it is stable (3 eager iterations) and replay it; recaptured "
-      "when the model's structure or the batch's shape changes. Not with --clip-grad, --accumulate, "
-      "--on-nonfinite, --n-critic > 1, lazy R1, --pl-weight, --check-replicas-every, --augment, --sync-bn");
+  cl.add_flag("--cuda-graphs", &o.cuda_graphs,
+              "--device cuda: capture the whole step (forwards, backwards, bucket allreduces, optimizer "
+              "steps) into a CUDA graph once it is stable (3 eager iterations) and replay it; recaptured "
+              "when the model's structure or the batch's shape changes. Not with " +
+                  listed(cuda_graphs_conflicts()));
 
   cl.group("Checkpoints and output");
   cl.add("--out", &o.out,
@@ -344,6 +393,16 @@ CommandLine train_command_line(TrainOptions& o) {
          "with --trace: the steps each rank keeps in memory and in FILE, the last ones (0: every step; "
          "memory then grows by tens of kilobytes per step)",
          0);
+
+  // What a resume keeps and what may differ between ranks, in each flag's help, from
+  // run_settings.cpp's table (the one list).
+  for (const RunSetting& s : run_settings(TrainOptions{}, "", "")) {
+    if (s.on_resume == OnResume::may_change) continue;
+    cl.add_note(s.flag, "Kept on resume" + (s.resume_note.empty() ? "" : " (" + s.resume_note + ")"));
+  }
+  cl.add_note("--model", "Kept on resume (a checkpoint of another model is refused)");
+  for (const char* path : {"--out", "--data-dir"})
+    cl.add_note(path, "May differ between ranks (a node-local path); every other flag must be the same");
   return cl;
 }
 
@@ -380,7 +439,7 @@ void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
     refuse("--augment: " + e.message());
   }
   try {
-    o.lr_schedule = optim::parse_lr_schedule(o.lr_schedule).str();
+    o.lr_schedule = optim::parse_lr_schedule(o.lr_schedule_spec);
   } catch (const Error& e) {
     refuse("--lr-schedule: " + e.message());
   }
@@ -452,7 +511,7 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
     refuse(
         "--max-nonfinite-steps goes with --on-nonfinite skip or scrub (stop stops at the first; off does not "
         "look)");
-  if (o.cuda_graphs) check_cuda_graphs(o);
+  if (o.cuda_graphs) check_cuda_graphs(o, given);
   check_accumulation(o, given);
   check_fid_options(o, given);
 }

@@ -10,7 +10,7 @@
 // resolve_defaults, each where the flag was not given: --data ring8 for ring8-mlp,
 // fashion-mnist otherwise; --batch 128 for dcgan64 (without --global-batch); --loss wgan-gp takes --n-critic
 // 5 and
-// --lr 1e-4 (the WGAN-GP paper's); --lr-schedule in its canonical form (optim::LrSchedule::str()); and
+// --lr 1e-4 (the WGAN-GP paper's); --lr-schedule parsed, once, into `lr_schedule`; and
 // --augment's groups parsed, once, into `augment` (what the trainer and the settings read); each a
 // usage error naming its flag when it does not parse. validate refuses: a --model and --data that do not go
 // together; a flag that needs another (--resume-allow-fresh without --resume, --gp-lambda without --loss
@@ -22,15 +22,14 @@
 // --global-batch with --batch (either one: per rank, or over the
 // ranks);
 // --tensorboard in a build without Protobuf (TANDEM_HAVE_TENSORBOARD); --overwrite with
-// --resume; --cuda-graphs without --device cuda or with a flag whose work a replayed step
-// cannot repeat (--clip-grad, --accumulate > 1, --on-nonfinite skip/stop/scrub, --n-critic > 1
-// including wgan-gp's default, lazy R1, --pl-weight, --check-replicas-every, --augment, --sync-bn);
-// --accumulate with --n-critic > 1 or lazy R1, or a --ckpt-every that is not a multiple of --accumulate
-// (a checkpoint inside an accumulation could not resume). --r1-gamma and --r2-gamma go with
-// every --loss (regularisers of D, wgan-gp's critic too), --r2-gamma with any --r1-every (R2
-// is never lazy). given(flag) (FlagGiven) says
-// whether the command line set the flag. to_string(value) is a choice's name as the flag spells it (what
-// settings, checkpoints and messages print). adam_betas(loss, model) are the run's Adam betas.
+// --resume; --cuda-graphs without --device cuda or with a flag of cuda_graphs_conflicts();
+// --accumulate > 1 with a flag of accumulate_conflicts(), or a --ckpt-every that is not a
+// multiple of --accumulate (a checkpoint inside an accumulation could not resume). Those two
+// tables are the refusals' one list: the refusing flag's --help lists them from it. --r1-gamma and --r2-gamma
+// go with every --loss (regularisers of D, wgan-gp's critic too), --r2-gamma with any --r1-every (R2 is never
+// lazy). given(flag) (FlagGiven) says whether the command line set the flag. to_string(value) is a choice's
+// name as the flag spells it (what settings, checkpoints and messages print). adam_betas(loss, model) are the
+// run's Adam betas.
 #pragma once
 
 #include <array>
@@ -39,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/lr_scheduler.h"
 #include "models/data/image_decode.h"
 #include "models/diff_augment.h"
 #include "models/gan_loss.h"
@@ -64,8 +64,9 @@ struct TrainOptions {
   int64_t global_batch = 0;  // --global-batch B: the batch over all ranks; 0: off (--batch per rank)
   int64_t width = 0;         // dcgan64: ngf = ndf; 0: the model's 64
   double lr = 2e-4;
-  std::string lr_schedule = "constant";  // canonical (optim::LrSchedule::str())
-  double clip_grad = 0.0;                // max norm of each part's averaged gradients; 0: off
+  std::string lr_schedule_spec = "constant";  // --lr-schedule as given; resolve_defaults parses it
+  optim::LrSchedule lr_schedule;              // parsed once, from lr_schedule_spec
+  double clip_grad = 0.0;                     // max norm of each part's averaged gradients; 0: off
   ClipGradType clip_grad_type = ClipGradType::l2;
   int64_t accumulate = 1;           // train_steps per optimizer step (OptimWrapper accumulative_counts)
   double data_fraction = 1;         // image data: train on the first fraction of the images
@@ -131,6 +132,20 @@ TrainOptions parse_train_options(const std::vector<std::string>& args);
 using FlagGiven = std::function<bool(const std::string& flag)>;
 void resolve_defaults(TrainOptions& options, const FlagGiven& given);
 void validate(const TrainOptions& options, const FlagGiven& given);
+
+// A flag that another flag refuses, as validate() and the refusing flag's --help read it.
+struct FlagConflict {
+  const char* listed_as;  // as the help lists it: "--n-critic > 1", "lazy R1"
+  const char* example;    // flags that bring it, and no other conflict of its table (the tests')
+  bool (*applies)(const TrainOptions& options);
+  // The refusal's words after "<flag> does not go with ": "--clip-grad (its norm is read ...)".
+  std::string (*reason)(const TrainOptions& options, const FlagGiven& given);
+};
+// What --cuda-graphs refuses: work a replayed step cannot repeat (host reads, steps that come
+// and go). In the order checked; the first that applies is named.
+const std::vector<FlagConflict>& cuda_graphs_conflicts();
+// What --accumulate > 1 refuses: anything that steps inside an accumulation.
+const std::vector<FlagConflict>& accumulate_conflicts();
 
 // The options of a run at `world_size` ranks: with --global-batch B, --batch is B / world_size,
 // an Error naming B and the world size when it does not divide; without it global_batch is

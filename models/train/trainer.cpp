@@ -377,7 +377,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
     model->augment->track_real_signs = ada.has_value();
   }
   // The learning rate of iteration i is set before it (at 0 here, then after each iteration).
-  optim::LrScheduler scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, optim::parse_lr_schedule(o.lr_schedule));
+  optim::LrScheduler scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, o.lr_schedule);
   const Checkpointer checkpointer(
       o.out, {.world_size = size, .elastic = options.global_batch > 0, .settings = settings},
       {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler, ada ? &ada->state() : nullptr});
@@ -393,7 +393,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
     for (const auto& [name, wrapper] : wrapped.optim_wrappers().items())
       wrapper->initialize_count_status(start, o.iters, /*after_step=*/true);
   }
-  const bool scheduled = o.lr_schedule != "constant";
+  const bool scheduled = o.lr_schedule.str() != "constant";
   if (!o.trace.empty()) check_trace_path(o.trace, *world);
 
   std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files

@@ -522,7 +522,7 @@ TEST_CASE("with a learning-rate schedule, a checkpoint's rate must be the schedu
               {*run.model, run.wrapped.opt_g(), run.wrapped.opt_d(), run.ema.tensors(), &scheduler}) {}
     static RunIdentity with_schedule(const std::string& spec) {
       TrainOptions o = flags();
-      o.lr_schedule = optim::parse_lr_schedule(spec).str();
+      o.lr_schedule = optim::parse_lr_schedule(spec);
       return identity(o);
     }
   };
@@ -579,4 +579,36 @@ TEST_CASE("load_checkpoint_generator gives the checkpoint's generator with its m
   save_safetensors(foreign, {{"x", Tensor::zeros({2})}}, {});
   CHECK_THROWS_WITH(load_checkpoint_generator(foreign),
                     Catch::Contains(foreign) && Catch::Contains("not a tandem-train checkpoint"));
+}
+
+TEST_CASE(
+    "every setting's resume rule is what the checkpointer applies: changed alone, a kept one is "
+    "refused by name and any other is honoured",
+    "[checkpointer][resume]") {
+  TempDir tmp("checkpointer"), elsewhere("checkpointer");
+  // Two runs that between them make every kept_when condition hold: lazy R1, path length,
+  // stylegan2's style mixing; pggan's stage length.
+  for (const char* model : {"stylegan2", "pggan"}) {
+    TrainOptions o = flags();
+    o.model = model;
+    o.r1_gamma = 1;
+    o.r1_every = 4;
+    o.pl_weight = 2;
+    const RunIdentity run = identity(o);
+    Run writer(tmp.path.string(), "ring8-mlp", 1, run);
+    const std::string path = writer.checkpointer.save(4);
+    for (size_t i = 0; i < run.settings.size(); ++i) {
+      RunIdentity changed = run;
+      RunSetting& s = changed.settings[i];
+      if (s.flag == "--model") continue;  // kept by its own rule: the checkpoint's model (checked above)
+      s.value = s.is_switch ? (s.value == "on" ? "off" : "on") : s.value + "1";
+      INFO("--model " << model << ", " << s.flag << " changed alone to " << s.value);
+      if (s.kept_on_resume) {
+        CHECK_THROWS_WITH(Run(elsewhere.path.string(), "ring8-mlp", 1, changed).checkpointer.load(path),
+                          Catch::Contains("this run has " + s.as_written() + "."));
+      } else {
+        CHECK(Run(elsewhere.path.string(), "ring8-mlp", 1, changed).checkpointer.load(path) == 4);
+      }
+    }
+  }
 }

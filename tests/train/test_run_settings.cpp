@@ -2,6 +2,7 @@
 // resume keeps.
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -175,4 +176,20 @@ TEST_CASE("the help of --resume names every setting some model keeps on resume, 
     CHECK(kept_somewhere.count(flag) == 1);
   }
   CHECK(names_flag(help, "--pl-every (with --pl-weight)"));
+}
+
+TEST_CASE("each flag's help says whether a resume keeps it, from the settings' table", "[settings][resume]") {
+  TrainOptions defaults;
+  const tandem::CommandLine table = train_command_line(defaults);
+  std::map<std::string, std::string> help;
+  for (const tandem::CommandLine::Flag& f : table.flags()) help[f.name] = f.help;
+  for (const RunSetting& s : run_settings(TrainOptions{}, "mpi", "")) {
+    INFO(s.flag << ": " << help[s.flag]);
+    const bool says_kept = help[s.flag].find(". Kept on resume") != std::string::npos;
+    CHECK(says_kept == (s.on_resume != OnResume::may_change || s.flag == "--model"));
+    if (s.on_resume == OnResume::kept_when)
+      CHECK(names_flag(help[s.flag], "Kept on resume (" + s.resume_note));
+  }
+  CHECK(help["--out"].find("May differ between ranks") != std::string::npos);
+  CHECK(help["--data-dir"].find("May differ between ranks") != std::string::npos);
 }
