@@ -26,9 +26,11 @@ while [ $# -gt 0 ]; do
       # wrap, double backward; 90-180 s each), the augmentation oracle (70-135 s), the FID
       # oracle across ranks (20-75 s) and the augmented training runs (11-19 s). The other
       # multi-rank suites leave out 4 ranks there (35 s, each running alone on 2 cores): 2
-      # and 3 ranks run the same code, even and odd splits.
+      # and 3 ranks run the same code, even and odd splits. elastic_resume (4 ranks, 70 s there)
+      # resumes at other rank counts: the loading code runs there in test_checkpointer's global-
+      # batch case and the resumes of kill_rank, pggan_soak and the train suite.
       ctest_label_args=(-LE cluster
-                        -E "(gradient_penalty|diff_augment|fid_ranks|augment_train) np=[134]|^[a-z]+/test_[a-z_]+ np=4")
+                        -E "(gradient_penalty|diff_augment|fid_ranks|augment_train) np=[134]|^[a-z]+/test_[a-z_]+ np=4|elastic_resume")
       sanitize=1
       ;;
     --) shift; ctest_args=("$@"); break ;;
