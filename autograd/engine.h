@@ -37,8 +37,10 @@
 //   reachable leaves include those the penalty reaches through the second-order graph.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -70,11 +72,30 @@ class BackwardObserver {
   virtual void on_backward_end(const BackwardPass& pass) = 0;
 };
 
+// The leaves a backward computes gradients for: unset (every reachable leaf) or a list,
+// which may be empty. An optional list that a braced list of Variables also initialises:
+// `.inputs = {fake}` and `.inputs = {a, b}` name those leaves (a std::optional of a vector
+// does not take a one-element braced list), `.inputs = {}` leaves it unset.
+class BackwardInputs {
+ public:
+  BackwardInputs() = default;
+  BackwardInputs(std::nullopt_t) {}  // NOLINT(google-explicit-constructor): as std::optional
+  BackwardInputs(std::vector<Variable> leaves) : leaves_(std::move(leaves)) {}  // NOLINT
+  BackwardInputs(std::initializer_list<Variable> leaves) : leaves_(std::vector<Variable>(leaves)) {}
+
+  bool has_value() const { return leaves_.has_value(); }
+  explicit operator bool() const { return has_value(); }
+  const std::vector<Variable>& operator*() const { return *leaves_; }
+  const std::vector<Variable>* operator->() const { return &*leaves_; }
+
+ private:
+  std::optional<std::vector<Variable>> leaves_;
+};
+
 struct BackwardOptions {
   std::optional<bool> retain_graph = std::nullopt;  // unset: same as create_graph
   bool create_graph = false;
-  // The leaves whose gradients to compute (see the contract); unset: all reachable ones.
-  std::optional<std::vector<Variable>> inputs = std::nullopt;
+  BackwardInputs inputs{};  // the leaves whose gradients to compute (see the contract)
 };
 
 class Engine {

@@ -172,3 +172,22 @@ TEST_CASE("backward with inputs frees only the nodes that ran", "[backward_input
   of_w.backward();  // its saved tensors are still there
   CHECK(w.grad().to_vector() == std::vector<double>{-1.0, -1.0});
 }
+
+TEST_CASE("backward's inputs take a braced list of one or several Variables; empty braces leave them unset",
+          "[engine][inputs]") {
+  Variable x(Tensor::full({3}, 1.5, DType::f64), true);
+  Variable w(Tensor::full({2}, -0.5, DType::f64), true);
+  Variable loss = sum(x * x) + sum(w * w);
+  loss.backward({.retain_graph = true, .inputs = {x}});
+  CHECK(x.grad().to_vector() == std::vector<double>{3.0, 3.0, 3.0});
+  CHECK_FALSE(w.grad().defined());
+  loss.backward({.retain_graph = true, .inputs = {x, w}});
+  CHECK(x.grad().to_vector() == std::vector<double>{6.0, 6.0, 6.0});
+  CHECK(w.grad().to_vector() == std::vector<double>{-1.0, -1.0});
+  loss.backward({.inputs = {}});  // every reachable leaf
+  CHECK(x.grad().to_vector() == std::vector<double>{9.0, 9.0, 9.0});
+  CHECK(w.grad().to_vector() == std::vector<double>{-2.0, -2.0});
+  const BackwardInputs none = std::vector<Variable>{};
+  CHECK((none.has_value() && none->empty()));
+  CHECK_FALSE(BackwardInputs{}.has_value());
+}
