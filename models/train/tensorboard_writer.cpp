@@ -52,6 +52,49 @@ std::string host_name() {
   return name;
 }
 
+uint64_t little_endian_at(const std::string& bytes, size_t at, int count) {
+  uint64_t v = 0;
+  for (int i = count - 1; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(bytes[at + static_cast<size_t>(i)]);
+  return v;
+}
+
+// Cuts one event file to its events of steps <= last_step (resume: the contract).
+void cut_events_after(const fs::path& path, int64_t last_step) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream read;
+  read << in.rdbuf();
+  const std::string bytes = read.str();
+  size_t whole = 0;
+  const std::vector<std::string> records = tfrecords_in(bytes, &whole);
+  if (!in.good() && !in.eof()) {
+    write_stderr_line("tandem: warning: cannot read " + path.string() +
+                      "; its events after the resumed step, if any, stay in TensorBoard");
+    return;
+  }
+  if (whole != bytes.size()) {
+    write_stderr_line("tandem: warning: " + path.string() +
+                      " does not read as TensorBoard events past byte " + std::to_string(whole) +
+                      "; left as it is, its events after the resumed step included");
+    return;
+  }
+  std::vector<const std::string*> kept;
+  for (const std::string& data : records) {
+    tensorboard::Event event;
+    if (!event.ParseFromString(data) || event.step() <= last_step) kept.push_back(&data);
+  }
+  if (kept.size() == records.size()) return;
+  const std::string failure = replace_file(path.string(), [&](std::FILE* out) {
+    for (const std::string* data : kept) {
+      const std::string record = tfrecord(*data);
+      std::fwrite(record.data(), 1, record.size(), out);
+    }
+  });
+  if (!failure.empty())
+    write_stderr_line("tandem: warning: " + failure + "; the events of " + path.string() + " after step " +
+                      std::to_string(last_step) + " stay in TensorBoard");
+}
+
 uint32_t big_endian32(const std::string& bytes, size_t at) {
   uint32_t v = 0;
   for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
@@ -74,12 +117,39 @@ std::string tfrecord(const std::string& data) {
   return length + little_endian(masked_crc32c(length), 4) + data + little_endian(masked_crc32c(data), 4);
 }
 
-TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
+std::vector<std::string> tfrecords_in(const std::string& bytes, size_t* whole_bytes) {
+  std::vector<std::string> records;
+  size_t at = 0;
+  while (at + 12 <= bytes.size()) {
+    const std::string length = bytes.substr(at, 8);
+    if (static_cast<uint32_t>(little_endian_at(bytes, at + 8, 4)) != masked_crc32c(length)) break;
+    const uint64_t n = little_endian_at(bytes, at, 8);
+    if (n > bytes.size() - at - 12 || bytes.size() - at - 12 - n < 4) break;
+    std::string data = bytes.substr(at + 12, n);
+    if (static_cast<uint32_t>(little_endian_at(bytes, at + 12 + n, 4)) != masked_crc32c(data)) break;
+    records.push_back(std::move(data));
+    at += 12 + n + 4;
+  }
+  if (whole_bytes != nullptr) *whole_bytes = at;
+  return records;
+}
+
+TensorBoardWriter::TensorBoardWriter(const std::string& dir, int64_t resume_step) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   TANDEM_CHECK(!ec && fs::is_directory(dir), "cannot make the TensorBoard directory "
                                                  << dir << " (" << (ec ? ec.message() : "not a directory")
                                                  << ")");
+  if (resume_step > 0) {
+    std::vector<fs::path> event_files;  // listed first: a cut renames files into the folder
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with("events.out.tfevents.") && !name.ends_with(".tmp") && !entry.is_symlink(ec) &&
+          entry.is_regular_file(ec))
+        event_files.push_back(entry.path());
+    }
+    for (const fs::path& path : event_files) cut_events_after(path, resume_step);
+  }
   const auto seconds = static_cast<int64_t>(unix_seconds());
   const std::string base =
       (fs::path(dir) / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name())).string();

@@ -9,6 +9,13 @@
 //   created new (O_EXCL | O_NOFOLLOW, runtime/file_write.h): a name held by anything, a
 //   symbolic link included, counts as taken and is never written through. A directory or
 //   file that cannot be made is an Error naming it. Construct it on one rank (rank 0).
+// - TensorBoardWriter(dir, resume_step) for a run resumed from the checkpoint of step N > 0:
+//   before its own file, every event file already in `dir` (events.out.tfevents.*, regular
+//   files; a link is not read nor written through) that holds events of steps after N is cut
+//   to those of steps <= N (the file version kept) by an atomic rewrite (replace_file,
+//   runtime/file_write.h), so that the steps the resumed run logs again appear once in the
+//   directory, as in metrics.jsonl. A file that does not read as whole records, or cannot be
+//   rewritten, is left as it is, named in a warning on stderr; training goes on.
 // - Every event is one TFRecord: uint64 length, uint32 masked CRC-32C of those 8 bytes, the
 //   serialized Event (tensorboard_event.proto), uint32 masked CRC-32C of it, all
 //   little-endian; masked_crc32c(c) = ((c >> 15) | (c << 17)) + 0xa282ead8. Each event is
@@ -29,6 +36,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/train/scalar_log.h"
 
@@ -38,10 +46,14 @@ uint32_t crc32c(const std::string& bytes);
 uint32_t masked_crc32c(const std::string& bytes);
 // One TFRecord holding `data`.
 std::string tfrecord(const std::string& data);
+// The data of each whole, intact record at the start of `bytes`, in order; `whole_bytes`
+// (when given) is set to how many bytes they take: less than bytes.size() when the rest is
+// torn or fails its CRC.
+std::vector<std::string> tfrecords_in(const std::string& bytes, size_t* whole_bytes = nullptr);
 
 class TensorBoardWriter : public ScalarSink {
  public:
-  explicit TensorBoardWriter(const std::string& dir);
+  explicit TensorBoardWriter(const std::string& dir, int64_t resume_step = 0);
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;

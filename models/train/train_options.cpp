@@ -349,10 +349,13 @@ CommandLine train_command_line(TrainOptions& o) {
               "pictures are removed first");
   cl.add("--sample-every", &o.sample_every, "write a sample picture every N iterations (0: at the end)", 0);
   cl.add("--log-every", &o.log_every, "progress line every N iterations", 1);
-  cl.add("--tensorboard", &o.tensorboard,
-         "rank 0 writes TensorBoard event files into DIR (made if missing): the logged scalars every "
-         "--log-every iterations and each sample picture. Needs a build with Protobuf (libprotobuf-dev)",
-         "DIR");
+  cl.add(
+      "--tensorboard", &o.tensorboard,
+      "rank 0 writes TensorBoard event files into DIR (made if missing): the logged scalars every "
+      "--log-every iterations and each sample picture; on --resume, the events after the checkpoint's "
+      "iteration are cut from DIR's files first (as from metrics.jsonl), so none is repeated. Needs a build "
+      "with Protobuf (libprotobuf-dev)",
+      "DIR");
   cl.describe_default("--tensorboard", "off");
   cl.add(
       "--fid-every", &o.fid_every,

@@ -146,7 +146,7 @@ using TensorBoard = train::TensorBoardWriter;
 #else
 // Never made: without Protobuf the options refuse --tensorboard.
 struct TensorBoard {
-  explicit TensorBoard(const std::string& /*dir*/) {}
+  TensorBoard(const std::string& /*dir*/, int64_t /*resume_step*/) {}
   void add_scalars(int64_t /*step*/, const train::Scalars& /*scalars*/) {}
   void add_png_file(const std::string& /*tag*/, const std::string& /*path*/, int64_t /*step*/) {}
 };
@@ -402,7 +402,7 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   bool report_warned = false;
   if (is_rank0) {
     metrics.emplace(o.out, /*resume_iteration=*/start);
-    if (!o.tensorboard.empty()) tensorboard.emplace(o.tensorboard);
+    if (!o.tensorboard.empty()) tensorboard.emplace(o.tensorboard, /*resume_step=*/start);
     report.emplace(
         o.out,
         "tandem-train: " + model->type_name() + " on " + o.data + ", " + std::to_string(size) + " rank(s)",

@@ -1,13 +1,14 @@
-"""Checks the TensorBoard event file of a tandem-train run (--tensorboard) against the run's
+"""Checks the TensorBoard event files of a tandem-train run (--tensorboard) against the run's
 own files, with check_tfevents.py's record reader (length and masked CRC-32C of every
-record): one event file (rank 0's alone), the file version first, at every log point of
+record): --files N event files (default 1: rank 0's alone; a resumed run adds one), each
+with the file version first, no value logged twice for one step across them, at every log point of
 metrics.jsonl (the lines with loss_d) a scalar for each of its values but rss_mb, equal to
 it (metrics.jsonl holds 6 significant digits and bytes_per_step cut to an integer; the
 event file float32), no other scalars, and at each given sample step an image "samples" holding the PNG's bytes,
 with its height, width and colorspace from the PNG's header.
 
     check_train_tfevents.py <tensorboard dir> <metrics.jsonl> <dir holding tensorboard_event_pb2.py>
-                            <step>=<png> ...
+                            [--files N] <step>=<png> ...
 """
 import glob
 import json
@@ -23,14 +24,26 @@ COLORSPACE = {0: 1, 4: 2, 2: 3, 6: 4}
 
 def main():
     tb_dir, metrics, pb2_dir = sys.argv[1:4]
-    samples = {int(step): png for step, png in (arg.split("=", 1) for arg in sys.argv[4:])}
+    rest = sys.argv[4:]
+    expected_files = 1
+    if rest[:1] == ["--files"]:
+        expected_files, rest = int(rest[1]), rest[2:]
+    samples = {int(step): png for step, png in (arg.split("=", 1) for arg in rest)}
     sys.path.insert(0, pb2_dir)
     import tensorboard_event_pb2 as pb
 
-    files = glob.glob(os.path.join(tb_dir, "events.out.tfevents.*"))
-    if len(files) != 1:
-        fail(f"expected one event file in {tb_dir} (rank 0's), found {files}")
-    events, scalars, images = read_events(files[0], pb)
+    files = sorted(glob.glob(os.path.join(tb_dir, "events.out.tfevents.*")))
+    if len(files) != expected_files:
+        fail(f"expected {expected_files} event file(s) in {tb_dir} (rank 0's), found {files}")
+    events, scalars, images = [], {}, {}
+    for path in files:
+        file_events, file_scalars, file_images = read_events(path, pb)
+        events += file_events
+        for key in list(file_scalars) + list(file_images):
+            if key in scalars or key in images:
+                fail(f"{key[0]} at step {key[1]} is logged twice (again in {path})")
+        scalars.update(file_scalars)
+        images.update(file_images)
 
     logged = set()
     with open(metrics) as lines:

@@ -108,3 +108,70 @@ TEST_CASE("a write cut short (a full disk) leaves the file in whole records", "[
   CHECK(records == 2);  // file_version and the first scalar
 }
 #endif
+
+#if TANDEM_HAVE_TENSORBOARD
+namespace {
+
+// An Event's step, read from its wire format: wall_time (field 1, fixed64: tag 0x09 and 8
+// bytes), then step (field 2, varint: tag 0x10) when it is not 0.
+int64_t step_of(const std::string& data) {
+  size_t at = 0;
+  if (at < data.size() && data[at] == 0x09) at += 9;
+  if (at >= data.size() || data[at] != 0x10) return 0;
+  uint64_t step = 0;
+  for (int shift = 0; ++at < data.size(); shift += 7) {
+    step |= static_cast<uint64_t>(static_cast<unsigned char>(data[at]) & 0x7f) << shift;
+    if ((static_cast<unsigned char>(data[at]) & 0x80) == 0) break;
+  }
+  return static_cast<int64_t>(step);
+}
+
+// The steps of the events in the file at `path`, in order (the file version's is 0).
+std::vector<int64_t> steps_in(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  size_t whole = 0;
+  std::vector<int64_t> steps;
+  for (const std::string& data : tfrecords_in(bytes, &whole)) steps.push_back(step_of(data));
+  CHECK(whole == bytes.size());
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("a resumed run's writer cuts the folder's event files back to the resumed step, links untouched",
+          "[tensorboard][resume]") {
+  namespace fs = std::filesystem;
+  TempDir tmp("tensorboard_resume");
+  const std::string dir = tmp.file("tb");
+  std::string first;
+  {
+    TensorBoardWriter writer(dir);
+    first = writer.path();
+    for (int64_t step = 10; step <= 50; step += 10)
+      writer.add_scalar("loss", 0.5 * static_cast<double>(step), step);
+    writer.add_image("samples", std::string(64, 'x'), 4, 4, 1, 40);
+  }
+  REQUIRE(steps_in(first) == std::vector<int64_t>{0, 10, 20, 30, 40, 50, 40});
+  // A link named like an event file, to a file outside the folder: neither read nor rewritten.
+  const std::string outside = tmp.file("outside");
+  fs::copy_file(first, outside);
+  fs::create_symlink(outside, fs::path(dir) / "events.out.tfevents.1.linked");
+  const std::string untouched = read_bytes(outside);
+
+  TensorBoardWriter resumed(dir, /*resume_step=*/30);
+  CHECK(steps_in(first) == std::vector<int64_t>{0, 10, 20, 30});
+  CHECK(steps_in(resumed.path()) == std::vector<int64_t>{0});
+  CHECK(read_bytes(outside) == untouched);
+  CHECK(fs::is_symlink(fs::path(dir) / "events.out.tfevents.1.linked"));
+  // Nothing after step 30 is left: a second resume from there changes no byte.
+  const std::string cut = read_bytes(first);
+  TensorBoardWriter again(dir, 30);
+  CHECK(read_bytes(first) == cut);
+  // A torn file is left as it is (and named in a warning).
+  write_bytes(tmp.file("tb/events.out.tfevents.2.torn"), cut.substr(0, cut.size() - 3));
+  TensorBoardWriter past_torn(dir, 10);
+  CHECK(read_bytes(tmp.file("tb/events.out.tfevents.2.torn")) == cut.substr(0, cut.size() - 3));
+  CHECK(steps_in(first) == std::vector<int64_t>{0, 10});
+}
+#endif
