@@ -4,7 +4,7 @@
 # find_package(tandem), and each example is run for a few steps:
 #   (a) 2 ranks equal 1 process on the global batch: SGD with momentum, 3 steps, the
 #       gradients (momentum buffers) and the parameters agree to 1e-5 relative
-#       (compare_checkpoints --norm: tensor by tensor, in norm);
+#       (the installed tandem-compare-checkpoints --norm: tensor by tensor, in norm);
 #       BiGAN: wrapped whole and wrapped per part (--wrap separate) alike;
 #   (b) the replicas are bitwise equal across the 2 ranks (the example's check_replicas line);
 #   (c) 6 iterations straight equal 3, a stop, and --resume to 6, byte for byte in the final
@@ -12,12 +12,12 @@
 #   (d) a kill: every rank of a long run gets SIGKILL once its first checkpoint (iteration 40)
 #       is on disk, whatever it is writing then; --resume to 160 equals 160 straight, byte
 #       for byte.
-#   examples_test.sh <cmake> <mpiexec> <c++> <source dir> <build dir> <compare_checkpoints> <work dir>
+#   examples_test.sh <cmake> <mpiexec> <c++> <source dir> <build dir> <work dir>
 #                    [example...]
 # Prints the seconds each step took.
 set -euo pipefail
-cmake=$1 mpiexec=$2 cxx=$3 src=$4 build=$5 compare_checkpoints=$6 work=$7
-shift 7
+cmake=$1 mpiexec=$2 cxx=$3 src=$4 build=$5 work=$6
+shift 6
 examples=("$@")
 [ ${#examples[@]} -gt 0 ] || examples=(cgan bigan)
 rm -rf "$work"
@@ -28,6 +28,7 @@ step_label="examples_test"
 source "$(dirname "$0")/step.sh"
 
 step install "$cmake" --install "$build" --prefix "$work/prefix"
+compare_checkpoints="$work/prefix/bin/tandem-compare-checkpoints"
 step configure "$cmake" -S "$src/models/examples" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release
 step build "$cmake" --build "$work/build" -j 2 --target "${examples[@]}"
