@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "runtime/error.h"
@@ -59,19 +60,26 @@ uint64_t little_endian_at(const std::string& bytes, size_t at, int count) {
   return v;
 }
 
+// The file's bytes, or nothing when it cannot be opened or read.
+std::optional<std::string> read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in.good() && !in.eof()) return std::nullopt;
+  return bytes.str();
+}
+
 // Cuts one event file to its events of steps <= last_step (resume: the contract).
 void cut_events_after(const fs::path& path, int64_t last_step) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream read;
-  read << in.rdbuf();
-  const std::string bytes = read.str();
-  size_t whole = 0;
-  const std::vector<std::string> records = tfrecords_in(bytes, &whole);
-  if (!in.good() && !in.eof()) {
+  const std::optional<std::string> read = read_whole_file(path.string());
+  if (!read) {
     write_stderr_line("tandem: warning: cannot read " + path.string() +
                       "; its events after the resumed step, if any, stay in TensorBoard");
     return;
   }
+  const std::string& bytes = *read;
+  size_t whole = 0;
+  const std::vector<std::string> records = tfrecords_in(bytes, &whole);
   if (whole != bytes.size()) {
     write_stderr_line("tandem: warning: " + path.string() +
                       " does not read as TensorBoard events past byte " + std::to_string(whole) +
@@ -204,11 +212,9 @@ void TensorBoardWriter::add_image(const std::string& tag, const std::string& png
 }
 
 void TensorBoardWriter::add_png_file(const std::string& tag, const std::string& path, int64_t step) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  TANDEM_CHECK(in.good() || in.eof(), "cannot read " << path);
-  const std::string png = bytes.str();
+  const std::optional<std::string> read = read_whole_file(path);
+  TANDEM_CHECK(read, "cannot read " << path);
+  const std::string& png = *read;
   // The signature, then the IHDR chunk: length, "IHDR", width, height (big-endian), bit
   // depth, colour type (0 gray, 2 RGB, 4 gray + alpha, 6 RGBA).
   TANDEM_CHECK(
