@@ -12,6 +12,10 @@
 #   (d) a kill: every rank of a long run gets SIGKILL once its first checkpoint (iteration 40)
 #       is on disk, whatever it is writing then; --resume to 160 equals 160 straight, byte
 #       for byte.
+#   (e) cgan alone: a stop asked by signal, as a job's end asks it: SIGUSR1 to mpirun (which
+#       forwards it to every rank), then SIGTERM to one rank alone (the others learn it at
+#       the iteration's end): each run exits 0 at one iteration on every rank with a
+#       checkpoint of it, from which --resume goes on.
 #   examples_test.sh <cmake> <mpiexec> <c++> <source dir> <build dir> <work dir>
 #                    [example...]
 # Prints the seconds each step took.
@@ -19,7 +23,7 @@ set -euo pipefail
 cmake=$1 mpiexec=$2 cxx=$3 src=$4 build=$5 work=$6
 shift 6
 examples=("$@")
-[ ${#examples[@]} -gt 0 ] || examples=(cgan bigan)
+[ ${#examples[@]} -gt 0 ] || examples=(cgan bigan infogan)
 rm -rf "$work"
 mkdir -p "$work"
 
@@ -111,4 +115,50 @@ for example in "${examples[@]}"; do
     exit 1
   }
   echo "examples_test: $example: killed (SIGKILL) and resumed, bitwise equal to the uninterrupted run"
+
+  # (e)
+  [ "$example" = cgan ] || continue
+  for how in usr1-mpirun term-rank1; do
+    out="$runs/stop-$how"
+    log="$work/$example-stop-$how.log"
+    "$mpiexec" -np 2 --oversubscribe "$program" "${small[@]}" --iters 1000000 --save-every 1000000 --out "$out" \
+      >"$log" 2>&1 &
+    launcher=$!
+    for _ in $(seq 1200); do  # at most 60 s: until it has trained a while
+      [ -s "$out/metrics.jsonl" ] && [ "$(wc -l <"$out/metrics.jsonl")" -ge 20 ] && break
+      sleep 0.05
+    done
+    if [ "$how" = usr1-mpirun ]; then
+      kill -USR1 "$launcher"
+    else
+      rank_pid=$(pgrep -f -- "^$program .*--out $out" | tail -1)
+      kill -TERM "$rank_pid"
+    fi
+    status=0
+    for _ in $(seq 600); do  # at most 60 s to stop
+      kill -0 "$launcher" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$launcher" 2>/dev/null; then
+      kill -9 "$launcher"
+      pkill -9 -f -- "--out $out" || true
+      echo "examples_test: $example did not stop within 60 s of the signal ($how)" >&2
+      cat "$log" >&2
+      exit 1
+    fi
+    wait "$launcher" || status=$?
+    stopped=$(sed -n 's/^stopping at iteration \([0-9]*\): .*received.*/\1/p' "$log")
+    if [ "$status" != 0 ] || [ -z "$stopped" ] || [ ! -e "$(ckpt "stop-$how" "$stopped")" ]; then
+      echo "examples_test: $example stopped by signal ($how): exit status $status, no checkpoint of the stop" >&2
+      cat "$log" >&2
+      exit 1
+    fi
+    step "$example-after-stop-$how" "$mpiexec" -np 2 --oversubscribe "$program" "${small[@]}" \
+      --iters $((stopped + 2)) --out "$out" --resume
+    grep -q "resumed from $(ckpt "stop-$how" "$stopped") at iteration $stopped" "$work/$example-after-stop-$how.log" || {
+      echo "examples_test: $example did not resume from the checkpoint of its stop ($how)" >&2
+      exit 1
+    }
+    echo "examples_test: $example: stopped by signal ($how) at iteration $stopped with its checkpoint, exit 0"
+  done
 done

@@ -9,7 +9,8 @@
 //
 // As the cGAN: global-batch noise and the sampler's split of the global batch (N ranks at
 // --batch B train as one process at --batch B), an EMA of G, a schedule over the three
-// optimizers, tandem::Checkpoint for --resume (tests/package/examples_test.sh checks both).
+// optimizers, and train::Manager for the run around the loop (resume, logs, checkpoints,
+// stops): tests/package/examples_test.sh checks both.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -18,10 +19,11 @@
 #include "autograd/lr_scheduler.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
-#include "example_run.h"  // the flags and the run's plumbing both examples share
+#include "models/data/dataset.h"
 #include "models/data/png_writer.h"
+#include "models/data/sampler.h"
 #include "models/train/ema_weights.h"
-#include "models/train/train_checkpoint.h"
+#include "models/train/run_flags.h"
 #include "reducer/ddp.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/process_group.h"
@@ -32,8 +34,13 @@ using namespace tandem;
 
 constexpr int64_t kLatent = 32, kHidden = 256, kPixels = 28 * 28;
 
-struct Options : examples::ExampleOptions {
-  std::string wrap = "whole";
+struct Options {
+  train::RunFlags run;
+  int64_t batch = 128;
+  uint64_t seed = 1;
+  double lr = 2e-4, ema_decay = 0.999;
+  std::string optimizer = "adam", schedule = "warmup:100", wrap = "whole", grid;
+  std::string data_dir = data::kFashionMnistDefaultDir;
 };
 
 std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t out, std::shared_ptr<nn::Module> last = nullptr) {
@@ -75,32 +82,48 @@ void write_grid(Bigan& model, const models::EmaWeights& ema, const data::ImageDa
   std::cout << "wrote " << o.grid << "\n";
 }
 
+std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, std::vector<Variable> params) {
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
+  return std::make_unique<optim::Adam>(std::move(params),
+                                       optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
+}
+
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
+  TANDEM_CHECK(o.batch % world->size() == 0,
+               "--batch " << o.batch << " is not a multiple of the " << world->size() << " ranks");
+  const int64_t batch = o.batch / world->size();
   manual_seed(o.seed);
   auto model = std::make_shared<Bigan>();
   std::unique_ptr<DataParallelWrapper> ddp = wrap(o, model, world);
-  auto opt_e = examples::make_optimizer(o, model->encoder->parameters());
-  auto opt_g = examples::make_optimizer(o, model->generator->parameters());
-  auto opt_d = examples::make_optimizer(o, model->discriminator->parameters());
+  auto opt_e = make_optimizer(o, model->encoder->parameters());
+  auto opt_g = make_optimizer(o, model->generator->parameters());
+  auto opt_d = make_optimizer(o, model->discriminator->parameters());
   optim::LrScheduler scheduler({opt_e.get(), opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
   models::EmaWeights ema(model->generator->parameters(), o.ema_decay);
+  const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
+  const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.seed);
 
-  Checkpoint checkpoint;
-  checkpoint.add_module("gan", *model);
-  checkpoint.add_optimizer("opt_e", *opt_e);
-  checkpoint.add_optimizer("opt_g", *opt_g);
-  checkpoint.add_optimizer("opt_d", *opt_d);
-  checkpoint.add_scheduler("schedule", scheduler);
-  checkpoint.add_ema("ema_g", ema);
-  examples::ExampleRun run(o, "bigan", checkpoint, world);
-  const int64_t batch = run.rows_per_rank();
+  train::ManagerOptions run = train::manager_options(o.run, "bigan", o.batch);
+  run.iterations_per_epoch = sampler.batches_per_epoch();
+  train::Manager manager(world, run);
+  manager.state().add_module("gan", *model);
+  manager.state().add_optimizer("opt_e", *opt_e);
+  manager.state().add_optimizer("opt_g", *opt_g);
+  manager.state().add_optimizer("opt_d", *opt_d);
+  manager.state().add_scheduler("schedule", scheduler);
+  manager.state().add_ema("ema_g", ema);
+  manager.extend(train::lr_schedule(scheduler));
+  train::add_run_extensions(manager, o.run);
+  manager.extend(train::replica_check(*ddp));
+  manager.start();
 
-  for (int64_t it = run.start(); it < o.iters; ++it) {
-    scheduler.set_iteration(it);
+  while (manager.running()) {
+    const int64_t it = manager.iteration();
     ddp->sync_buffers();
-    data::SampledBatch b = run.batch(it);
+    data::SampledBatch b = sampler.batch(dataset, manager.epoch(), manager.batch_in_epoch());
     Variable x(b.images.reshape({batch, kPixels}));
     Variable z(randn_global_rows({batch, kLatent}, o.seed, it, world->rank(), world->size()));
     Variable ex = model->encoder->forward(x);
@@ -124,22 +147,31 @@ int run_training(const Options& o) {
     opt_g->step();
     ema.update(it);
 
-    run.end_iteration(it, [&]() -> train::Scalars {
+    manager.end_iteration([&]() -> train::Scalars {
       return {{"loss_d", loss_d.item()},
               {"loss_e", loss_e.item()},
               {"loss_g", loss_g.item()},
               {"lr", opt_g->lr()}};
     });
   }
-  run.finish(*ddp);
-  if (world->rank() == 0 && !o.grid.empty()) write_grid(*model, ema, run.dataset(), o);
+  manager.finish();
+  if (world->rank() == 0 && !o.grid.empty() && !manager.stopped()) write_grid(*model, ema, dataset, o);
   return 0;
 }
 
 int bigan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("bigan", "BiGAN / ALI on Fashion-MNIST, data-parallel over the MPI ranks.");
-  examples::add_flags(cl, o, "bigan");
+  train::add_run_flags(cl, o.run, "bigan");
+  cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
+  cl.add("--seed", &o.seed, "weights, data order and noise");
+  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"},
+                "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
+  cl.add_positive("--lr", &o.lr, "every optimizer's base learning rate");
+  cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
+  cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
+  cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");
+  cl.add("--grid", &o.grid, "at the end, write a picture of the generator's EMA weights' work here (PNG)");
   cl.add_choice("--wrap", &o.wrap, {"whole", "separate"}, "one Reducer for the model, or one per part");
   cl.parse(argc, argv);
   return run_training(o);

@@ -2,7 +2,8 @@
 // would: the README's plain loop on a whole-model DistributedDataParallel, labels through
 // nn::Embedding (the generator's input, the discriminator's projection), R1 written by hand
 // with grad() every --r1-every steps (lazy), an EMA of the generator, a learning-rate
-// schedule, tandem::Checkpoint for --resume, metrics.jsonl and a progress line.
+// schedule. The run around the loop is train::Manager's: resume, metrics.jsonl, the
+// progress line, checkpoints, a stop on SIGTERM, the final replica check.
 //
 //   mpirun -np 2 cgan --iters 2000 --out runs/cgan --grid runs/cgan/grid.png
 //
@@ -17,10 +18,11 @@
 #include "autograd/lr_scheduler.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
-#include "example_run.h"  // the flags and the run's plumbing both examples share
+#include "models/data/dataset.h"
 #include "models/data/png_writer.h"
+#include "models/data/sampler.h"
 #include "models/train/ema_weights.h"
-#include "models/train/train_checkpoint.h"
+#include "models/train/run_flags.h"
 #include "reducer/ddp.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/process_group.h"
@@ -31,9 +33,12 @@ using namespace tandem;
 
 constexpr int64_t kClasses = 10, kNoise = 64, kHidden = 256, kPixels = 28 * 28;
 
-struct Options : examples::ExampleOptions {
-  int64_t r1_every = 4;
-  double r1_gamma = 1.0;
+struct Options {
+  train::RunFlags run;
+  int64_t batch = 128, r1_every = 4;
+  uint64_t seed = 1;
+  double lr = 2e-4, ema_decay = 0.999, r1_gamma = 1.0;
+  std::string optimizer = "adam", schedule = "warmup:100", grid, data_dir = data::kFashionMnistDefaultDir;
 };
 
 // G(z, y): the noise and the label's embedding, pixel-normalised together, through an MLP.
@@ -86,31 +91,47 @@ void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
   std::cout << "wrote " << o.grid << "\n";
 }
 
+std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, std::vector<Variable> params) {
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
+  return std::make_unique<optim::Adam>(std::move(params),
+                                       optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
+}
+
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
+  TANDEM_CHECK(o.batch % world->size() == 0,
+               "--batch " << o.batch << " is not a multiple of the " << world->size() << " ranks");
+  const int64_t batch = o.batch / world->size();
   manual_seed(o.seed);  // the initial weights (rank 0's reach every rank anyway)
   auto gan = std::make_shared<CondGan>();
   DistributedDataParallel ddp(gan, world);
-  auto opt_g = examples::make_optimizer(o, gan->generator->parameters());
-  auto opt_d = examples::make_optimizer(o, gan->discriminator->parameters());
+  auto opt_g = make_optimizer(o, gan->generator->parameters());
+  auto opt_d = make_optimizer(o, gan->discriminator->parameters());
   optim::LrScheduler scheduler({opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
   models::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
+  const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
+  const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.seed);
 
-  Checkpoint checkpoint;
-  checkpoint.add_module("gan", *gan);
-  checkpoint.add_optimizer("opt_g", *opt_g);
-  checkpoint.add_optimizer("opt_d", *opt_d);
-  checkpoint.add_scheduler("schedule", scheduler);
-  checkpoint.add_ema("ema_g", ema);
-  examples::ExampleRun run(o, "cgan", checkpoint, world);
-  const int64_t batch = run.rows_per_rank();
+  train::ManagerOptions run = train::manager_options(o.run, "cgan", o.batch);
+  run.iterations_per_epoch = sampler.batches_per_epoch();
+  train::Manager manager(world, run);
+  manager.state().add_module("gan", *gan);
+  manager.state().add_optimizer("opt_g", *opt_g);
+  manager.state().add_optimizer("opt_d", *opt_d);
+  manager.state().add_scheduler("schedule", scheduler);
+  manager.state().add_ema("ema_g", ema);
+  manager.extend(train::lr_schedule(scheduler));
+  train::add_run_extensions(manager, o.run);
+  manager.extend(train::replica_check(ddp));
+  manager.start();
 
   double r1_value = 0.0;  // the latest R1, for the log
-  for (int64_t it = run.start(); it < o.iters; ++it) {
-    scheduler.set_iteration(it);
+  while (manager.running()) {
+    const int64_t it = manager.iteration();
     ddp.sync_buffers();
-    data::SampledBatch b = run.batch(it);
+    data::SampledBatch b = sampler.batch(dataset, manager.epoch(), manager.batch_in_epoch());
     Variable real(b.images.reshape({batch, kPixels}), /*requires_grad=*/true);  // R1 differentiates by it
     Variable z(randn_global_rows({batch, kNoise}, o.seed, it, world->rank(), world->size()));
     Variable fake = gan->generator->generate(z, b.labels);
@@ -137,19 +158,28 @@ int run_training(const Options& o) {
     opt_g->step();
     ema.update(it);
 
-    run.end_iteration(it, [&]() -> train::Scalars {
+    manager.end_iteration([&]() -> train::Scalars {
       return {{"loss_d", loss_d.item()}, {"loss_g", loss_g.item()}, {"r1", r1_value}, {"lr", opt_g->lr()}};
     });
   }
-  run.finish(ddp);
-  if (world->rank() == 0 && !o.grid.empty()) write_grid(*gan, ema, o);
+  manager.finish();
+  if (world->rank() == 0 && !o.grid.empty() && !manager.stopped()) write_grid(*gan, ema, o);
   return 0;
 }
 
 int cgan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("cgan", "A class-conditional GAN on Fashion-MNIST, data-parallel over the MPI ranks.");
-  examples::add_flags(cl, o, "cgan");
+  train::add_run_flags(cl, o.run, "cgan");
+  cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
+  cl.add("--seed", &o.seed, "weights, data order and noise");
+  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"},
+                "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
+  cl.add_positive("--lr", &o.lr, "every optimizer's base learning rate");
+  cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
+  cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
+  cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");
+  cl.add("--grid", &o.grid, "at the end, write a picture of the generator's EMA weights' work here (PNG)");
   cl.add("--r1-every", &o.r1_every, "R1 on the D step every this many iterations (0: never)", 0);
   cl.add_positive("--r1-gamma", &o.r1_gamma, "R1's weight");
   cl.parse(argc, argv);

@@ -1,0 +1,229 @@
+#include "models/train/manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <utility>
+
+#include "runtime/checkpoint.h"
+#include "runtime/error.h"
+
+namespace tandem::train {
+
+namespace fs = std::filesystem;
+
+bool Trigger::fires(int64_t done, int64_t global_batch, bool last) const {
+  if (unit == Unit::never) return false;
+  if (last && at_end) return true;
+  if (unit == Unit::iterations) return every > 0 && done % every == 0;
+  // Images shown cross a multiple of `every` during the iteration that brought them to
+  // done x global_batch.
+  const int64_t images = done * global_batch;
+  return global_batch > 0 && images / every > (images - global_batch) / every;
+}
+
+Trigger every(int64_t iterations, bool at_end) {
+  TANDEM_CHECK(iterations > 0, "train::every(" << iterations << "): the interval must be positive");
+  return {.unit = Trigger::Unit::iterations, .every = iterations, .at_end = at_end};
+}
+
+Trigger every_kimg(double kimg, bool at_end) {
+  const double images = std::round(kimg * 1000.0);
+  TANDEM_CHECK(std::isfinite(kimg) && images >= 1.0,
+               "train::every_kimg(" << kimg << "): the interval must be at least one image (0.001 kimg)");
+  return {.unit = Trigger::Unit::kimg, .every = static_cast<int64_t>(images), .at_end = at_end};
+}
+
+Trigger each() { return every(1); }
+Trigger end() { return {.unit = Trigger::Unit::iterations, .every = 0, .at_end = true}; }
+Trigger never() { return {.unit = Trigger::Unit::never, .every = 0, .at_end = false}; }
+
+namespace {
+
+// A user's function as an extension.
+class LambdaExtension : public Extension {
+ public:
+  explicit LambdaExtension(std::function<void(Manager&)> fn) : fn_(std::move(fn)) {}
+  std::string default_name() const override { return "lambda"; }
+  void run(Manager& manager) override { fn_(manager); }
+
+ private:
+  std::function<void(Manager&)> fn_;
+};
+
+// "<name>-<digits>.safetensors" in `dir`, newest (highest iteration) first.
+std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& dir, const std::string& name) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return found;
+  const std::string prefix = name + "-", suffix = ".safetensors";
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.size() <= prefix.size() + suffix.size() || !file.starts_with(prefix) || !file.ends_with(suffix))
+      continue;
+    const std::string digits = file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
+    if (digits.size() > 18 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    found.emplace_back(std::stoll(digits), entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return found;
+}
+
+}  // namespace
+
+Manager::Manager(std::shared_ptr<dist::ProcessGroup> world, ManagerOptions options)
+    : world_(std::move(world)), options_(std::move(options)) {
+  TANDEM_CHECK(world_ != nullptr, "train::Manager: no process group");
+  TANDEM_CHECK(options_.iterations >= 0,
+               "train::Manager: iterations " << options_.iterations << " is negative");
+  TANDEM_CHECK(options_.global_batch >= 0,
+               "train::Manager: global_batch " << options_.global_batch << " is negative");
+  TANDEM_CHECK(!options_.out.empty(), "train::Manager: no output folder (ManagerOptions::out)");
+  TANDEM_CHECK(!options_.name.empty(), "train::Manager: no checkpoint name (ManagerOptions::name)");
+}
+
+Manager::~Manager() = default;
+
+void Manager::extend(std::shared_ptr<Extension> extension, std::optional<Trigger> trigger, std::string name) {
+  TANDEM_CHECK(extension != nullptr, "train::Manager::extend: no extension");
+  TANDEM_CHECK(!started_, "train::Manager::extend(" << (name.empty() ? extension->default_name() : name)
+                                                    << "): extensions are registered before start()");
+  if (name.empty()) name = extension->default_name();
+  const Trigger when = trigger ? *trigger : extension->default_trigger();
+  entries_.push_back({std::move(extension), when, std::move(name)});
+}
+
+void Manager::extend(std::function<void(Manager&)> fn, Trigger trigger, std::string name) {
+  TANDEM_CHECK(fn != nullptr, "train::Manager::extend(" << name << "): no function");
+  extend(std::make_shared<LambdaExtension>(std::move(fn)), trigger, std::move(name));
+}
+
+std::ostream* Manager::out() const {
+  if (!is_rank0()) return nullptr;
+  return options_.log != nullptr ? options_.log : &std::cout;
+}
+
+std::string Manager::checkpoint_path(int64_t iteration) const {
+  return tandem::checkpoint_path(options_.out, options_.name, iteration);
+}
+
+double Manager::kimg() const {
+  return static_cast<double>(iteration_) * static_cast<double>(options_.global_batch) / 1000.0;
+}
+
+int64_t Manager::epoch() const {
+  TANDEM_CHECK(options_.iterations_per_epoch > 0,
+               "train::Manager::epoch: ManagerOptions::iterations_per_epoch is not set");
+  return iteration_ / options_.iterations_per_epoch;
+}
+
+int64_t Manager::batch_in_epoch() const {
+  TANDEM_CHECK(options_.iterations_per_epoch > 0,
+               "train::Manager::batch_in_epoch: ManagerOptions::iterations_per_epoch is not set");
+  return iteration_ % options_.iterations_per_epoch;
+}
+
+int64_t Manager::resume() {
+  std::string chosen;
+  if (is_rank0()) {
+    for (const auto& [iteration, path] : checkpoints_in(options_.out, options_.name)) {
+      try {
+        verify_safetensors(path);
+        chosen = path;
+        break;
+      } catch (const Error& e) {
+        if (std::ostream* o = out()) o->flush();
+        write_stderr_line("tandem: warning: resume passes over " + e.message());
+      }
+    }
+  }
+  chosen = dist::broadcast_string(*world_, chosen, 0, "resume checkpoint");
+  if (chosen.empty()) {
+    if (std::ostream* o = out()) *o << "no checkpoint in " << options_.out << "; starting from iteration 0\n";
+    return 0;
+  }
+  state_.load(chosen, *world_);
+  TANDEM_CHECK(state_.iteration <= options_.iterations,
+               "resume: " << chosen << " is at iteration " << state_.iteration << ", beyond the run's "
+                          << options_.iterations << " iterations");
+  if (std::ostream* o = out())
+    *o << "resumed from " << chosen << " at iteration " << state_.iteration << "\n";
+  return state_.iteration;
+}
+
+void Manager::start() {
+  TANDEM_CHECK(!started_, "train::Manager::start: called twice");
+  std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+    return a.extension->priority() < b.extension->priority();
+  });
+  iteration_ = start_iteration_ = options_.resume ? resume() : 0;
+  state_.iteration = iteration_;
+  for (Entry& entry : entries_) entry.extension->initialize(*this);
+  started_ = true;
+  finished_ = iteration_ >= options_.iterations;
+}
+
+const Scalars& Manager::observation() {
+  if (!observation_) observation_ = (observe_ != nullptr && *observe_) ? (*observe_)() : Scalars{};
+  return *observation_;
+}
+
+void Manager::request_stop(const std::string& reason) {
+  if (stop_asked_) return;
+  stop_asked_ = true;
+  asked_reason_ = reason;
+}
+
+void Manager::agree_on_stop() {
+  // [asked, size - rank when asked]: the max is whether any rank asked, and the first that did.
+  const int size = world_->size(), rank = world_->rank();
+  Tensor flags = Tensor::from_values({2}, {stop_asked_ ? 1.0 : 0.0, stop_asked_ ? double(size - rank) : 0.0},
+                                     DType::i64);
+  dist::allreduce_host(*world_, flags, dist::ReduceOp::max, "stop agreement");
+  if (flags.data<int64_t>()[0] == 0) return;
+  const int asker = size - static_cast<int>(flags.data<int64_t>()[1]);
+  const std::string reason = dist::broadcast_string(*world_, asked_reason_, asker, "stop reason");
+  stopped_ = true;
+  stop_reason_ = size > 1 ? reason + " (rank " + std::to_string(asker) + ")" : reason;
+  if (std::ostream* o = out()) *o << "stopping at iteration " << iteration_ << ": " << stop_reason_ << "\n";
+}
+
+void Manager::end_iteration(const std::function<Scalars()>& observe) {
+  TANDEM_CHECK(running(),
+               "train::Manager::end_iteration: " << (started_ ? "the run has ended (loop while running())"
+                                                              : "call start() first"));
+  ++iteration_;
+  state_.iteration = iteration_;
+  observation_.reset();
+  observe_ = &observe;
+  last_ = iteration_ == options_.iterations;
+  const int64_t batch = options_.global_batch;
+  const bool any_stops =
+      std::any_of(entries_.begin(), entries_.end(), [](const Entry& e) { return e.extension->stops(); });
+  if (any_stops && !last_) {
+    for (Entry& entry : entries_)
+      if (entry.extension->stops() && entry.trigger.fires(iteration_, batch, last_))
+        entry.extension->run(*this);
+    agree_on_stop();
+    last_ = stopped_;
+  }
+  for (Entry& entry : entries_)  // the stops' extensions ran above (or had nothing to stop)
+    if (!entry.extension->stops() && entry.trigger.fires(iteration_, batch, last_))
+      entry.extension->run(*this);
+  observe_ = nullptr;
+  if (last_) finished_ = true;
+}
+
+void Manager::finish() {
+  TANDEM_CHECK(started_, "train::Manager::finish: call start() first");
+  if (finalized_) return;
+  finalized_ = true;
+  finished_ = true;
+  for (Entry& entry : entries_) entry.extension->finalize(*this);
+  world_->barrier("end of training")->wait();
+}
+
+}  // namespace tandem::train

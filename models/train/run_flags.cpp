@@ -1,0 +1,40 @@
+#include "models/train/run_flags.h"
+
+#include <algorithm>
+
+namespace tandem::train {
+
+void add_run_flags(CommandLine& cl, RunFlags& flags, const std::string& name) {
+  if (flags.out.empty()) flags.out = "runs/" + name;
+  cl.add("--iters", &flags.iters, "iterations in all (a resumed run goes on to this count)", 0);
+  cl.add("--out", &flags.out, "metrics.jsonl and the checkpoints " + name + "-<iteration>.safetensors");
+  cl.add_flag("--resume", &flags.resume, "continue from the newest sound checkpoint in --out");
+  cl.add("--log-every", &flags.log_every, "a metrics.jsonl line every this many iterations (and at the end)",
+         1);
+  cl.add("--save-every", &flags.save_every, "a checkpoint every this many iterations (and at the end)", 1);
+  cl.add("--keep-checkpoints", &flags.keep_checkpoints, "keep the newest this many checkpoints (0: all)", 0);
+  cl.add_off_or_positive("--time-budget", &flags.time_budget_min,
+                         "minutes: stop with a checkpoint before this much time has passed (0: no limit)");
+}
+
+ManagerOptions manager_options(const RunFlags& flags, const std::string& name, int64_t global_batch) {
+  return {.iterations = flags.iters,
+          .global_batch = global_batch,
+          .out = flags.out,
+          .name = name,
+          .resume = flags.resume};
+}
+
+std::shared_ptr<LogReport> add_run_extensions(Manager& manager, const RunFlags& flags) {
+  if (flags.time_budget_min > 0)
+    manager.extend(time_budget(
+        {.seconds = 60.0 * flags.time_budget_min, .reserve_s = std::min(60.0, 6.0 * flags.time_budget_min)}));
+  manager.extend(stop_on_signal());
+  manager.extend(snapshot({.keep = static_cast<int>(flags.keep_checkpoints)}), every(flags.save_every));
+  std::shared_ptr<LogReport> log = log_report();
+  manager.extend(log, every(flags.log_every));
+  manager.extend(progress_bar());
+  return log;
+}
+
+}  // namespace tandem::train

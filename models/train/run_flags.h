@@ -1,0 +1,41 @@
+// The flags every training program built on train::Manager has, with one meaning in each:
+// what a user of one tandem program expects of the next.
+//
+// Contract:
+// - add_run_flags(cl, flags, name) adds --iters, --out (default "runs/<name>"), --resume,
+//   --log-every, --save-every, --keep-checkpoints and --time-budget to `cl`.
+// - manager_options(flags, name, global_batch) is the ManagerOptions they give: checkpoints
+//   "<out>/<name>-<iteration>.safetensors".
+// - add_run_extensions(manager, flags) registers what they ask for: log_report every
+//   --log-every (averaged over the ranks), a snapshot every --save-every (keeping the newest
+//   --keep-checkpoints; 0: all), the progress line, stop_on_signal (SIGTERM, SIGUSR1), and
+//   time_budget(--time-budget minutes, a tenth of it, at most a minute, kept for the
+//   stop) when set. Returns the
+//   log report (its latest() values).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "models/train/extensions.h"
+#include "models/train/manager.h"
+#include "runtime/command_line.h"
+
+namespace tandem::train {
+
+struct RunFlags {
+  int64_t iters = 2000;
+  std::string out;
+  bool resume = false;
+  int64_t log_every = 50;
+  int64_t save_every = 500;
+  int64_t keep_checkpoints = 0;
+  double time_budget_min = 0;
+};
+
+void add_run_flags(CommandLine& cl, RunFlags& flags, const std::string& name);
+ManagerOptions manager_options(const RunFlags& flags, const std::string& name, int64_t global_batch);
+std::shared_ptr<LogReport> add_run_extensions(Manager& manager, const RunFlags& flags);
+
+}  // namespace tandem::train

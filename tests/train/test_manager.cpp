@@ -1,0 +1,284 @@
+// train::Manager and its extensions: triggers against counts written out by hand, the order
+// extensions run in, resume from the newest sound checkpoint, ranks agreeing on a stop, a
+// signal and a time budget that stop a run with its checkpoint, logs averaged over ranks.
+// Ranks are threads (dist::run_ranks); the assertions run after them, on what each recorded.
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/train/extensions.h"
+#include "models/train/manager.h"
+#include "runtime/checkpoint.h"
+#include "runtime/dist/thread_process_group.h"
+#include "tests/test_files.h"
+
+using namespace tandem;
+using namespace tandem::train;
+using namespace tandem::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<int64_t> firing(const Trigger& trigger, int64_t iterations, int64_t global_batch) {
+  std::vector<int64_t> fired;
+  for (int64_t done = 1; done <= iterations; ++done)
+    if (trigger.fires(done, global_batch, done == iterations)) fired.push_back(done);
+  return fired;
+}
+
+// Records each run as "<name>@<iteration>".
+struct Recorder : Extension {
+  std::string name;
+  Priority level;
+  std::vector<std::string>* log;
+  Recorder(std::string n, Priority p, std::vector<std::string>* l) : name(std::move(n)), level(p), log(l) {}
+  std::string default_name() const override { return name; }
+  Priority priority() const override { return level; }
+  void run(Manager& manager) override { log->push_back(name + "@" + std::to_string(manager.iteration())); }
+};
+
+// Asks for a stop at one iteration, on one rank.
+struct StopAt : Extension {
+  int rank;
+  int64_t at;
+  StopAt(int r, int64_t a) : rank(r), at(a) {}
+  std::string default_name() const override { return "stop_at"; }
+  bool stops() const override { return true; }
+  void run(Manager& manager) override {
+    if (manager.world().rank() == rank && manager.iteration() == at)
+      manager.request_stop("asked by the test");
+  }
+};
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("Trigger: iterations, kimg crossings and the last iteration", "[manager]") {
+  CHECK(firing(every(3), 10, 0) == std::vector<int64_t>{3, 6, 9, 10});
+  CHECK(firing(every(3, /*at_end=*/false), 10, 0) == std::vector<int64_t>{3, 6, 9});
+  CHECK(firing(end(), 4, 0) == std::vector<int64_t>{4});
+  CHECK(firing(never(), 4, 0).empty());
+  CHECK(firing(each(), 3, 0) == std::vector<int64_t>{1, 2, 3});
+  // 64 images per iteration, every 0.1 kimg = 100 images: shown 64 128 192 256 320 384 448
+  // 512 crosses 100 at 2, 200 at 4, 300 at 5, 400 at 7, 500 at 8.
+  CHECK(firing(every_kimg(0.1, false), 8, 64) == std::vector<int64_t>{2, 4, 5, 7, 8});
+  CHECK(firing(every_kimg(0.1, false), 8, 0).empty());
+  CHECK_THROWS_WITH(every(0), Catch::Contains("every(0)"));
+  CHECK_THROWS_WITH(every_kimg(0.0001), Catch::Contains("at least one image"));
+}
+
+TEST_CASE("Manager: extensions run at their triggers, schedules then checkpoints then the rest",
+          "[manager]") {
+  TempDir tmp("manager_order");
+  std::vector<std::string> log;
+  int observed = 0;
+  dist::run_ranks(1, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    Manager manager(world, {.iterations = 4, .global_batch = 8, .out = tmp.path.string(), .log = &out});
+    manager.extend(std::make_shared<Recorder>("report", Priority::report, &log), every(2));
+    manager.extend(std::make_shared<Recorder>("ckpt", Priority::checkpoint, &log), every(2));
+    manager.extend(std::make_shared<Recorder>("sched", Priority::schedule, &log), every(2));
+    manager.extend([&](Manager& m) { log.push_back("reads " + std::to_string(m.observation().size())); },
+                   every(4, false), "reader");
+    manager.start();
+    int64_t iterations = 0;
+    while (manager.running()) {
+      manager.end_iteration([&] {
+        ++observed;
+        return Scalars{{"a", 1.0}};
+      });
+      ++iterations;
+    }
+    manager.finish();
+    CHECK(iterations == 4);
+    CHECK(manager.kimg() == Approx(0.032));
+    CHECK_THROWS_WITH(manager.end_iteration(), Catch::Contains("the run has ended"));
+    CHECK_THROWS_WITH(manager.extend(progress_bar()), Catch::Contains("before start()"));
+  });
+  CHECK(log == std::vector<std::string>{"sched@2", "ckpt@2", "report@2", "sched@4", "ckpt@4", "report@4",
+                                        "reads 1"});
+  CHECK(observed == 1);  // read once, only where an extension asked
+}
+
+TEST_CASE("Manager: resume from the newest sound checkpoint, keep the newest K", "[manager]") {
+  TempDir tmp("manager_resume");
+  const std::string dir = tmp.path.string();
+  auto run = [&](int64_t iterations, bool resume, int keep, std::vector<double>* seen) {
+    std::string printed;
+    dist::run_ranks(1, [&](std::shared_ptr<dist::ProcessGroup> world) {
+      std::ostringstream out;
+      std::vector<Tensor> counter = {Tensor::scalar(0.0, DType::f64)};
+      Manager manager(world,
+                      {.iterations = iterations, .out = dir, .name = "m", .resume = resume, .log = &out});
+      manager.state().add_tensors("counter", counter);
+      manager.extend(snapshot({.keep = keep}), every(2));
+      manager.start();
+      seen->push_back(counter[0].data<double>()[0]);
+      while (manager.running()) {
+        counter[0].data<double>()[0] += 1.0;
+        manager.end_iteration();
+      }
+      manager.finish();
+      printed = out.str();
+    });
+    return printed;
+  };
+  std::vector<double> seen;
+  CHECK_THAT(run(5, true, 0, &seen), Catch::Contains("no checkpoint in " + dir));
+  CHECK(fs::exists(checkpoint_path(dir, "m", 2)));
+  CHECK(fs::exists(checkpoint_path(dir, "m", 4)));
+  CHECK(fs::exists(checkpoint_path(dir, "m", 5)));  // the last iteration
+  // A damaged newest checkpoint is passed over: the run resumes from iteration 4's.
+  std::string bytes = read_bytes(checkpoint_path(dir, "m", 5));
+  bytes[bytes.size() - 1] ^= 0x40;
+  write_bytes(checkpoint_path(dir, "m", 5), bytes);
+  const std::string printed = run(8, true, 2, &seen);
+  CHECK_THAT(printed, Catch::Contains("resumed from " + checkpoint_path(dir, "m", 4) + " at iteration 4"));
+  CHECK(seen.back() == 4.0);  // the counter as iteration 4 saved it
+  CHECK_THAT(printed, Catch::Contains("checkpoint: " + checkpoint_path(dir, "m", 8)));
+  // keep 2: of 2, 4, 5 (damaged), 6, 8 the newest two are left.
+  CHECK_FALSE(fs::exists(checkpoint_path(dir, "m", 2)));
+  CHECK_FALSE(fs::exists(checkpoint_path(dir, "m", 5)));
+  CHECK(fs::exists(checkpoint_path(dir, "m", 6)));
+  CHECK(fs::exists(checkpoint_path(dir, "m", 8)));
+  // A checkpoint beyond the run's length is refused by name.
+  CHECK_THROWS_WITH(run(7, true, 0, &seen), Catch::Contains(checkpoint_path(dir, "m", 8)) &&
+                                                Catch::Contains("beyond the run's 7 iterations"));
+}
+
+TEST_CASE("Manager: one rank asks for a stop, every rank stops at that iteration with a checkpoint",
+          "[manager]") {
+  TempDir tmp("manager_stop");
+  std::mutex mutex;
+  std::vector<int64_t> stopped_at(2, -1);
+  std::vector<std::string> reasons(2);
+  std::string printed;
+  dist::run_ranks(2, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    std::vector<Tensor> state = {Tensor::scalar(1.0)};
+    Manager manager(world, {.iterations = 100, .out = tmp.path.string(), .name = "s", .log = &out});
+    manager.state().add_tensors("x", state);
+    manager.extend(std::make_shared<StopAt>(1, 3));
+    manager.extend(snapshot(), every(50));
+    manager.start();
+    while (manager.running()) manager.end_iteration();
+    manager.finish();
+    std::lock_guard lock(mutex);
+    stopped_at[world->rank()] = manager.stopped() ? manager.iteration() : -1;
+    reasons[world->rank()] = manager.stop_reason();
+    if (world->rank() == 0) printed = out.str();
+  });
+  CHECK(stopped_at == std::vector<int64_t>{3, 3});
+  CHECK(reasons[0] == "asked by the test (rank 1)");
+  CHECK(reasons[1] == reasons[0]);
+  CHECK_THAT(printed, Catch::Contains("stopping at iteration 3: asked by the test (rank 1)"));
+  CHECK(fs::exists(checkpoint_path(tmp.path.string(), "s", 3)));  // the trigger's at_end
+}
+
+TEST_CASE("stop_on_signal: SIGTERM ends the run at the next iteration's end, then the old handler is back",
+          "[manager]") {
+  TempDir tmp("manager_signal");
+  struct sigaction mine {};
+  mine.sa_handler = SIG_IGN;
+  struct sigaction before {};
+  sigaction(SIGTERM, &mine, &before);
+  int64_t stopped_at = -1;
+  std::string reason;
+  dist::run_ranks(1, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    Manager manager(world, {.iterations = 100, .out = tmp.path.string(), .log = &out});
+    manager.extend(stop_on_signal());
+    manager.extend(snapshot(), every(1000));
+    manager.start();
+    while (manager.running()) {
+      if (manager.iteration() == 5) std::raise(SIGTERM);  // during iteration 5: it ends at 6
+      manager.end_iteration();
+    }
+    manager.finish();
+    stopped_at = manager.iteration();
+    reason = manager.stop_reason();
+  });
+  CHECK(stopped_at == 6);
+  CHECK(reason == "SIGTERM received");
+  CHECK(fs::exists(checkpoint_path(tmp.path.string(), "checkpoint", 6)));
+  struct sigaction after {};
+  sigaction(SIGTERM, nullptr, &after);
+  CHECK(after.sa_handler == SIG_IGN);  // ours, put back
+  sigaction(SIGTERM, &before, nullptr);
+}
+
+TEST_CASE("time_budget: stops before the next iteration would pass the budget", "[manager]") {
+  TempDir tmp("manager_budget");
+  using Clock = TimeBudgetOptions::Clock;
+  Clock::time_point now{};
+  int64_t stopped_at = -1;
+  dist::run_ranks(1, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    Manager manager(world, {.iterations = 100, .out = tmp.path.string(), .log = &out});
+    manager.extend(time_budget({.seconds = 10.5, .reserve_s = 2.0, .now = [&] { return now; }}));
+    manager.start();
+    while (manager.running()) {
+      now += std::chrono::seconds(1);  // each iteration takes one second
+      manager.end_iteration();
+    }
+    manager.finish();
+    stopped_at = manager.iteration();
+    CHECK_THAT(manager.stop_reason(), Catch::Contains("time budget of 10.5 s"));
+  });
+  // After k iterations: k s spent, 1 s for the next, 2 s reserved: k + 3 > 10.5 first at 8.
+  CHECK(stopped_at == 8);
+}
+
+TEST_CASE("log_report: averaged over the ranks, cut back on resume; hyper_schedule follows kimg",
+          "[manager]") {
+  TempDir tmp("manager_log");
+  const std::string dir = tmp.path.string();
+  std::mutex mutex;
+  std::vector<double> applied;
+  auto run = [&](int64_t iterations, bool resume) {
+    dist::run_ranks(2, [&](std::shared_ptr<dist::ProcessGroup> world) {
+      std::ostringstream out;
+      std::vector<Tensor> none = {Tensor::scalar(0.0)};
+      Manager manager(
+          world, {.iterations = iterations, .global_batch = 250, .out = dir, .resume = resume, .log = &out});
+      manager.state().add_tensors("none", none);
+      manager.extend(log_report(), every(2));
+      manager.extend(snapshot(), every(2));
+      manager.extend(hyper_schedule([](double kimg) { return 1.0 + kimg; },
+                                    [&, rank = world->rank()](double v) {
+                                      std::lock_guard lock(mutex);
+                                      if (rank == 0) applied.push_back(v);
+                                    }));
+      manager.start();
+      while (manager.running()) {
+        const double value = static_cast<double>(world->rank() + manager.iteration());
+        manager.end_iteration([&] { return Scalars{{"v", value}}; });
+      }
+      manager.finish();
+    });
+  };
+  run(5, false);
+  // Rank r logs r + (iteration - 1) at iterations 2, 4, 5: the means are 1.5, 3.5, 4.5.
+  CHECK(lines_of(dir + "/metrics.jsonl") == std::vector<std::string>{"{\"iteration\": 2, \"v\": 1.5}",
+                                                                     "{\"iteration\": 4, \"v\": 3.5}",
+                                                                     "{\"iteration\": 5, \"v\": 4.5}"});
+  CHECK(applied == std::vector<double>{1.0, 1.25, 1.5, 1.75, 2.0, 2.25});  // at start, then after each
+  fs::remove(checkpoint_path(dir, "checkpoint", 5));
+  applied.clear();
+  run(6, true);  // from iteration 4: line 5 goes, 6 comes
+  CHECK(lines_of(dir + "/metrics.jsonl") == std::vector<std::string>{"{\"iteration\": 2, \"v\": 1.5}",
+                                                                     "{\"iteration\": 4, \"v\": 3.5}",
+                                                                     "{\"iteration\": 6, \"v\": 5.5}"});
+  CHECK(applied == std::vector<double>{2.0, 2.25, 2.5});  // kimg 1.0 at the resume, no drift
+}
