@@ -234,6 +234,25 @@ class StopOnSignal : public Extension {
 
 }  // namespace
 
+FidReport::FidReport(metrics::FidEvaluator& evaluator, metrics::GenerateImages generate,
+                     FidReportOptions options)
+    : evaluator_(evaluator), generate_(std::move(generate)), options_(std::move(options)) {
+  TANDEM_CHECK(generate_ != nullptr, "fid_report(" << options_.name << "): no generator function");
+  TANDEM_CHECK(!options_.noise_shape.empty(), "fid_report(" << options_.name << "): no noise shape");
+}
+
+void FidReport::run(Manager& manager) {
+  latest_ = evaluator_.evaluate(generate_, options_.noise_shape);
+  manager.report(options_.name, latest_);
+  if (std::ostream* out = manager.out())
+    *out << evaluator_.line(options_.name, manager.iteration(), latest_) << "\n";
+}
+
+std::shared_ptr<FidReport> fid_report(metrics::FidEvaluator& evaluator, metrics::GenerateImages generate,
+                                      FidReportOptions options) {
+  return std::make_shared<FidReport>(evaluator, std::move(generate), std::move(options));
+}
+
 std::shared_ptr<Extension> progress_bar() { return std::make_shared<ProgressBar>(); }
 
 std::shared_ptr<Extension> snapshot(SnapshotOptions options) { return std::make_shared<Snapshot>(options); }

@@ -21,6 +21,12 @@
 // - replica_check(ddp): ddp.check_replicas("after iteration <i>") (collective: an Error on
 //   every rank naming the first tensor that differs); at the end rank 0 prints "replicas
 //   bitwise equal on <n> ranks".
+// - fid_report(evaluator, generate, {name, noise_shape}): the FID of generate's samples
+//   (metrics/fid_evaluator.h: collective, the same value on every rank), added to the
+//   iteration's observation as `name` (Manager::report) so that a log_report due at the same
+//   iteration logs it, and printed by rank 0 (FidEvaluator::line). latest() is the last value.
+//   Priority: evaluation. Make its trigger fire where log_report's does (a multiple of it)
+//   for its values to reach metrics.jsonl.
 // - lr_schedule(scheduler): scheduler.set_iteration(iteration()) at start() and after every
 //   iteration, so that each iteration runs at its own rate and a checkpoint holds the next
 //   one's. Trigger: each(). Priority: schedule.
@@ -52,6 +58,7 @@
 #include <vector>
 
 #include "autograd/lr_scheduler.h"
+#include "models/metrics/fid_evaluator.h"
 #include "models/train/manager.h"
 #include "models/train/scalar_log.h"
 #include "reducer/ddp.h"
@@ -92,6 +99,27 @@ struct SnapshotOptions {
 std::shared_ptr<Extension> snapshot(SnapshotOptions options = {});
 
 std::shared_ptr<Extension> replica_check(DataParallelWrapper& ddp);
+
+struct FidReportOptions {
+  std::string name = "fid";
+  Shape noise_shape;  // one row's noise, as generate takes it
+};
+class FidReport : public Extension {
+ public:
+  FidReport(metrics::FidEvaluator& evaluator, metrics::GenerateImages generate, FidReportOptions options);
+  double latest() const { return latest_; }
+  std::string default_name() const override { return options_.name; }
+  Priority priority() const override { return Priority::evaluation; }
+  void run(Manager& manager) override;
+
+ private:
+  metrics::FidEvaluator& evaluator_;
+  metrics::GenerateImages generate_;
+  FidReportOptions options_;
+  double latest_ = 0;
+};
+std::shared_ptr<FidReport> fid_report(metrics::FidEvaluator& evaluator, metrics::GenerateImages generate,
+                                      FidReportOptions options);
 
 std::shared_ptr<Extension> lr_schedule(optim::LrScheduler& scheduler);
 std::shared_ptr<Extension> hyper_schedule(std::function<double(double kimg)> value,

@@ -5,9 +5,9 @@
 //   --fid-cache without --fid-every; --fid-every on data other than fashion-mnist or a model
 //   whose samples are not 1-channel 28x28 images at every iteration (mlp and dcgan are); a
 //   --fid-every that is not a multiple of --log-every (FID joins the log point's line).
-// - FidMonitor(o, world, ema_on, out) loads the feature network from --fid-cache or trains
-//   it (every rank the same, deterministically; rank 0 writes the cache: minutes, once) and
-//   the real statistics of Fashion-MNIST's 10000 test images (cached the same way); rank 0
+// - FidMonitor(o, world, ema_on, out) makes the FidEvaluator (metrics/fid_evaluator.h) of
+//   --fid-cache, --fid-samples and the seed's FID stream: the feature network and the real
+//   statistics of Fashion-MNIST's 10000 test images, loaded or made once and cached; rank 0
 //   prints one line naming the network's short hash, its test accuracy and where the
 //   samples come from. Collective.
 // - due(done, last): --fid-every divides done, or the run's last iteration.
@@ -17,8 +17,7 @@
 //   mode as the sample pictures are (batch norm's buffers put back). Collective; returns the
 //   same value on every rank: NaN when the samples are not finite (then line() says so).
 // - name(): the log's field, "fid_ema" when the samples come from the EMA generator, else
-//   "fid". line(i, value): "fid_ema <value, 4 decimals> at iteration <i> (features <short
-//   hash>, <N> samples)".
+//   "fid". line(i, value): FidEvaluator::line under that name.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +26,7 @@
 #include <string>
 
 #include "models/gan.h"
-#include "models/metrics/feature_net.h"
-#include "models/metrics/feature_stats.h"
+#include "models/metrics/fid_evaluator.h"
 #include "models/resampling_filter.h"
 #include "models/train/ema_weights.h"
 #include "models/train/train_options.h"
@@ -45,19 +43,16 @@ inline constexpr const char* kFidFaultEnv = "TANDEM_FAULT_FID_EVALUATION";
 class FidMonitor {
  public:
   FidMonitor(const TrainOptions& options, dist::ProcessGroup& world, bool ema_on, std::ostream* out);
+  ~FidMonitor();
   bool due(int64_t done, bool last) const;
   double compute(GanModel& model, const EmaWeights& ema, Device device);
   const std::string& name() const { return name_; }
   std::string line(int64_t iteration, double value) const;
 
  private:
-  dist::ProcessGroup& world_;
   int64_t every_;
-  int64_t samples_;
-  uint64_t seed_;
   std::string name_;
-  metrics::LoadedFeatureNet net_;
-  metrics::GaussianStats real_;
+  std::unique_ptr<metrics::FidEvaluator> evaluator_;
   ResamplingFilter blur_{{1, 3, 3, 1}};  // halves samples larger than the feature network's 28x28
 };
 

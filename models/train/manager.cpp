@@ -171,6 +171,11 @@ const Scalars& Manager::observation() {
   return *observation_;
 }
 
+void Manager::report(const std::string& name, double value) {
+  observation();
+  observation_->emplace_back(name, value);
+}
+
 void Manager::request_stop(const std::string& reason) {
   if (stop_asked_) return;
   stop_asked_ = true;

@@ -31,7 +31,8 @@
 //   trigger, the extension's default_trigger(): each() unless it says otherwise). At each
 //   iteration's end the extensions whose trigger fires run in priority order (schedules
 //   first, so that a checkpoint holds the next iteration's values; then checkpoints, the
-//   run's record; then the rest), in registration order within a priority. Every rank runs
+//   run's record; then evaluations, whose values the reports may log; then the rest), in
+//   registration order within a priority. Every rank runs
 //   the same extensions at the same iterations (triggers depend on the counters alone), so
 //   an extension may be collective.
 // - start() is collective. With resume, rank 0 picks the newest checkpoint
@@ -46,6 +47,8 @@
 //   it is called at most once, and only when a running extension reads observation(), so a
 //   loop whose values live on a GPU reads them only at log points. It must not be
 //   collective (only some ranks may call it: the progress line reads it on rank 0).
+//   report(name, value) appends to it (an evaluation's value, logged by a log_report that
+//   runs after it at the same iteration).
 // - Stops: an extension whose stops() is true (stop_on_signal, time_budget) may call
 //   request_stop(reason) on its rank. When any is registered, end_iteration runs them, then
 //   one allreduce of a flag over the ranks (host_group), so that every rank ends the run at
@@ -91,7 +94,7 @@ Trigger end();
 Trigger never();
 
 // Where an extension runs among those due at one iteration (lower first).
-enum class Priority { schedule = 0, checkpoint = 1, report = 2 };
+enum class Priority { schedule = 0, checkpoint = 1, evaluation = 2, report = 3 };
 
 // One piece of the run's bookkeeping. Every member but run() has a default.
 class Extension {
@@ -152,8 +155,10 @@ class Manager {
   bool last() const { return last_; }
   const ManagerOptions& options() const { return options_; }
 
-  // This iteration's scalars (observe's result, read once); empty when none was given.
+  // This iteration's scalars (observe's result, read once, then what report() added).
   const Scalars& observation();
+  // Adds a value to this iteration's observation (an evaluation's result, for the log).
+  void report(const std::string& name, double value);
   // Asks, on this rank, that the run end after this iteration (see stops above).
   void request_stop(const std::string& reason);
   bool stopped() const { return stopped_; }

@@ -3,7 +3,9 @@
 // signal and a time budget that stop a run with its checkpoint, logs averaged over ranks.
 // Ranks are threads (dist::run_ranks); the assertions run after them, on what each recorded.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -11,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "models/metrics/fid_evaluator.h"
 #include "models/train/extensions.h"
 #include "models/train/manager.h"
 #include "runtime/checkpoint.h"
 #include "runtime/dist/thread_process_group.h"
+#include "tests/metrics/plant_feature_net.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
@@ -281,4 +285,53 @@ TEST_CASE("log_report: averaged over the ranks, cut back on resume; hyper_schedu
                                                                      "{\"iteration\": 4, \"v\": 3.5}",
                                                                      "{\"iteration\": 6, \"v\": 5.5}"});
   CHECK(applied == std::vector<double>{2.0, 2.25, 2.5});  // kimg 1.0 at the resume, no drift
+}
+
+TEST_CASE("fid_report: the FID of a generator at 2 ranks, in the log line, equals one process's",
+          "[manager][fid]") {
+  if (!testing::fashion_mnist_present()) {
+    WARN("Fashion-MNIST is not installed (dataset-fashion-mnist): skipping");
+    return;
+  }
+  TempDir tmp("manager_fid");
+  const std::string cache = tmp.file("cache"), dir = tmp.file("run");
+  testing::plant_feature_net(cache);  // an untrained network where training would put it
+  const metrics::FidEvaluatorOptions options = {.cache = cache, .samples = 300, .seed = 7};
+  // Any deterministic generator of [b, 1, 28, 28] images in [-1, 1] from [b, 784] noise.
+  const metrics::GenerateImages generate = [](const Tensor& noise) {
+    std::vector<double> pixels = noise.to_vector();
+    for (double& p : pixels) p = std::tanh(0.5 * p);
+    return Tensor::from_values({noise.size(0), 1, 28, 28}, pixels);
+  };
+  double alone = 0;
+  dist::run_ranks(1, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    metrics::FidEvaluator evaluator(options, *world);
+    alone = evaluator.evaluate(generate, {784});
+  });
+  REQUIRE(std::isfinite(alone));
+  std::mutex mutex;
+  std::vector<double> reported(2);
+  std::string printed;
+  dist::run_ranks(2, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    metrics::FidEvaluator evaluator(options, *world);
+    Manager manager(world, {.iterations = 4, .out = dir, .log = &out});
+    auto fid = fid_report(evaluator, generate, {.name = "fid", .noise_shape = {784}});
+    manager.extend(log_report(), every(2));
+    manager.extend(fid, every(4));  // registered after the log, run before it
+    manager.start();
+    while (manager.running()) manager.end_iteration([] { return Scalars{{"loss", 1.0}}; });
+    manager.finish();
+    std::lock_guard lock(mutex);
+    reported[world->rank()] = fid->latest();
+    if (world->rank() == 0) printed = out.str();
+  });
+  CHECK(reported[0] == reported[1]);
+  CHECK(reported[0] == Approx(alone).epsilon(1e-9));  // float64 sums in another order
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "{\"iteration\": 4, \"loss\": 1, \"fid\": %.6g}", alone);
+  CHECK(lines_of(dir + "/metrics.jsonl") ==
+        std::vector<std::string>{"{\"iteration\": 2, \"loss\": 1}", expected});
+  CHECK_THAT(printed, Catch::Contains("fid ") && Catch::Contains(" at iteration 4 (features ") &&
+                          Catch::Contains(", 300 samples)"));
 }
