@@ -19,6 +19,7 @@
 #include "autograd/ops.h"
 #include "autograd/optim.h"
 #include "models/data/dataset_identity.h"
+#include "models/metrics/shipped_feature_net.h"
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -363,6 +364,7 @@ LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const st
   }
   out.net->eval();
   out.from_cache = decision == CacheDecision::load;
+  out.weights_id = weights_sha256(*out.net).substr(0, 16);
   return out;
 }
 

@@ -40,6 +40,9 @@
 //   again and replaced (logged, naming the file and what is wrong) where the cache is
 //   writable, else an Error naming both; so is a missing file in a cache that cannot be
 //   written, before any training. `log` (rank 0's) gets one line per epoch and one at the end.
+//   The result's weights_id names the weights it holds (shipped_feature_net.h), whatever
+//   recipe made them: two machines that train the same recipe to different weights print
+//   different names.
 // - save_feature_net writes the file with its identity (recipe hash, weights hash,
 //   description, accuracy, training time) through a temporary of its own, so jobs sharing a
 //   cache cannot undo each other's write (the last rename wins, whole).
@@ -101,8 +104,9 @@ std::string default_fid_cache_dir();
 
 struct LoadedFeatureNet {
   std::shared_ptr<FeatureNet> net;
-  std::string hash;  // 16 hex digits
-  std::string path;  // the cache file
+  std::string hash;        // 16 hex digits: the recipe's (the cache file's key)
+  std::string weights_id;  // 16 hex digits of weights_sha256 (shipped_feature_net.h): its name
+  std::string path;        // the cache file
   bool from_cache = false;
   double test_accuracy = 0.0;  // as recorded when it was trained
   double train_seconds = 0.0;  // likewise

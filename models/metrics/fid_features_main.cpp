@@ -1,5 +1,6 @@
-// tandem-fid-features: trains (or loads from its cache) the FID feature network on
-// Fashion-MNIST, computes the real statistics once, and measures FID's own figures: the
+// tandem-fid-features: loads the FID feature network tandem ships (or with --train trains
+// one on Fashion-MNIST, or loads it from its cache), computes the real statistics once, and
+// measures FID's own figures: the
 // time of the statistics of N images at the rank count it runs at, and the FID of two
 // disjoint real sets (the metric's sampling noise). With --checkpoint, the FID of a
 // tandem-train checkpoint's generator (its moving average when it holds one), and with
@@ -12,6 +13,7 @@
 #include "models/data/dataset_identity.h"
 #include "models/metrics/fid.h"
 #include "models/metrics/fid_eval.h"
+#include "models/metrics/shipped_feature_net.h"
 #include "models/train/checkpointer.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/run_main.h"
@@ -22,6 +24,7 @@ struct Options {
   std::string data_dir = tandem::data::kFashionMnistDefaultDir;
   std::string cache_dir = tandem::metrics::default_fid_cache_dir();
   tandem::metrics::FeatureNetConfig net;
+  bool train = false;
   int64_t samples = 0;
   bool noise = false;
   std::string checkpoint;
@@ -33,14 +36,20 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 int fid_features_main(int argc, char** argv) {
   Options o;
-  tandem::CommandLine cli("tandem-fid-features",
-                          "Train or load the FID feature network (Fashion-MNIST) and its real statistics.");
+  tandem::CommandLine cli(
+      "tandem-fid-features",
+      "Load the FID feature network tandem ships (or train one on Fashion-MNIST) and make "
+      "its real statistics.");
   cli.add("--data-dir", &o.data_dir, "Fashion-MNIST's directory (Debian package dataset-fashion-mnist)");
-  cli.add("--cache-dir", &o.cache_dir, "where the feature network and the real statistics are cached");
-  cli.add("--seed", &o.net.seed, "the feature network's initial weights and shuffling");
-  cli.add("--epochs", &o.net.epochs, "training epochs", 1, 1000);
-  cli.add("--batch", &o.net.batch, "training batch", 1, 60000);
-  cli.add_positive("--lr", &o.net.lr, "Adam's learning rate");
+  cli.add("--cache-dir", &o.cache_dir, "where the real statistics (and a --train network) are cached");
+  cli.add_flag("--train", &o.train,
+               "a network of this machine instead of the shipped one: trained on the training set (minutes) "
+               "by the recipe below, or loaded from --cache-dir where that recipe's is; named by its "
+               "weights' SHA-256");
+  cli.add("--seed", &o.net.seed, "with --train: the feature network's initial weights and shuffling");
+  cli.add("--epochs", &o.net.epochs, "with --train: training epochs", 1, 1000);
+  cli.add("--batch", &o.net.batch, "with --train: training batch", 1, 60000);
+  cli.add_positive("--lr", &o.net.lr, "with --train: Adam's learning rate");
   cli.add("--samples", &o.samples,
           "also time the statistics of this many training images at this rank count and print their FID "
           "against the test set's (0: off)",
@@ -54,6 +63,8 @@ int fid_features_main(int argc, char** argv) {
       "against the test set",
       "FILE");
   cli.parse(argc, argv);
+  for (const char* flag : {"--seed", "--epochs", "--batch", "--lr"})
+    if (cli.given(flag) && !o.train) throw tandem::UsageError(std::string(flag) + " goes with --train");
   if (!o.checkpoint.empty() && o.samples == 0) o.samples = 10000;
 
   tandem::dist::DistributedContext context;
@@ -62,15 +73,19 @@ int fid_features_main(int argc, char** argv) {
   auto log = [lead](const std::string& line) {
     if (lead) std::printf("%s\n", line.c_str()), std::fflush(stdout);
   };
-  auto loaded = tandem::metrics::load_or_train_feature_net(o.data_dir, o.cache_dir, o.net, group, log);
-  const std::string tag = tandem::metrics::short_hash(loaded.hash);
-  std::printf("%sfeature network %s: test accuracy %.2f%%, trained in %.1f s, %s\n", lead ? "" : "# ",
-              tag.c_str(), 100.0 * loaded.test_accuracy, loaded.train_seconds, loaded.path.c_str());
+  auto loaded = o.train
+                    ? tandem::metrics::load_or_train_feature_net(o.data_dir, o.cache_dir, o.net, group, log)
+                    : tandem::metrics::load_shipped_feature_net(tandem::metrics::shipped_feature_net_path());
+  const std::string tag = tandem::metrics::short_hash(loaded.weights_id);
+  std::printf("%sfeature network %s (%s): test accuracy %.2f%%, trained in %.1f s, %s\n", lead ? "" : "# ",
+              tag.c_str(), o.train ? "trained here" : "shipped", 100.0 * loaded.test_accuracy,
+              loaded.train_seconds, loaded.path.c_str());
+  if (lead) std::printf("weights SHA-256 %s\n", tandem::metrics::weights_sha256(*loaded.net).c_str());
 
   const auto test = tandem::data::load_fashion_mnist(o.data_dir, false);
   auto start = std::chrono::steady_clock::now();
   const auto reference = tandem::metrics::real_stats(
-      *loaded.net, loaded.hash, test, tandem::data::dataset_identity(test), o.cache_dir, group, log);
+      *loaded.net, loaded.weights_id, test, tandem::data::dataset_identity(test), o.cache_dir, group, log);
   double trace = 0.0;
   for (int64_t i = 0; i < tandem::metrics::kFeatureDim; ++i)
     trace += reference.cov.at(i * (tandem::metrics::kFeatureDim + 1));

@@ -34,6 +34,7 @@ void check_fid_options(const TrainOptions& o, const FlagGiven& given) {
   if (o.fid_every == 0) {
     if (given("--fid-samples")) throw UsageError("--fid-samples goes with --fid-every");
     if (given("--fid-cache")) throw UsageError("--fid-cache goes with --fid-every");
+    if (given("--fid-network")) throw UsageError("--fid-network goes with --fid-every");
     return;
   }
   const bool fixed_images = o.model == "mlp" || o.model == "dcgan" || o.model == "dcgan64" ||
@@ -59,8 +60,12 @@ FidMonitor::FidMonitor(const TrainOptions& o, dist::ProcessGroup& world, bool em
   const std::string cache = o.fid_cache.empty() ? metrics::default_fid_cache_dir() : o.fid_cache;
   try {
     evaluator_ = std::make_unique<metrics::FidEvaluator>(
-        metrics::FidEvaluatorOptions{
-            .data_dir = o.data_dir, .cache = cache, .samples = o.fid_samples, .seed = o.seed ^ kFidNoiseSeed},
+        metrics::FidEvaluatorOptions{.network = o.fid_network == "train" ? metrics::FeatureNetSource::train
+                                                                         : metrics::FeatureNetSource::shipped,
+                                     .data_dir = o.data_dir,
+                                     .cache = cache,
+                                     .samples = o.fid_samples,
+                                     .seed = o.seed ^ kFidNoiseSeed},
         world, world.rank() == 0 ? metrics::LogLine(log) : metrics::LogLine());
   } catch (const Error& e) {  // its message names the cache folder; the flag is named here
     TANDEM_FAIL("--fid-cache " << cache << ": " << e.message());
@@ -70,7 +75,7 @@ FidMonitor::FidMonitor(const TrainOptions& o, dist::ProcessGroup& world, bool em
       text, sizeof text,
       "%s: feature network %s (test accuracy %.2f%%), %lld samples every %lld iterations from the %s "
       "generator against %lld test images",
-      name_.c_str(), metrics::short_hash(evaluator_->network().hash).c_str(),
+      name_.c_str(), metrics::short_hash(evaluator_->network().weights_id).c_str(),
       100.0 * evaluator_->network().test_accuracy, static_cast<long long>(o.fid_samples),
       static_cast<long long>(every_), name_ == "fid" ? "live" : "EMA",
       static_cast<long long>(evaluator_->real().count));

@@ -2,12 +2,13 @@
 //
 // Contract:
 // - check_fid_options(o, given) refuses (UsageError naming the flag): --fid-samples or
-//   --fid-cache without --fid-every; --fid-every on data other than fashion-mnist or a model
+//   --fid-cache or --fid-network without --fid-every; --fid-every on data other than fashion-mnist or a model
 //   whose samples are not 1-channel 28x28 images at every iteration (mlp and dcgan are); a
 //   --fid-every that is not a multiple of --log-every (FID joins the log point's line).
 // - FidMonitor(o, world, ema_on, out) makes the FidEvaluator (metrics/fid_evaluator.h) of
-//   --fid-cache, --fid-samples and the seed's FID stream: the feature network and the real
-//   statistics of Fashion-MNIST's 10000 test images, loaded or made once and cached; rank 0
+//   --fid-network, --fid-cache, --fid-samples and the seed's FID stream: the feature network
+//   (the shipped one, or trained here on first use) and the real
+//   statistics of Fashion-MNIST's 10000 test images, made once and cached; rank 0
 //   prints one line naming the network's short hash, its test accuracy and where the
 //   samples come from. Collective.
 // - due(done, last): --fid-every divides done, or the run's last iteration.

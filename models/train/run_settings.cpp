@@ -154,6 +154,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       on_off("--tensorboard", !o.tensorboard.empty()),
       integer("--fid-every", o.fid_every),  // collectives: the same everywhere
       integer("--fid-samples", o.fid_samples),
+      value("--fid-network", o.fid_network),        // train: rank 0 trains, the others wait
       on_off("--fid-cache", !o.fid_cache.empty()),  // a path that may differ per node
       integer("--check-replicas-every", o.check_replicas_every),
       on_off("--detect-anomalous-params", o.detect_anomalous_params),

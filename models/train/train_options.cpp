@@ -364,8 +364,12 @@ CommandLine train_command_line(TrainOptions& o) {
       "--log-every; fashion-mnist with mlp, dcgan, dcgan64 (resized to 28x28), r3gan or stylegan2 (0: off)",
       0);
   cl.add("--fid-samples", &o.fid_samples, "generated images per FID, split over the ranks", 2, 1000000);
+  cl.add_choice("--fid-network", &o.fid_network, {"shipped", "train"},
+                "FID's feature network: the one tandem ships (the same weights on every machine, so FIDs "
+                "compare across machines), or the same recipe trained here on first use (minutes) and cached "
+                "in --fid-cache");
   cl.add("--fid-cache", &o.fid_cache,
-         "where FID's feature network (trained on first use: minutes) and real statistics are cached", "DIR");
+         "where the real statistics (and a --fid-network train network) are cached", "DIR");
   cl.describe_default("--fid-cache", "$TANDEM_FID_CACHE, else ~/.cache/tandem/fid");
 
   cl.group("Diagnostics");

@@ -117,6 +117,7 @@ struct TrainOptions {
   int64_t fid_every = 0;      // FID of generated samples every N iterations (fid_monitor.h); 0: off
   int64_t fid_samples = 10000;
   std::string fid_cache;  // the feature network's and real statistics' cache; empty: the default
+  std::string fid_network = "shipped";  // shipped | train (metrics/fid_evaluator.h)
   bool help = false;
 };
 

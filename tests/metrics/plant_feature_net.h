@@ -17,7 +17,8 @@ namespace tandem::testing {
 
 // Whether Debian's dataset-fashion-mnist is installed (the tests that need it skip without).
 inline bool fashion_mnist_present() {
-  return std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz");
+  return std::filesystem::exists(std::filesystem::path(data::kFashionMnistDefaultDir) /
+                                 "train-images-idx3-ubyte.gz");
 }
 
 inline metrics::LoadedFeatureNet plant_feature_net(const std::string& cache,

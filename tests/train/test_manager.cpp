@@ -295,7 +295,6 @@ TEST_CASE("fid_report: the FID of a generator at 2 ranks, in the log line, equal
   }
   TempDir tmp("manager_fid");
   const std::string cache = tmp.file("cache"), dir = tmp.file("run");
-  testing::plant_feature_net(cache);  // an untrained network where training would put it
   const metrics::FidEvaluatorOptions options = {.cache = cache, .samples = 300, .seed = 7};
   // Any deterministic generator of [b, 1, 28, 28] images in [-1, 1] from [b, 784] noise.
   const metrics::GenerateImages generate = [](const Tensor& noise) {

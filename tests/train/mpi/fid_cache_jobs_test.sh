@@ -32,7 +32,7 @@ PY
 
 run_job() {  # <log>
   TANDEM_FAULT_SLOW_FSYNC_MS=1500 OMP_NUM_THREADS=1 \
-    "$features" --data-dir "$work/data" --cache-dir "$work/cache" --epochs 1 > "$1" 2>&1
+    "$features" --train --data-dir "$work/data" --cache-dir "$work/cache" --epochs 1 > "$1" 2>&1
 }
 run_job "$work/a.log" & a=$!
 run_job "$work/b.log" & b=$!
@@ -59,7 +59,7 @@ stale="$work/cache/$network.tmp.4242.0badcafe"
 fresh="$work/cache/$network.tmp.4343.00c0ffee"
 printf 'half-written' > "$stale"; touch -d '2 hours ago' "$stale"
 printf 'being written' > "$fresh"
-"$features" --data-dir "$work/data" --cache-dir "$work/cache" --epochs 1 > "$work/c.log" 2>&1 ||
+"$features" --train --data-dir "$work/data" --cache-dir "$work/cache" --epochs 1 > "$work/c.log" 2>&1 ||
   { cat "$work/c.log"; fail "a job on the warm cache failed"; }
 grep -q "loaded .*$network" "$work/c.log" || { cat "$work/c.log"; fail "the warm cache's network was not loaded"; }
 [ ! -e "$stale" ] || fail "the stale temporary $stale was left in the cache"
@@ -70,7 +70,7 @@ grep -q "FID cache: removed $stale (left by a job that stopped while writing it)
 # A training run at 2 ranks on a cold cache of its own: rank 0 trains the network, then every
 # rank trains the GAN and computes the FID.
 OMP_NUM_THREADS=1 "$mpiexec" -np 2 "$train" --model mlp --data-dir "$work/data" --batch 16 --iters 2 \
-  --log-every 2 --fid-every 2 --fid-samples 64 --fid-cache "$work/cold" --out "$work/run" > "$work/d.log" 2>&1 ||
+  --log-every 2 --fid-every 2 --fid-samples 64 --fid-network train --fid-cache "$work/cold" --out "$work/run" > "$work/d.log" 2>&1 ||
   { cat "$work/d.log"; fail "a 2-rank run whose rank 0 trained the FID network on a cold cache failed"; }
 grep -q "FID feature network .*: wrote " "$work/d.log" || { cat "$work/d.log"; fail "the cold cache's network was not trained"; }
 grep -q '"fid' "$work/run/metrics.jsonl" || { cat "$work/d.log"; fail "the run logged no FID"; }
