@@ -71,6 +71,9 @@ class ProgressBar : public Extension {
   void finalize(Manager& /*manager*/) override {
     if (progress_) progress_->finish();
   }
+  void before_print() override {
+    if (progress_) progress_->clear();
+  }
 
  private:
   std::optional<Progress> progress_;
@@ -91,7 +94,7 @@ class Snapshot : public Extension {
     manager.state().save(path, manager.world());
     if (!manager.is_rank0()) return;
     if (options_.keep > 0) remove_older(manager);
-    if (manager.last()) *manager.out() << "checkpoint: " << path << "\n";
+    if (manager.last()) manager.print("checkpoint: " + path);
   }
 
  private:
@@ -131,8 +134,8 @@ class ReplicaCheck : public Extension {
   Trigger default_trigger() const override { return end(); }
   void run(Manager& manager) override {
     ddp_.check_replicas("after iteration " + std::to_string(manager.iteration()));
-    if (manager.last() && manager.is_rank0())
-      *manager.out() << "replicas bitwise equal on " << manager.world().size() << " ranks\n";
+    if (manager.last())
+      manager.print("replicas bitwise equal on " + std::to_string(manager.world().size()) + " ranks");
   }
 
  private:

@@ -106,6 +106,13 @@ std::ostream* Manager::out() const {
   return options_.log != nullptr ? options_.log : &std::cout;
 }
 
+void Manager::print(const std::string& line) {
+  std::ostream* o = out();
+  if (o == nullptr) return;
+  for (Entry& entry : entries_) entry.extension->before_print();
+  *o << line << "\n";
+}
+
 std::string Manager::checkpoint_path(int64_t iteration) const {
   return tandem::checkpoint_path(options_.out, options_.name, iteration);
 }
@@ -136,21 +143,20 @@ int64_t Manager::resume() {
         break;
       } catch (const Error& e) {
         if (std::ostream* o = out()) o->flush();
-        write_stderr_line("tandem: warning: resume passes over " + e.message());
+        write_stderr_line("tandem: warning: resume passes over " + e.message());  // before any progress line
       }
     }
   }
   chosen = dist::broadcast_string(*world_, chosen, 0, "resume checkpoint");
   if (chosen.empty()) {
-    if (std::ostream* o = out()) *o << "no checkpoint in " << options_.out << "; starting from iteration 0\n";
+    print("no checkpoint in " + options_.out + "; starting from iteration 0");
     return 0;
   }
   state_.load(chosen, *world_);
   TANDEM_CHECK(state_.iteration <= options_.iterations,
                "resume: " << chosen << " is at iteration " << state_.iteration << ", beyond the run's "
                           << options_.iterations << " iterations");
-  if (std::ostream* o = out())
-    *o << "resumed from " << chosen << " at iteration " << state_.iteration << "\n";
+  print("resumed from " + chosen + " at iteration " + std::to_string(state_.iteration));
   return state_.iteration;
 }
 
@@ -193,7 +199,7 @@ void Manager::agree_on_stop() {
   const std::string reason = dist::broadcast_string(*world_, asked_reason_, asker, "stop reason");
   stopped_ = true;
   stop_reason_ = size > 1 ? reason + " (rank " + std::to_string(asker) + ")" : reason;
-  if (std::ostream* o = out()) *o << "stopping at iteration " << iteration_ << ": " << stop_reason_ << "\n";
+  print("stopping at iteration " + std::to_string(iteration_) + ": " + stop_reason_);
 }
 
 void Manager::end_iteration(const std::function<Scalars()>& observe) {

@@ -56,7 +56,10 @@
 //   <reason>". stopped() is then true and running() false once the extensions have run.
 // - finish() runs each extension's finalize() (in priority order), then a barrier: rank 0's
 //   files are complete before any rank returns.
-// - out() is where rank 0 prints (std::cout by default); other ranks get nullptr.
+// - out() is where rank 0 prints (std::cout by default); other ranks get nullptr. print(line)
+//   writes a line there (nothing elsewhere), each extension's before_print() first, so that
+//   an open progress line is cleared rather than written over; the manager's own lines and
+//   the stock extensions' go through it.
 #pragma once
 
 #include <cstdint>
@@ -113,6 +116,8 @@ class Extension {
   virtual void run(Manager& manager) = 0;
   // Once, in finish().
   virtual void finalize(Manager& /*manager*/) {}
+  // Before Manager::print writes a line on rank 0 (the progress line clears itself).
+  virtual void before_print() {}
 };
 
 struct ManagerOptions {
@@ -168,6 +173,8 @@ class Manager {
   const std::shared_ptr<dist::ProcessGroup>& world_ptr() const { return world_; }
   bool is_rank0() const { return world_->rank() == 0; }
   std::ostream* out() const;
+  // On rank 0: `line` and a newline on out(), after every extension's before_print().
+  void print(const std::string& line);
   std::string checkpoint_path(int64_t iteration) const;
 
  private:

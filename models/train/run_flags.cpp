@@ -1,6 +1,9 @@
 #include "models/train/run_flags.h"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "runtime/error.h"
 
 namespace tandem::train {
 
@@ -15,6 +18,28 @@ void add_run_flags(CommandLine& cl, RunFlags& flags, const std::string& name) {
   cl.add("--keep-checkpoints", &flags.keep_checkpoints, "keep the newest this many checkpoints (0: all)", 0);
   cl.add_off_or_positive("--time-budget", &flags.time_budget_min,
                          "minutes: stop with a checkpoint before this much time has passed (0: no limit)");
+}
+
+void add_optimizer_flags(CommandLine& cl, OptimizerFlags& flags) {
+  char help[96];
+  std::snprintf(help, sizeof help, "Adam (betas %g, %g) or SGD (momentum %g)", flags.betas[0], flags.betas[1],
+                flags.momentum);
+  cl.add_choice("--optimizer", &flags.name, {"adam", "sgd"}, help);
+  cl.add_positive("--lr", &flags.lr, "every optimizer's base learning rate");
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerFlags& flags, std::vector<Variable> params) {
+  if (flags.name == "sgd")
+    return std::make_unique<optim::SGD>(std::move(params),
+                                        optim::SGDOptions{.lr = flags.lr, .momentum = flags.momentum});
+  return std::make_unique<optim::Adam>(std::move(params),
+                                       optim::AdamOptions{.lr = flags.lr, .betas = flags.betas});
+}
+
+int64_t rows_per_rank(int64_t global_batch, const dist::ProcessGroup& world) {
+  TANDEM_CHECK(global_batch % world.size() == 0,
+               "--batch " << global_batch << " is not a multiple of the " << world.size() << " ranks");
+  return global_batch / world.size();
 }
 
 ManagerOptions manager_options(const RunFlags& flags, const std::string& name, int64_t global_batch) {

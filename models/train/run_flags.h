@@ -12,15 +12,24 @@
 //   time_budget(--time-budget minutes, a tenth of it, at most a minute, kept for the
 //   stop) when set. Returns the
 //   log report (its latest() values).
+// - rows_per_rank(global_batch, world): global_batch / world.size(), an Error naming the
+//   rank count when that does not divide (--batch is the global batch).
+// - add_optimizer_flags(cl, flags) adds --optimizer (adam or sgd) and --lr;
+//   make_optimizer(flags, params) is Adam (flags.betas) or SGD (flags.momentum) at flags.lr.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "autograd/optim.h"
 #include "models/train/extensions.h"
 #include "models/train/manager.h"
 #include "runtime/command_line.h"
+#include "runtime/dist/process_group.h"
 
 namespace tandem::train {
 
@@ -34,7 +43,17 @@ struct RunFlags {
   double time_budget_min = 0;
 };
 
+struct OptimizerFlags {
+  std::string name = "adam";
+  double lr = 2e-4;
+  std::array<double, 2> betas = {0.5, 0.999};  // GANs' Adam (DCGAN's beta1)
+  double momentum = 0.9;
+};
+
 void add_run_flags(CommandLine& cl, RunFlags& flags, const std::string& name);
+void add_optimizer_flags(CommandLine& cl, OptimizerFlags& flags);
+int64_t rows_per_rank(int64_t global_batch, const dist::ProcessGroup& world);
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerFlags& flags, std::vector<Variable> params);
 ManagerOptions manager_options(const RunFlags& flags, const std::string& name, int64_t global_batch);
 std::shared_ptr<LogReport> add_run_extensions(Manager& manager, const RunFlags& flags);
 

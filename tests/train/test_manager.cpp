@@ -334,3 +334,37 @@ TEST_CASE("fid_report: the FID of a generator at 2 ranks, in the log line, equal
   CHECK_THAT(printed, Catch::Contains("fid ") && Catch::Contains(" at iteration 4 (features ") &&
                           Catch::Contains(", 300 samples)"));
 }
+
+TEST_CASE("Manager::print clears what extensions hold open (the progress line) first, on rank 0 alone",
+          "[manager]") {
+  TempDir tmp("manager_print");
+  struct OpenLine : Extension {
+    std::ostream* out = nullptr;
+    std::string default_name() const override { return "open_line"; }
+    void initialize(Manager& manager) override { out = manager.out(); }
+    void run(Manager& /*manager*/) override {
+      if (out != nullptr) *out << "[open";
+    }
+    void before_print() override {
+      if (out != nullptr) *out << "]";
+    }
+  };
+  std::vector<std::string> printed(2);
+  std::mutex mutex;
+  dist::run_ranks(2, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    std::vector<Tensor> x = {Tensor::scalar(0.0)};
+    Manager manager(world, {.iterations = 2, .out = tmp.path.string(), .log = &out});
+    manager.state().add_tensors("x", x);
+    manager.extend(std::make_shared<OpenLine>(), every(1));
+    manager.extend(snapshot());  // at the end, after the line was opened at iteration 1
+    manager.start();
+    while (manager.running()) manager.end_iteration();
+    manager.finish();
+    std::lock_guard lock(mutex);
+    printed[world->rank()] = out.str();
+  });
+  // Iteration 1 opens a line; at 2 the checkpoint's line clears it before it is written.
+  CHECK(printed[0] == "[open]checkpoint: " + checkpoint_path(tmp.path.string(), "checkpoint", 2) + "\n[open");
+  CHECK(printed[1].empty());
+}

@@ -35,10 +35,11 @@ constexpr int64_t kClasses = 10, kNoise = 64, kHidden = 256, kPixels = 28 * 28;
 
 struct Options {
   train::RunFlags run;
+  train::OptimizerFlags opt;
   int64_t batch = 128, r1_every = 4;
   uint64_t seed = 1;
-  double lr = 2e-4, ema_decay = 0.999, r1_gamma = 1.0;
-  std::string optimizer = "adam", schedule = "warmup:100", grid, data_dir = data::kFashionMnistDefaultDir;
+  double ema_decay = 0.999, r1_gamma = 1.0;
+  std::string schedule = "warmup:100", grid, data_dir = data::kFashionMnistDefaultDir;
 };
 
 // G(z, y): the noise and the label's embedding, pixel-normalised together, through an MLP.
@@ -91,24 +92,15 @@ void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
   std::cout << "wrote " << o.grid << "\n";
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, std::vector<Variable> params) {
-  if (o.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
-  return std::make_unique<optim::Adam>(std::move(params),
-                                       optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
-}
-
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  TANDEM_CHECK(o.batch % world->size() == 0,
-               "--batch " << o.batch << " is not a multiple of the " << world->size() << " ranks");
-  const int64_t batch = o.batch / world->size();
+  const int64_t batch = train::rows_per_rank(o.batch, *world);
   manual_seed(o.seed);  // the initial weights (rank 0's reach every rank anyway)
   auto gan = std::make_shared<CondGan>();
   DistributedDataParallel ddp(gan, world);
-  auto opt_g = make_optimizer(o, gan->generator->parameters());
-  auto opt_d = make_optimizer(o, gan->discriminator->parameters());
+  auto opt_g = train::make_optimizer(o.opt, gan->generator->parameters());
+  auto opt_d = train::make_optimizer(o.opt, gan->discriminator->parameters());
   optim::LrScheduler scheduler({opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
   models::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
@@ -173,9 +165,7 @@ int cgan_main(int argc, char** argv) {
   train::add_run_flags(cl, o.run, "cgan");
   cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
   cl.add("--seed", &o.seed, "weights, data order and noise");
-  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"},
-                "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
-  cl.add_positive("--lr", &o.lr, "every optimizer's base learning rate");
+  train::add_optimizer_flags(cl, o.opt);
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
   cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");

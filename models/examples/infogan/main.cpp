@@ -38,10 +38,11 @@ constexpr uint64_t kClassKey = 0x636c617373ULL, kContinuousKey = 0x636f6e74ULL;
 
 struct Options {
   train::RunFlags run;
+  train::OptimizerFlags opt;
   int64_t batch = 128;
   uint64_t seed = 1;
-  double lr = 2e-4, ema_decay = 0.999, info_weight = 1.0;
-  std::string optimizer = "adam", schedule = "warmup:100", grid, data_dir = data::kFashionMnistDefaultDir;
+  double ema_decay = 0.999, info_weight = 1.0;
+  std::string schedule = "warmup:100", grid, data_dir = data::kFashionMnistDefaultDir;
 };
 
 std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t out, std::shared_ptr<nn::Module> last) {
@@ -72,15 +73,26 @@ struct QHead : nn::Module {
   }
 };
 
+// D: the shared body and the D head (real or fake).
+struct Critic : nn::Module {
+  std::shared_ptr<nn::Sequential> body =
+      register_module("body", mlp(kPixels, kHidden, std::make_shared<nn::LeakyReLU>(0.2)));
+  std::shared_ptr<nn::Linear> head = register_module("head", std::make_shared<nn::Linear>(kHidden, 1));
+  Variable forward(const Variable& x) override { return head->forward(body->forward(x)); }
+};
+
 struct InfoGan : DataParallelModel {
   std::shared_ptr<nn::Sequential> generator = register_module(
       "generator", mlp(kNoise + kClasses + kContinuous, kPixels, std::make_shared<nn::Tanh>()));
-  std::shared_ptr<nn::Sequential> body =
-      register_module("body", mlp(kPixels, kHidden, std::make_shared<nn::LeakyReLU>(0.2)));
-  std::shared_ptr<nn::Linear> d_head = register_module("d_head", std::make_shared<nn::Linear>(kHidden, 1));
+  std::shared_ptr<Critic> critic = register_module("critic", std::make_shared<Critic>());
   std::shared_ptr<QHead> q_head = register_module("q_head", std::make_shared<QHead>());
   Variable generate(const Variable& z, const Codes& codes) {
     return generator->forward(concat({z, one_hot(codes.classes, kClasses), Variable(codes.continuous)}, 1));
+  }
+  std::vector<Variable> generator_and_q_parameters() {
+    std::vector<Variable> both = generator->parameters(), q = q_head->parameters();
+    both.insert(both.end(), q.begin(), q.end());
+    return both;
   }
 };
 
@@ -103,33 +115,17 @@ void write_grid(InfoGan& gan, const models::EmaWeights& ema, const Options& o) {
   std::cout << "wrote " << o.grid << "\n";
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, std::vector<Variable> params) {
-  if (o.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = o.lr, .momentum = 0.9});
-  return std::make_unique<optim::Adam>(std::move(params),
-                                       optim::AdamOptions{.lr = o.lr, .betas = {0.5, 0.999}});
-}
-
-std::vector<Variable> parameters_of(std::initializer_list<nn::Module*> modules) {
-  std::vector<Variable> all;
-  for (nn::Module* m : modules)
-    for (const Variable& p : m->parameters()) all.push_back(p);
-  return all;
-}
-
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  TANDEM_CHECK(o.batch % world->size() == 0,
-               "--batch " << o.batch << " is not a multiple of the " << world->size() << " ranks");
-  const int64_t batch = o.batch / world->size();
+  const int64_t batch = train::rows_per_rank(o.batch, *world);
   const int rank = world->rank(), ranks = world->size();
   manual_seed(o.seed);
   auto gan = std::make_shared<InfoGan>();
   DistributedDataParallel ddp(gan, world);
-  auto opt_d = make_optimizer(o, parameters_of({gan->body.get(), gan->d_head.get()}));
-  auto opt_g = make_optimizer(o, gan->generator->parameters());
-  auto opt_q = make_optimizer(o, gan->q_head->parameters());
+  auto opt_d = train::make_optimizer(o.opt, gan->critic->parameters());
+  auto opt_g = train::make_optimizer(o.opt, gan->generator->parameters());
+  auto opt_q = train::make_optimizer(o.opt, gan->q_head->parameters());
   optim::LrScheduler scheduler({opt_d.get(), opt_g.get(), opt_q.get()}, optim::parse_lr_schedule(o.schedule));
   models::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
@@ -149,7 +145,7 @@ int run_training(const Options& o) {
   manager.extend(train::replica_check(ddp));
   manager.start();
 
-  const std::vector<Variable> g_and_q = parameters_of({gan->generator.get(), gan->q_head.get()});
+  const std::vector<Variable> g_and_q = gan->generator_and_q_parameters();
   while (manager.running()) {
     const int64_t it = manager.iteration();
     ddp.sync_buffers();
@@ -161,15 +157,15 @@ int run_training(const Options& o) {
     Variable fake = gan->generate(z, codes);
 
     // D: the body and the D head (Q's head is not reached).
-    Variable loss_d = mean(softplus(gan->d_head->forward(gan->body->forward(fake.detach())))) +
-                      mean(softplus(-gan->d_head->forward(gan->body->forward(real))));
+    Variable loss_d =
+        mean(softplus(gan->critic->forward(fake.detach()))) + mean(softplus(-gan->critic->forward(real)));
     opt_d->zero_grad();
     loss_d.backward();
     opt_d->step();
 
     // G and Q: fool D, and make the codes readable from the picture.
-    Variable h = gan->body->forward(fake);
-    Variable loss_g = mean(softplus(-gan->d_head->forward(h)));
+    Variable h = gan->critic->body->forward(fake);
+    Variable loss_g = mean(softplus(-gan->critic->head->forward(h)));
     Variable loss_info = gan->q_head->loss(h, codes);
     opt_g->zero_grad();
     opt_q->zero_grad();
@@ -196,9 +192,7 @@ int infogan_main(int argc, char** argv) {
   train::add_run_flags(cl, o.run, "infogan");
   cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
   cl.add("--seed", &o.seed, "weights, data order, noise and codes");
-  cl.add_choice("--optimizer", &o.optimizer, {"adam", "sgd"},
-                "Adam (betas 0.5, 0.999) or SGD (momentum 0.9)");
-  cl.add_positive("--lr", &o.lr, "every optimizer's base learning rate");
+  train::add_optimizer_flags(cl, o.opt);
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
   cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");
