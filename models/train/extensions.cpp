@@ -6,6 +6,8 @@
 #include <iostream>
 #include <utility>
 
+#include "autograd/grad_mode.h"
+#include "models/data/png_writer.h"
 #include "models/train/progress.h"
 #if TANDEM_HAVE_TENSORBOARD
 #include "models/train/tensorboard_writer.h"
@@ -254,6 +256,47 @@ void FidReport::run(Manager& manager) {
 std::shared_ptr<FidReport> fid_report(metrics::FidEvaluator& evaluator, metrics::GenerateImages generate,
                                       FidReportOptions options) {
   return std::make_shared<FidReport>(evaluator, std::move(generate), std::move(options));
+}
+
+SampleGrid::SampleGrid(std::function<Tensor()> images, SampleGridOptions options)
+    : images_(std::move(images)), options_(std::move(options)) {
+  TANDEM_CHECK(images_ != nullptr, "sample_grid(" << options_.name << "): no image function");
+  TANDEM_CHECK(options_.columns > 0,
+               "sample_grid(" << options_.name << "): " << options_.columns << " columns");
+}
+
+Trigger SampleGrid::default_trigger() const { return end(); }
+
+void SampleGrid::run(Manager& manager) {
+  if (!manager.is_rank0()) return;
+  char file[64];
+  std::snprintf(file, sizeof file, "-%06lld.png", static_cast<long long>(manager.iteration()));
+  const std::string path = (fs::path(manager.options().out) / (options_.name + file)).string();
+  try {
+    Tensor images;
+    {
+      NoGradGuard no_grad;
+      images = images_().to(Device::cpu());
+    }
+    TANDEM_CHECK(images.dim() == 4 && (images.size(1) == 1 || images.size(1) == 3),
+                 "the images are " << shape_str(images.shape()) << ", not [n, 1 or 3, height, width]");
+    std::error_code ignored;  // a folder that cannot be made: the write names the file
+    fs::create_directories(manager.options().out, ignored);
+    if (images.size(1) == 1)
+      data::write_png_gray_grid(path, images, options_.columns);
+    else
+      data::write_png_rgb_grid(path, images, options_.columns);
+    latest_ = path;
+    if (manager.last()) manager.print("samples: " + path);
+  } catch (const std::exception& e) {
+    if (std::ostream* out = manager.out()) out->flush();
+    write_stderr_line("tandem: warning: no sample picture at iteration " +
+                      std::to_string(manager.iteration()) + ", training goes on: " + e.what());
+  }
+}
+
+std::shared_ptr<SampleGrid> sample_grid(std::function<Tensor()> images, SampleGridOptions options) {
+  return std::make_shared<SampleGrid>(std::move(images), std::move(options));
 }
 
 std::shared_ptr<Extension> progress_bar() { return std::make_shared<ProgressBar>(); }

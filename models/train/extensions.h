@@ -1,7 +1,7 @@
 // The stock extensions of train::Manager (manager.h): each small and usable alone.
 //
 // Contract (each runs when its trigger fires; "at the end" is the run's last iteration;
-// registered without a trigger, snapshot and replica_check run at the end alone, the others
+// registered without a trigger, snapshot, replica_check and sample_grid run at the end alone, the others
 // after every iteration):
 // - log_report({reduce, tensorboard}): logs observation() to <out>/metrics.jsonl as one
 //   line per run (ScalarLog, scalar_log.h: opened at start(), cut to the resumed
@@ -27,6 +27,12 @@
 //   iteration logs it, and printed by rank 0 (FidEvaluator::line). latest() is the last value.
 //   Priority: evaluation. Make its trigger fire where log_report's does (a multiple of it)
 //   for its values to reach metrics.jsonl.
+// - sample_grid(images, {name, columns}): on rank 0, images() ([n, C, H, W] in [-1, 1], C 1
+//   or 3, on any device; run without recording a graph) written as a grid of `columns` to
+//   <out>/<name>-<iteration>.png (png_writer.h: through a temporary renamed over it, a link
+//   at the name replaced, never written through); at the end rank 0 prints
+//   "samples: <path>". A picture that cannot be made or written is a warning on stderr and
+//   the run goes on. Other ranks do nothing (it is not collective). latest() is the last path.
 // - lr_schedule(scheduler): scheduler.set_iteration(iteration()) at start() and after every
 //   iteration, so that each iteration runs at its own rate and a checkpoint holds the next
 //   one's. Trigger: each(). Priority: schedule.
@@ -120,6 +126,25 @@ class FidReport : public Extension {
 };
 std::shared_ptr<FidReport> fid_report(metrics::FidEvaluator& evaluator, metrics::GenerateImages generate,
                                       FidReportOptions options);
+
+struct SampleGridOptions {
+  std::string name = "samples";
+  int64_t columns = 10;
+};
+class SampleGrid : public Extension {
+ public:
+  SampleGrid(std::function<Tensor()> images, SampleGridOptions options);
+  const std::string& latest() const { return latest_; }
+  std::string default_name() const override { return "sample_grid"; }
+  Trigger default_trigger() const override;
+  void run(Manager& manager) override;
+
+ private:
+  std::function<Tensor()> images_;
+  SampleGridOptions options_;
+  std::string latest_;
+};
+std::shared_ptr<SampleGrid> sample_grid(std::function<Tensor()> images, SampleGridOptions options = {});
 
 std::shared_ptr<Extension> lr_schedule(optim::LrScheduler& scheduler);
 std::shared_ptr<Extension> hyper_schedule(std::function<double(double kimg)> value,

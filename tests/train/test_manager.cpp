@@ -368,3 +368,34 @@ TEST_CASE("Manager::print clears what extensions hold open (the progress line) f
   CHECK(printed[0] == "[open]checkpoint: " + checkpoint_path(tmp.path.string(), "checkpoint", 2) + "\n[open");
   CHECK(printed[1].empty());
 }
+
+TEST_CASE("sample_grid: rank 0 writes its picture at its iterations; a failure costs only the picture",
+          "[manager]") {
+  TempDir tmp("manager_samples");
+  const std::string dir = tmp.path.string();
+  int calls = 0;
+  std::string printed;
+  dist::run_ranks(2, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    Manager manager(world, {.iterations = 4, .out = dir, .log = &out});
+    manager.extend(sample_grid(
+                       [&] {
+                         ++calls;                                                          // rank 0's alone
+                         if (manager.iteration() == 4) return Tensor::zeros({3, 28, 28});  // no batch axis
+                         return Tensor::from_values({2, 1, 2, 2}, {-1, 0, 1, 0.5, 1, 1, -1, -1});
+                       },
+                       {.name = "g", .columns = 2}),
+                   every(2, false));
+    manager.extend(sample_grid([] { return Tensor::zeros({4, 3, 2, 2}); }, {.name = "rgb"}));  // at the end
+    manager.start();
+    while (manager.running()) manager.end_iteration();
+    manager.finish();
+    if (world->rank() == 0) printed = out.str();
+  });
+  CHECK(calls == 2);
+  const std::string png_magic = "\x89PNG\r\n\x1a\n";
+  CHECK(read_bytes(dir + "/g-000002.png").substr(0, 8) == png_magic);
+  CHECK_FALSE(fs::exists(dir + "/g-000004.png"));  // its images were not a batch: a warning, and on
+  CHECK(read_bytes(dir + "/rgb-000004.png").substr(0, 8) == png_magic);
+  CHECK_THAT(printed, Catch::Contains("samples: " + dir + "/rgb-000004.png"));
+}

@@ -60,7 +60,8 @@ int run_training(Options o, bool iters_given) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
   const int64_t batch = train::rows_per_rank(o.batch, *world);
-  if (!iters_given) o.run.iters = static_cast<int64_t>(std::ceil(o.kimg * 1000.0 / static_cast<double>(o.batch)));
+  if (!iters_given)
+    o.run.iters = static_cast<int64_t>(std::ceil(o.kimg * 1000.0 / static_cast<double>(o.batch)));
   auto model = std::make_shared<R3>();
   DistributedDataParallel ddp(model, world);
   optim::Adam opt_g(model->g->parameters(), {.lr = o.lr_start, .betas = {0.0, 0.99}});
@@ -79,8 +80,8 @@ int run_training(Options o, bool iters_given) {
   manager.state().add_ema("ema_g", ema);
   manager.extend(train::hyper_schedule([&](double k) { return cosine(o.lr_start, o.lr_end, k, o.kimg); },
                                        [&](double lr) { opt_g.set_lr(lr), opt_d.set_lr(lr); }));
-  manager.extend(train::hyper_schedule([&](double k) { return cosine(o.gamma_start, o.gamma_end, k, o.kimg); },
-                                       [&](double g) { gamma = g; }));
+  manager.extend(train::hyper_schedule(
+      [&](double k) { return cosine(o.gamma_start, o.gamma_end, k, o.kimg); }, [&](double g) { gamma = g; }));
   train::add_run_extensions(manager, o.run);
   manager.extend(train::replica_check(ddp));
   manager.start();
