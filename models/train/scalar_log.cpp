@@ -131,7 +131,7 @@ ScalarLog::ScalarLog(const std::string& dir, dist::ProcessGroup* world, int64_t 
 
 Scalars ScalarLog::log(int64_t iteration, const Scalars& scalars, Reduce reduce) {
   Scalars logged = scalars;
-  if (reduce == Reduce::mean && world_ != nullptr && world_->size() > 1) {
+  if (reduce == Reduce::mean && world_ != nullptr && world_->size() > 1 && !scalars.empty()) {
     const int64_t count = static_cast<int64_t>(scalars.size());
     Tensor values = Tensor::zeros({count}, DType::f64);
     for (int64_t i = 0; i < count; ++i) values.data<double>()[i] = scalars[i].second;

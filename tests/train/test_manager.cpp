@@ -287,6 +287,20 @@ TEST_CASE("log_report: averaged over the ranks, cut back on resume; hyper_schedu
   CHECK(applied == std::vector<double>{2.0, 2.25, 2.5});  // kimg 1.0 at the resume, no drift
 }
 
+TEST_CASE("log_report without scalars: a line of the iteration alone, nothing exchanged", "[manager]") {
+  TempDir tmp("manager_no_scalars");
+  dist::run_ranks(2, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    Manager manager(world, {.iterations = 2, .out = tmp.path.string(), .log = &out});
+    manager.extend(log_report(), every(1));
+    manager.start();
+    while (manager.running()) manager.end_iteration();
+    manager.finish();
+  });
+  CHECK(lines_of(tmp.file("metrics.jsonl")) ==
+        std::vector<std::string>{"{\"iteration\": 1}", "{\"iteration\": 2}"});
+}
+
 TEST_CASE("fid_report: the FID of a generator at 2 ranks, in the log line, equals one process's",
           "[manager][fid]") {
   if (!testing::fashion_mnist_present()) {
