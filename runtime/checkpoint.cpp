@@ -548,13 +548,14 @@ std::string checkpoint_path(const std::string& dir, const std::string& prefix, i
   return dir.empty() ? name : (fs::path(dir) / name).string();
 }
 
-std::optional<std::string> find_latest_checkpoint(const std::string& dir, const std::string& prefix) {
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir,
+                                                              const std::string& prefix) {
   const std::string head = prefix + "-";
   const std::string tail = ".safetensors";
   std::vector<std::pair<int64_t, std::string>> candidates;
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
-  if (ec) return std::nullopt;
+  if (ec) return candidates;
   for (const fs::directory_entry& entry : it) {
     std::error_code type_ec;
     if (!entry.is_regular_file(type_ec)) continue;
@@ -572,6 +573,11 @@ std::optional<std::string> find_latest_checkpoint(const std::string& dir, const 
   }
   std::sort(candidates.begin(), candidates.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
+  return candidates;
+}
+
+std::optional<std::string> find_latest_checkpoint(const std::string& dir, const std::string& prefix) {
+  const std::vector<std::pair<int64_t, std::string>> candidates = list_checkpoints(dir, prefix);
   for (const auto& [iteration, path] : candidates) {
     try {
       read_safetensors_header(path);

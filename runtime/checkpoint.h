@@ -27,6 +27,9 @@
 //   whose message starts with the path and says what is wrong.
 // - read_safetensors_header validates the header alone (the checksum needs the data);
 //   verify_safetensors the header and the checksum, making no tensor.
+// - list_checkpoints(dir, prefix) is every `<dir>/<prefix>-<iteration>.safetensors` that is a
+//   regular file (a link to one counts; *.tmp and other names do not), as (iteration, path),
+//   the highest iteration first; empty when `dir` cannot be read. Nothing of the files is read.
 // - find_latest_checkpoint returns the complete checkpoint `<dir>/<prefix>-<iteration>
 //   .safetensors` with the highest iteration, skipping *.tmp files and files whose header
 //   does not validate (a torn or foreign file never wins); nullopt when there is none or
@@ -39,6 +42,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -89,6 +93,8 @@ void verify_safetensors(const std::string& path);
 // "<dir>/<prefix>-000100.safetensors" (iteration zero-padded to at least 6 digits).
 std::string checkpoint_path(const std::string& dir, const std::string& prefix, int64_t iteration);
 
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir,
+                                                              const std::string& prefix);
 std::optional<std::string> find_latest_checkpoint(const std::string& dir, const std::string& prefix);
 
 // Removes from `dir` the temporaries TemporaryName::unique gave to files named `prefix`...

@@ -31,11 +31,6 @@ LogReport::LogReport(LogReportOptions options) : options_(std::move(options)) {
 
 LogReport::~LogReport() = default;
 
-const std::string& LogReport::path() const {
-  TANDEM_CHECK(log_ != nullptr, "log_report: no log before the manager's start()");
-  return log_->path();
-}
-
 void LogReport::initialize(Manager& manager) {
   log_ = std::make_unique<ScalarLog>(manager.options().out, &manager.world(), manager.iteration());
 #if TANDEM_HAVE_TENSORBOARD
@@ -100,27 +95,14 @@ class Snapshot : public Extension {
   }
 
  private:
-  // The checkpoints beyond the newest `keep`: checkpoint_path's names, regular files only.
+  // The checkpoints beyond the newest `keep` (list_checkpoints); links are left alone.
   void remove_older(Manager& manager) const {
-    const std::string prefix = manager.options().name + "-", suffix = ".safetensors";
-    std::vector<std::string> names;
     std::error_code ec;
-    for (const fs::directory_entry& entry : fs::directory_iterator(manager.options().out, ec)) {
-      const std::string file = entry.path().filename().string();
-      const bool ours = file.starts_with(prefix) && file.ends_with(suffix) &&
-                        file.size() > prefix.size() + suffix.size() &&
-                        std::all_of(file.begin() + static_cast<std::ptrdiff_t>(prefix.size()),
-                                    file.end() - static_cast<std::ptrdiff_t>(suffix.size()),
-                                    [](char c) { return c >= '0' && c <= '9'; });
-      if (ours && entry.is_regular_file(ec) && !entry.is_symlink(ec)) names.push_back(entry.path().string());
-    }
-    // Zero-padded to one width up to 999999; longer numbers sort after shorter ones.
-    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-      return a.size() != b.size() ? a.size() > b.size() : a > b;
-    });
-    for (size_t i = static_cast<size_t>(options_.keep); i < names.size(); ++i) {
-      if (!fs::remove(names[i], ec) && ec)
-        write_stderr_line("tandem: warning: snapshot cannot remove " + names[i] + ": " + ec.message());
+    int kept = 0;
+    for (const auto& [iteration, path] : list_checkpoints(manager.options().out, manager.options().name)) {
+      if (fs::is_symlink(path, ec) || kept++ < options_.keep) continue;
+      if (!fs::remove(path, ec) && ec)
+        write_stderr_line("tandem: warning: snapshot cannot remove " + path + ": " + ec.message());
     }
   }
 

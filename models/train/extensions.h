@@ -82,7 +82,6 @@ class LogReport : public Extension {
   ~LogReport() override;
   void attach(ScalarSink& sink) { sinks_.push_back(&sink); }
   const Scalars& latest() const { return latest_; }
-  const std::string& path() const;
 
   std::string default_name() const override { return "log_report"; }
   void initialize(Manager& manager) override;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <iostream>
 #include <utility>
 
@@ -10,8 +9,6 @@
 #include "runtime/error.h"
 
 namespace tandem::train {
-
-namespace fs = std::filesystem;
 
 bool Trigger::fires(int64_t done, int64_t global_batch, bool last) const {
   if (unit == Unit::never) return false;
@@ -51,26 +48,6 @@ class LambdaExtension : public Extension {
  private:
   std::function<void(Manager&)> fn_;
 };
-
-// "<name>-<digits>.safetensors" in `dir`, newest (highest iteration) first.
-std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& dir, const std::string& name) {
-  std::vector<std::pair<int64_t, std::string>> found;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return found;
-  const std::string prefix = name + "-", suffix = ".safetensors";
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    const std::string file = entry.path().filename().string();
-    if (file.size() <= prefix.size() + suffix.size() || !file.starts_with(prefix) || !file.ends_with(suffix))
-      continue;
-    const std::string digits = file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
-    if (digits.size() > 18 ||
-        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    found.emplace_back(std::stoll(digits), entry.path().string());
-  }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  return found;
-}
 
 }  // namespace
 
@@ -135,10 +112,11 @@ int64_t Manager::batch_in_epoch() const {
 
 int64_t Manager::resume() {
   std::string chosen;
+  SafetensorsFile read;  // rank 0: the chosen file, read (and its checksum checked) once
   if (is_rank0()) {
-    for (const auto& [iteration, path] : checkpoints_in(options_.out, options_.name)) {
+    for (const auto& [iteration, path] : list_checkpoints(options_.out, options_.name)) {
       try {
-        verify_safetensors(path);
+        read = load_safetensors(path);
         chosen = path;
         break;
       } catch (const Error& e) {
@@ -152,7 +130,7 @@ int64_t Manager::resume() {
     print("no checkpoint in " + options_.out + "; starting from iteration 0");
     return 0;
   }
-  state_.load(chosen, *world_);
+  state_.load(chosen, *world_, is_rank0() ? &read : nullptr);
   TANDEM_CHECK(state_.iteration <= options_.iterations,
                "resume: " << chosen << " is at iteration " << state_.iteration << ", beyond the run's "
                           << options_.iterations << " iterations");
@@ -165,7 +143,9 @@ void Manager::start() {
   std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
     return a.extension->priority() < b.extension->priority();
   });
-  iteration_ = start_iteration_ = options_.resume ? resume() : 0;
+  has_stops_ =
+      std::any_of(entries_.begin(), entries_.end(), [](const Entry& e) { return e.extension->stops(); });
+  iteration_ = options_.resume ? resume() : 0;
   state_.iteration = iteration_;
   for (Entry& entry : entries_) entry.extension->initialize(*this);
   started_ = true;
@@ -212,9 +192,7 @@ void Manager::end_iteration(const std::function<Scalars()>& observe) {
   observe_ = &observe;
   last_ = iteration_ == options_.iterations;
   const int64_t batch = options_.global_batch;
-  const bool any_stops =
-      std::any_of(entries_.begin(), entries_.end(), [](const Entry& e) { return e.extension->stops(); });
-  if (any_stops && !last_) {
+  if (has_stops_ && !last_) {
     for (Entry& entry : entries_)
       if (entry.extension->stops() && entry.trigger.fires(iteration_, batch, last_))
         entry.extension->run(*this);

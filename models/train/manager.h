@@ -152,7 +152,6 @@ class Manager {
 
   int64_t iteration() const { return iteration_; }
   int64_t iterations() const { return options_.iterations; }
-  int64_t start_iteration() const { return start_iteration_; }
   double kimg() const;
   int64_t epoch() const;
   int64_t batch_in_epoch() const;
@@ -170,7 +169,6 @@ class Manager {
   const std::string& stop_reason() const { return stop_reason_; }
 
   dist::ProcessGroup& world() { return *world_; }
-  const std::shared_ptr<dist::ProcessGroup>& world_ptr() const { return world_; }
   bool is_rank0() const { return world_->rank() == 0; }
   std::ostream* out() const;
   // On rank 0: `line` and a newline on out(), after every extension's before_print().
@@ -191,7 +189,8 @@ class Manager {
   Checkpoint state_;
   std::vector<Entry> entries_;
   bool started_ = false, finished_ = false, finalized_ = false, last_ = false;
-  int64_t iteration_ = 0, start_iteration_ = 0;
+  bool has_stops_ = false;  // some extension may ask for a stop: agree on it each iteration
+  int64_t iteration_ = 0;
   const std::function<Scalars()>* observe_ = nullptr;
   std::optional<Scalars> observation_;
   bool stop_asked_ = false, stopped_ = false;

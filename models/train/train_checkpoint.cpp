@@ -225,8 +225,9 @@ void Checkpoint::restore(const SafetensorsFile& file) {
   metadata.erase(kIterationKey);
 }
 
-void Checkpoint::load(const std::string& path) {
-  const SafetensorsFile file = load_safetensors(path);
+void Checkpoint::load(const std::string& path) { restore_read(path, load_safetensors(path)); }
+
+void Checkpoint::restore_read(const std::string& path, const SafetensorsFile& file) {
   try {
     restore(file);
   } catch (const Error& e) {
@@ -234,8 +235,9 @@ void Checkpoint::load(const std::string& path) {
   }
 }
 
-void Checkpoint::load(const std::string& path, dist::ProcessGroup& group) {
-  const std::string failure = failure_of([&] { load(path); }, path + ": cannot load checkpoint: ");
+void Checkpoint::load(const std::string& path, dist::ProcessGroup& group, const SafetensorsFile* read) {
+  const std::string failure = failure_of([&] { read != nullptr ? restore_read(path, *read) : load(path); },
+                                         path + ": cannot load checkpoint: ");
   // Ranks that could not load it: each flags its own slot.
   Tensor failed = Tensor::zeros({group.size()}, DType::f64);
   failed.data<double>()[group.rank()] = failure.empty() ? 0.0 : 1.0;

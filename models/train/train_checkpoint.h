@@ -26,7 +26,8 @@
 //   "<path>: does not fit this checkpoint: '<piece>': <problem>; ..." and nothing changes.
 //   Then every piece is restored, iteration and metadata (without "iteration") set from the
 //   file. load(path, group): every rank loads the file; if any rank cannot, every rank
-//   throws (that rank its own Error, the others one naming the ranks that failed).
+//   throws (that rank its own Error, the others one naming the ranks that failed). A rank
+//   that has read the file already passes it (`read`) and restores it without reading again.
 // - It is tandem::Checkpoint, not in a namespace "train": programs written as the README's
 //   (using namespace tandem; a function train(...)) could then not call their own train().
 // - restore(file) is load's second half, without the path, for callers that check a file's
@@ -66,7 +67,9 @@ class Checkpoint {
   void save(const std::string& path) const;
   void save(const std::string& path, dist::ProcessGroup& group) const;
   void load(const std::string& path);
-  void load(const std::string& path, dist::ProcessGroup& group);
+  // `read`, when given, is the file at `path` as this rank already read it (a resume that
+  // chose it by reading it): restored without reading the file again.
+  void load(const std::string& path, dist::ProcessGroup& group, const SafetensorsFile* read = nullptr);
   void restore(const SafetensorsFile& file);
 
  private:
@@ -78,6 +81,8 @@ class Checkpoint {
     std::function<void(const StateDict&)> restore;
   };
   void add(Piece piece);
+  // restore(file), its Error prefixed with `path` as load's.
+  void restore_read(const std::string& path, const SafetensorsFile& file);
 
   std::vector<Piece> pieces_;
 };

@@ -287,7 +287,8 @@ TEST_CASE("log_report: averaged over the ranks, cut back on resume; hyper_schedu
   CHECK(applied == std::vector<double>{2.0, 2.25, 2.5});  // kimg 1.0 at the resume, no drift
 }
 
-TEST_CASE("log_report without scalars: a line of the iteration alone, nothing exchanged", "[manager]") {
+TEST_CASE("log_report without scalars: a line of the iteration alone on each of 2 ranks' log points",
+          "[manager]") {
   TempDir tmp("manager_no_scalars");
   dist::run_ranks(2, [&](std::shared_ptr<dist::ProcessGroup> world) {
     std::ostringstream out;
