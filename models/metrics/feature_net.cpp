@@ -186,15 +186,17 @@ std::string default_fid_cache_dir() {
   return ".tandem-fid-cache";
 }
 
-std::string weights_hash(const nn::Module& net) {
+std::string weights_key(const nn::Module& net) {
   std::string key;
   for (const auto& [name, t] : net.state_dict()) {
     const Tensor host = t.to(Device::cpu()).clone();  // contiguous, on the host
     key += name + " " + shape_str(host.shape()) + "\n";
     key.append(static_cast<const char*>(host.raw_data()), host.bytes());
   }
-  return hash_hex(key);
+  return key;
 }
+
+std::string weights_hash(const nn::Module& net) { return hash_hex(weights_key(net)); }
 
 std::string check_cache_dir(const std::string& cache_dir) {
   std::error_code ec;

@@ -115,7 +115,10 @@ LoadedFeatureNet load_or_train_feature_net(const std::string& data_dir, const st
                                            const FeatureNetConfig& config, dist::ProcessGroup& group,
                                            const LogLine& log = {});
 void save_feature_net(const LoadedFeatureNet& net, const FeatureNetConfig& config);
-std::string weights_hash(const nn::Module& net);  // 16 hex digits over every state-dict entry
+// Every state-dict entry in order: its name, a space, shape_str of its shape, a newline, then
+// its bytes (host, contiguous). weights_hash is 16 hex digits of FNV-1a of it.
+std::string weights_key(const nn::Module& net);
+std::string weights_hash(const nn::Module& net);
 // Loads out.path into out.net (and its recorded accuracy and time) when it verifies against
 // out.hash as load_or_train_feature_net requires: "", else what is wrong.
 std::string load_verified_feature_net(LoadedFeatureNet& out);

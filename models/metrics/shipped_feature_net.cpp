@@ -10,15 +10,7 @@
 
 namespace tandem::metrics {
 
-std::string weights_sha256(const nn::Module& net) {
-  Sha256 hash;
-  for (const auto& [name, t] : net.state_dict()) {
-    const Tensor host = t.to(Device::cpu()).clone();  // contiguous, on the host
-    hash.update(name + " " + shape_str(host.shape()) + "\n");
-    hash.update(std::string_view(static_cast<const char*>(host.raw_data()), host.bytes()));
-  }
-  return hash.hex();
-}
+std::string weights_sha256(const nn::Module& net) { return sha256_hex(weights_key(net)); }
 
 std::string shipped_feature_net_path() {
   if (const char* env = std::getenv(kFeatureNetFileEnv); env != nullptr && *env != '\0') return env;

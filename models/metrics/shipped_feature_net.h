@@ -6,11 +6,10 @@
 // installed as <prefix>/share/tandem/fid_features.safetensors.
 //
 // Contract:
-// - weights_sha256(net): the SHA-256 (runtime/sha256.h) of the state dict, entry by entry in
-//   order: the name, a space, the shape as shape_str writes it, a newline, then the tensor's
-//   bytes (host, contiguous); 64 hex digits. A network is named by it (the first 16 digits:
-//   LoadedFeatureNet::weights_id; 8 are printed beside every FID): the same name means the
-//   same weights, whatever recipe or machine made them.
+// - weights_sha256(net): the SHA-256 (runtime/sha256.h) of weights_key(net) (feature_net.h:
+//   every state-dict entry's name, shape and bytes); 64 hex digits. A network is named by it (the first 16
+//   digits: LoadedFeatureNet::weights_id; 8 are printed beside every FID): the same name means the same
+//   weights, whatever recipe or machine made them.
 // - kShippedFeatureNetSha256 is the shipped weights' weights_sha256.
 // - shipped_feature_net_path(): $TANDEM_FID_NETWORK when set (not empty), else the installed
 //   file when it exists, else share/tandem/ beside the running program's bin/ (an
