@@ -10,6 +10,8 @@ namespace tandem::train {
 void add_run_flags(CommandLine& cl, RunFlags& flags, const std::string& name) {
   if (flags.out.empty()) flags.out = "runs/" + name;
   cl.add("--iters", &flags.iters, "iterations in all (a resumed run goes on to this count)", 0);
+  cl.add("--batch", &flags.batch, "the global batch (split over the ranks)", 1);
+  cl.add("--seed", &flags.seed, "the run's random streams: weights, data order, noise");
   cl.add("--out", &flags.out, "metrics.jsonl and the checkpoints " + name + "-<iteration>.safetensors");
   cl.add_flag("--resume", &flags.resume, "continue from the newest sound checkpoint in --out");
   cl.add("--log-every", &flags.log_every, "a metrics.jsonl line every this many iterations (and at the end)",
@@ -42,9 +44,10 @@ int64_t rows_per_rank(int64_t global_batch, const dist::ProcessGroup& world) {
   return global_batch / world.size();
 }
 
-ManagerOptions manager_options(const RunFlags& flags, const std::string& name, int64_t global_batch) {
+ManagerOptions manager_options(const RunFlags& flags, const std::string& name, int64_t iterations_per_epoch) {
   return {.iterations = flags.iters,
-          .global_batch = global_batch,
+          .global_batch = flags.batch,
+          .iterations_per_epoch = iterations_per_epoch,
           .out = flags.out,
           .name = name,
           .resume = flags.resume};

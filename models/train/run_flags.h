@@ -2,10 +2,11 @@
 // what a user of one tandem program expects of the next.
 //
 // Contract:
-// - add_run_flags(cl, flags, name) adds --iters, --out (default "runs/<name>"), --resume,
-//   --log-every, --save-every, --keep-checkpoints and --time-budget to `cl`.
-// - manager_options(flags, name, global_batch) is the ManagerOptions they give: checkpoints
-//   "<out>/<name>-<iteration>.safetensors".
+// - add_run_flags(cl, flags, name) adds --iters, --batch (the global batch), --seed, --out
+//   (default "runs/<name>"), --resume, --log-every, --save-every, --keep-checkpoints and
+//   --time-budget to `cl`; a program sets other defaults in `flags` first.
+// - manager_options(flags, name, iterations_per_epoch) is the ManagerOptions they give:
+//   global_batch --batch, checkpoints "<out>/<name>-<iteration>.safetensors".
 // - add_run_extensions(manager, flags) registers what they ask for: log_report every
 //   --log-every (averaged over the ranks), a snapshot every --save-every (keeping the newest
 //   --keep-checkpoints; 0: all), the progress line, stop_on_signal (SIGTERM, SIGUSR1), and
@@ -35,6 +36,8 @@ namespace tandem::train {
 
 struct RunFlags {
   int64_t iters = 2000;
+  int64_t batch = 128;  // the global batch, split over the ranks (rows_per_rank)
+  uint64_t seed = 1;
   std::string out;
   bool resume = false;
   int64_t log_every = 50;
@@ -54,7 +57,8 @@ void add_run_flags(CommandLine& cl, RunFlags& flags, const std::string& name);
 void add_optimizer_flags(CommandLine& cl, OptimizerFlags& flags);
 int64_t rows_per_rank(int64_t global_batch, const dist::ProcessGroup& world);
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerFlags& flags, std::vector<Variable> params);
-ManagerOptions manager_options(const RunFlags& flags, const std::string& name, int64_t global_batch);
+ManagerOptions manager_options(const RunFlags& flags, const std::string& name,
+                               int64_t iterations_per_epoch = 0);
 std::shared_ptr<LogReport> add_run_extensions(Manager& manager, const RunFlags& flags);
 
 }  // namespace tandem::train

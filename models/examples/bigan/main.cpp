@@ -37,8 +37,6 @@ constexpr int64_t kLatent = 32, kHidden = 256, kPixels = 28 * 28;
 struct Options {
   train::RunFlags run;
   train::OptimizerFlags opt;
-  int64_t batch = 128;
-  uint64_t seed = 1;
   double ema_decay = 0.999;
   std::string schedule = "warmup:100", wrap = "whole", grid;
   std::string data_dir = data::kFashionMnistDefaultDir;
@@ -86,8 +84,8 @@ void write_grid(Bigan& model, const models::EmaWeights& ema, const data::ImageDa
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int64_t batch = train::rows_per_rank(o.batch, *world);
-  manual_seed(o.seed);
+  const int64_t batch = train::rows_per_rank(o.run.batch, *world);
+  manual_seed(o.run.seed);
   auto model = std::make_shared<Bigan>();
   std::unique_ptr<DataParallelWrapper> ddp = wrap(o, model, world);
   auto opt_e = train::make_optimizer(o.opt, model->encoder->parameters());
@@ -96,11 +94,9 @@ int run_training(const Options& o) {
   optim::LrScheduler scheduler({opt_e.get(), opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
   models::EmaWeights ema(model->generator->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
-  const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.seed);
+  const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.run.seed);
 
-  train::ManagerOptions run = train::manager_options(o.run, "bigan", o.batch);
-  run.iterations_per_epoch = sampler.batches_per_epoch();
-  train::Manager manager(world, run);
+  train::Manager manager(world, train::manager_options(o.run, "bigan", sampler.batches_per_epoch()));
   manager.state().add_module("gan", *model);
   manager.state().add_optimizer("opt_e", *opt_e);
   manager.state().add_optimizer("opt_g", *opt_g);
@@ -117,7 +113,7 @@ int run_training(const Options& o) {
     ddp->sync_buffers();
     data::SampledBatch b = sampler.batch(dataset, manager.epoch(), manager.batch_in_epoch());
     Variable x(b.images.reshape({batch, kPixels}));
-    Variable z(randn_global_rows({batch, kLatent}, o.seed, it, world->rank(), world->size()));
+    Variable z(randn_global_rows({batch, kLatent}, o.run.seed, it, world->rank(), world->size()));
     Variable ex = model->encoder->forward(x);
     Variable gz = model->generator->forward(z);
 
@@ -155,8 +151,6 @@ int bigan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("bigan", "BiGAN / ALI on Fashion-MNIST, data-parallel over the MPI ranks.");
   train::add_run_flags(cl, o.run, "bigan");
-  cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
-  cl.add("--seed", &o.seed, "weights, data order and noise");
   train::add_optimizer_flags(cl, o.opt);
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);

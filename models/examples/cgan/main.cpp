@@ -36,8 +36,7 @@ constexpr int64_t kClasses = 10, kNoise = 64, kHidden = 256, kPixels = 28 * 28;
 struct Options {
   train::RunFlags run;
   train::OptimizerFlags opt;
-  int64_t batch = 128, r1_every = 4;
-  uint64_t seed = 1;
+  int64_t r1_every = 4;
   double ema_decay = 0.999, r1_gamma = 1.0;
   std::string schedule = "warmup:100", grid, data_dir = data::kFashionMnistDefaultDir;
 };
@@ -84,7 +83,7 @@ void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
   models::ScopedAverage average(ema);
   std::vector<double> labels;
   for (int64_t k = 0; k < kClasses * kClasses; ++k) labels.push_back(static_cast<double>(k / kClasses));
-  Tensor noise_row = randn_rows({kClasses, kNoise}, 0, o.seed, /*iteration=*/0);
+  Tensor noise_row = randn_rows({kClasses, kNoise}, 0, o.run.seed, /*iteration=*/0);
   Variable z = concat(std::vector<Variable>(kClasses, Variable(noise_row)), 0);
   Variable images =
       gan.generator->generate(z, Tensor::from_values({kClasses * kClasses}, labels, DType::i64));
@@ -95,8 +94,8 @@ void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int64_t batch = train::rows_per_rank(o.batch, *world);
-  manual_seed(o.seed);  // the initial weights (rank 0's reach every rank anyway)
+  const int64_t batch = train::rows_per_rank(o.run.batch, *world);
+  manual_seed(o.run.seed);  // the initial weights (rank 0's reach every rank anyway)
   auto gan = std::make_shared<CondGan>();
   DistributedDataParallel ddp(gan, world);
   auto opt_g = train::make_optimizer(o.opt, gan->generator->parameters());
@@ -104,11 +103,9 @@ int run_training(const Options& o) {
   optim::LrScheduler scheduler({opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
   models::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
-  const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.seed);
+  const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.run.seed);
 
-  train::ManagerOptions run = train::manager_options(o.run, "cgan", o.batch);
-  run.iterations_per_epoch = sampler.batches_per_epoch();
-  train::Manager manager(world, run);
+  train::Manager manager(world, train::manager_options(o.run, "cgan", sampler.batches_per_epoch()));
   manager.state().add_module("gan", *gan);
   manager.state().add_optimizer("opt_g", *opt_g);
   manager.state().add_optimizer("opt_d", *opt_d);
@@ -125,7 +122,7 @@ int run_training(const Options& o) {
     ddp.sync_buffers();
     data::SampledBatch b = sampler.batch(dataset, manager.epoch(), manager.batch_in_epoch());
     Variable real(b.images.reshape({batch, kPixels}), /*requires_grad=*/true);  // R1 differentiates by it
-    Variable z(randn_global_rows({batch, kNoise}, o.seed, it, world->rank(), world->size()));
+    Variable z(randn_global_rows({batch, kNoise}, o.run.seed, it, world->rank(), world->size()));
     Variable fake = gan->generator->generate(z, b.labels);
 
     // D step; every r1_every steps with R1 = gamma/2 E|grad_x D(x)|^2 on real data, times
@@ -163,8 +160,6 @@ int cgan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("cgan", "A class-conditional GAN on Fashion-MNIST, data-parallel over the MPI ranks.");
   train::add_run_flags(cl, o.run, "cgan");
-  cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
-  cl.add("--seed", &o.seed, "weights, data order and noise");
   train::add_optimizer_flags(cl, o.opt);
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);

@@ -39,8 +39,6 @@ constexpr uint64_t kClassKey = 0x636c617373ULL, kContinuousKey = 0x636f6e74ULL;
 struct Options {
   train::RunFlags run;
   train::OptimizerFlags opt;
-  int64_t batch = 128;
-  uint64_t seed = 1;
   double ema_decay = 0.999, info_weight = 1.0;
   std::string schedule = "warmup:100", grid, data_dir = data::kFashionMnistDefaultDir;
 };
@@ -106,7 +104,7 @@ void write_grid(InfoGan& gan, const models::EmaWeights& ema, const Options& o) {
     continuous.insert(continuous.end(),
                       {-2.0 + 4.0 * static_cast<double>(k % kClasses) / (kClasses - 1), 0.0});
   }
-  Tensor noise = randn_rows({1, kNoise}, 0, o.seed, /*iteration=*/0);
+  Tensor noise = randn_rows({1, kNoise}, 0, o.run.seed, /*iteration=*/0);
   Variable z = concat(std::vector<Variable>(kClasses * kClasses, Variable(noise)), 0);
   const Codes codes = {Tensor::from_values({kClasses * kClasses}, classes, DType::i64),
                        Tensor::from_values({kClasses * kClasses, kContinuous}, continuous)};
@@ -118,9 +116,9 @@ void write_grid(InfoGan& gan, const models::EmaWeights& ema, const Options& o) {
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int64_t batch = train::rows_per_rank(o.batch, *world);
+  const int64_t batch = train::rows_per_rank(o.run.batch, *world);
   const int rank = world->rank(), ranks = world->size();
-  manual_seed(o.seed);
+  manual_seed(o.run.seed);
   auto gan = std::make_shared<InfoGan>();
   DistributedDataParallel ddp(gan, world);
   auto opt_d = train::make_optimizer(o.opt, gan->critic->parameters());
@@ -129,11 +127,9 @@ int run_training(const Options& o) {
   optim::LrScheduler scheduler({opt_d.get(), opt_g.get(), opt_q.get()}, optim::parse_lr_schedule(o.schedule));
   models::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
-  const data::DistributedSampler sampler(dataset.size(), ranks, rank, batch, o.seed);
+  const data::DistributedSampler sampler(dataset.size(), ranks, rank, batch, o.run.seed);
 
-  train::ManagerOptions run = train::manager_options(o.run, "infogan", o.batch);
-  run.iterations_per_epoch = sampler.batches_per_epoch();
-  train::Manager manager(world, run);
+  train::Manager manager(world, train::manager_options(o.run, "infogan", sampler.batches_per_epoch()));
   manager.state().add_module("gan", *gan);
   manager.state().add_optimizer("opt_d", *opt_d);
   manager.state().add_optimizer("opt_g", *opt_g);
@@ -151,9 +147,10 @@ int run_training(const Options& o) {
     ddp.sync_buffers();
     data::SampledBatch b = sampler.batch(dataset, manager.epoch(), manager.batch_in_epoch());
     Variable real(b.images.reshape({batch, kPixels}));
-    Variable z(randn_global_rows({batch, kNoise}, o.seed, it, rank, ranks));
-    const Codes codes = {randint_global_rows({batch}, kClasses, o.seed ^ kClassKey, it, rank, ranks),
-                         randn_global_rows({batch, kContinuous}, o.seed ^ kContinuousKey, it, rank, ranks)};
+    Variable z(randn_global_rows({batch, kNoise}, o.run.seed, it, rank, ranks));
+    const Codes codes = {
+        randint_global_rows({batch}, kClasses, o.run.seed ^ kClassKey, it, rank, ranks),
+        randn_global_rows({batch, kContinuous}, o.run.seed ^ kContinuousKey, it, rank, ranks)};
     Variable fake = gan->generate(z, codes);
 
     // D: the body and the D head (Q's head is not reached).
@@ -190,8 +187,6 @@ int infogan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("infogan", "InfoGAN on Fashion-MNIST, data-parallel over the MPI ranks.");
   train::add_run_flags(cl, o.run, "infogan");
-  cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
-  cl.add("--seed", &o.seed, "weights, data order, noise and codes");
   train::add_optimizer_flags(cl, o.opt);
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);

@@ -34,16 +34,15 @@ using namespace tandem;
 constexpr int64_t kNoise = models::R3gan::kNoise;
 
 struct Options {
-  train::RunFlags run;
-  int64_t batch = 64;
-  uint64_t seed = 1;
+  train::RunFlags run = {.batch = 64};
   double kimg = 64, lr_start = 2e-4, lr_end = 5e-5, gamma_start = 1.0, gamma_end = 0.1, ema_decay = 0.999;
   std::string grid, data_dir = data::kFashionMnistDefaultDir;
 };
 
 // The model: tandem's R3GAN generator and discriminator, registered as one module.
 struct R3 : DataParallelModel {
-  Generator init{1};
+  explicit R3(uint64_t seed) : init(seed) {}
+  Generator init;  // the weights' stream
   std::shared_ptr<models::R3ganGenerator> g =
       register_module("generator", std::make_shared<models::R3ganGenerator>(kNoise, 1, init));
   std::shared_ptr<models::R3ganDiscriminator> d =
@@ -59,21 +58,19 @@ double cosine(double start, double end, double kimg, double total) {
 int run_training(Options o, bool iters_given) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int64_t batch = train::rows_per_rank(o.batch, *world);
+  const int64_t batch = train::rows_per_rank(o.run.batch, *world);
   if (!iters_given)
-    o.run.iters = static_cast<int64_t>(std::ceil(o.kimg * 1000.0 / static_cast<double>(o.batch)));
-  auto model = std::make_shared<R3>();
+    o.run.iters = static_cast<int64_t>(std::ceil(o.kimg * 1000.0 / static_cast<double>(o.run.batch)));
+  auto model = std::make_shared<R3>(o.run.seed);
   DistributedDataParallel ddp(model, world);
   optim::Adam opt_g(model->g->parameters(), {.lr = o.lr_start, .betas = {0.0, 0.99}});
   optim::Adam opt_d(model->d->parameters(), {.lr = o.lr_start, .betas = {0.0, 0.99}});
   models::EmaWeights ema(model->g->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
-  const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.seed);
+  const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.run.seed);
   double gamma = o.gamma_start;
 
-  train::ManagerOptions run = train::manager_options(o.run, "r3gan", o.batch);
-  run.iterations_per_epoch = sampler.batches_per_epoch();
-  train::Manager manager(world, run);
+  train::Manager manager(world, train::manager_options(o.run, "r3gan", sampler.batches_per_epoch()));
   manager.state().add_module("gan", *model);
   manager.state().add_optimizer("opt_g", opt_g);
   manager.state().add_optimizer("opt_d", opt_d);
@@ -89,7 +86,7 @@ int run_training(Options o, bool iters_given) {
   while (manager.running()) {
     const int64_t it = manager.iteration();
     data::SampledBatch b = sampler.batch(dataset, manager.epoch(), manager.batch_in_epoch());
-    Variable z(randn_global_rows({batch, kNoise}, o.seed, it, world->rank(), world->size()));
+    Variable z(randn_global_rows({batch, kNoise}, o.run.seed, it, world->rank(), world->size()));
     Variable fake = model->g->forward(z);
 
     // D: RpGAN's softplus(D(fake) - D(real)), R1 on the reals and R2 on the fakes, each
@@ -119,7 +116,7 @@ int run_training(Options o, bool iters_given) {
   if (world->rank() == 0 && !o.grid.empty() && !manager.stopped()) {
     NoGradGuard no_grad;
     models::ScopedAverage average(ema);
-    Variable images = model->g->forward(Variable(randn_rows({100, kNoise}, 0, o.seed, /*iteration=*/0)));
+    Variable images = model->g->forward(Variable(randn_rows({100, kNoise}, 0, o.run.seed, /*iteration=*/0)));
     data::write_png_gray_grid(o.grid, images.data(), 10);
     std::cout << "wrote " << o.grid << "\n";
   }
@@ -130,8 +127,6 @@ int r3gan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("r3gan", "R3GAN's recipe on Fashion-MNIST, data-parallel over the MPI ranks.");
   train::add_run_flags(cl, o.run, "r3gan");
-  cl.add("--batch", &o.batch, "the global batch (split over the ranks)", 1);
-  cl.add("--seed", &o.seed, "data order and noise (the weights are R3GAN's initialisation, seed 1)");
   cl.add_positive("--kimg", &o.kimg, "the schedules' length in thousands of images; --iters defaults to it");
   cl.add_positive("--lr-start", &o.lr_start, "both optimizers' learning rate at 0 kimg");
   cl.add_positive("--lr-end", &o.lr_end, "... and from --kimg on");
