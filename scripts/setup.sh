@@ -14,8 +14,8 @@ packages=(
   iproute2              # scripts/cluster.sh: network namespaces, veth links, tc
   chromium              # tests/train/mpi/report_test.sh: report.html in a headless browser
   libdnnl-dev           # CPU float32 convolutions through oneDNN (optional: Eigen without it)
-  libprotobuf-dev protobuf-compiler # TensorBoard event files (models/train/tensorboard_writer.h)
-  python3-protobuf      # tests/train/tensorboard_test.sh reads the event files back
+  libprotobuf-dev protobuf-compiler # TensorBoard event files (models/training/tensorboard_writer.h)
+  python3-protobuf      # tests/training/tensorboard_test.sh reads the event files back
 )
 
 missing=()

@@ -150,8 +150,8 @@ std::optional<std::string> Checkpointer::newest() const {
   return std::nullopt;
 }
 
-Checkpoint Checkpointer::checkpoint() const {
-  Checkpoint checkpoint;
+training::Checkpoint Checkpointer::checkpoint() const {
+  training::Checkpoint checkpoint;
   checkpoint.add_module("model", state_.model);
   for (const auto& [prefix, optimizer] : optimizers_of(state_))
     checkpoint.add_optimizer(prefix.substr(0, prefix.size() - 1), *optimizer);
@@ -161,7 +161,7 @@ Checkpoint Checkpointer::checkpoint() const {
 }
 
 std::string Checkpointer::save(int64_t iteration) const {
-  Checkpoint checkpoint = this->checkpoint();
+  training::Checkpoint checkpoint = this->checkpoint();
   checkpoint.iteration = iteration;
   checkpoint.metadata = {{"model", state_.model.type_name()},
                          {"world_size", std::to_string(run_.world_size)}};

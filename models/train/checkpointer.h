@@ -39,7 +39,7 @@
 //   resume without comparing it, or as if written with value_when_absent (run_settings.h:
 //   no --lazy-r1-correction is "off"), named only when no recorded setting differs (their
 //   --lr is still compared: the optimizer state holds it). Then it restores (restore) the
-//   model, both optimizers and the average through a Checkpoint (train_checkpoint.h: all or
+//   model, both optimizers and the average through a Checkpoint (models/training/checkpoint.h: all or
 //   nothing), and returns the checkpoint's iteration. Tensors that do not fit, or belong to
 //   none of them, are an Error "<path>: does not fit this model: ..." naming each; a
 //   checkpoint without the average (--ema-decay 0) cannot resume a run that keeps one (a
@@ -62,7 +62,7 @@
 #include "autograd/optim.h"
 #include "models/gan.h"
 #include "models/train/run_settings.h"
-#include "models/train/train_checkpoint.h"
+#include "models/training/checkpoint.h"
 #include "runtime/checkpoint.h"
 #include "runtime/tensor.h"
 
@@ -129,7 +129,7 @@ class Checkpointer {
   void restore(const std::string& path, SafetensorsFile file) const;
   // The generic checkpoint of this run's state: "model", "optim.generator",
   // "optim.discriminator" and "ema" (train_checkpoint.h).
-  Checkpoint checkpoint() const;
+  training::Checkpoint checkpoint() const;
 
   std::string dir_;
   RunIdentity run_;

@@ -86,7 +86,7 @@ FidMonitor::~FidMonitor() = default;
 
 bool FidMonitor::due(int64_t done, bool last) const { return last || done % every_ == 0; }
 
-double FidMonitor::compute(GanModel& model, const EmaWeights& ema, Device device) {
+double FidMonitor::compute(GanModel& model, const training::EmaWeights& ema, Device device) {
   if (std::getenv(kFidFaultEnv) != nullptr)
     TANDEM_FAIL(name_ << " failed on purpose (" << kFidFaultEnv << " is set)");
   NoGradGuard no_grad;
@@ -95,7 +95,7 @@ double FidMonitor::compute(GanModel& model, const EmaWeights& ema, Device device
   for (auto& [name, buffer] : model.named_buffers()) saved_buffers.emplace_back(buffer, buffer.clone());
   double value = 0;
   {
-    ScopedAverage average(ema);
+    training::ScopedAverage average(ema);
     auto generate = [&](const Tensor& noise) {
       return at_feature_size(model.generate(Variable(noise.to(device))), noise.size(0), blur_)
           .to(Device::cpu());

@@ -29,8 +29,8 @@
 #include "models/gan.h"
 #include "models/metrics/fid_evaluator.h"
 #include "models/resampling_filter.h"
-#include "models/train/ema_weights.h"
 #include "models/train/train_options.h"
+#include "models/training/ema_weights.h"
 #include "runtime/dist/process_group.h"
 
 namespace tandem::models {
@@ -46,7 +46,7 @@ class FidMonitor {
   FidMonitor(const TrainOptions& options, dist::ProcessGroup& world, bool ema_on, std::ostream* out);
   ~FidMonitor();
   bool due(int64_t done, bool last) const;
-  double compute(GanModel& model, const EmaWeights& ema, Device device);
+  double compute(GanModel& model, const training::EmaWeights& ema, Device device);
   const std::string& name() const { return name_; }
   std::string line(int64_t iteration, double value) const;
 

@@ -21,6 +21,9 @@
 
 namespace tandem::models {
 
+using training::format_duration;
+using training::write_json_number;
+
 std::string progress_line(const LogPoint& p) {
   const double its = 1000.0 / p.ms_per_step;
   const double eta = static_cast<double>(p.total - p.iteration) * p.ms_per_step / 1000.0;
@@ -45,14 +48,6 @@ std::string progress_line(const LogPoint& p) {
     os << " MB";
   }
   return os.str();
-}
-
-void write_json_number(std::ostream& os, double value) {
-  if (std::isfinite(value)) {
-    os << value;
-  } else {
-    os << "null";
-  }
 }
 
 std::string metrics_json(const LogPoint& p) {
@@ -118,15 +113,6 @@ std::string sync_buckets_line(size_t phases, size_t bucket_bytes, size_t paramet
   return os.str();
 }
 
-std::string format_duration(double seconds) {
-  int64_t s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
-  std::ostringstream os;
-  if (s >= 3600) os << s / 3600 << "h";
-  if (s >= 60) os << (s / 60) % 60 << "m";
-  os << s % 60 << "s";
-  return os.str();
-}
-
 std::string format_bytes(double bytes) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(bytes >= 1e6 ? 2 : 1);
@@ -137,69 +123,6 @@ std::string format_bytes(double bytes) {
   return os.str();
 }
 
-namespace {
-
-namespace fs = std::filesystem;
-
-std::string errno_text() { return errno != 0 ? std::strerror(errno) : "the stream failed"; }
-
-// The iteration of a whole line: one flat JSON object {"iteration": <integer>, ...} as
-// metrics_json and ring8_json write it; nullopt for anything else (a torn line).
-std::optional<int64_t> iteration_of(const std::string& line) {
-  const std::string head = "{\"iteration\": ";
-  if (!line.starts_with(head) || !line.ends_with("}")) return std::nullopt;
-  if (std::count(line.begin(), line.end(), '{') != 1 || std::count(line.begin(), line.end(), '}') != 1) {
-    return std::nullopt;
-  }
-  int64_t iteration = 0;
-  const char* first = line.data() + head.size();
-  auto [end, ec] = std::from_chars(first, line.data() + line.size(), iteration);
-  if (ec != std::errc() || end == first || (*end != ',' && *end != '}')) return std::nullopt;
-  return iteration;
-}
-
-// Cuts the file at `path` to its whole lines of iterations <= `iteration`, by writing
-// path.tmp and renaming it over `path`; returns "" or why it could not.
-std::string cut_after(const std::string& path, int64_t iteration) {
-  std::error_code ec;
-  // Nothing logged yet, or not a file to cut: a link is never read through (the open refuses it).
-  if (!fs::is_regular_file(fs::symlink_status(path, ec))) return "";
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream original;
-  errno = 0;
-  original << in.rdbuf();
-  if (in.bad()) return "cannot read it (" + errno_text() + ")";
-  std::string kept;
-  std::istringstream lines(original.str());
-  for (std::string line; std::getline(lines, line);) {
-    std::optional<int64_t> i = iteration_of(line);
-    if (i && *i <= iteration) kept += line + "\n";
-  }
-  if (kept == original.str()) return "";
-  return replace_file(path, [&](std::FILE* fp) { std::fwrite(kept.data(), 1, kept.size(), fp); });
-}
-
-}  // namespace
-
-MetricsLog::MetricsLog(const std::string& dir, int64_t resume_iteration)
-    : path_((std::filesystem::path(dir) / kMetricsFile).string()) {
-  // A resumed run logs again every iteration after its checkpoint's.
-  const std::string cut_problem = resume_iteration > 0 ? cut_after(path_, resume_iteration) : "";
-  const int fd = open_no_follow(path_, O_WRONLY | O_CREAT | (resume_iteration > 0 ? O_APPEND : O_TRUNC));
-  TANDEM_CHECK(fd >= 0, "cannot open " << path_ << " for writing (" << open_failure(errno) << ")");
-  file_.reset(::fdopen(fd, "a"));
-  if (!file_) {
-    const int err = errno;
-    ::close(fd);
-    TANDEM_FAIL("cannot open " << path_ << " for writing (" << std::strerror(err) << ")");
-  }
-  if (!cut_problem.empty()) {
-    // Appending to the uncut file would log iterations twice: keep it as it is instead.
-    report_write_error(resume_iteration, "cutting it to the checkpoint's iteration " +
-                                             std::to_string(resume_iteration) + ": " + cut_problem);
-  }
-}
-
 void MetricsLog::log(const LogPoint& point, std::ostream& console) {
   console << progress_line(point) << std::endl;
   write_line(metrics_json(point), point.iteration);
@@ -208,21 +131,6 @@ void MetricsLog::log(const LogPoint& point, std::ostream& console) {
 void MetricsLog::log_ring8(int64_t iteration, const data::Ring8Quality& quality, std::ostream& console) {
   console << ring8_line(quality) << "\n";
   write_line(ring8_json(iteration, quality), iteration);
-}
-
-void MetricsLog::write_line(const std::string& line, int64_t iteration) {
-  if (write_failed_) return;
-  errno = 0;
-  const std::string text = line + "\n";
-  if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() || std::fflush(file_.get()) != 0)
-    report_write_error(iteration, errno_text());
-}
-
-void MetricsLog::report_write_error(int64_t iteration, const std::string& reason) {
-  write_failed_ = true;
-  write_stderr_line("tandem-train: warning: cannot write " + path_ + " at iteration " +
-                    std::to_string(iteration) + " (" + reason +
-                    "); no more metrics lines go there, training goes on");
 }
 
 }  // namespace tandem::models

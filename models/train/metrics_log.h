@@ -14,8 +14,8 @@
 //   term>, "ms_per_step": x, "bytes_per_step": n, "rss_mb": [x, ...]}: numbers with 6
 //   significant digits, a NaN or infinite value as null (JSON has no such numbers; a
 //   diverged run's losses stay readable by any JSON reader), bytes_per_step cut to an
-//   integer, rss_mb one entry per rank in rank order. write_json_number writes one number
-//   so (ScalarLog's lines too).
+//   integer, rss_mb one entry per rank in rank order (numbers by the toolkit's
+//   write_json_number, as ScalarLog's lines).
 // - ring8_line / ring8_json: the final quality of a ring8 run (the console line in percent
 //   with one decimal; the JSON {"iteration": i, "ring8_modes": n, "ring8_high_quality": x}).
 // - sync_phase_line(phase): "sync <description>: <n> bucket(s), largest <bytes>, <bytes>
@@ -25,23 +25,12 @@
 //   at the end of the run, the ratio as bucket_memory_ratio gives it.
 // - bucket_memory_ratio(bucket bytes, parameter bytes): "<bucket / parameter bytes, 2
 //   decimals>x" ("-" without parameters).
-// - MetricsLog(dir, resume_iteration) opens <dir>/metrics.jsonl: emptied for a run from
-//   iteration 0; for a run resumed from the checkpoint of iteration N > 0, first cut to the
-//   lines of iterations <= N (the resumed run logs the later ones again) by an atomic
-//   rewrite (a .tmp renamed over it), and then appended to. The cut also drops every line
-//   that is not whole: one flat JSON object {"iteration": <integer>, ...} (a line torn by a
-//   crash or a full disk). A file that cannot be opened is an Error naming it; a cut that
-//   cannot be written is reported as a write error below, and the file is kept as it was.
-//   Every line is flushed as it is written, so a killed run keeps what it logged.
-//   Links (a shared --out): metrics.jsonl is opened without following a symbolic link, so a
-//   link there (dangling or not) is an Error "cannot open <path> for writing (it is a
-//   symbolic link, not written through)", and a cut never reads through one; a link at the
-//   cut's temporary is replaced (runtime/file_write.h), its target untouched.
-// - A line that cannot be written (a full disk, an I/O error) is reported once on stderr,
-//   "tandem-train: warning: cannot write <path> at iteration <i> (<reason>); ...": no
-//   further lines go to the file, and the run goes on (its checkpoints are the run).
-// - format_duration(s): s rounded to whole seconds (negative as 0) as "[<h>h][<m>m]<s>s";
-//   format_bytes(b): "<b / 10^3, 1 decimal> kB" below 10^6, else "<b / 10^6, 2 decimals> MB".
+// - MetricsLog(dir, resume_iteration) opens <dir>/metrics.jsonl as the toolkit's
+//   MetricsFile does (models/training/metrics_file.h: emptied, or cut back on resume; links
+//   refused; a write error reported once, as "tandem-train: warning: cannot write ...", and
+//   the run goes on). log() writes the progress line to the console and the JSON line to
+//   the file; write_line() a line of the caller's (MetricsFile::write_line).
+// - format_bytes(b): "<b / 10^3, 1 decimal> kB" below 10^6, else "<b / 10^6, 2 decimals> MB".
 #pragma once
 
 #include <cstdint>
@@ -52,11 +41,12 @@
 #include <vector>
 
 #include "models/data/dataset.h"
+#include "models/training/metrics_file.h"
 #include "reducer/reducer.h"
 
 namespace tandem::models {
 
-constexpr const char* kMetricsFile = "metrics.jsonl";
+using training::kMetricsFile;
 
 struct LogPoint {
   int64_t iteration = 0;  // iterations done
@@ -75,33 +65,28 @@ struct LogPoint {
 
 std::string progress_line(const LogPoint& point);
 std::string metrics_json(const LogPoint& point);
-void write_json_number(std::ostream& os, double value);
 std::string ring8_line(const data::Ring8Quality& quality);
 std::string ring8_json(int64_t iteration, const data::Ring8Quality& quality);
 std::string sync_phase_line(const PhaseStats& phase);
 std::string sync_buckets_line(size_t phases, size_t bucket_bytes, size_t parameter_bytes);
 std::string bucket_memory_ratio(size_t bucket_bytes, size_t parameter_bytes);
 
-std::string format_duration(double seconds);
 std::string format_bytes(double bytes);
 
 class MetricsLog {
  public:
-  MetricsLog(const std::string& dir, int64_t resume_iteration);
+  MetricsLog(const std::string& dir, int64_t resume_iteration)
+      : file_(dir, resume_iteration, "tandem-train") {}
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   // The progress line to `console`, the JSON line to the file.
   void log(const LogPoint& point, std::ostream& console);
   void log_ring8(int64_t iteration, const data::Ring8Quality& quality, std::ostream& console);
   // One JSON line (of `iteration`, for the warning) to the file alone, in one piece.
-  void write_line(const std::string& line, int64_t iteration);
+  void write_line(const std::string& line, int64_t iteration) { file_.write_line(line, iteration); }
 
  private:
-  void report_write_error(int64_t iteration, const std::string& reason);
-
-  std::string path_;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_{nullptr, &std::fclose};
-  bool write_failed_ = false;  // reported; nothing more is written
+  training::MetricsFile file_;
 };
 
 }  // namespace tandem::models

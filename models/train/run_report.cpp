@@ -13,7 +13,7 @@
 #include <optional>
 #include <sstream>
 
-#include "models/train/progress.h"
+#include "models/training/progress.h"
 #include "runtime/file_write.h"
 
 namespace tandem::models {
@@ -267,7 +267,7 @@ RunReport::Row& RunReport::row_at(int64_t iteration) {
   return *at;
 }
 
-void RunReport::add_scalars(int64_t iteration, const train::Scalars& scalars) {
+void RunReport::add_scalars(int64_t iteration, const training::Scalars& scalars) {
   Row& row = row_at(iteration);
   for (const auto& [name, value] : scalars) {
     auto same =
@@ -279,12 +279,12 @@ void RunReport::add_scalars(int64_t iteration, const train::Scalars& scalars) {
     }
   }
   std::ostringstream line;
-  line << "iter " << std::setw(6) << iteration << "/" << total_ << train::scalars_text(row.scalars);
+  line << "iter " << std::setw(6) << iteration << "/" << total_ << training::scalars_text(row.scalars);
   latest_line_ = line.str();
 }
 
 void RunReport::add_point(const LogPoint& point) {
-  train::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
+  training::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
   scalars.insert(scalars.end(), point.terms.begin(), point.terms.end());
   scalars.emplace_back("ms_per_step", point.ms_per_step);
   scalars.emplace_back("bytes_per_step", point.bytes_per_step);
@@ -309,7 +309,7 @@ void RunReport::set_phases(const std::string& reducer, std::vector<PhaseStats> p
 void RunReport::load_history(int64_t up_to) {
   std::ifstream metrics(fs::path(dir_) / kMetricsFile);
   for (std::string line; std::getline(metrics, line);) {
-    const auto parsed = train::parse_scalars_json(line);
+    const auto parsed = training::parse_scalars_json(line);
     if (parsed && parsed->first <= up_to) add_scalars(parsed->first, parsed->second);
   }
   std::vector<Sample> found;

@@ -52,7 +52,7 @@
 
 #include "models/train/metrics_log.h"
 #include "models/train/run_settings.h"
-#include "models/train/scalar_log.h"
+#include "models/training/scalar_log.h"
 #include "reducer/reducer.h"
 
 namespace tandem::models {
@@ -80,7 +80,7 @@ class RunReport {
 
   const std::string& path() const { return path_; }
   void add_point(const LogPoint& point);
-  void add_scalars(int64_t iteration, const train::Scalars& scalars);
+  void add_scalars(int64_t iteration, const training::Scalars& scalars);
   void add_sample(int64_t iteration, const std::string& path);
   void set_phases(const std::string& reducer, std::vector<PhaseStats> phases);
   void load_history(int64_t up_to);
@@ -98,7 +98,7 @@ class RunReport {
   int64_t total_;
   struct Row {
     int64_t iteration;
-    train::Scalars scalars;
+    training::Scalars scalars;
   };
   Row& row_at(int64_t iteration);
 

@@ -19,7 +19,7 @@ std::string sample_path(const std::string& dir, int64_t iteration) {
   return (std::filesystem::path(dir) / name.str()).string();
 }
 
-SampleWriter::SampleWriter(std::string dir, uint64_t seed, GanModel& model, const EmaWeights& ema,
+SampleWriter::SampleWriter(std::string dir, uint64_t seed, GanModel& model, const training::EmaWeights& ema,
                            Device device)
     : dir_(std::move(dir)), seed_(seed), model_(model), ema_(ema), device_(device) {}
 
@@ -35,7 +35,7 @@ Samples SampleWriter::write(int64_t iteration) const {
   fill_normal(z, 0.0, 1.0, gen);
   Tensor samples;
   {
-    ScopedAverage average(ema_);
+    training::ScopedAverage average(ema_);
     samples = model_.generate(Variable(z)).data().to(Device::cpu());
   }
   for (auto& [buffer, copy] : saved_buffers) buffer.copy_(copy);

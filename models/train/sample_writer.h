@@ -17,7 +17,7 @@
 
 #include "models/data/dataset.h"
 #include "models/gan.h"
-#include "models/train/ema_weights.h"
+#include "models/training/ema_weights.h"
 #include "runtime/device.h"
 
 namespace tandem::models {
@@ -37,14 +37,15 @@ struct Samples {
 
 class SampleWriter {
  public:
-  SampleWriter(std::string dir, uint64_t seed, GanModel& model, const EmaWeights& ema, Device device);
+  SampleWriter(std::string dir, uint64_t seed, GanModel& model, const training::EmaWeights& ema,
+               Device device);
   Samples write(int64_t iteration) const;
 
  private:
   std::string dir_;
   uint64_t seed_;
   GanModel& model_;
-  const EmaWeights& ema_;
+  const training::EmaWeights& ema_;
   Device device_;
 };
 

@@ -15,22 +15,22 @@
 #include "models/train/batch_maker.h"
 #include "models/train/batch_prefetcher.h"
 #include "models/train/checkpointer.h"
-#include "models/train/ema_weights.h"
 #include "models/train/fid_monitor.h"
 #include "models/train/graphed_gan_step.h"
 #include "models/train/metrics_log.h"
 #include "models/train/nonfinite_guard.h"
 #include "models/train/out_dir.h"
-#include "models/train/progress.h"
 #include "models/train/rank_stats.h"
 #include "models/train/run_report.h"
 #include "models/train/run_settings.h"
 #include "models/train/sample_writer.h"
-#include "models/train/scalar_log.h"
 #include "models/train/settings_agreement.h"
 #include "models/train/step_timer.h"
+#include "models/training/ema_weights.h"
+#include "models/training/progress.h"
+#include "models/training/scalar_log.h"
 #if TANDEM_HAVE_TENSORBOARD
-#include "models/train/tensorboard_writer.h"
+#include "models/training/tensorboard_writer.h"
 #endif
 #include "models/wrapped_gan.h"
 #include "reducer/sync_batch_norm.h"
@@ -142,19 +142,19 @@ void check_trace_path(const std::string& path, dist::ProcessGroup& world) {
 }
 
 #if TANDEM_HAVE_TENSORBOARD
-using TensorBoard = train::TensorBoardWriter;
+using TensorBoard = training::TensorBoardWriter;
 #else
 // Never made: without Protobuf the options refuse --tensorboard.
 struct TensorBoard {
   TensorBoard(const std::string& /*dir*/, int64_t /*resume_step*/) {}
-  void add_scalars(int64_t /*step*/, const train::Scalars& /*scalars*/) {}
+  void add_scalars(int64_t /*step*/, const training::Scalars& /*scalars*/) {}
   void add_png_file(const std::string& /*tag*/, const std::string& /*path*/, int64_t /*step*/) {}
 };
 #endif
 
 // What TensorBoard plots of a log point: the numbers metrics.jsonl holds, but rss.
-train::Scalars tensorboard_scalars(const LogPoint& point) {
-  train::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
+training::Scalars tensorboard_scalars(const LogPoint& point) {
+  training::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
   scalars.insert(scalars.end(), point.terms.begin(), point.terms.end());
   scalars.emplace_back("ms_per_step", point.ms_per_step);
   scalars.emplace_back("bytes_per_step", point.bytes_per_step);
@@ -357,12 +357,12 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   WrappedGan wrapped(model, world, wrapped_gan_options(o));
   std::optional<GraphedGanStep> graphed;  // --cuda-graphs
   if (o.cuda_graphs) graphed.emplace(wrapped, kDefaultGraphWarmup, is_rank0 ? &out : nullptr);
-  EmaWeights ema =
-      o.ema_kimg > 0
-          ? EmaWeights(
-                model->generator->parameters(),
-                EmaHalfLife{.kimg = o.ema_kimg, .rampup = o.ema_rampup, .global_batch = o.global_batch})
-          : EmaWeights(model->generator->parameters(), o.ema_decay);
+  training::EmaWeights ema = o.ema_kimg > 0
+                                 ? training::EmaWeights(model->generator->parameters(),
+                                                        training::EmaHalfLife{.kimg = o.ema_kimg,
+                                                                              .rampup = o.ema_rampup,
+                                                                              .global_batch = o.global_batch})
+                                 : training::EmaWeights(model->generator->parameters(), o.ema_decay);
   std::optional<AdaptiveAugment> ada;  // --augment-target
   if (o.augment.any()) {
     model->augment = std::make_shared<DiffAugment>(o.augment, o.seed, rank, size);
@@ -413,9 +413,9 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   const SampleWriter sample_writer(o.out, o.seed, *model, ema, device);
   // On a terminal, rank 0's latest losses on a line rewritten in place between the log
   // points; elsewhere (a file, a pipe) the log points' lines alone, as ever.
-  std::optional<train::Progress> progress;
+  std::optional<training::Progress> progress;
   if (is_rank0) {
-    progress.emplace(o.iters, out, train::ProgressOptions{.start = start});
+    progress.emplace(o.iters, out, training::ProgressOptions{.start = start});
     if (!progress->in_place()) progress.reset();
   }
 

@@ -16,7 +16,9 @@ import os
 import struct
 import sys
 
-from check_tfevents import fail, read_events
+# The toolkit's record reader (tests/training/check_tfevents.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "training"))
+from check_tfevents import fail, read_events  # noqa: E402
 
 # PNG colour type -> TensorBoard colorspace (gray, gray + alpha, RGB, RGBA).
 COLORSPACE = {0: 1, 4: 2, 2: 3, 6: 4}

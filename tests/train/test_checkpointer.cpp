@@ -10,7 +10,7 @@
 
 #include "models/gan.h"
 #include "models/train/checkpointer.h"
-#include "models/train/ema_weights.h"
+#include "models/training/ema_weights.h"
 #include "models/wrapped_gan.h"
 #include "runtime/checkpoint.h"
 #include "runtime/rng.h"
@@ -48,7 +48,7 @@ WrappedGanOptions alone(double lr = 2e-4) {
 struct Run {
   std::shared_ptr<GanModel> model;
   WrappedGan wrapped;
-  EmaWeights ema;
+  training::EmaWeights ema;
   Checkpointer checkpointer;
 
   Run(const std::string& dir, const std::string& name, uint64_t weight_seed, RunIdentity run = kRun,

@@ -14,9 +14,9 @@
 #include <sstream>
 
 #include "models/train/metrics_log.h"
-#include "models/train/scalar_log.h"
+#include "models/training/scalar_log.h"
 #include "tests/test_files.h"
-#include "tests/train/json_reader.h"
+#include "tests/training/json_reader.h"
 
 using namespace tandem;
 using namespace tandem::models;
@@ -76,12 +76,12 @@ std::set<std::string> keys(const JsonValue& object) {
 }  // namespace
 
 TEST_CASE("durations and byte counts read as people write them", "[metrics]") {
-  CHECK(format_duration(0) == "0s");
-  CHECK(format_duration(59.4) == "59s");
-  CHECK(format_duration(59.5) == "1m0s");
-  CHECK(format_duration(3600) == "1h0m0s");
-  CHECK(format_duration(3725) == "1h2m5s");
-  CHECK(format_duration(-3) == "0s");
+  CHECK(training::format_duration(0) == "0s");
+  CHECK(training::format_duration(59.4) == "59s");
+  CHECK(training::format_duration(59.5) == "1m0s");
+  CHECK(training::format_duration(3600) == "1h0m0s");
+  CHECK(training::format_duration(3725) == "1h2m5s");
+  CHECK(training::format_duration(-3) == "0s");
   CHECK(format_bytes(999) == "1.0 kB");
   CHECK(format_bytes(218128) == "218.1 kB");
   CHECK(format_bytes(999999) == "1000.0 kB");
@@ -136,7 +136,7 @@ TEST_CASE("a diverged run's line stays JSON: non-finite values are null", "[metr
   CHECK(v.at("gp").kind == JsonValue::Kind::null);
   CHECK(v.at("lr").number == 2e-4);
   // And read back by the report and --resume as NaN.
-  const auto parsed = train::parse_scalars_json(metrics_json(p));
+  const auto parsed = training::parse_scalars_json(metrics_json(p));
   REQUIRE(parsed);
   CHECK(std::isnan(parsed->second[0].second));
 }
@@ -333,4 +333,22 @@ TEST_CASE("a link planted at metrics.jsonl or its temporary is never written thr
     CHECK_FALSE(std::filesystem::is_symlink(tmp.file("metrics.jsonl")));
   }
   CHECK(read_bytes(tmp.file("precious")) == "precious\n");
+}
+
+TEST_CASE("the toolkit's parse_scalars_json reads tandem-train's lines", "[metrics]") {
+  // tandem-train's line: the numbers, the rss array left out.
+  LogPoint p;
+  p.iteration = 20;
+  p.loss_d = 1.5;
+  p.loss_g = 0.25;
+  p.terms = {{"gp", 0.125}};
+  p.ms_per_step = 4;
+  p.bytes_per_step = 1000;
+  p.rss_mb = {1.5, 2.5};
+  const auto train_line = training::parse_scalars_json(metrics_json(p));
+  REQUIRE(train_line);
+  CHECK(train_line->first == 20);
+  CHECK(train_line->second ==
+        training::Scalars{
+            {"loss_d", 1.5}, {"loss_g", 0.25}, {"gp", 0.125}, {"ms_per_step", 4}, {"bytes_per_step", 1000}});
 }

@@ -7,12 +7,12 @@
 #include <string>
 
 #include "models/train/run_report.h"
-#include "models/train/scalar_log.h"
+#include "models/training/scalar_log.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
 using namespace tandem::models;
-using tandem::train::ScalarLog;
+using tandem::training::ScalarLog;
 using namespace tandem::testing;
 
 namespace {

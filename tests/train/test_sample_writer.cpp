@@ -8,8 +8,8 @@
 #include "autograd/grad_mode.h"
 #include "models/data/png_writer.h"
 #include "models/gan.h"
-#include "models/train/ema_weights.h"
 #include "models/train/sample_writer.h"
+#include "models/training/ema_weights.h"
 #include "runtime/rng.h"
 #include "tests/test_files.h"
 
@@ -29,7 +29,7 @@ std::vector<std::vector<double>> snapshot(const GanModel& model) {
 // A model whose generator weights have moved away from their average.
 struct Trained {
   std::shared_ptr<GanModel> model;
-  EmaWeights ema;
+  training::EmaWeights ema;
   explicit Trained(const std::string& name, int64_t channels = 1)
       : model(make_gan(GanConfig{.model = name, .seed = 1, .channels = channels})),
         ema(model->generator->parameters(), 0.5) {
@@ -41,8 +41,8 @@ struct Trained {
 
 // What write() must have drawn: the same model built again, the average copied in by hand,
 // noise from a Generator seeded seed + kSampleNoiseSeed, the generator in training mode.
-Tensor reference_samples(const std::string& name, const EmaWeights& ema, uint64_t seed, int64_t count,
-                         int64_t channels = 1) {
+Tensor reference_samples(const std::string& name, const training::EmaWeights& ema, uint64_t seed,
+                         int64_t count, int64_t channels = 1) {
   std::shared_ptr<GanModel> model = make_gan(GanConfig{.model = name, .seed = 1, .channels = channels});
   std::vector<Variable> params = model->generator->parameters();
   for (size_t i = 0; i < params.size(); ++i) params[i].data().copy_(ema.tensors()[i]);

@@ -9,7 +9,7 @@
 //
 // As the cGAN: global-batch noise and the sampler's split of the global batch (N ranks at
 // --batch B train as one process at --batch B), an EMA of G, a schedule over the three
-// optimizers, and train::Manager for the run around the loop (resume, logs, checkpoints,
+// optimizers, and training::Manager for the run around the loop (resume, logs, checkpoints,
 // stops): tests/package/examples_test.sh checks both.
 #include <iostream>
 #include <memory>
@@ -22,8 +22,8 @@
 #include "models/data/dataset.h"
 #include "models/data/png_writer.h"
 #include "models/data/sampler.h"
-#include "models/train/ema_weights.h"
-#include "models/train/run_flags.h"
+#include "models/training/ema_weights.h"
+#include "models/training/run_flags.h"
 #include "reducer/ddp.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/process_group.h"
@@ -35,8 +35,8 @@ using namespace tandem;
 constexpr int64_t kLatent = 32, kHidden = 256, kPixels = 28 * 28;
 
 struct Options {
-  train::RunFlags run;
-  train::OptimizerFlags opt;
+  training::RunFlags run;
+  training::OptimizerFlags opt;
   double ema_decay = 0.999;
   std::string schedule = "warmup:100", wrap = "whole", grid;
   std::string data_dir = data::kFashionMnistDefaultDir;
@@ -67,10 +67,10 @@ std::unique_ptr<DataParallelWrapper> wrap(const Options& o, const std::shared_pt
 
 // Rows of 10 real images, each followed by a row of their reconstructions G(E(x)) by the
 // EMA generator.
-void write_grid(Bigan& model, const models::EmaWeights& ema, const data::ImageDataset& dataset,
+void write_grid(Bigan& model, const training::EmaWeights& ema, const data::ImageDataset& dataset,
                 const Options& o) {
   NoGradGuard no_grad;
-  models::ScopedAverage average(ema);
+  training::ScopedAverage average(ema);
   std::vector<Variable> rows;
   for (int64_t r = 0; r < 5; ++r) {
     Variable x(dataset.images.narrow_rows(10 * r, 10).reshape({10, kPixels}));
@@ -84,28 +84,28 @@ void write_grid(Bigan& model, const models::EmaWeights& ema, const data::ImageDa
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int64_t batch = train::rows_per_rank(o.run.batch, *world);
+  const int64_t batch = training::rows_per_rank(o.run.batch, *world);
   manual_seed(o.run.seed);
   auto model = std::make_shared<Bigan>();
   std::unique_ptr<DataParallelWrapper> ddp = wrap(o, model, world);
-  auto opt_e = train::make_optimizer(o.opt, model->encoder->parameters());
-  auto opt_g = train::make_optimizer(o.opt, model->generator->parameters());
-  auto opt_d = train::make_optimizer(o.opt, model->discriminator->parameters());
+  auto opt_e = training::make_optimizer(o.opt, model->encoder->parameters());
+  auto opt_g = training::make_optimizer(o.opt, model->generator->parameters());
+  auto opt_d = training::make_optimizer(o.opt, model->discriminator->parameters());
   optim::LrScheduler scheduler({opt_e.get(), opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
-  models::EmaWeights ema(model->generator->parameters(), o.ema_decay);
+  training::EmaWeights ema(model->generator->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
   const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.run.seed);
 
-  train::Manager manager(world, train::manager_options(o.run, "bigan", sampler.batches_per_epoch()));
+  training::Manager manager(world, training::manager_options(o.run, "bigan", sampler.batches_per_epoch()));
   manager.state().add_module("gan", *model);
   manager.state().add_optimizer("opt_e", *opt_e);
   manager.state().add_optimizer("opt_g", *opt_g);
   manager.state().add_optimizer("opt_d", *opt_d);
   manager.state().add_scheduler("schedule", scheduler);
   manager.state().add_ema("ema_g", ema);
-  manager.extend(train::lr_schedule(scheduler));
-  train::add_run_extensions(manager, o.run);
-  manager.extend(train::replica_check(*ddp));
+  manager.extend(training::lr_schedule(scheduler));
+  training::add_run_extensions(manager, o.run);
+  manager.extend(training::replica_check(*ddp));
   manager.start();
 
   while (manager.running()) {
@@ -135,7 +135,7 @@ int run_training(const Options& o) {
     opt_g->step();
     ema.update(it);
 
-    manager.end_iteration([&]() -> train::Scalars {
+    manager.end_iteration([&]() -> training::Scalars {
       return {{"loss_d", loss_d.item()},
               {"loss_e", loss_e.item()},
               {"loss_g", loss_g.item()},
@@ -150,8 +150,8 @@ int run_training(const Options& o) {
 int bigan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("bigan", "BiGAN / ALI on Fashion-MNIST, data-parallel over the MPI ranks.");
-  train::add_run_flags(cl, o.run, "bigan");
-  train::add_optimizer_flags(cl, o.opt);
+  training::add_run_flags(cl, o.run, "bigan");
+  training::add_optimizer_flags(cl, o.opt);
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
   cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");

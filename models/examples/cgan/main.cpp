@@ -2,7 +2,7 @@
 // would: the README's plain loop on a whole-model DistributedDataParallel, labels through
 // nn::Embedding (the generator's input, the discriminator's projection), R1 written by hand
 // with grad() every --r1-every steps (lazy), an EMA of the generator, a learning-rate
-// schedule. The run around the loop is train::Manager's: resume, metrics.jsonl, the
+// schedule. The run around the loop is training::Manager's: resume, metrics.jsonl, the
 // progress line, checkpoints, a stop on SIGTERM, the final replica check.
 //
 //   mpirun -np 2 cgan --iters 2000 --out runs/cgan --grid runs/cgan/grid.png
@@ -21,8 +21,8 @@
 #include "models/data/dataset.h"
 #include "models/data/png_writer.h"
 #include "models/data/sampler.h"
-#include "models/train/ema_weights.h"
-#include "models/train/run_flags.h"
+#include "models/training/ema_weights.h"
+#include "models/training/run_flags.h"
 #include "reducer/ddp.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/process_group.h"
@@ -34,8 +34,8 @@ using namespace tandem;
 constexpr int64_t kClasses = 10, kNoise = 64, kHidden = 256, kPixels = 28 * 28;
 
 struct Options {
-  train::RunFlags run;
-  train::OptimizerFlags opt;
+  training::RunFlags run;
+  training::OptimizerFlags opt;
   int64_t r1_every = 4;
   double ema_decay = 0.999, r1_gamma = 1.0;
   std::string schedule = "warmup:100", grid, data_dir = data::kFashionMnistDefaultDir;
@@ -78,9 +78,9 @@ struct CondGan : DataParallelModel {
 };
 
 // One row per class (column j: the same noise in every row), from the generator's EMA weights.
-void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
+void write_grid(CondGan& gan, const training::EmaWeights& ema, const Options& o) {
   NoGradGuard no_grad;
-  models::ScopedAverage average(ema);
+  training::ScopedAverage average(ema);
   std::vector<double> labels;
   for (int64_t k = 0; k < kClasses * kClasses; ++k) labels.push_back(static_cast<double>(k / kClasses));
   Tensor noise_row = randn_rows({kClasses, kNoise}, 0, o.run.seed, /*iteration=*/0);
@@ -94,26 +94,26 @@ void write_grid(CondGan& gan, const models::EmaWeights& ema, const Options& o) {
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int64_t batch = train::rows_per_rank(o.run.batch, *world);
+  const int64_t batch = training::rows_per_rank(o.run.batch, *world);
   manual_seed(o.run.seed);  // the initial weights (rank 0's reach every rank anyway)
   auto gan = std::make_shared<CondGan>();
   DistributedDataParallel ddp(gan, world);
-  auto opt_g = train::make_optimizer(o.opt, gan->generator->parameters());
-  auto opt_d = train::make_optimizer(o.opt, gan->discriminator->parameters());
+  auto opt_g = training::make_optimizer(o.opt, gan->generator->parameters());
+  auto opt_d = training::make_optimizer(o.opt, gan->discriminator->parameters());
   optim::LrScheduler scheduler({opt_g.get(), opt_d.get()}, optim::parse_lr_schedule(o.schedule));
-  models::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
+  training::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
   const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.run.seed);
 
-  train::Manager manager(world, train::manager_options(o.run, "cgan", sampler.batches_per_epoch()));
+  training::Manager manager(world, training::manager_options(o.run, "cgan", sampler.batches_per_epoch()));
   manager.state().add_module("gan", *gan);
   manager.state().add_optimizer("opt_g", *opt_g);
   manager.state().add_optimizer("opt_d", *opt_d);
   manager.state().add_scheduler("schedule", scheduler);
   manager.state().add_ema("ema_g", ema);
-  manager.extend(train::lr_schedule(scheduler));
-  train::add_run_extensions(manager, o.run);
-  manager.extend(train::replica_check(ddp));
+  manager.extend(training::lr_schedule(scheduler));
+  training::add_run_extensions(manager, o.run);
+  manager.extend(training::replica_check(ddp));
   manager.start();
 
   double r1_value = 0.0;  // the latest R1, for the log
@@ -147,7 +147,7 @@ int run_training(const Options& o) {
     opt_g->step();
     ema.update(it);
 
-    manager.end_iteration([&]() -> train::Scalars {
+    manager.end_iteration([&]() -> training::Scalars {
       return {{"loss_d", loss_d.item()}, {"loss_g", loss_g.item()}, {"r1", r1_value}, {"lr", opt_g->lr()}};
     });
   }
@@ -159,8 +159,8 @@ int run_training(const Options& o) {
 int cgan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("cgan", "A class-conditional GAN on Fashion-MNIST, data-parallel over the MPI ranks.");
-  train::add_run_flags(cl, o.run, "cgan");
-  train::add_optimizer_flags(cl, o.opt);
+  training::add_run_flags(cl, o.run, "cgan");
+  training::add_optimizer_flags(cl, o.opt);
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
   cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");

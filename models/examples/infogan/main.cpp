@@ -9,7 +9,7 @@
 //   mpirun -np 2 infogan --iters 2000 --out runs/infogan --grid runs/infogan/grid.png
 //
 // As the other examples: global-batch noise and codes, the sampler's split of the global
-// batch (N ranks at --batch B train as one process at --batch B), train::Manager for the run
+// batch (N ranks at --batch B train as one process at --batch B), training::Manager for the run
 // around the loop; tests/package/examples_test.sh checks both.
 #include <iostream>
 #include <memory>
@@ -21,8 +21,8 @@
 #include "models/data/dataset.h"
 #include "models/data/png_writer.h"
 #include "models/data/sampler.h"
-#include "models/train/ema_weights.h"
-#include "models/train/run_flags.h"
+#include "models/training/ema_weights.h"
+#include "models/training/run_flags.h"
 #include "reducer/ddp.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/process_group.h"
@@ -37,8 +37,8 @@ constexpr int64_t kNoise = 62, kClasses = 10, kContinuous = 2, kHidden = 256, kP
 constexpr uint64_t kClassKey = 0x636c617373ULL, kContinuousKey = 0x636f6e74ULL;
 
 struct Options {
-  train::RunFlags run;
-  train::OptimizerFlags opt;
+  training::RunFlags run;
+  training::OptimizerFlags opt;
   double ema_decay = 0.999, info_weight = 1.0;
   std::string schedule = "warmup:100", grid, data_dir = data::kFashionMnistDefaultDir;
 };
@@ -95,9 +95,9 @@ struct InfoGan : DataParallelModel {
 };
 
 // Row k: class k; along the row the first continuous code from -2 to 2; one noise for all.
-void write_grid(InfoGan& gan, const models::EmaWeights& ema, const Options& o) {
+void write_grid(InfoGan& gan, const training::EmaWeights& ema, const Options& o) {
   NoGradGuard no_grad;
-  models::ScopedAverage average(ema);
+  training::ScopedAverage average(ema);
   std::vector<double> classes, continuous;
   for (int64_t k = 0; k < kClasses * kClasses; ++k) {
     classes.push_back(static_cast<double>(k / kClasses));
@@ -116,29 +116,29 @@ void write_grid(InfoGan& gan, const models::EmaWeights& ema, const Options& o) {
 int run_training(const Options& o) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int64_t batch = train::rows_per_rank(o.run.batch, *world);
+  const int64_t batch = training::rows_per_rank(o.run.batch, *world);
   const int rank = world->rank(), ranks = world->size();
   manual_seed(o.run.seed);
   auto gan = std::make_shared<InfoGan>();
   DistributedDataParallel ddp(gan, world);
-  auto opt_d = train::make_optimizer(o.opt, gan->critic->parameters());
-  auto opt_g = train::make_optimizer(o.opt, gan->generator->parameters());
-  auto opt_q = train::make_optimizer(o.opt, gan->q_head->parameters());
+  auto opt_d = training::make_optimizer(o.opt, gan->critic->parameters());
+  auto opt_g = training::make_optimizer(o.opt, gan->generator->parameters());
+  auto opt_q = training::make_optimizer(o.opt, gan->q_head->parameters());
   optim::LrScheduler scheduler({opt_d.get(), opt_g.get(), opt_q.get()}, optim::parse_lr_schedule(o.schedule));
-  models::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
+  training::EmaWeights ema(gan->generator->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
   const data::DistributedSampler sampler(dataset.size(), ranks, rank, batch, o.run.seed);
 
-  train::Manager manager(world, train::manager_options(o.run, "infogan", sampler.batches_per_epoch()));
+  training::Manager manager(world, training::manager_options(o.run, "infogan", sampler.batches_per_epoch()));
   manager.state().add_module("gan", *gan);
   manager.state().add_optimizer("opt_d", *opt_d);
   manager.state().add_optimizer("opt_g", *opt_g);
   manager.state().add_optimizer("opt_q", *opt_q);
   manager.state().add_scheduler("schedule", scheduler);
   manager.state().add_ema("ema_g", ema);
-  manager.extend(train::lr_schedule(scheduler));
-  train::add_run_extensions(manager, o.run);
-  manager.extend(train::replica_check(ddp));
+  manager.extend(training::lr_schedule(scheduler));
+  training::add_run_extensions(manager, o.run);
+  manager.extend(training::replica_check(ddp));
   manager.start();
 
   const std::vector<Variable> g_and_q = gan->generator_and_q_parameters();
@@ -171,7 +171,7 @@ int run_training(const Options& o) {
     opt_q->step();
     ema.update(it);
 
-    manager.end_iteration([&]() -> train::Scalars {
+    manager.end_iteration([&]() -> training::Scalars {
       return {{"loss_d", loss_d.item()},
               {"loss_g", loss_g.item()},
               {"loss_info", loss_info.item()},
@@ -186,8 +186,8 @@ int run_training(const Options& o) {
 int infogan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("infogan", "InfoGAN on Fashion-MNIST, data-parallel over the MPI ranks.");
-  train::add_run_flags(cl, o.run, "infogan");
-  train::add_optimizer_flags(cl, o.opt);
+  training::add_run_flags(cl, o.run, "infogan");
+  training::add_optimizer_flags(cl, o.opt);
   cl.add("--schedule", &o.schedule, "the learning-rate schedule (tandem-train's --lr-schedule syntax)");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
   cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");

@@ -1,13 +1,13 @@
 // R3GAN's recipe (Huang et al. 2024) on Fashion-MNIST, written as a user of the installed
 // tandem package would: tandem's R3GAN networks, the relativistic pairing loss (RpGAN), R1 on
 // real and R2 on generated images, an EMA of the generator, and R3GAN's schedules as functions
-// of the images shown (train::hyper_schedule): the learning rate and the penalties' gamma
+// of the images shown (training::hyper_schedule): the learning rate and the penalties' gamma
 // fall along a cosine from their start to their end value over --kimg.
 //
 //   mpirun -np 2 r3gan --kimg 64 --batch 64 --out runs/r3gan --grid runs/r3gan/grid.png
 //
 // As the other examples: global-batch noise, the sampler's split of the global batch, and
-// train::Manager for the run around the loop.
+// training::Manager for the run around the loop.
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -21,8 +21,8 @@
 #include "models/data/sampler.h"
 #include "models/gradient_penalty.h"
 #include "models/r3gan.h"
-#include "models/train/ema_weights.h"
-#include "models/train/run_flags.h"
+#include "models/training/ema_weights.h"
+#include "models/training/run_flags.h"
 #include "reducer/ddp.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/process_group.h"
@@ -34,7 +34,7 @@ using namespace tandem;
 constexpr int64_t kNoise = models::R3gan::kNoise;
 
 struct Options {
-  train::RunFlags run = {.batch = 64};
+  training::RunFlags run = {.batch = 64};
   double kimg = 64, lr_start = 2e-4, lr_end = 5e-5, gamma_start = 1.0, gamma_end = 0.1, ema_decay = 0.999;
   std::string grid, data_dir = data::kFashionMnistDefaultDir;
 };
@@ -58,29 +58,29 @@ double cosine(double start, double end, double kimg, double total) {
 int run_training(Options o, bool iters_given) {
   dist::DistributedContext ctx;
   auto world = ctx.world();
-  const int64_t batch = train::rows_per_rank(o.run.batch, *world);
+  const int64_t batch = training::rows_per_rank(o.run.batch, *world);
   if (!iters_given)
     o.run.iters = static_cast<int64_t>(std::ceil(o.kimg * 1000.0 / static_cast<double>(o.run.batch)));
   auto model = std::make_shared<R3>(o.run.seed);
   DistributedDataParallel ddp(model, world);
   optim::Adam opt_g(model->g->parameters(), {.lr = o.lr_start, .betas = {0.0, 0.99}});
   optim::Adam opt_d(model->d->parameters(), {.lr = o.lr_start, .betas = {0.0, 0.99}});
-  models::EmaWeights ema(model->g->parameters(), o.ema_decay);
+  training::EmaWeights ema(model->g->parameters(), o.ema_decay);
   const data::ImageDataset dataset = data::load_fashion_mnist(o.data_dir);
   const data::DistributedSampler sampler(dataset.size(), world->size(), world->rank(), batch, o.run.seed);
   double gamma = o.gamma_start;
 
-  train::Manager manager(world, train::manager_options(o.run, "r3gan", sampler.batches_per_epoch()));
+  training::Manager manager(world, training::manager_options(o.run, "r3gan", sampler.batches_per_epoch()));
   manager.state().add_module("gan", *model);
   manager.state().add_optimizer("opt_g", opt_g);
   manager.state().add_optimizer("opt_d", opt_d);
   manager.state().add_ema("ema_g", ema);
-  manager.extend(train::hyper_schedule([&](double k) { return cosine(o.lr_start, o.lr_end, k, o.kimg); },
-                                       [&](double lr) { opt_g.set_lr(lr), opt_d.set_lr(lr); }));
-  manager.extend(train::hyper_schedule(
+  manager.extend(training::hyper_schedule([&](double k) { return cosine(o.lr_start, o.lr_end, k, o.kimg); },
+                                          [&](double lr) { opt_g.set_lr(lr), opt_d.set_lr(lr); }));
+  manager.extend(training::hyper_schedule(
       [&](double k) { return cosine(o.gamma_start, o.gamma_end, k, o.kimg); }, [&](double g) { gamma = g; }));
-  train::add_run_extensions(manager, o.run);
-  manager.extend(train::replica_check(ddp));
+  training::add_run_extensions(manager, o.run);
+  manager.extend(training::replica_check(ddp));
   manager.start();
 
   while (manager.running()) {
@@ -107,7 +107,7 @@ int run_training(Options o, bool iters_given) {
     opt_g.step();
     ema.update(it);
 
-    manager.end_iteration([&]() -> train::Scalars {
+    manager.end_iteration([&]() -> training::Scalars {
       return {{"loss_d", loss_d.item()}, {"loss_g", loss_g.item()}, {"r1", r1.item()},
               {"r2", r2.item()},         {"gamma", gamma},          {"lr", opt_g.lr()}};
     });
@@ -115,7 +115,7 @@ int run_training(Options o, bool iters_given) {
   manager.finish();
   if (world->rank() == 0 && !o.grid.empty() && !manager.stopped()) {
     NoGradGuard no_grad;
-    models::ScopedAverage average(ema);
+    training::ScopedAverage average(ema);
     Variable images = model->g->forward(Variable(randn_rows({100, kNoise}, 0, o.run.seed, /*iteration=*/0)));
     data::write_png_gray_grid(o.grid, images.data(), 10);
     std::cout << "wrote " << o.grid << "\n";
@@ -126,7 +126,7 @@ int run_training(Options o, bool iters_given) {
 int r3gan_main(int argc, char** argv) {
   Options o;
   CommandLine cl("r3gan", "R3GAN's recipe on Fashion-MNIST, data-parallel over the MPI ranks.");
-  train::add_run_flags(cl, o.run, "r3gan");
+  training::add_run_flags(cl, o.run, "r3gan");
   cl.add_positive("--kimg", &o.kimg, "the schedules' length in thousands of images; --iters defaults to it");
   cl.add_positive("--lr-start", &o.lr_start, "both optimizers' learning rate at 0 kimg");
   cl.add_positive("--lr-end", &o.lr_end, "... and from --kimg on");

@@ -2,7 +2,7 @@
 // stands (the test extracts it into readme_user_code.cpp), then the README's main with a
 // check: after training, every rank holds bitwise the same parameters as rank 0, and
 // training moved them. Exits 1, naming the first parameter that differs, otherwise. Built
-// with the models (CONSUMER_USES_TRAIN), it also uses tandem::train through tandem::tandem.
+// with the models (CONSUMER_USES_TRAIN), it also uses the toolkit tandem::training through tandem::tandem.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -11,8 +11,8 @@
 #include "readme_user_code.cpp"
 
 #if CONSUMER_USES_TRAIN
-#include "models/train/ema_weights.h"
-#include "models/train/train_checkpoint.h"
+#include "models/training/checkpoint.h"
+#include "models/training/ema_weights.h"
 #endif
 
 int main(int argc, char** argv) {
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   std::vector<Tensor> initial;
   for (const Variable& p : gan->parameters()) initial.push_back(p.data().clone());
 
-  train_gan(gan, world, steps);
+  train(gan, world, steps);
 
   int failures = 0;
   bool moved = false;
@@ -50,9 +50,9 @@ int main(int argc, char** argv) {
     ++failures;
   }
 #if CONSUMER_USES_TRAIN
-  // tandem::tandem links tandem::train: a checkpoint of the model and a moving average of it.
-  tandem::models::EmaWeights ema(gan->parameters(), 0.999);
-  tandem::Checkpoint checkpoint;
+  // tandem::tandem links the toolkit tandem::training: a checkpoint of the model and a moving average of it.
+  tandem::training::EmaWeights ema(gan->parameters(), 0.999);
+  tandem::training::Checkpoint checkpoint;
   checkpoint.add_module("model", *gan);
   checkpoint.add_ema("ema", ema);
   if (checkpoint.tensors().size() != gan->state_dict().size() + ema.tensors().size()) {

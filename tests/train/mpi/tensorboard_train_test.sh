@@ -11,7 +11,7 @@ set -uo pipefail
 mpiexec="$1"; train="$2"; protoc="$3"; proto="$4"; work="$5"
 test_name=tensorboard_train_test
 source "$(dirname "${BASH_SOURCE[0]}")/train_test_lib.sh"
-source "$(dirname "${BASH_SOURCE[0]}")/../protobuf_python.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../training/protobuf_python.sh"
 rm -rf "$work"; mkdir -p "$work"
 out="$work/out"; tb="$work/tb"
 

@@ -25,7 +25,7 @@
 #include "tests/metrics/plant_feature_net.h"
 #include "tests/mpi_world.h"
 #include "tests/test_files.h"
-#include "tests/train/json_reader.h"
+#include "tests/training/json_reader.h"
 
 using namespace tandem;
 using tandem::testing::fashion_mnist_present;

@@ -1,4 +1,4 @@
-#include "models/train/extensions.h"
+#include "models/training/extensions.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,14 +8,14 @@
 
 #include "autograd/grad_mode.h"
 #include "models/data/png_writer.h"
-#include "models/train/progress.h"
+#include "models/training/progress.h"
 #if TANDEM_HAVE_TENSORBOARD
-#include "models/train/tensorboard_writer.h"
+#include "models/training/tensorboard_writer.h"
 #endif
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 namespace fs = std::filesystem;
 
@@ -312,4 +312,4 @@ std::shared_ptr<Extension> stop_on_signal(StopOnSignalOptions options) {
   return std::make_shared<StopOnSignal>(std::move(options));
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::training

@@ -1,4 +1,4 @@
-#include "models/train/tensorboard_writer.h"
+#include "models/training/tensorboard_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@
 #include "runtime/file_write.h"
 #include "tensorboard_event.pb.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 namespace fs = std::filesystem;
 
@@ -256,4 +256,4 @@ void TensorBoardWriter::write_event(const std::string& serialized) {
   complete_bytes_ += record.size();
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::training

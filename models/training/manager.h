@@ -3,16 +3,16 @@
 // and runs extensions (logging, progress, checkpoints, schedules, stops) on triggers. The
 // user's loop is the step:
 //
-//   train::Manager manager(world, {.iterations = 2000, .global_batch = 128, .out = "runs/x",
+//   training::Manager manager(world, {.iterations = 2000, .global_batch = 128, .out = "runs/x",
 //                                  .name = "x", .resume = resume});
 //   manager.state().add_module("gan", *gan);             // what a checkpoint holds
-//   manager.extend(train::log_report(), train::every(50));
-//   manager.extend(train::snapshot(), train::every(500));
+//   manager.extend(training::log_report(), training::every(50));
+//   manager.extend(training::snapshot(), training::every(500));
 //   manager.start();                                     // resumes; prepares the extensions
 //   while (manager.running()) {
 //     const int64_t it = manager.iteration();
 //     ... one step ...
-//     manager.end_iteration([&] { return train::Scalars{{"loss", loss.item()}}; });
+//     manager.end_iteration([&] { return training::Scalars{{"loss", loss.item()}}; });
 //   }
 //   manager.finish();
 //
@@ -70,11 +70,11 @@
 #include <string>
 #include <vector>
 
-#include "models/train/scalar_log.h"
-#include "models/train/train_checkpoint.h"
+#include "models/training/checkpoint.h"
+#include "models/training/scalar_log.h"
 #include "runtime/dist/process_group.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 class Manager;
 
@@ -107,7 +107,7 @@ class Extension {
   virtual std::string default_name() const = 0;
   virtual Priority priority() const { return Priority::report; }
   // The trigger extend() gives it when the caller names none.
-  virtual Trigger default_trigger() const { return train::each(); }
+  virtual Trigger default_trigger() const { return training::each(); }
   // True for an extension that may call Manager::request_stop.
   virtual bool stops() const { return false; }
   // Once, at the end of start(), after a resume: iteration() is the first iteration.
@@ -197,4 +197,4 @@ class Manager {
   std::string stop_reason_, asked_reason_;
 };
 
-}  // namespace tandem::train
+}  // namespace tandem::training

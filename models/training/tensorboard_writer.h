@@ -38,9 +38,9 @@
 #include <string>
 #include <vector>
 
-#include "models/train/scalar_log.h"
+#include "models/training/scalar_log.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 uint32_t crc32c(const std::string& bytes);
 uint32_t masked_crc32c(const std::string& bytes);
@@ -74,4 +74,4 @@ class TensorBoardWriter : public ScalarSink {
   uint64_t complete_bytes_ = 0;  // the file's length in whole records
 };
 
-}  // namespace tandem::train
+}  // namespace tandem::training

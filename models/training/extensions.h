@@ -1,4 +1,4 @@
-// The stock extensions of train::Manager (manager.h): each small and usable alone.
+// The stock extensions of training::Manager (manager.h): each small and usable alone.
 //
 // Contract (each runs when its trigger fires; "at the end" is the run's last iteration;
 // registered without a trigger, snapshot, replica_check and sample_grid run at the end alone, the others
@@ -65,11 +65,11 @@
 
 #include "autograd/lr_scheduler.h"
 #include "models/metrics/fid_evaluator.h"
-#include "models/train/manager.h"
-#include "models/train/scalar_log.h"
+#include "models/training/manager.h"
+#include "models/training/scalar_log.h"
 #include "reducer/ddp.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 struct LogReportOptions {
   Reduce reduce = Reduce::mean;
@@ -162,4 +162,4 @@ struct StopOnSignalOptions {
 };
 std::shared_ptr<Extension> stop_on_signal(StopOnSignalOptions options = {});
 
-}  // namespace tandem::train
+}  // namespace tandem::training

@@ -4,7 +4,7 @@
 // Contract:
 // - scalars_json(iteration, scalars): {"iteration": i, "<name>": x, ...} in the order given,
 //   numbers with 6 significant digits (the shape metrics_json writes, so report.html reads
-//   both), names JSON-escaped, NaN and +-infinity as null (metrics_log.h's
+//   both), names JSON-escaped, NaN and +-infinity as null (metrics_file.h's
 //   write_json_number).
 // - parse_scalars_json(line): such a line back: the iteration and every member whose value
 //   is a number, null read as NaN (others, such as arrays, skipped; NaN, Infinity and
@@ -12,7 +12,7 @@
 //   whole flat object starting with an integer "iteration" (a torn line).
 // - ScalarLog(dir, world, resume_iteration): every rank constructs it; rank 0 (of `world`,
 //   or the only process when `world` is null) makes `dir` (and its parents) when missing
-//   and opens <dir>/metrics.jsonl as MetricsLog does
+//   and opens <dir>/metrics.jsonl as MetricsFile (metrics_file.h) does
 //   (emptied from iteration 0; cut to iterations <= N and appended to when resumed from
 //   iteration N; a write error reported once on stderr and the run goes on).
 // - log(iteration, scalars, reduce) writes one line on rank 0 (flushed, written as one
@@ -31,10 +31,10 @@
 #include <utility>
 #include <vector>
 
-#include "models/train/metrics_log.h"
+#include "models/training/metrics_file.h"
 #include "runtime/dist/process_group.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 using Scalars = std::vector<std::pair<std::string, double>>;
 
@@ -62,8 +62,8 @@ class ScalarLog {
  private:
   dist::ProcessGroup* world_;
   std::string path_;
-  std::optional<models::MetricsLog> file_;
+  std::optional<MetricsFile> file_;
   std::vector<ScalarSink*> sinks_;
 };
 
-}  // namespace tandem::train
+}  // namespace tandem::training

@@ -1,4 +1,4 @@
-#include "models/train/ema_weights.h"
+#include "models/training/ema_weights.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "kernels/elementwise.h"
 #include "runtime/error.h"
 
-namespace tandem::models {
+namespace tandem::training {
 
 EmaWeights::EmaWeights(std::vector<Variable> params, double max_decay)
     : params_(std::move(params)), max_decay_(max_decay) {
@@ -60,4 +60,4 @@ ScopedAverage::~ScopedAverage() {
   for (size_t i = 0; i < live_.size(); ++i) params_[i].data().copy_(live_[i]);
 }
 
-}  // namespace tandem::models
+}  // namespace tandem::training

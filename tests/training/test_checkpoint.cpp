@@ -10,13 +10,14 @@
 #include "autograd/lr_scheduler.h"
 #include "autograd/nn.h"
 #include "autograd/optim.h"
-#include "models/train/ema_weights.h"
-#include "models/train/train_checkpoint.h"
+#include "models/training/checkpoint.h"
+#include "models/training/ema_weights.h"
 #include "runtime/dist/thread_process_group.h"
 #include "runtime/rng.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
+using namespace tandem::training;
 using namespace tandem::testing;
 
 namespace {
@@ -47,7 +48,7 @@ struct Run {
   std::shared_ptr<nn::Linear> model;
   optim::Adam opt;
   optim::LrScheduler scheduler;
-  models::EmaWeights ema;
+  training::EmaWeights ema;
   std::vector<Tensor> extra;
   Generator noise;
   Checkpoint checkpoint;

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <vector>
 
-#include "models/train/ema_weights.h"
+#include "models/training/ema_weights.h"
 
 using namespace tandem;
-using namespace tandem::models;
+using namespace tandem::training;
 
 namespace {
 

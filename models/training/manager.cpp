@@ -1,4 +1,4 @@
-#include "models/train/manager.h"
+#include "models/training/manager.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 bool Trigger::fires(int64_t done, int64_t global_batch, bool last) const {
   if (unit == Unit::never) return false;
@@ -21,14 +21,14 @@ bool Trigger::fires(int64_t done, int64_t global_batch, bool last) const {
 }
 
 Trigger every(int64_t iterations, bool at_end) {
-  TANDEM_CHECK(iterations > 0, "train::every(" << iterations << "): the interval must be positive");
+  TANDEM_CHECK(iterations > 0, "training::every(" << iterations << "): the interval must be positive");
   return {.unit = Trigger::Unit::iterations, .every = iterations, .at_end = at_end};
 }
 
 Trigger every_kimg(double kimg, bool at_end) {
   const double images = std::round(kimg * 1000.0);
   TANDEM_CHECK(std::isfinite(kimg) && images >= 1.0,
-               "train::every_kimg(" << kimg << "): the interval must be at least one image (0.001 kimg)");
+               "training::every_kimg(" << kimg << "): the interval must be at least one image (0.001 kimg)");
   return {.unit = Trigger::Unit::kimg, .every = static_cast<int64_t>(images), .at_end = at_end};
 }
 
@@ -53,28 +53,28 @@ class LambdaExtension : public Extension {
 
 Manager::Manager(std::shared_ptr<dist::ProcessGroup> world, ManagerOptions options)
     : world_(std::move(world)), options_(std::move(options)) {
-  TANDEM_CHECK(world_ != nullptr, "train::Manager: no process group");
+  TANDEM_CHECK(world_ != nullptr, "training::Manager: no process group");
   TANDEM_CHECK(options_.iterations >= 0,
-               "train::Manager: iterations " << options_.iterations << " is negative");
+               "training::Manager: iterations " << options_.iterations << " is negative");
   TANDEM_CHECK(options_.global_batch >= 0,
-               "train::Manager: global_batch " << options_.global_batch << " is negative");
-  TANDEM_CHECK(!options_.out.empty(), "train::Manager: no output folder (ManagerOptions::out)");
-  TANDEM_CHECK(!options_.name.empty(), "train::Manager: no checkpoint name (ManagerOptions::name)");
+               "training::Manager: global_batch " << options_.global_batch << " is negative");
+  TANDEM_CHECK(!options_.out.empty(), "training::Manager: no output folder (ManagerOptions::out)");
+  TANDEM_CHECK(!options_.name.empty(), "training::Manager: no checkpoint name (ManagerOptions::name)");
 }
 
 Manager::~Manager() = default;
 
 void Manager::extend(std::shared_ptr<Extension> extension, std::optional<Trigger> trigger, std::string name) {
-  TANDEM_CHECK(extension != nullptr, "train::Manager::extend: no extension");
-  TANDEM_CHECK(!started_, "train::Manager::extend(" << (name.empty() ? extension->default_name() : name)
-                                                    << "): extensions are registered before start()");
+  TANDEM_CHECK(extension != nullptr, "training::Manager::extend: no extension");
+  TANDEM_CHECK(!started_, "training::Manager::extend(" << (name.empty() ? extension->default_name() : name)
+                                                       << "): extensions are registered before start()");
   if (name.empty()) name = extension->default_name();
   const Trigger when = trigger ? *trigger : extension->default_trigger();
   entries_.push_back({std::move(extension), when, std::move(name)});
 }
 
 void Manager::extend(std::function<void(Manager&)> fn, Trigger trigger, std::string name) {
-  TANDEM_CHECK(fn != nullptr, "train::Manager::extend(" << name << "): no function");
+  TANDEM_CHECK(fn != nullptr, "training::Manager::extend(" << name << "): no function");
   extend(std::make_shared<LambdaExtension>(std::move(fn)), trigger, std::move(name));
 }
 
@@ -100,13 +100,13 @@ double Manager::kimg() const {
 
 int64_t Manager::epoch() const {
   TANDEM_CHECK(options_.iterations_per_epoch > 0,
-               "train::Manager::epoch: ManagerOptions::iterations_per_epoch is not set");
+               "training::Manager::epoch: ManagerOptions::iterations_per_epoch is not set");
   return iteration_ / options_.iterations_per_epoch;
 }
 
 int64_t Manager::batch_in_epoch() const {
   TANDEM_CHECK(options_.iterations_per_epoch > 0,
-               "train::Manager::batch_in_epoch: ManagerOptions::iterations_per_epoch is not set");
+               "training::Manager::batch_in_epoch: ManagerOptions::iterations_per_epoch is not set");
   return iteration_ % options_.iterations_per_epoch;
 }
 
@@ -139,7 +139,7 @@ int64_t Manager::resume() {
 }
 
 void Manager::start() {
-  TANDEM_CHECK(!started_, "train::Manager::start: called twice");
+  TANDEM_CHECK(!started_, "training::Manager::start: called twice");
   std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
     return a.extension->priority() < b.extension->priority();
   });
@@ -184,8 +184,8 @@ void Manager::agree_on_stop() {
 
 void Manager::end_iteration(const std::function<Scalars()>& observe) {
   TANDEM_CHECK(running(),
-               "train::Manager::end_iteration: " << (started_ ? "the run has ended (loop while running())"
-                                                              : "call start() first"));
+               "training::Manager::end_iteration: " << (started_ ? "the run has ended (loop while running())"
+                                                                 : "call start() first"));
   ++iteration_;
   state_.iteration = iteration_;
   observation_.reset();
@@ -207,7 +207,7 @@ void Manager::end_iteration(const std::function<Scalars()>& observe) {
 }
 
 void Manager::finish() {
-  TANDEM_CHECK(started_, "train::Manager::finish: call start() first");
+  TANDEM_CHECK(started_, "training::Manager::finish: call start() first");
   if (finalized_) return;
   finalized_ = true;
   finished_ = true;
@@ -215,4 +215,4 @@ void Manager::finish() {
   world_->barrier("end of training")->wait();
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::training

@@ -1,4 +1,4 @@
-#include "models/train/progress.h"
+#include "models/training/progress.h"
 
 #include <unistd.h>
 
@@ -7,16 +7,16 @@
 #include <iostream>
 #include <sstream>
 
-#include "models/train/metrics_log.h"
+#include "models/training/metrics_file.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 std::string progress_text(int64_t iteration, int64_t total, double its, const Scalars& scalars) {
   std::ostringstream os;
   os << "iter " << std::setw(6) << iteration << "/" << total << "  " << std::fixed << std::setprecision(1)
      << its << " it/s  ETA ";
   if (its > 0 && std::isfinite(its)) {
-    os << models::format_duration(static_cast<double>(total - iteration) / its);
+    os << format_duration(static_cast<double>(total - iteration) / its);
   } else {
     os << "?";
   }
@@ -98,4 +98,4 @@ void Progress::clear() {
   open_width_ = 0;
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::training

@@ -6,13 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "models/train/metrics_log.h"
-#include "models/train/scalar_log.h"
+#include "models/training/scalar_log.h"
 #include "tests/test_files.h"
-#include "tests/train/json_reader.h"
+#include "tests/training/json_reader.h"
 
 using namespace tandem;
-using namespace tandem::train;
+using namespace tandem::training;
 using namespace tandem::testing;
 
 namespace {
@@ -47,7 +46,7 @@ TEST_CASE("scalars_json writes MetricsLog's line shape for any names", "[scalar_
   CHECK(JsonReader::parse(scalars_json(1, {{"a", std::nan("")}})).at("a").kind == JsonValue::Kind::null);
 }
 
-TEST_CASE("parse_scalars_json reads back what scalars_json and metrics_json write", "[scalar_log]") {
+TEST_CASE("parse_scalars_json reads back what scalars_json writes", "[scalar_log]") {
   const Scalars logged = {{"loss_d", 0.5}, {"odd \"name\"", -2.25}, {"lr", 2e-4}};
   const auto parsed = parse_scalars_json(scalars_json(7, logged));
   REQUIRE(parsed);
@@ -61,21 +60,6 @@ TEST_CASE("parse_scalars_json reads back what scalars_json and metrics_json writ
   REQUIRE(older);
   CHECK(std::isnan(older->second[0].second));
   CHECK(older->second[1].second == -INFINITY);
-  // tandem-train's line: the numbers, the rss array left out.
-  models::LogPoint p;
-  p.iteration = 20;
-  p.loss_d = 1.5;
-  p.loss_g = 0.25;
-  p.terms = {{"gp", 0.125}};
-  p.ms_per_step = 4;
-  p.bytes_per_step = 1000;
-  p.rss_mb = {1.5, 2.5};
-  const auto train_line = parse_scalars_json(models::metrics_json(p));
-  REQUIRE(train_line);
-  CHECK(train_line->first == 20);
-  CHECK(train_line->second ==
-        Scalars{
-            {"loss_d", 1.5}, {"loss_g", 0.25}, {"gp", 0.125}, {"ms_per_step", 4}, {"bytes_per_step", 1000}});
   // Torn or foreign lines.
   for (const char* bad :
        {"{\"iteration\": 25, \"loss_d\": 1.0, \"lo", "{\"iteration\": 2.5}", "{\"loss\": 1}",

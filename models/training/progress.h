@@ -5,7 +5,7 @@
 //   1 decimal> it/s  ETA <format_duration((total - iteration) / its)>" then
 //   "  <name> <value>" per scalar: 4 decimals, or 4 significant digits for a value under
 //   10^-2 in magnitude (learning rates) and from 10^4 on; "ETA ?" while the rate is unknown
-//   (not positive or not finite). tandem-train's line (metrics_log.h) starts the same way.
+//   (not positive or not finite). tandem-train's line (models/train/metrics_log.h) starts the same way.
 // - Progress(total, out, options) reports on `out` from rank options.rank == 0 only (other
 //   ranks print nothing). update(iteration, scalars) is called after each iteration (or as
 //   often as the loop likes) with the iterations done so far; it prints when at least the
@@ -30,9 +30,9 @@
 #include <ostream>
 #include <string>
 
-#include "models/train/scalar_log.h"
+#include "models/training/scalar_log.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 std::string progress_text(int64_t iteration, int64_t total, double its, const Scalars& scalars);
 // The scalars' part of progress_text: "  <name> <value>" each.
@@ -74,4 +74,4 @@ class Progress {
   size_t open_width_ = 0;  // the in-place line's length; 0 when none is open
 };
 
-}  // namespace tandem::train
+}  // namespace tandem::training

@@ -28,8 +28,9 @@
 //   file. load(path, group): every rank loads the file; if any rank cannot, every rank
 //   throws (that rank its own Error, the others one naming the ranks that failed). A rank
 //   that has read the file already passes it (`read`) and restores it without reading again.
-// - It is tandem::Checkpoint, not in a namespace "train": programs written as the README's
-//   (using namespace tandem; a function train(...)) could then not call their own train().
+// - It is training::Checkpoint, in the toolkit's namespace (models/training/): not "train",
+//   so that programs written as the README's (using namespace tandem; a function
+//   train(...)) call their own train().
 // - restore(file) is load's second half, without the path, for callers that check a file's
 //   metadata themselves first (tandem-train's Checkpointer); its Error lists the problems.
 #pragma once
@@ -43,12 +44,12 @@
 #include "autograd/lr_scheduler.h"
 #include "autograd/module.h"
 #include "autograd/optim.h"
-#include "models/train/ema_weights.h"
+#include "models/training/ema_weights.h"
 #include "runtime/checkpoint.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/rng.h"
 
-namespace tandem {
+namespace tandem::training {
 
 class Checkpoint {
  public:
@@ -56,7 +57,7 @@ class Checkpoint {
   void add_optimizer(const std::string& name, optim::Optimizer& optimizer);
   void add_scheduler(const std::string& name, optim::LrScheduler& scheduler);
   void add_tensors(const std::string& name, std::vector<Tensor>& tensors);
-  void add_ema(const std::string& name, models::EmaWeights& ema);
+  void add_ema(const std::string& name, EmaWeights& ema);
   void add_generator(const std::string& name, Generator& generator);
 
   int64_t iteration = 0;
@@ -87,4 +88,4 @@ class Checkpoint {
   std::vector<Piece> pieces_;
 };
 
-}  // namespace tandem
+}  // namespace tandem::training

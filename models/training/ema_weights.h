@@ -28,7 +28,7 @@
 #include "autograd/variable.h"
 #include "runtime/tensor.h"
 
-namespace tandem::models {
+namespace tandem::training {
 
 struct EmaHalfLife {
   double kimg = 10.0;        // the average halves its weight on the past every kimg * 1000 images
@@ -69,4 +69,4 @@ class ScopedAverage {
   std::vector<Tensor> live_;
 };
 
-}  // namespace tandem::models
+}  // namespace tandem::training

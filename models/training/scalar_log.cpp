@@ -1,4 +1,4 @@
-#include "models/train/scalar_log.h"
+#include "models/training/scalar_log.h"
 
 #include <charconv>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "runtime/error.h"
 #include "runtime/tensor.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 namespace {
 
@@ -79,7 +79,7 @@ std::string scalars_json(int64_t iteration, const Scalars& scalars) {
     os << ", ";
     write_json_string(os, name);
     os << ": ";
-    models::write_json_number(os, value);
+    write_json_number(os, value);
   }
   os << "}";
   return os.str();
@@ -100,7 +100,7 @@ std::optional<std::pair<int64_t, Scalars>> parse_scalars_json(const std::string&
     std::optional<std::string> name = read_json_string(line, at);
     if (!name || line.compare(at, 2, ": ") != 0) return std::nullopt;
     at += 2;
-    if (line.compare(at, 4, "null") == 0) {  // a non-finite value (metrics_log.h)
+    if (line.compare(at, 4, "null") == 0) {  // a non-finite value (metrics_file.h)
       at += 4;
       scalars.emplace_back(*name, std::nan(""));
       continue;
@@ -121,7 +121,7 @@ std::optional<std::pair<int64_t, Scalars>> parse_scalars_json(const std::string&
 }
 
 ScalarLog::ScalarLog(const std::string& dir, dist::ProcessGroup* world, int64_t resume_iteration)
-    : world_(world), path_((std::filesystem::path(dir) / models::kMetricsFile).string()) {
+    : world_(world), path_((std::filesystem::path(dir) / kMetricsFile).string()) {
   if (world_ == nullptr || world_->rank() == 0) {
     std::error_code ignored;  // a directory that cannot be made: the open below names the file
     std::filesystem::create_directories(dir, ignored);
@@ -146,4 +146,4 @@ Scalars ScalarLog::log(int64_t iteration, const Scalars& scalars, Reduce reduce)
   return logged;
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::training

@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
-#include "models/train/progress.h"
+#include "models/training/progress.h"
 
-using namespace tandem::train;
+using namespace tandem::training;
 using namespace std::chrono_literals;
 
 namespace {

@@ -5,11 +5,11 @@
 #include <fstream>
 #include <string>
 
-#include "models/train/scalar_log.h"
+#include "models/training/scalar_log.h"
 #include "tests/mpi_world.h"
 
 using namespace tandem;
-using namespace tandem::train;
+using namespace tandem::training;
 using tandem::testing::world;
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-// The flags every training program built on train::Manager has, with one meaning in each:
+// The flags every training program built on training::Manager has, with one meaning in each:
 // what a user of one tandem program expects of the next.
 //
 // Contract:
@@ -27,12 +27,12 @@
 #include <vector>
 
 #include "autograd/optim.h"
-#include "models/train/extensions.h"
-#include "models/train/manager.h"
+#include "models/training/extensions.h"
+#include "models/training/manager.h"
 #include "runtime/command_line.h"
 #include "runtime/dist/process_group.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 struct RunFlags {
   int64_t iters = 2000;
@@ -61,4 +61,4 @@ ManagerOptions manager_options(const RunFlags& flags, const std::string& name,
                                int64_t iterations_per_epoch = 0);
 std::shared_ptr<LogReport> add_run_extensions(Manager& manager, const RunFlags& flags);
 
-}  // namespace tandem::train
+}  // namespace tandem::training

@@ -1,11 +1,11 @@
-#include "models/train/run_flags.h"
+#include "models/training/run_flags.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "runtime/error.h"
 
-namespace tandem::train {
+namespace tandem::training {
 
 void add_run_flags(CommandLine& cl, RunFlags& flags, const std::string& name) {
   if (flags.out.empty()) flags.out = "runs/" + name;
@@ -65,4 +65,4 @@ std::shared_ptr<LogReport> add_run_extensions(Manager& manager, const RunFlags& 
   return log;
 }
 
-}  // namespace tandem::train
+}  // namespace tandem::training

@@ -1,4 +1,4 @@
-#include "models/train/train_checkpoint.h"
+#include "models/training/checkpoint.h"
 
 #include <charconv>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include "runtime/error.h"
 
-namespace tandem {
+namespace tandem::training {
 
 namespace {
 
@@ -142,9 +142,7 @@ void Checkpoint::add_tensors(const std::string& name, std::vector<Tensor>& tenso
        .restore = [&tensors](const StateDict& saved) { restore_tensor_list(tensors, saved); }});
 }
 
-void Checkpoint::add_ema(const std::string& name, models::EmaWeights& ema) {
-  add_tensors(name, ema.tensors());
-}
+void Checkpoint::add_ema(const std::string& name, EmaWeights& ema) { add_tensors(name, ema.tensors()); }
 
 void Checkpoint::add_generator(const std::string& name, Generator& generator) {
   add({.name = name,
@@ -249,4 +247,4 @@ void Checkpoint::load(const std::string& path, dist::ProcessGroup& group, const 
   TANDEM_CHECK(ranks.empty(), path << ": rank(s) " << ranks << " cannot load it (each says why)");
 }
 
-}  // namespace tandem
+}  // namespace tandem::training

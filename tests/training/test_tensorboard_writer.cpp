@@ -10,12 +10,12 @@
 #include <fstream>
 #include <iterator>
 
-#include "models/train/tensorboard_writer.h"
+#include "models/training/tensorboard_writer.h"
 #include "runtime/error.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
-using namespace tandem::train;
+using namespace tandem::training;
 using namespace tandem::testing;
 
 TEST_CASE("CRC-32C and TFRecord framing against hand-worked values", "[tensorboard]") {

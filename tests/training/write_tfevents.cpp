@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "models/data/png_writer.h"
-#include "models/train/scalar_log.h"
-#include "models/train/tensorboard_writer.h"
+#include "models/training/scalar_log.h"
+#include "models/training/tensorboard_writer.h"
 
 using namespace tandem;
 
@@ -23,8 +23,8 @@ int main(int argc, char** argv) {
   }
   const std::string dir = argv[1];
   try {
-    train::TensorBoardWriter tb(dir + "/tb");
-    train::ScalarLog log(dir);
+    training::TensorBoardWriter tb(dir + "/tb");
+    training::ScalarLog log(dir);
     log.attach(tb);
     for (int64_t i : {10, 20, 30}) {
       log.log(i, {{"loss_d", 1.0 / 3.0 + static_cast<double>(i)},

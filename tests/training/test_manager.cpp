@@ -1,4 +1,4 @@
-// train::Manager and its extensions: triggers against counts written out by hand, the order
+// training::Manager and its extensions: triggers against counts written out by hand, the order
 // extensions run in, resume from the newest sound checkpoint, ranks agreeing on a stop, a
 // signal and a time budget that stop a run with its checkpoint, logs averaged over ranks.
 // Ranks are threads (dist::run_ranks); the assertions run after them, on what each recorded.
@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "models/metrics/fid_evaluator.h"
-#include "models/train/extensions.h"
-#include "models/train/manager.h"
+#include "models/training/extensions.h"
+#include "models/training/manager.h"
 #include "runtime/checkpoint.h"
 #include "runtime/dist/thread_process_group.h"
 #include "tests/metrics/plant_feature_net.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
-using namespace tandem::train;
+using namespace tandem::training;
 using namespace tandem::testing;
 namespace fs = std::filesystem;
 
