@@ -20,18 +20,14 @@
 #include "models/train/metrics_log.h"
 #include "models/train/nonfinite_guard.h"
 #include "models/train/out_dir.h"
-#include "models/train/rank_stats.h"
-#include "models/train/run_report.h"
+#include "models/train/run_extensions.h"
 #include "models/train/run_settings.h"
 #include "models/train/sample_writer.h"
 #include "models/train/settings_agreement.h"
 #include "models/train/step_timer.h"
 #include "models/training/ema_weights.h"
-#include "models/training/progress.h"
-#include "models/training/scalar_log.h"
-#if TANDEM_HAVE_TENSORBOARD
-#include "models/training/tensorboard_writer.h"
-#endif
+#include "models/training/extensions.h"
+#include "models/training/manager.h"
 #include "models/wrapped_gan.h"
 #include "reducer/sync_batch_norm.h"
 #include "runtime/dist/trace_collect.h"
@@ -141,52 +137,6 @@ void check_trace_path(const std::string& path, dist::ProcessGroup& world) {
   TANDEM_CHECK(refusal.empty(), (world.rank() == 0 ? "" : "rank 0 cannot write the trace: ") << refusal);
 }
 
-#if TANDEM_HAVE_TENSORBOARD
-using TensorBoard = training::TensorBoardWriter;
-#else
-// Never made: without Protobuf the options refuse --tensorboard.
-struct TensorBoard {
-  TensorBoard(const std::string& /*dir*/, int64_t /*resume_step*/) {}
-  void add_scalars(int64_t /*step*/, const training::Scalars& /*scalars*/) {}
-  void add_png_file(const std::string& /*tag*/, const std::string& /*path*/, int64_t /*step*/) {}
-};
-#endif
-
-// What TensorBoard plots of a log point: the numbers metrics.jsonl holds, but rss.
-training::Scalars tensorboard_scalars(const LogPoint& point) {
-  training::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
-  scalars.insert(scalars.end(), point.terms.begin(), point.terms.end());
-  scalars.emplace_back("ms_per_step", point.ms_per_step);
-  scalars.emplace_back("bytes_per_step", point.bytes_per_step);
-  return scalars;
-}
-
-// True at multiples of `every` (0: never) and at the last iteration.
-bool due(int64_t done, int64_t every, bool last) { return (every > 0 && done % every == 0) || last; }
-
-// The report's settings: the run's own, then where its files are.
-std::vector<RunSetting> report_settings(const TrainOptions& o, std::vector<RunSetting> settings) {
-  settings.push_back({.flag = "--out", .value = o.out});
-  settings.push_back({.flag = "--data-dir", .value = o.data_dir});
-  return settings;
-}
-
-// Rewrites the report with each Reducer's phases as they stand; a report that cannot be
-// written is reported once, and the run goes on.
-void write_report(RunReport& report, const WrappedGan& wrapped, RunState state, bool& warned) {
-  const std::vector<const Reducer*> reducers = wrapped.reducers();
-  for (size_t r = 0; r < reducers.size(); ++r) {
-    std::string label = std::to_string(r + 1);
-    label.insert(0, 1, '#');
-    report.set_phases(label, reducers[r]->stats());
-  }
-  const std::string problem = report.write(state);
-  if (!problem.empty() && !warned) {
-    warned = true;
-    write_stderr_line("tandem-train: warning: no run report: " + problem + "; training goes on");
-  }
-}
-
 // Rank 0's first line: what trains on what, and how it is wrapped.
 void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& model, int size,
                      int synced_norms) {
@@ -196,17 +146,6 @@ void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& m
       << " parameter tensors";
   if (o.sync_bn) out << ", " << synced_norms << " batch norm(s) synchronised over the ranks (--sync-bn)";
   out << "\n";
-}
-
-// A log point's terms besides the losses: the objective's, the same on every rank.
-std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, bool scheduled, double lr_used) {
-  std::vector<std::pair<std::string, double>> terms;
-  if (scheduled) terms.emplace_back("lr", lr_used);
-  for (const char* name : {"gp", "wdist", "r1", "r2", "pl", "pl_mean", "grad_norm_d", "grad_norm_g",
-                           "scrubbed_g", "scrubbed_d", "augment_p"}) {
-    if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
-  }
-  return terms;
 }
 
 // Every rank keeps the last `steps` steps of its timeline (0: all); rank 0 summarizes each
@@ -278,6 +217,225 @@ void print_sync_summary(const WrappedGan& wrapped, std::ostream& out) {
   }
 }
 
+// Everything a run trains with, made from its options in order: --out locked (rank 0), the
+// model on its device, the data, the settings agreed, the wrapper, EMA, ADA, the learning
+// rate schedule and the checkpointer over them. Not movable: the checkpointer holds
+// references to its members.
+struct Run {
+  Run(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& group, std::ostream& log)
+      : o(for_world_size(options, group->size())),  // --global-batch: this world's share
+        world(group),
+        out(log),
+        is_rank0(group->rank() == 0),
+        device(group->tensor_device()),
+        out_lock(open_out_dir(o, *world, out)),
+        model(make_model(o, device)),
+        // Made on the CPU; on a GPU the prefetcher uploads each one a step ahead from pinned memory.
+        batches(make_batch_maker(o, world->size(), world->rank(), model->noise_dim(), Device::cpu(),
+                                 model->data_shape(), is_rank0 ? &out : nullptr)),
+        settings(run_settings(o, dist::backend_name(world->backend()), batches.data_identity())),
+        synced_norms(agree_then_sync_norms(o, settings, *model, world)),
+        wrapped(model, world, wrapped_gan_options(o)),
+        ema(o.ema_kimg > 0 ? training::EmaWeights(model->generator->parameters(),
+                                                  training::EmaHalfLife{.kimg = o.ema_kimg,
+                                                                        .rampup = o.ema_rampup,
+                                                                        .global_batch = o.global_batch})
+                           : training::EmaWeights(model->generator->parameters(), o.ema_decay)),
+        ada(make_augment(o, *model, world->rank(), world->size())),
+        // The learning rate of iteration i is set before it (at the start, then after each iteration).
+        scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, o.lr_schedule),
+        checkpointer(o.out,
+                     {.world_size = world->size(), .elastic = options.global_batch > 0, .settings = settings},
+                     {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler,
+                      ada ? &ada->state() : nullptr}) {
+    if (o.cuda_graphs) graphed.emplace(wrapped, kDefaultGraphWarmup, is_rank0 ? &out : nullptr);
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  // The checks that name a bad flag before --out is touched, then --out, ready for the run.
+  static OutDirLock open_out_dir(const TrainOptions& o, dist::ProcessGroup& world, std::ostream& out) {
+    check_device(o.device, world);
+    // The convolutions' TANDEM_CUDNN setting is read here, so a bad value is named before the
+    // output folder is touched rather than at the first GPU convolution (CPU runs ignore it).
+    kernels::conv_algorithm_mode();
+    const OutReuse reuse = o.resume      ? OutReuse::resume
+                           : o.overwrite ? OutReuse::overwrite
+                                         : OutReuse::new_run;
+    return prepare_out_dir(o.out, reuse, world, out);  // held by rank 0 for the whole run
+  }
+  static std::shared_ptr<GanModel> make_model(const TrainOptions& o, Device device) {
+    std::shared_ptr<GanModel> model = make_gan(gan_config(o));
+    model->to(device);  // before the wrapper and optimizers take their handles
+    // Losses stay on the device until a log point (or the progress line) reads them: a GPU
+    // step that read them would wait for the device twice per step (GanModel::defer_log_reads).
+    model->defer_log_reads = true;
+    return model;
+  }
+  // Before the first collective whose order depends on a setting (the wrapper's checks).
+  static int agree_then_sync_norms(const TrainOptions& o, const std::vector<RunSetting>& settings,
+                                   GanModel& model, const std::shared_ptr<dist::ProcessGroup>& world) {
+    check_settings_agree(*world, settings);
+    return sync_batch_norms(o, model, world);
+  }
+  // --augment: the model's DiffAugment; with --augment-target, the adaptive p that drives it.
+  static std::optional<AdaptiveAugment> make_augment(const TrainOptions& o, GanModel& model, int rank,
+                                                     int size) {
+    if (!o.augment.any()) return std::nullopt;
+    model.augment = std::make_shared<DiffAugment>(o.augment, o.seed, rank, size);
+    std::optional<AdaptiveAugment> ada;
+    if (o.augment_target > 0) {
+      const double step = ada_step(o.global_batch, o.augment_kimg);
+      TANDEM_CHECK(step > 0 && std::isfinite(step),
+                   "--augment-kimg " << o.augment_kimg << " at --global-batch " << o.global_batch
+                                     << " moves p by " << step
+                                     << " per adjustment: pass a value that moves it (StyleGAN2-ADA: 500)");
+      ada.emplace(o.augment_target, step);
+    }
+    model.augment->track_real_signs = ada.has_value();
+    return ada;
+  }
+
+  const TrainOptions o;
+  const std::shared_ptr<dist::ProcessGroup> world;
+  std::ostream& out;
+  const bool is_rank0;
+  const Device device;
+  const OutDirLock out_lock;
+  const std::shared_ptr<GanModel> model;
+  const BatchMaker batches;
+  const std::vector<RunSetting> settings;
+  const int synced_norms;
+  WrappedGan wrapped;
+  training::EmaWeights ema;
+  std::optional<AdaptiveAugment> ada;  // --augment-target
+  optim::LrScheduler scheduler;
+  const Checkpointer checkpointer;
+  std::optional<GraphedGanStep> graphed;  // --cuda-graphs
+};
+
+// The training step of one iteration: its batch (prefetched a step ahead), the wrapper's
+// step (or the CUDA graph's), the non-finite bookkeeping, EMA; under --trace its spans and
+// the host time it costs (runtime/host_cost.h), the first steps aside (their allocations,
+// cuDNN's plans and the like are the warm-up's).
+class TrainStep {
+ public:
+  TrainStep(Run& run, int64_t start)
+      : run_(run),
+        prefetcher_(run.batches, run.device),
+        count_from_(start + std::min<int64_t>(5, (run.o.iters - start) / 4)) {
+    const TrainOptions& o = run.o;
+    if (o.on_nonfinite == OnNonFinite::skip || o.on_nonfinite == OnNonFinite::scrub)
+      nonfinite_guard_.emplace(o.max_nonfinite_steps, to_string(o.on_nonfinite),
+                               run.is_rank0 ? &run.out : nullptr);
+  }
+
+  StepRecord operator()(int64_t it) {
+    const TrainOptions& o = run_.o;
+    StepRecord record;
+    const bool counted = !o.trace.empty() && it >= count_from_;
+    if (counted) host_cost::set_counting(true);
+    const auto t_begin = Clock::now();
+    Clock::time_point t_data, t_step;
+    {
+      trace::begin_step(it);
+      trace::Span step("train", "step");
+      if (step.on()) step.set_args({trace::arg("iteration", it)});
+      run_.model->set_iteration(it);
+      std::optional<trace::Span> data(std::in_place, "train", "data");
+      Batch batch = prefetcher_.take(it, it + 1 < o.iters ? it + 1 : -1);
+      data.reset();
+      t_data = Clock::now();
+      if (run_.ada) run_.model->augment->set_p(run_.ada->p());
+      record.log = run_.graphed ? run_.graphed->step(batch, it) : run_.wrapped.train_step(batch);
+      t_step = Clock::now();
+      record.lr_used = run_.wrapped.opt_d().lr();
+      count_nonfinite(it, record.log);
+      run_.ema.update(it);
+    }
+    host_cost::set_counting(false);
+    if (counted) host_split_.add(t_begin, t_data, t_step, Clock::now());
+    return record;
+  }
+
+  int64_t count_from() const { return count_from_; }
+  const HostSplit& host_split() const { return host_split_; }
+
+ private:
+  // --on-nonfinite scrub logs what it zeroed; skip and scrub count the events against
+  // --max-nonfinite-steps (equal on every rank).
+  void count_nonfinite(int64_t it, LogVars& log) {
+    std::optional<WrappedGan::Scrubbed> scrubbed;
+    if (run_.o.on_nonfinite == OnNonFinite::scrub) {
+      scrubbed = run_.wrapped.scrubbed_elements();
+      log["scrubbed_g"] = static_cast<double>(scrubbed->generator);
+      log["scrubbed_d"] = static_cast<double>(scrubbed->discriminator);
+    }
+    if (!nonfinite_guard_) return;
+    NonFiniteGuard::PartCounts nonfinite;
+    for (const auto& [name, wrapper] : run_.wrapped.optim_wrappers().items()) {
+      const int64_t events = !scrubbed             ? wrapper->skipped_steps()
+                             : name == "generator" ? scrubbed->generator
+                                                   : scrubbed->discriminator;
+      nonfinite.push_back({name, events, wrapper->steps_attempted()});
+    }
+    nonfinite_guard_->observe(it + 1, nonfinite);
+  }
+
+  Run& run_;
+  BatchPrefetcher prefetcher_;
+  const int64_t count_from_;
+  std::optional<NonFiniteGuard> nonfinite_guard_;  // --max-nonfinite-steps
+  HostSplit host_split_;                           // printed with --trace
+};
+
+// --accumulate k: a run whose length is not a multiple of k steps on its last, partial
+// group. Every checkpoint is written right after an optimizer step (at multiples of k,
+// --ckpt-every being one, or at a run's last iteration, whose partial group has stepped), so
+// a run extended from one counts its accumulations from there.
+void count_accumulation_from(Run& run, int64_t start) {
+  if (run.o.accumulate <= 1) return;
+  for (const auto& [name, wrapper] : run.wrapped.optim_wrappers().items())
+    wrapper->initialize_count_status(start, run.o.iters, /*after_step=*/true);
+}
+
+// Every N iterations (N > 0) and at the end; at the end alone for 0.
+training::Trigger every_or_end(int64_t n) { return n > 0 ? training::every(n) : training::end(); }
+
+// The run's end after the barrier: the trace and host time (--trace), the result, and rank
+// 0's summary lines and final report.
+TrainResult finish_run(Run& run, int64_t start, const TrainStep& step, StepTimer& timer,
+                       std::vector<trace::PhaseSummary> trace_dropped, RunFiles* files,
+                       Clock::time_point loop_start) {
+  const TrainOptions& o = run.o;
+  std::ostream& out = run.out;
+  if (!o.trace.empty()) {
+    write_trace(o.trace, *run.world, std::move(trace_dropped), o.iters - start, out);
+    const host_cost::Record host = host_cost::stop();
+    if (run.is_rank0)
+      out << "rank 0 " << step.host_split().line() << "\n"
+          << "rank 0 " << host_cost::per_step_table(host, o.iters - step.count_from(), "");
+  }
+  TrainResult result;
+  result.start_iteration = start;
+  result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
+  result.iterations = o.iters - start;
+  result.ms_per_step = ms_per_step(timer, result.seconds, result.iterations);
+  if (files) {
+    if (files->ring8) {
+      result.ring8_modes = files->ring8->modes_covered;
+      result.ring8_high_quality = files->ring8->high_quality_fraction;
+      files->metrics.log_ring8(o.iters, *files->ring8, out);
+    }
+    print_sync_summary(run.wrapped, out);
+    out << "metrics: " << files->metrics.path() << "\n";
+    files->write_report(run.wrapped, RunState::finished);
+    if (!files->report_warned) out << "report: " << files->report.path() << "\n";
+  }
+  for (const Variable& p : run.model->parameters()) result.parameters.push_back(p.data().to(Device::cpu()));
+  return result;
+}
+
 }  // namespace
 
 GanConfig gan_config(const TrainOptions& o) {
@@ -330,247 +488,70 @@ int sync_batch_norms(const TrainOptions& o, GanModel& model,
 
 TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::ProcessGroup>& world,
                   std::ostream& out) {
-  const int rank = world->rank(), size = world->size();
-  const TrainOptions o = for_world_size(options, size);  // --global-batch: this world's share
-  const bool is_rank0 = rank == 0;
-  check_device(o.device, *world);
-  // The convolutions' TANDEM_CUDNN setting is read here, so a bad value is named before the
-  // output folder is touched rather than at the first GPU convolution (CPU runs ignore it).
-  kernels::conv_algorithm_mode();
-  const Device device = world->tensor_device();
-  const OutReuse reuse = o.resume ? OutReuse::resume : o.overwrite ? OutReuse::overwrite : OutReuse::new_run;
-  const OutDirLock out_lock = prepare_out_dir(o.out, reuse, *world, out);  // held by rank 0 for the whole run
-
-  std::shared_ptr<GanModel> model = make_gan(gan_config(o));
-  model->to(device);  // before the wrapper and optimizers take their handles
-  // Losses stay on the device until a log point (or the progress line) reads them: a GPU
-  // step that read them would wait for the device twice per step (GanModel::defer_log_reads).
-  model->defer_log_reads = true;
-  // Made on the CPU; on a GPU the prefetcher uploads each one a step ahead from pinned memory.
-  const BatchMaker batches = make_batch_maker(o, size, rank, model->noise_dim(), Device::cpu(),
-                                              model->data_shape(), is_rank0 ? &out : nullptr);
-  // Before the first collective whose order depends on a setting (the wrapper's checks).
-  const std::vector<RunSetting> settings =
-      run_settings(o, dist::backend_name(world->backend()), batches.data_identity());
-  check_settings_agree(*world, settings);
-  const int synced_norms = sync_batch_norms(o, *model, world);
-  WrappedGan wrapped(model, world, wrapped_gan_options(o));
-  std::optional<GraphedGanStep> graphed;  // --cuda-graphs
-  if (o.cuda_graphs) graphed.emplace(wrapped, kDefaultGraphWarmup, is_rank0 ? &out : nullptr);
-  training::EmaWeights ema = o.ema_kimg > 0
-                                 ? training::EmaWeights(model->generator->parameters(),
-                                                        training::EmaHalfLife{.kimg = o.ema_kimg,
-                                                                              .rampup = o.ema_rampup,
-                                                                              .global_batch = o.global_batch})
-                                 : training::EmaWeights(model->generator->parameters(), o.ema_decay);
-  std::optional<AdaptiveAugment> ada;  // --augment-target
-  if (o.augment.any()) {
-    model->augment = std::make_shared<DiffAugment>(o.augment, o.seed, rank, size);
-    if (o.augment_target > 0) {
-      const double step = ada_step(o.global_batch, o.augment_kimg);
-      TANDEM_CHECK(step > 0 && std::isfinite(step),
-                   "--augment-kimg " << o.augment_kimg << " at --global-batch " << o.global_batch
-                                     << " moves p by " << step
-                                     << " per adjustment: pass a value that moves it (StyleGAN2-ADA: 500)");
-      ada.emplace(o.augment_target, step);
-    }
-    model->augment->track_real_signs = ada.has_value();
-  }
-  // The learning rate of iteration i is set before it (at 0 here, then after each iteration).
-  optim::LrScheduler scheduler({&wrapped.opt_g(), &wrapped.opt_d()}, o.lr_schedule);
-  const Checkpointer checkpointer(
-      o.out, {.world_size = size, .elastic = options.global_batch > 0, .settings = settings},
-      {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler, ada ? &ada->state() : nullptr});
-
-  const int64_t start =
-      o.resume ? resume_iteration(o, checkpointer, *world, per_rank_batch_norm(*model, o.sync_bn), out) : 0;
-  scheduler.set_iteration(start);
-  // A run whose length is not a multiple of --accumulate steps on its last, partial group.
-  // Every checkpoint is written right after an optimizer step (at multiples of the count,
-  // --ckpt-every being one, or at a run's last iteration, whose partial group has stepped),
-  // so a run extended from one counts its accumulations from there.
-  if (o.accumulate > 1) {
-    for (const auto& [name, wrapper] : wrapped.optim_wrappers().items())
-      wrapper->initialize_count_status(start, o.iters, /*after_step=*/true);
-  }
-  const bool scheduled = o.lr_schedule.str() != "constant";
+  Run run(options, world, out);
+  const TrainOptions& o = run.o;
+  const int64_t start = o.resume ? resume_iteration(o, run.checkpointer, *world,
+                                                    per_rank_batch_norm(*run.model, o.sync_bn), out)
+                                 : 0;
+  count_accumulation_from(run, start);
   if (!o.trace.empty()) check_trace_path(o.trace, *world);
-
-  std::optional<MetricsLog> metrics;  // rank 0 alone reports and writes files
-  std::optional<RunReport> report;
-  std::optional<TensorBoard> tensorboard;  // --tensorboard
-  bool report_warned = false;
-  if (is_rank0) {
-    metrics.emplace(o.out, /*resume_iteration=*/start);
-    if (!o.tensorboard.empty()) tensorboard.emplace(o.tensorboard, /*resume_step=*/start);
-    report.emplace(
-        o.out,
-        "tandem-train: " + model->type_name() + " on " + o.data + ", " + std::to_string(size) + " rank(s)",
-        report_settings(o, settings), o.iters);
-    if (start > 0) report->load_history(start);  // metrics.jsonl is cut to `start` by now
-    print_run_start(out, o, *model, size, synced_norms);
+  std::optional<RunFiles> files;  // rank 0 alone reports and writes files
+  if (run.is_rank0) {
+    files.emplace(o,
+                  "tandem-train: " + run.model->type_name() + " on " + o.data + ", " +
+                      std::to_string(world->size()) + " rank(s)",
+                  run.settings, start);
+    print_run_start(out, o, *run.model, world->size(), run.synced_norms);
   }
-  const SampleWriter sample_writer(o.out, o.seed, *model, ema, device);
-  // On a terminal, rank 0's latest losses on a line rewritten in place between the log
-  // points; elsewhere (a file, a pipe) the log points' lines alone, as ever.
-  std::optional<training::Progress> progress;
-  if (is_rank0) {
-    progress.emplace(o.iters, out, training::ProgressOptions{.start = start});
-    if (!progress->in_place()) progress.reset();
-  }
+  const SampleWriter sample_writer(o.out, o.seed, *run.model, run.ema, run.device);
 
-  std::optional<FidMonitor> fid;  // --fid-every
-  if (o.fid_every > 0) fid.emplace(o, *world, o.ema_decay > 0, is_rank0 ? &out : nullptr);
-
-  TrainResult result;
-  result.start_iteration = start;
-  std::optional<data::Ring8Quality> ring8;
-  const auto loop_start = Clock::now();
+  // After each step, in this order: the schedules (the learning rate, ADA's p), the
+  // checkpoint (it is the run), the log point, the checkpoint's path and the samples at the
+  // end, the report page.
+  StepRecord record;
   StepTimer timer;
+  training::Manager manager(
+      world, {.iterations = o.iters, .global_batch = o.global_batch, .out = o.out, .log = &out});
+  const training::Trigger checkpoint_every = every_or_end(o.ckpt_every);
+  manager.extend(training::lr_schedule(run.scheduler));
+  if (run.ada) manager.extend(adaptive_p(*run.ada, *run.model, record, checkpoint_every));
+  auto checkpoint = std::make_shared<CheckpointSave>(run.checkpointer);
+  manager.extend(checkpoint, checkpoint_every);
+  manager.extend(std::make_shared<LogPointReport>(LogPointParts{.options = o,
+                                                                .model = *run.model,
+                                                                .wrapped = run.wrapped,
+                                                                .ema = run.ema,
+                                                                .device = run.device,
+                                                                .record = record,
+                                                                .timer = timer,
+                                                                .files = files ? &*files : nullptr,
+                                                                .start = start},
+                                                  *world, out));
+  manager.extend(
+      [&](training::Manager& m) {
+        if (!checkpoint->latest().empty()) m.print("checkpoint: " + checkpoint->latest());
+      },
+      training::end(), "checkpoint_path");
+  manager.extend(samples(sample_writer, files ? &*files : nullptr), every_or_end(o.sample_every));
+  manager.extend(
+      report_page(files ? &*files : nullptr, run.wrapped, o.log_every, every_or_end(o.sample_every)));
+  manager.start(start);
+
+  const auto loop_start = Clock::now();
   std::vector<trace::PhaseSummary> trace_dropped;  // --trace: rank 0's summary of the steps it dropped
   if (!o.trace.empty()) start_trace(o.trace_steps, *world, trace_dropped);
-  // --trace also counts what the steps cost the host (runtime/host_cost.h), log points and
-  // the first steps aside (their allocations, cuDNN's plans and the like are the warm-up's).
   if (!o.trace.empty()) host_cost::start();
   host_cost::set_counting(false);
-  const int64_t count_from = start + std::min<int64_t>(5, (o.iters - start) / 4);
-  std::optional<NonFiniteGuard> nonfinite_guard;  // --max-nonfinite-steps
-  if (o.on_nonfinite == OnNonFinite::skip || o.on_nonfinite == OnNonFinite::scrub)
-    nonfinite_guard.emplace(o.max_nonfinite_steps, to_string(o.on_nonfinite), is_rank0 ? &out : nullptr);
-  BatchPrefetcher prefetcher(batches, device);
-  HostSplit host_split;  // printed with --trace
-  timer.start(loop_start, wrapped.total_bytes());
-  for (int64_t it = start; it < o.iters; ++it) {
-    LogVars log;
-    double lr_used = 0;
-    const bool counted = !o.trace.empty() && it >= count_from;
-    if (counted) host_cost::set_counting(true);
-    const auto t_begin = Clock::now();
-    Clock::time_point t_data, t_step;
-    {
-      trace::begin_step(it);
-      trace::Span step("train", "step");
-      if (step.on()) step.set_args({trace::arg("iteration", it)});
-      model->set_iteration(it);
-      std::optional<trace::Span> data(std::in_place, "train", "data");
-      Batch batch = prefetcher.take(it, it + 1 < o.iters ? it + 1 : -1);
-      data.reset();
-      t_data = Clock::now();
-      if (ada) model->augment->set_p(ada->p());
-      log = graphed ? graphed->step(batch, it) : wrapped.train_step(batch);
-      t_step = Clock::now();
-      lr_used = wrapped.opt_d().lr();
-      NonFiniteGuard::PartCounts nonfinite;  // so far, equal on every rank
-      std::optional<WrappedGan::Scrubbed> scrubbed;
-      if (o.on_nonfinite == OnNonFinite::scrub) {
-        scrubbed = wrapped.scrubbed_elements();
-        log["scrubbed_g"] = static_cast<double>(scrubbed->generator);
-        log["scrubbed_d"] = static_cast<double>(scrubbed->discriminator);
-      }
-      if (nonfinite_guard) {
-        for (const auto& [name, wrapper] : wrapped.optim_wrappers().items()) {
-          const int64_t events = !scrubbed             ? wrapper->skipped_steps()
-                                 : name == "generator" ? scrubbed->generator
-                                                       : scrubbed->discriminator;
-          nonfinite.push_back({name, events, wrapper->steps_attempted()});
-        }
-        nonfinite_guard->observe(it + 1, nonfinite);
-      }
-      ema.update(it);
-    }
-    host_cost::set_counting(false);
-    if (counted) host_split.add(t_begin, t_data, t_step, Clock::now());
+  TrainStep step(run, start);
+  timer.start(loop_start, run.wrapped.total_bytes());
+  while (manager.running()) {
+    record = step(manager.iteration());
     timer.step();
-
-    const int64_t done = it + 1;
-    scheduler.set_iteration(done);  // before a checkpoint: it holds the next iteration's rate
-    const bool last = done == o.iters;
-    if (ada) {  // p's update, and before a checkpoint every rank's counts in the state it saves
-      log["augment_p"] = ada->p();
-      const auto [sign_sum, count] = model->augment->take_real_signs();
-      ada->observe(sign_sum, count);
-      ada->end_iteration(done, due(done, o.ckpt_every, last), *world);
-    }
-    // The checkpoint first: it is the run. Before the log point's FID, which may take minutes
-    // and may fail; a picture that cannot be written (a full disk, a directory in its place)
-    // is reported below and costs only itself.
-    std::string checkpoint_path;
-    if (is_rank0 && due(done, o.ckpt_every, last)) checkpoint_path = checkpointer.save(done);
-    const bool log_point = done % o.log_every == 0 || last;
-    if (progress && log_point) progress->clear();  // the log point's lines take its place
-    if ((progress && !log_point && progress->due(done)) || log_point) log = model->read_device_log(log);
-    if (progress && !log_point)
-      progress->update(done, {{"loss_d", log["loss_d"]}, {"loss_g", log["loss_g"]}});
-    if (log_point) {
-      RankStats stats =
-          gather_rank_stats(*world, log["loss_d"], log["loss_g"], logged_terms(log, scheduled, lr_used));
-      const StepTimer::Interval interval = timer.finish(Clock::now(), wrapped.total_bytes());
-      if (fid && fid->due(done, last)) {  // after the interval: its time is not the steps'
-        const double value = fid->compute(*model, ema, device);
-        stats.terms.emplace_back(fid->name(), value);
-        if (is_rank0) out << fid->line(done, value) << "\n";
-      }
-      if (metrics) {
-        const LogPoint point = {.iteration = done,
-                                .total = o.iters,
-                                .ms_per_step = interval.ms_per_step,
-                                .loss_d = stats.loss_d,
-                                .loss_g = stats.loss_g,
-                                .terms = stats.terms,
-                                .bytes_per_step = interval.bytes_per_step,
-                                .structure = model->structure(),
-                                .skipped_steps = wrapped.skipped_steps(),
-                                .rss_mb = stats.rss_mb};
-        metrics->log(point, out);
-        if (tensorboard) tensorboard->add_scalars(done, tensorboard_scalars(point));
-        report->add_point(point);
-      }
-      timer.start(Clock::now(), wrapped.total_bytes());
-    }
-    if (last && !checkpoint_path.empty()) out << "checkpoint: " << checkpoint_path << "\n";
-    if (is_rank0 && due(done, o.sample_every, last)) {
-      try {
-        Samples samples = sample_writer.write(done);
-        if (samples.ring8) ring8 = samples.ring8;
-        report->add_sample(done, samples.path);
-        if (tensorboard) tensorboard->add_png_file("samples", samples.path, done);
-        if (last) out << "samples: " << samples.path << "\n";
-      } catch (const std::exception& e) {
-        out.flush();
-        write_stderr_line(std::string("tandem-train: warning: no sample picture at iteration ") +
-                          std::to_string(done) + ", training goes on: " + e.what());
-      }
-    }
-    // After the picture, so that the page shows it; the last one is written below.
-    if (report && !last && (done % o.log_every == 0 || due(done, o.sample_every, false)))
-      write_report(*report, wrapped, RunState::running, report_warned);
+    manager.end_iteration();
   }
   // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).
-  world->barrier("end of training")->wait();
-  if (!o.trace.empty()) {
-    write_trace(o.trace, *world, std::move(trace_dropped), o.iters - start, out);
-    const host_cost::Record host = host_cost::stop();
-    if (is_rank0)
-      out << "rank 0 " << host_split.line() << "\n"
-          << "rank 0 " << host_cost::per_step_table(host, o.iters - count_from, "");
-  }
-
-  result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
-  result.iterations = o.iters - start;
-  result.ms_per_step = ms_per_step(timer, result.seconds, result.iterations);
-  if (ring8) {
-    result.ring8_modes = ring8->modes_covered;
-    result.ring8_high_quality = ring8->high_quality_fraction;
-  }
-  if (metrics) {
-    if (ring8) metrics->log_ring8(o.iters, *ring8, out);
-    print_sync_summary(wrapped, out);
-    out << "metrics: " << metrics->path() << "\n";
-    write_report(*report, wrapped, RunState::finished, report_warned);
-    if (!report_warned) out << "report: " << report->path() << "\n";
-  }
-  for (const Variable& p : model->parameters()) result.parameters.push_back(p.data().to(Device::cpu()));
-  return result;
+  manager.finish();
+  return finish_run(run, start, step, timer, std::move(trace_dropped), files ? &*files : nullptr, loop_start);
 }
 
 }  // namespace tandem::models

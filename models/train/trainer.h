@@ -49,9 +49,11 @@
 // With options.cuda_graphs each iteration's step goes through GraphedGanStep
 // (graphed_gan_step.h): the same results, eager, captured or replayed; rank 0 writes its
 // capture and discard lines to `out`.
-// train() is the loop over the pieces beside it, each header stating its part: out_dir,
-// batch_maker, ema_weights, checkpointer, sample_writer, rank_stats, step_timer, metrics_log,
-// run_report.
+// train() is the step and the extensions it registers with training::Manager
+// (models/training/manager.h), which counts the iterations and runs them after each step:
+// the learning rate, ADA's p, the checkpoint, the log point, the samples and the report page
+// (run_extensions.h). Each piece beside it states its part: out_dir, batch_maker,
+// checkpointer, sample_writer, rank_stats, step_timer, metrics_log, run_report.
 #pragma once
 
 #include <memory>

@@ -138,14 +138,28 @@ int64_t Manager::resume() {
   return state_.iteration;
 }
 
-void Manager::start() {
+void Manager::start() { begin(std::nullopt); }
+
+void Manager::start(int64_t first_iteration) {
+  TANDEM_CHECK(!options_.resume, "training::Manager::start("
+                                     << first_iteration
+                                     << "): ManagerOptions::resume is set; call start() "
+                                        "to resume, start(first_iteration) when the program "
+                                        "resumed itself");
+  TANDEM_CHECK(first_iteration >= 0 && first_iteration <= options_.iterations,
+               "training::Manager::start(" << first_iteration << "): the first iteration is not in [0, "
+                                           << options_.iterations << "]");
+  begin(first_iteration);
+}
+
+void Manager::begin(std::optional<int64_t> first_iteration) {
   TANDEM_CHECK(!started_, "training::Manager::start: called twice");
   std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
     return a.extension->priority() < b.extension->priority();
   });
   has_stops_ =
       std::any_of(entries_.begin(), entries_.end(), [](const Entry& e) { return e.extension->stops(); });
-  iteration_ = options_.resume ? resume() : 0;
+  iteration_ = first_iteration ? *first_iteration : options_.resume ? resume() : 0;
   state_.iteration = iteration_;
   for (Entry& entry : entries_) entry.extension->initialize(*this);
   started_ = true;

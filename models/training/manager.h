@@ -42,6 +42,11 @@
 //   0 prints "resumed from <path> at iteration <i>". No sound checkpoint: a fresh run from
 //   0 ("no checkpoint in <out>; starting from iteration 0"). A checkpoint beyond
 //   iterations is an Error naming it. Then each extension's initialize() runs.
+//   start(first_iteration) is start() for a program that resumed its state itself (tandem-
+//   train's Checkpointer, with its own metadata checks): nothing is read, iteration() is
+//   first_iteration (0 <= first_iteration <= iterations, an Error otherwise, as is
+//   ManagerOptions::resume set), then the extensions' initialize() runs. Not collective
+//   itself.
 // - end_iteration(observe) counts one iteration, agrees on a stop (below), and runs the
 //   extensions due. observe, when given, returns this iteration's scalars on this rank;
 //   it is called at most once, and only when a running extension reads observation(), so a
@@ -146,6 +151,7 @@ class Manager {
   void extend(std::function<void(Manager&)> fn, Trigger trigger, std::string name = "lambda");
 
   void start();
+  void start(int64_t first_iteration);
   bool running() const { return started_ && !finished_; }
   void end_iteration(const std::function<Scalars()>& observe = {});
   void finish();
@@ -181,6 +187,7 @@ class Manager {
     Trigger trigger;
     std::string name;
   };
+  void begin(std::optional<int64_t> first_iteration);
   int64_t resume();
   void agree_on_stop();
 

@@ -82,6 +82,33 @@ TEST_CASE("Trigger: iterations, kimg crossings and the last iteration", "[manage
   CHECK_THROWS_WITH(every_kimg(0.0001), Catch::Contains("at least one image"));
 }
 
+TEST_CASE("Manager::start(first_iteration): a program that resumed itself goes on from there", "[manager]") {
+  TempDir tmp("manager_start_at");
+  std::vector<std::string> log;
+  dist::run_ranks(1, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    Manager manager(world, {.iterations = 8, .out = tmp.path.string(), .log = &out});
+    manager.extend(std::make_shared<Recorder>("every3", Priority::report, &log), every(3));
+    manager.start(5);
+    CHECK(manager.iteration() == 5);
+    CHECK(manager.state().iteration == 5);
+    int64_t steps = 0;
+    for (; manager.running(); ++steps) manager.end_iteration();
+    manager.finish();
+    CHECK(steps == 3);         // 6, 7, 8
+    CHECK(out.str().empty());  // nothing read, nothing said about a resume
+    CHECK_THROWS_WITH(Manager(world, {.iterations = 8, .out = tmp.path.string()}).start(9),
+                      Catch::Contains("start(9): the first iteration is not in [0, 8]"));
+    CHECK_THROWS_WITH(Manager(world, {.iterations = 8, .out = tmp.path.string(), .resume = true}).start(2),
+                      Catch::Contains("ManagerOptions::resume is set"));
+    // At the run's length already: nothing to do.
+    Manager done(world, {.iterations = 8, .out = tmp.path.string()});
+    done.start(8);
+    CHECK_FALSE(done.running());
+  });
+  CHECK(log == std::vector<std::string>{"every3@6", "every3@8"});
+}
+
 TEST_CASE("Manager: extensions run at their triggers, schedules then checkpoints then the rest",
           "[manager]") {
   TempDir tmp("manager_order");
