@@ -21,6 +21,8 @@
 
 namespace tandem::models {
 
+using training::bucket_memory_ratio;
+using training::format_bytes;
 using training::format_duration;
 using training::write_json_number;
 
@@ -97,29 +99,11 @@ std::string sync_phase_line(const PhaseStats& phase) {
   return os.str();
 }
 
-std::string bucket_memory_ratio(size_t bucket_bytes, size_t parameter_bytes) {
-  if (parameter_bytes == 0) return "-";
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(2)
-     << static_cast<double>(bucket_bytes) / static_cast<double>(parameter_bytes) << "x";
-  return os.str();
-}
-
 std::string sync_buckets_line(size_t phases, size_t bucket_bytes, size_t parameter_bytes) {
   std::ostringstream os;
   os << "sync buckets: " << phases << " phase(s) in " << format_bytes(static_cast<double>(bucket_bytes))
      << " of buckets for " << format_bytes(static_cast<double>(parameter_bytes)) << " of parameters ("
      << bucket_memory_ratio(bucket_bytes, parameter_bytes) << ")";
-  return os.str();
-}
-
-std::string format_bytes(double bytes) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(bytes >= 1e6 ? 2 : 1);
-  if (bytes >= 1e6)
-    os << bytes / 1e6 << " MB";
-  else
-    os << bytes / 1e3 << " kB";
   return os.str();
 }
 
@@ -131,6 +115,19 @@ void MetricsLog::log(const LogPoint& point, std::ostream& console) {
 void MetricsLog::log_ring8(int64_t iteration, const data::Ring8Quality& quality, std::ostream& console) {
   console << ring8_line(quality) << "\n";
   write_line(ring8_json(iteration, quality), iteration);
+}
+
+training::Scalars point_scalars(const LogPoint& point) {
+  training::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
+  scalars.insert(scalars.end(), point.terms.begin(), point.terms.end());
+  scalars.emplace_back("ms_per_step", point.ms_per_step);
+  scalars.emplace_back("bytes_per_step", point.bytes_per_step);
+  return scalars;
+}
+
+void add_log_point(training::RunReport& report, const LogPoint& point) {
+  report.add_scalars(point.iteration, point_scalars(point));
+  report.set_latest_line(progress_line(point));
 }
 
 }  // namespace tandem::models

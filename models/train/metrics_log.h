@@ -22,15 +22,16 @@
 //   per backward, <k> backward(s), rebuilt <r>x", what one kind of backward cost.
 // - sync_buckets_line(phases, bucket bytes, parameter bytes): "sync buckets: <n> phase(s)
 //   in <bytes> of buckets for <bytes> of parameters (<ratio>)", a Reducer's bucket memory
-//   at the end of the run, the ratio as bucket_memory_ratio gives it.
-// - bucket_memory_ratio(bucket bytes, parameter bytes): "<bucket / parameter bytes, 2
-//   decimals>x" ("-" without parameters).
+//   at the end of the run, the ratio as the toolkit's bucket_memory_ratio gives it
+//   (models/training/run_report.h; bytes as its format_bytes, metrics_file.h).
+// - point_scalars(p): the log point's numbers as named scalars (loss_d, loss_g, its terms,
+//   ms_per_step, bytes_per_step: what TensorBoard and the report's charts get);
+//   add_log_point(report, p) records them in the report, its progress line the latest line.
 // - MetricsLog(dir, resume_iteration) opens <dir>/metrics.jsonl as the toolkit's
 //   MetricsFile does (models/training/metrics_file.h: emptied, or cut back on resume; links
 //   refused; a write error reported once, as "tandem-train: warning: cannot write ...", and
 //   the run goes on). log() writes the progress line to the console and the JSON line to
 //   the file; write_line() a line of the caller's (MetricsFile::write_line).
-// - format_bytes(b): "<b / 10^3, 1 decimal> kB" below 10^6, else "<b / 10^6, 2 decimals> MB".
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,8 @@
 
 #include "models/data/dataset.h"
 #include "models/training/metrics_file.h"
+#include "models/training/run_report.h"
+#include "models/training/scalar_log.h"
 #include "reducer/reducer.h"
 
 namespace tandem::models {
@@ -64,14 +67,13 @@ struct LogPoint {
 };
 
 std::string progress_line(const LogPoint& point);
+training::Scalars point_scalars(const LogPoint& point);
+void add_log_point(training::RunReport& report, const LogPoint& point);
 std::string metrics_json(const LogPoint& point);
 std::string ring8_line(const data::Ring8Quality& quality);
 std::string ring8_json(int64_t iteration, const data::Ring8Quality& quality);
 std::string sync_phase_line(const PhaseStats& phase);
 std::string sync_buckets_line(size_t phases, size_t bucket_bytes, size_t parameter_bytes);
-std::string bucket_memory_ratio(size_t bucket_bytes, size_t parameter_bytes);
-
-std::string format_bytes(double bytes);
 
 class MetricsLog {
  public:

@@ -6,7 +6,7 @@
 
 #include "models/train/checkpointer.h"
 #include "models/train/metrics_log.h"
-#include "models/train/run_report.h"
+#include "models/training/run_report.h"
 #include "runtime/error.h"
 #include "runtime/file_write.h"
 
@@ -22,7 +22,7 @@ bool is_atomic_write_tmp(const std::string& name) {
   const std::string tmp = ".tmp";
   if (!name.ends_with(tmp)) return false;
   const std::string final_name = name.substr(0, name.size() - tmp.size());
-  return final_name == kMetricsFile || final_name == kReportFile ||
+  return final_name == kMetricsFile || final_name == training::kReportFile ||
          (final_name.starts_with(std::string(kCheckpointPrefix) + "-") &&
           final_name.ends_with(".safetensors")) ||
          (final_name.starts_with("samples-") && final_name.ends_with(".png"));
@@ -60,7 +60,7 @@ bool is_sample_name(const std::string& name) {
 // ended before its first line) holds nothing to lose; a link or a directory is no run's.
 std::vector<std::string> earlier_outputs(const std::string& out) {
   return names_in(out, [&](const std::string& name) {
-    if (name != kMetricsFile && name != kReportFile && !is_sample_name(name)) return false;
+    if (name != kMetricsFile && name != training::kReportFile && !is_sample_name(name)) return false;
     std::error_code ec;
     const fs::path path = fs::path(out) / name;
     if (!fs::is_regular_file(fs::symlink_status(path, ec))) return false;

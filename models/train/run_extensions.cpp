@@ -13,15 +13,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// What TensorBoard plots of a log point: the numbers metrics.jsonl holds, but rss.
-training::Scalars tensorboard_scalars(const LogPoint& point) {
-  training::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
-  scalars.insert(scalars.end(), point.terms.begin(), point.terms.end());
-  scalars.emplace_back("ms_per_step", point.ms_per_step);
-  scalars.emplace_back("bytes_per_step", point.bytes_per_step);
-  return scalars;
-}
-
 // A log point's terms besides the losses: the objective's, the same on every rank.
 std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, bool scheduled, double lr_used) {
   std::vector<std::pair<std::string, double>> terms;
@@ -34,10 +25,13 @@ std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, boo
 }
 
 // The report's settings: the run's own, then where its files are.
-std::vector<RunSetting> report_settings(const TrainOptions& o, std::vector<RunSetting> settings) {
-  settings.push_back({.flag = "--out", .value = o.out});
-  settings.push_back({.flag = "--data-dir", .value = o.data_dir});
-  return settings;
+std::vector<training::ReportSetting> report_settings(const TrainOptions& o,
+                                                     const std::vector<RunSetting>& settings) {
+  std::vector<training::ReportSetting> lines;
+  for (const RunSetting& setting : settings) lines.push_back({.flag = setting.flag, .value = setting.value});
+  lines.push_back({.flag = "--out", .value = o.out});
+  lines.push_back({.flag = "--data-dir", .value = o.data_dir});
+  return lines;
 }
 
 class AdaptiveP : public training::Extension {
@@ -96,7 +90,7 @@ class ReportPage : public training::Extension {
     // After the picture, so that the page shows it; the last one is written at the end.
     if (files_ != nullptr && !m.last() &&
         (done % log_every_ == 0 || sample_.fires(done, m.options().global_batch, false)))
-      files_->write_report(wrapped_, RunState::running);
+      files_->write_report(wrapped_, training::RunState::running);
   }
 
  private:
@@ -111,12 +105,12 @@ class ReportPage : public training::Extension {
 RunFiles::RunFiles(const TrainOptions& o, const std::string& title, std::vector<RunSetting> settings,
                    int64_t start)
     : metrics(o.out, /*resume_iteration=*/start),
-      report(o.out, title, report_settings(o, std::move(settings)), o.iters) {
+      report(o.out, title, report_settings(o, settings), o.iters) {
   if (!o.tensorboard.empty()) tensorboard.emplace(o.tensorboard, /*resume_step=*/start);
   if (start > 0) report.load_history(start);  // metrics.jsonl is cut to `start` by now
 }
 
-void RunFiles::write_report(const WrappedGan& wrapped, RunState state) {
+void RunFiles::write_report(const WrappedGan& wrapped, training::RunState state) {
   const std::vector<const Reducer*> reducers = wrapped.reducers();
   for (size_t r = 0; r < reducers.size(); ++r) {
     std::string label = std::to_string(r + 1);
@@ -187,8 +181,8 @@ void LogPointReport::run(training::Manager& m) {
                             .skipped_steps = parts_.wrapped.skipped_steps(),
                             .rss_mb = stats.rss_mb};
     files->metrics.log(point, out_);
-    if (files->tensorboard) files->tensorboard->add_scalars(done, tensorboard_scalars(point));
-    files->report.add_point(point);
+    if (files->tensorboard) files->tensorboard->add_scalars(done, point_scalars(point));
+    add_log_point(files->report, point);
   }
   parts_.timer.start(Clock::now(), parts_.wrapped.total_bytes());
 }

@@ -39,13 +39,14 @@
 #include "models/train/checkpointer.h"
 #include "models/train/fid_monitor.h"
 #include "models/train/metrics_log.h"
-#include "models/train/run_report.h"
+#include "models/train/run_settings.h"
 #include "models/train/sample_writer.h"
 #include "models/train/step_timer.h"
 #include "models/train/train_options.h"
 #include "models/training/ema_weights.h"
 #include "models/training/manager.h"
 #include "models/training/progress.h"
+#include "models/training/run_report.h"
 #if TANDEM_HAVE_TENSORBOARD
 #include "models/training/tensorboard_writer.h"
 #endif
@@ -75,10 +76,10 @@ struct RunFiles {
   RunFiles(const TrainOptions& o, const std::string& title, std::vector<RunSetting> settings, int64_t start);
   // Rewrites report.html with each Reducer's phases as they stand; a report that cannot be
   // written is a warning once, and the run goes on.
-  void write_report(const WrappedGan& wrapped, RunState state);
+  void write_report(const WrappedGan& wrapped, training::RunState state);
 
   MetricsLog metrics;
-  RunReport report;
+  training::RunReport report;
   std::optional<TensorBoard> tensorboard;
   std::optional<data::Ring8Quality> ring8;  // the last ring8 samples' quality
   bool report_warned = false;

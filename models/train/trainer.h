@@ -23,7 +23,7 @@
 // pictures (<out>/samples-<iter>.png, drawn from an exponential moving average of G's
 // weights unless --ema-decay 0) and checkpoints
 // (<out>/ckpt-<iter>.safetensors: model, both optimizers, the average, the iteration;
-// written atomically), and keeps <out>/report.html (run_report.h) up to date: rewritten
+// written atomically), and keeps <out>/report.html (models/training/run_report.h) up to date: rewritten
 // after each log point and sample picture while running, and once more, "finished", at the
 // end (a report that cannot be written is a warning; training goes on).
 // Data and noise of iteration i on rank r are rank r's rows of the global batch of iteration
@@ -53,7 +53,7 @@
 // (models/training/manager.h), which counts the iterations and runs them after each step:
 // the learning rate, ADA's p, the checkpoint, the log point, the samples and the report page
 // (run_extensions.h). Each piece beside it states its part: out_dir, batch_maker,
-// checkpointer, sample_writer, rank_stats, step_timer, metrics_log, run_report.
+// checkpointer, sample_writer, rank_stats, step_timer, metrics_log.
 #pragma once
 
 #include <memory>

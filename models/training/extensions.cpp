@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "models/data/png_writer.h"
 #include "models/training/progress.h"
+#include "models/training/run_report.h"
 #if TANDEM_HAVE_TENSORBOARD
 #include "models/training/tensorboard_writer.h"
 #endif
@@ -40,10 +41,39 @@ void LogReport::initialize(Manager& manager) {
   }
 #endif
   for (ScalarSink* sink : sinks_) log_->attach(*sink);
+  if (manager.is_rank0() && options_.page) {
+    const std::string title = options_.title.empty() ? manager.options().name : options_.title;
+    page_ = std::make_unique<RunReport>(manager.options().out, title, std::vector<ReportSetting>{},
+                                        manager.iterations());
+    if (manager.iteration() > 0) page_->load_history(manager.iteration());  // metrics.jsonl is cut by now
+  }
 }
 
 void LogReport::run(Manager& manager) {
   latest_ = log_->log(manager.iteration(), manager.observation(), options_.reduce);
+  if (!page_) return;
+  page_->add_scalars(manager.iteration(), latest_);
+  if (!manager.last()) write_page(RunState::running);  // finish() writes the last one
+}
+
+void LogReport::add_sample(int64_t iteration, const std::string& path, bool last) {
+  if (!page_) return;
+  page_->add_sample(iteration, path);
+  if (!last) write_page(RunState::running);
+}
+
+void LogReport::finalize(Manager& manager) {
+  if (!page_) return;
+  write_page(RunState::finished);
+  if (!page_warned_) manager.print("report: " + page_->path());
+}
+
+void LogReport::write_page(RunState state) {
+  const std::string problem = page_->write(state);
+  if (!problem.empty() && !page_warned_) {
+    page_warned_ = true;
+    write_stderr_line("tandem: warning: no report page: " + problem + "; training goes on");
+  }
 }
 
 std::shared_ptr<LogReport> log_report(LogReportOptions options) {
@@ -269,6 +299,7 @@ void SampleGrid::run(Manager& manager) {
     else
       data::write_png_rgb_grid(path, images, options_.columns);
     latest_ = path;
+    if (options_.report != nullptr) options_.report->add_sample(manager.iteration(), path, manager.last());
     if (manager.last()) manager.print("samples: " + path);
   } catch (const std::exception& e) {
     if (std::ostream* out = manager.out()) out->flush();

@@ -10,6 +10,12 @@
 //   the values there (TensorBoardWriter, cut to the resumed step; an Error in a build
 //   without Protobuf). latest() holds the last values logged (on every rank). attach(sink)
 //   before start() sends them to another ScalarSink on rank 0.
+//   With page (the default), rank 0 also keeps <out>/report.html (run_report.h, titled
+//   `title`, by default the manager's name): the values logged charted, the history of
+//   metrics.jsonl read back on resume, rewritten after each log and once more "finished" by
+//   finish(), which then prints "report: <path>"; a page that cannot be written is one
+//   warning on stderr and the run goes on. add_sample(i, path, last) puts a picture on it
+//   (sample_grid's `report` option).
 // - progress_bar(): rank 0's progress line (progress.h) from start() to finish(), updated
 //   with observation() when the line is due (a terminal's line every 0.5 s; otherwise a
 //   line every 10 s). Trigger: each() (it prints only when due).
@@ -27,12 +33,13 @@
 //   iteration logs it, and printed by rank 0 (FidEvaluator::line). latest() is the last value.
 //   Priority: evaluation. Make its trigger fire where log_report's does (a multiple of it)
 //   for its values to reach metrics.jsonl.
-// - sample_grid(images, {name, columns}): on rank 0, images() ([n, C, H, W] in [-1, 1], C 1
+// - sample_grid(images, {name, columns, report}): on rank 0, images() ([n, C, H, W] in [-1, 1], C 1
 //   or 3, on any device; run without recording a graph) written as a grid of `columns` to
 //   <out>/<name>-<iteration>.png (png_writer.h: through a temporary renamed over it, a link
 //   at the name replaced, never written through); at the end rank 0 prints
 //   "samples: <path>". A picture that cannot be made or written is a warning on stderr and
-//   the run goes on. Other ranks do nothing (it is not collective). latest() is the last path.
+//   the run goes on. With report, the picture also goes on that log_report's page. Other
+//   ranks do nothing (it is not collective). latest() is the last path.
 // - lr_schedule(scheduler): scheduler.set_iteration(iteration()) at start() and after every
 //   iteration, so that each iteration runs at its own rate and a checkpoint holds the next
 //   one's. Trigger: each(). Priority: schedule.
@@ -74,7 +81,12 @@ namespace tandem::training {
 struct LogReportOptions {
   Reduce reduce = Reduce::mean;
   std::string tensorboard;  // a folder for TensorBoard's event files ("": none)
+  bool page = true;         // <out>/report.html
+  std::string title;        // the page's ("": the manager's name)
 };
+
+class RunReport;
+enum class RunState;
 
 class LogReport : public Extension {
  public:
@@ -82,16 +94,22 @@ class LogReport : public Extension {
   ~LogReport() override;
   void attach(ScalarSink& sink) { sinks_.push_back(&sink); }
   const Scalars& latest() const { return latest_; }
+  void add_sample(int64_t iteration, const std::string& path, bool last);
 
   std::string default_name() const override { return "log_report"; }
   void initialize(Manager& manager) override;
   void run(Manager& manager) override;
+  void finalize(Manager& manager) override;
 
  private:
+  void write_page(RunState state);
+
   LogReportOptions options_;
   std::vector<ScalarSink*> sinks_;
   std::unique_ptr<ScalarLog> log_;
   std::unique_ptr<ScalarSink> tensorboard_;
+  std::unique_ptr<RunReport> page_;  // rank 0, with options_.page
+  bool page_warned_ = false;
   Scalars latest_;
 };
 std::shared_ptr<LogReport> log_report(LogReportOptions options = {});
@@ -129,6 +147,7 @@ std::shared_ptr<FidReport> fid_report(metrics::FidEvaluator& evaluator, metrics:
 struct SampleGridOptions {
   std::string name = "samples";
   int64_t columns = 10;
+  LogReport* report = nullptr;  // its page shows the pictures too
 };
 class SampleGrid : public Extension {
  public:

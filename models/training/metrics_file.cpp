@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -33,6 +34,16 @@ std::string format_duration(double seconds) {
   if (s >= 3600) os << s / 3600 << "h";
   if (s >= 60) os << (s / 60) % 60 << "m";
   os << s % 60 << "s";
+  return os.str();
+}
+
+std::string format_bytes(double bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(bytes >= 1e6 ? 2 : 1);
+  if (bytes >= 1e6)
+    os << bytes / 1e6 << " MB";
+  else
+    os << bytes / 1e3 << " kB";
   return os.str();
 }
 

@@ -21,7 +21,8 @@
 //   and the run goes on (its checkpoints are the run).
 // - write_json_number(os, x): x with os's precision, a NaN or infinite value as null (JSON
 //   has no such numbers; a diverged run's losses stay readable by any JSON reader).
-// - format_duration(s): s rounded to whole seconds (negative as 0) as "[<h>h][<m>m]<s>s".
+// - format_duration(s): s rounded to whole seconds (negative as 0) as "[<h>h][<m>m]<s>s";
+//   format_bytes(b): "<b / 10^3, 1 decimal> kB" below 10^6, else "<b / 10^6, 2 decimals> MB".
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,7 @@ constexpr const char* kMetricsFile = "metrics.jsonl";
 
 void write_json_number(std::ostream& os, double value);
 std::string format_duration(double seconds);
+std::string format_bytes(double bytes);
 
 class MetricsFile {
  public:

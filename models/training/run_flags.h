@@ -8,7 +8,8 @@
 // - manager_options(flags, name, iterations_per_epoch) is the ManagerOptions they give:
 //   global_batch --batch, checkpoints "<out>/<name>-<iteration>.safetensors".
 // - add_run_extensions(manager, flags) registers what they ask for: log_report every
-//   --log-every (averaged over the ranks), a snapshot every --save-every (keeping the newest
+//   --log-every (averaged over the ranks; its page <out>/report.html), a snapshot every --save-every (keeping
+//   the newest
 //   --keep-checkpoints; 0: all), the progress line, stop_on_signal (SIGTERM, SIGUSR1), and
 //   time_budget(--time-budget minutes, a tenth of it, at most a minute, kept for the
 //   stop) when set. Returns the

@@ -150,7 +150,8 @@ for example in "${examples[@]}"; do
       exit 1
     fi
     wait "$launcher" || status=$?
-    stopped=$(sed -n 's/^stopping at iteration \([0-9]*\): .*received.*/\1/p' "$log")
+    # The progress line is rewritten in place (\r) under mpirun: split it off first.
+    stopped=$(tr '\r' '\n' <"$log" | sed -n 's/^stopping at iteration \([0-9]*\): .*received.*/\1/p')
     if [ "$status" != 0 ] || [ -z "$stopped" ] || [ ! -e "$(ckpt "stop-$how" "$stopped")" ]; then
       echo "examples_test: $example stopped by signal ($how): exit status $status, no checkpoint of the stop" >&2
       cat "$log" >&2

@@ -82,11 +82,11 @@ TEST_CASE("durations and byte counts read as people write them", "[metrics]") {
   CHECK(training::format_duration(3600) == "1h0m0s");
   CHECK(training::format_duration(3725) == "1h2m5s");
   CHECK(training::format_duration(-3) == "0s");
-  CHECK(format_bytes(999) == "1.0 kB");
-  CHECK(format_bytes(218128) == "218.1 kB");
-  CHECK(format_bytes(999999) == "1000.0 kB");
-  CHECK(format_bytes(1e6) == "1.00 MB");
-  CHECK(format_bytes(3.27e6) == "3.27 MB");
+  CHECK(training::format_bytes(999) == "1.0 kB");
+  CHECK(training::format_bytes(218128) == "218.1 kB");
+  CHECK(training::format_bytes(999999) == "1000.0 kB");
+  CHECK(training::format_bytes(1e6) == "1.00 MB");
+  CHECK(training::format_bytes(3.27e6) == "3.27 MB");
 }
 
 TEST_CASE("the progress line", "[metrics]") {

@@ -13,7 +13,7 @@
 #include "models/data/png_writer.h"
 #include "models/train/out_dir.h"
 #include "models/train/out_lock.h"
-#include "models/train/run_report.h"
+#include "models/training/run_report.h"
 #include "runtime/checkpoint.h"
 #include "runtime/trace_json.h"
 #include "tests/test_files.h"
@@ -168,9 +168,9 @@ TEST_CASE("links planted at the names written in --out never reach their target"
     CHECK_FALSE(fs::exists(tmp.file("absent")));
   }
   SECTION("the temporaries of atomic writes: replaced, then renamed into place") {
-    RunReport report(out, "t", {}, 10);
+    tandem::training::RunReport report(out, "t", {}, 10);
     plant("report.html.tmp");
-    CHECK(report.write(RunState::running).empty());
+    CHECK(report.write(tandem::training::RunState::running).empty());
     CHECK(is_regular(out + "/report.html"));
 
     plant("samples-000010.png.tmp");
@@ -189,9 +189,9 @@ TEST_CASE("links planted at the names written in --out never reach their target"
       CHECK_FALSE(fs::exists(fs::symlink_status(out + "/" + name)));
   }
   SECTION("the final names of atomic writes: the link is replaced by the file") {
-    RunReport report(out, "t", {}, 10);
+    tandem::training::RunReport report(out, "t", {}, 10);
     const std::string path = plant("report.html");
-    CHECK(report.write(RunState::running).empty());
+    CHECK(report.write(tandem::training::RunState::running).empty());
     CHECK(is_regular(path));
   }
   CHECK(tandem::testing::read_bytes(precious) == "precious\n");

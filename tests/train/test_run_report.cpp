@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <string>
 
-#include "models/train/run_report.h"
+#include "models/train/metrics_log.h"
+#include "models/training/run_report.h"
 #include "models/training/scalar_log.h"
 #include "tests/test_files.h"
 
 using namespace tandem;
 using namespace tandem::models;
+using namespace tandem::training;
 using tandem::training::ScalarLog;
 using namespace tandem::testing;
 
@@ -95,12 +97,12 @@ TEST_CASE("html_escape and base64 against hand-worked values", "[run_report]") {
 TEST_CASE("the report shows losses, speed, sync, samples and settings, and reloads while running",
           "[run_report]") {
   TempDir tmp("run_report");
-  std::vector<RunSetting> settings = {{.flag = "--lr", .value = "0.0002"},
-                                      {.flag = "--out", .value = "runs/<a&b>"}};
+  std::vector<ReportSetting> settings = {{.flag = "--lr", .value = "0.0002"},
+                                         {.flag = "--out", .value = "runs/<a&b>"}};
   RunReport report(tmp.path.string(), "tandem-train: dcgan on fashion-mnist, 2 rank(s)", settings, 300);
-  report.add_point(point(100, 1.0, 2.0, 50.0));
-  report.add_point(point(200, 0.5, 3.0, 40.0));
-  report.add_point(point(300, 0.0, 2.0, 25.0));
+  add_log_point(report, point(100, 1.0, 2.0, 50.0));
+  add_log_point(report, point(200, 0.5, 3.0, 40.0));
+  add_log_point(report, point(300, 0.0, 2.0, 25.0));
   write_bytes(tmp.file("samples-000100.png"), "first");
   write_bytes(tmp.file("samples-000300.png"), "foobar");
   report.add_sample(100, tmp.file("samples-000100.png"));
@@ -170,8 +172,8 @@ TEST_CASE("penalty terms get a chart of their own", "[run_report]") {
   LogPoint a = point(10, 1, 1, 1), b = point(20, 1, 1, 1);
   a.terms = {{"gp", 0.5}};
   b.terms = {{"gp", 1.5}};
-  report.add_point(a);
-  report.add_point(b);
+  add_log_point(report, a);
+  add_log_point(report, b);
   const std::string html = report.html(RunState::finished);
   CHECK(points_of(html, "gp (raw)") == "64.0,192.0 544.0,12.0");
   // A flat series (both losses 1): its value in the middle, +-10% around it on the axis.
@@ -186,8 +188,8 @@ TEST_CASE("penalty terms get a chart of their own", "[run_report]") {
 TEST_CASE("axis labels have four digits, and whole numbers from 10^4 on", "[run_report]") {
   TempDir tmp("run_report");
   RunReport report(tmp.path.string(), "t", {}, 20);
-  report.add_point(point(10, 0.61594, 1.4423, 15970.4));  // a step of 16 s on a busy machine
-  report.add_point(point(20, 0.61594, 1.4423, 753.8));
+  add_log_point(report, point(10, 0.61594, 1.4423, 15970.4));  // a step of 16 s on a busy machine
+  add_log_point(report, point(20, 0.61594, 1.4423, 753.8));
   const std::string html = report.html(RunState::finished);
   for (const char* label : {">15970</text>", ">753.8</text>", ">0.6159</text>", ">1.442</text>"})
     CHECK(count_of(html, label) == 1);
@@ -219,7 +221,7 @@ TEST_CASE("a resumed run's report starts with the history in --out up to its che
   write_bytes(tmp.file("samples-latest.png"), "not one of the run's");
   RunReport report(tmp.path.string(), "t", {}, 40);
   report.load_history(20);
-  report.add_point(point(40, 2.0, 1.0, 3.0));  // the resumed run goes on from there
+  add_log_point(report, point(40, 2.0, 1.0, 3.0));  // the resumed run goes on from there
   const std::string html = report.html(RunState::running);
   // x 10..40, y 0..3.
   CHECK(points_of(html, "loss_d (raw)") == "64.0,132.0 224.0,12.0 544.0,72.0");
@@ -275,7 +277,7 @@ TEST_CASE("tandem-train's lr goes on its own chart, not the penalty terms'", "[r
     p.ms_per_step = 2;
     p.terms = {
         {"lr", 1e-4 * static_cast<double>(i)}, {"gp", 0.5}, {"grad_norm_d", 1.0}, {"grad_norm_g", 2.0}};
-    report.add_point(p);
+    add_log_point(report, p);
   }
   const std::string html = report.html(RunState::finished);
   CHECK(count_of(figure_of(html, "terms"), "data-series=\"lr") == 0);

@@ -312,6 +312,14 @@ TEST_CASE("log_report: averaged over the ranks, cut back on resume; hyper_schedu
                                                                      "{\"iteration\": 4, \"v\": 3.5}",
                                                                      "{\"iteration\": 6, \"v\": 5.5}"});
   CHECK(applied == std::vector<double>{2.0, 2.25, 2.5});  // kimg 1.0 at the resume, no drift
+  // The page charts the same means, the first run's history (2, 4) read back and 6 added: x
+  // 2..6 over the plot's 480 pixels from 64, y 1.5..5.5 over its 180 from 192 upwards.
+  const std::string page = read_bytes(dir + "/report.html");
+  CHECK(page.find("id=\"state\">finished</span> iteration 6 of 6") != std::string::npos);
+  const size_t series = page.find("<polyline data-series=\"v (raw)\"");
+  REQUIRE(series != std::string::npos);
+  const size_t begin = page.find("points=\"", series) + 8;
+  CHECK(page.substr(begin, page.find('"', begin) - begin) == "64.0,192.0 304.0,102.0 544.0,12.0");
 }
 
 TEST_CASE("log_report without scalars: a line of the iteration alone on each of 2 ranks' log points",
@@ -440,4 +448,37 @@ TEST_CASE("sample_grid: rank 0 writes its picture at its iterations; a failure c
   CHECK_FALSE(fs::exists(dir + "/g-000004.png"));  // its images were not a batch: a warning, and on
   CHECK(read_bytes(dir + "/rgb-000004.png").substr(0, 8) == png_magic);
   CHECK_THAT(printed, Catch::Contains("samples: " + dir + "/rgb-000004.png"));
+}
+
+TEST_CASE(
+    "log_report's page: rewritten while running, the pictures of a sample_grid on it, finished at the end",
+    "[manager]") {
+  TempDir tmp("manager_page");
+  const std::string dir = tmp.path.string();
+  std::string printed, while_running;
+  dist::run_ranks(2, [&](std::shared_ptr<dist::ProcessGroup> world) {
+    std::ostringstream out;
+    Manager manager(world, {.iterations = 4, .out = dir, .name = "mygan", .log = &out});
+    auto log = log_report();
+    manager.extend(log, every(2));
+    manager.extend(sample_grid([] { return Tensor::zeros({4, 1, 2, 2}); }, {.report = log.get()}), every(2));
+    manager.extend(
+        [&](Manager& m) {
+          if (m.is_rank0()) while_running = read_bytes(dir + "/report.html");
+        },
+        every(3, false), "peek");
+    manager.start();
+    while (manager.running()) manager.end_iteration([&] { return Scalars{{"loss", 1.0}}; });
+    manager.finish();
+    if (world->rank() == 0) printed = out.str();
+  });
+  CHECK(while_running.find("<title>mygan (running)</title>") != std::string::npos);
+  CHECK(while_running.find("id=\"state\">running</span> iteration 2 of 4") != std::string::npos);
+  CHECK(while_running.find("alt=\"samples at iteration 2\"") !=
+        std::string::npos);  // after the log: rewritten
+  const std::string page = read_bytes(dir + "/report.html");
+  CHECK(page.find("id=\"state\">finished</span> iteration 4 of 4") != std::string::npos);
+  CHECK(page.find("alt=\"samples at iteration 4\"") != std::string::npos);
+  CHECK(page.find("<polyline data-series=\"loss (raw)\"") != std::string::npos);
+  CHECK_THAT(printed, Catch::Contains("report: " + dir + "/report.html"));
 }

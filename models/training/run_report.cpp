@@ -1,4 +1,4 @@
-#include "models/train/run_report.h"
+#include "models/training/run_report.h"
 
 #include <algorithm>
 #include <cctype>
@@ -16,7 +16,7 @@
 #include "models/training/progress.h"
 #include "runtime/file_write.h"
 
-namespace tandem::models {
+namespace tandem::training {
 
 namespace fs = std::filesystem;
 
@@ -253,7 +253,15 @@ std::string base64(const std::string& bytes) {
   return out;
 }
 
-RunReport::RunReport(std::string dir, std::string title, std::vector<RunSetting> settings, int64_t total)
+std::string bucket_memory_ratio(size_t bucket_bytes, size_t parameter_bytes) {
+  if (parameter_bytes == 0) return "-";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2)
+     << static_cast<double>(bucket_bytes) / static_cast<double>(parameter_bytes) << "x";
+  return os.str();
+}
+
+RunReport::RunReport(std::string dir, std::string title, std::vector<ReportSetting> settings, int64_t total)
     : dir_(std::move(dir)),
       path_((fs::path(dir_) / kReportFile).string()),
       title_(std::move(title)),
@@ -267,7 +275,7 @@ RunReport::Row& RunReport::row_at(int64_t iteration) {
   return *at;
 }
 
-void RunReport::add_scalars(int64_t iteration, const training::Scalars& scalars) {
+void RunReport::add_scalars(int64_t iteration, const Scalars& scalars) {
   Row& row = row_at(iteration);
   for (const auto& [name, value] : scalars) {
     auto same =
@@ -279,18 +287,11 @@ void RunReport::add_scalars(int64_t iteration, const training::Scalars& scalars)
     }
   }
   std::ostringstream line;
-  line << "iter " << std::setw(6) << iteration << "/" << total_ << training::scalars_text(row.scalars);
+  line << "iter " << std::setw(6) << iteration << "/" << total_ << scalars_text(row.scalars);
   latest_line_ = line.str();
 }
 
-void RunReport::add_point(const LogPoint& point) {
-  training::Scalars scalars = {{"loss_d", point.loss_d}, {"loss_g", point.loss_g}};
-  scalars.insert(scalars.end(), point.terms.begin(), point.terms.end());
-  scalars.emplace_back("ms_per_step", point.ms_per_step);
-  scalars.emplace_back("bytes_per_step", point.bytes_per_step);
-  add_scalars(point.iteration, scalars);
-  latest_line_ = progress_line(point);
-}
+void RunReport::set_latest_line(std::string line) { latest_line_ = std::move(line); }
 
 void RunReport::add_sample(int64_t iteration, const std::string& path) {
   samples_.push_back({iteration, path});
@@ -309,7 +310,7 @@ void RunReport::set_phases(const std::string& reducer, std::vector<PhaseStats> p
 void RunReport::load_history(int64_t up_to) {
   std::ifstream metrics(fs::path(dir_) / kMetricsFile);
   for (std::string line; std::getline(metrics, line);) {
-    const auto parsed = training::parse_scalars_json(line);
+    const auto parsed = parse_scalars_json(line);
     if (parsed && parsed->first <= up_to) add_scalars(parsed->first, parsed->second);
   }
   std::vector<Sample> found;
@@ -437,7 +438,7 @@ std::string RunReport::html(RunState state) const {
   os << "</table>\n";
 
   os << "<h2>Configuration</h2>\n<div class=\"settings\" id=\"settings\">\n";
-  for (const RunSetting& s : settings_) {
+  for (const ReportSetting& s : settings_) {
     os << "<div><span class=\"flag\">" << html_escape(s.flag) << "</span> " << html_escape(s.value)
        << "</div>\n";
   }
@@ -450,4 +451,4 @@ std::string RunReport::write(RunState state) const {
   return replace_file(path_, [&](std::FILE* fp) { std::fwrite(text.data(), 1, text.size(), fp); });
 }
 
-}  // namespace tandem::models
+}  // namespace tandem::training

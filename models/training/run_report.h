@@ -3,10 +3,10 @@
 //
 // Contract:
 // - RunReport(dir, title, settings, total) holds the run's history: named scalars per
-//   iteration. add_point(p) records tandem-train's log point (loss_d, loss_g, its terms,
-//   ms_per_step, bytes_per_step; its progress line becomes the latest line),
-//   add_scalars(i, scalars) any named scalars of iteration i (a user's loop; the latest line
-//   is then progress_text's, without a rate), add_sample(i, path) a sample picture written
+//   iteration. add_scalars(i, scalars) records any named scalars of iteration i (the latest
+//   line is then "iter <i, width 6>/<total>" and the row's scalars as progress.h writes
+//   them), set_latest_line(line) replaces that line (tandem-train's progress line:
+//   models/train/metrics_log.h's add_log_point), add_sample(i, path) a sample picture written
 //   at iteration i, set_phases(reducer, phases) the synchronisation phases of one Reducer
 //   (replacing what it held for that reducer). Scalars of one iteration recorded twice are
 //   merged (a later value of a name replaces the earlier).
@@ -25,13 +25,15 @@
 //   SVG, one per group of names, in the order their first names were recorded: a name's
 //   group is its part before the first '/', else before its last '_', else the name
 //   (loss_d and loss_g: "loss"); each series raw (faint) and smoothed (solid), but for
-//   these names of tandem-train: "lr" alone on a chart of its own, unsmoothed; "gp",
+//   these names (tandem-train's): "lr" alone on a chart of its own, unsmoothed; "gp",
 //   "wdist", "r1", "r2", "pl" and "pl_mean" together on the penalty terms' chart; "bytes_per_step" on a chart
 //   of bytes synchronised per step (axis in bytes); "ms_per_step" on a chart of ms per step and one of it/s.
 //   A name never recorded gets no chart (no empty figure); the latest sample picture inline (a base64 data:
 //   URI, so the page alone shows it) and up to 15 earlier ones, evenly spread from the first, by file name
 //   relative to <dir>; a table of each Reducer's phases (buckets, largest bucket, bytes per backward,
-//   backwards since this process started, rebuilds); every setting (flag and value); all text HTML-escaped.
+//   backwards since this process started, rebuilds; bucket_memory_ratio(bucket bytes, parameter bytes):
+//   "<bucket / parameter bytes, 2 decimals>x", "-" without parameters); every setting (flag and value);
+//   all text HTML-escaped.
 //   While running the page reloads itself every kRefreshSeconds (meta refresh); once finished it does not.
 // - A chart's x axis spans the iterations of its points (labelled at its ends and
 //   quarters), its y axis the finite values of its series (a flat series +-10% around its
@@ -50,12 +52,10 @@
 #include <utility>
 #include <vector>
 
-#include "models/train/metrics_log.h"
-#include "models/train/run_settings.h"
 #include "models/training/scalar_log.h"
 #include "reducer/reducer.h"
 
-namespace tandem::models {
+namespace tandem::training {
 
 constexpr const char* kReportFile = "report.html";
 constexpr int kRefreshSeconds = 10;
@@ -63,6 +63,12 @@ constexpr double kChartWidth = 560, kChartHeight = 220;
 constexpr double kPlotLeft = 64, kPlotRight = 16, kPlotTop = 12, kPlotBottom = 28;
 
 enum class RunState { running, finished };
+
+// One line of the page's configuration: a flag (or a name) and its value.
+struct ReportSetting {
+  std::string flag;
+  std::string value;
+};
 
 struct PlotRange {
   double x_min = 0, x_max = 1, y_min = 0, y_max = 1;
@@ -73,14 +79,15 @@ std::string polyline_points(const std::vector<double>& x, const std::vector<doub
 std::vector<double> smooth(const std::vector<double>& values);
 std::string html_escape(const std::string& text);
 std::string base64(const std::string& bytes);
+std::string bucket_memory_ratio(size_t bucket_bytes, size_t parameter_bytes);
 
 class RunReport {
  public:
-  RunReport(std::string dir, std::string title, std::vector<RunSetting> settings, int64_t total);
+  RunReport(std::string dir, std::string title, std::vector<ReportSetting> settings, int64_t total);
 
   const std::string& path() const { return path_; }
-  void add_point(const LogPoint& point);
-  void add_scalars(int64_t iteration, const training::Scalars& scalars);
+  void add_scalars(int64_t iteration, const Scalars& scalars);
+  void set_latest_line(std::string line);
   void add_sample(int64_t iteration, const std::string& path);
   void set_phases(const std::string& reducer, std::vector<PhaseStats> phases);
   void load_history(int64_t up_to);
@@ -94,11 +101,11 @@ class RunReport {
   };
 
   std::string dir_, path_, title_;
-  std::vector<RunSetting> settings_;
+  std::vector<ReportSetting> settings_;
   int64_t total_;
   struct Row {
     int64_t iteration;
-    training::Scalars scalars;
+    Scalars scalars;
   };
   Row& row_at(int64_t iteration);
 
@@ -108,4 +115,4 @@ class RunReport {
   std::vector<std::pair<std::string, std::vector<PhaseStats>>> phases_;  // per Reducer
 };
 
-}  // namespace tandem::models
+}  // namespace tandem::training
