@@ -32,14 +32,19 @@ void OptimWrapper::step() {
   ++steps_attempted_;
   bool non_finite = false;
   for (Reducer* r : reducers_) non_finite = r->take_non_finite() || non_finite;
+  if (scaler_) non_finite = !scaler_->unscale_(optimizer_->params()) || non_finite;
   if (non_finite) {
     ++skipped_steps_;
+    if (scaler_) scaler_->update(/*found_inf=*/true);
     return;
   }
   if (clip_grad_.max_norm > 0)
     last_grad_norm_ = clip_grad_norm_(optimizer_->params(), clip_grad_.max_norm, clip_grad_.norm_type);
-  trace::Span span("optim", "optimizer step");
-  optimizer_->step();
+  {
+    trace::Span span("optim", "optimizer step");
+    optimizer_->step();
+  }
+  if (scaler_) scaler_->update(/*found_inf=*/false);
 }
 
 void OptimWrapper::attach(Reducer* reducer) {
@@ -70,7 +75,10 @@ int OptimWrapper::loss_factor() const {
 
 void OptimWrapper::update_params(const Variable& loss) {
   const int factor = loss_factor();
-  Variable scaled = factor == 1 ? loss : scale(loss, 1.0 / factor);
+  // With a loss scaler, its scale too (the same for every call of one accumulation: it
+  // changes at the step).
+  const double multiplier = scaler_ ? scaler_->scale() / factor : 1.0 / factor;
+  Variable scaled = multiplier == 1.0 ? loss : scale(loss, multiplier);
   bool boundary = should_sync();
   ++calls_;
   if (boundary) {

@@ -24,6 +24,16 @@
 // same, bitwise-equal norm: no collective is added. last_grad_norm() is the norm before
 // clipping at the latest step that clipped (nullopt before one, or when clipping is off);
 // a step skipped for non-finite gradients clips nothing.
+// A loss scaler (set_loss_scaler; autograd/loss_scaler.h, for fp16): update_params
+// multiplies the loss by its scale (with the accumulation's 1/k), and step() first divides
+// the averaged gradients by it; when they are not all finite the step is skipped and counted
+// like the Reducer's (every rank holds the same averages, so every rank skips), and the scale
+// backs off; after a step taken it grows as the scaler's interval says. The Reducer's
+// non-finite policy acts first, in the backward, on the scaled averages: skip_step agrees
+// with the scaler (one skip, one back-off), stop ends the run at the first overflow, and
+// scrub hides overflows from the scaler (its scale then never backs off): keep it off or
+// skip_step with a scaler. backward(loss) backs the loss as given (scale it with the
+// scaler's scale_loss first).
 #pragma once
 
 #include <map>
@@ -32,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/loss_scaler.h"
 #include "autograd/optim.h"
 #include "autograd/variable.h"
 #include "reducer/reducer.h"
@@ -76,6 +87,8 @@ class OptimWrapper {
   // step() calls so far, taken or skipped: the accumulation boundaries reached.
   int64_t steps_attempted() const { return steps_attempted_; }
   const ClipGrad& clip_grad() const { return clip_grad_; }
+  void set_loss_scaler(std::shared_ptr<optim::LossScaler> scaler) { scaler_ = std::move(scaler); }
+  optim::LossScaler* loss_scaler() const { return scaler_.get(); }
   std::optional<double> last_grad_norm() const { return last_grad_norm_; }
 
  private:
@@ -96,6 +109,7 @@ class OptimWrapper {
   int64_t steps_attempted_ = 0;
   ClipGrad clip_grad_;
   std::optional<double> last_grad_norm_;
+  std::shared_ptr<optim::LossScaler> scaler_;  // none: fp32's plain steps
   std::vector<Reducer*> reducers_;
 };
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/loss_scaler.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
 #include "autograd/optim.h"
@@ -127,6 +128,42 @@ TEST_CASE("non-finite skip: every rank skips the step and carries on", "[faults]
   for (const auto& v : values(*model)) {
     for (double x : v) CHECK(std::isfinite(x));
   }
+}
+
+TEST_CASE("loss scaler: an overflow on one rank skips the step and backs the scale off on every rank",
+          "[faults][nonfinite][loss_scaler]") {
+  // The Reducer checks nothing (non_finite off): the scaler alone decides, on the averages.
+  auto model = std::make_shared<Regressor>();
+  OptimWrapper wrapper(std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1}));
+  auto scaler =
+      std::make_shared<optim::LossScaler>(optim::LossScalerOptions{.init_scale = 1024, .growth_interval = 2});
+  wrapper.set_loss_scaler(scaler);
+  DistributedDataParallel ddp(model, world());
+  // A twin without a scaler on the same batches: a power-of-two scale and its inverse are
+  // exact in float32, so the steps it takes are bitwise the twin's.
+  auto twin = std::make_shared<Regressor>();
+  OptimWrapper twin_wrapper(std::make_shared<optim::SGD>(twin->parameters(), optim::SGDOptions{.lr = 0.1}));
+  DistributedDataParallel twin_ddp(twin, world());
+  ddp.train_step(batch_for(false), wrapper);
+  twin_ddp.train_step(batch_for(false), twin_wrapper);
+  CHECK(values(*model) == values(*twin));
+  CHECK(scaler->growth_tracker() == 1);
+  const auto before = values(*model);
+  ddp.train_step(batch_for(true), wrapper);  // rank 1's NaN reaches the averages
+  if (world()->size() >= 2) {
+    CHECK(wrapper.skipped_steps() == 1);
+    CHECK(scaler->skipped_steps() == 1);
+    CHECK(scaler->scale() == 512.0);
+    CHECK(scaler->growth_tracker() == 0);
+    CHECK(values(*model) == before);  // untouched, on both ranks
+  }
+  CHECK(same_on_all_ranks(Tensor::from_values({2}, {scaler->scale(), double(wrapper.skipped_steps())})));
+  ddp.train_step(batch_for(false), wrapper);
+  twin_ddp.train_step(batch_for(false), twin_wrapper);
+  ddp.train_step(batch_for(false), wrapper);  // two clean steps: the scale grows back
+  twin_ddp.train_step(batch_for(false), twin_wrapper);
+  CHECK(scaler->scale() == (world()->size() >= 2 ? 1024.0 : 4096.0));
+  if (world()->size() >= 2) CHECK(values(*model) == values(*twin));  // the skipped step aside, the same steps
 }
 
 TEST_CASE("non-finite off: nothing is checked and the NaN goes through", "[faults][nonfinite]") {
