@@ -41,7 +41,8 @@ TEST_CASE("LossScaler: a short interval, step by step", "[loss_scaler]") {
   // scale after each update, by the algorithm: growth tracker +1 per clean step, at 3 the
   // scale doubles and the tracker restarts; an overflow halves it and restarts the tracker.
   LossScaler scaler({.init_scale = 8, .growth_factor = 2, .backoff_factor = 0.5, .growth_interval = 3});
-  const std::vector<bool> overflow = {false, false, false, true, false, false, false, false, true, true, false};
+  const std::vector<bool> overflow = {false, false, false, true, false, false,
+                                      false, false, true,  true, false};
   const std::vector<double> expected = {8, 8, 16, 8, 8, 8, 16, 16, 8, 4, 4};
   std::vector<double> scales;
   for (bool inf : overflow) {

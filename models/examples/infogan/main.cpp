@@ -141,7 +141,6 @@ int run_training(const Options& o) {
   manager.extend(training::replica_check(ddp));
   manager.start();
 
-  const std::vector<Variable> g_and_q = gan->generator_and_q_parameters();
   while (manager.running()) {
     const int64_t it = manager.iteration();
     ddp.sync_buffers();
@@ -166,7 +165,7 @@ int run_training(const Options& o) {
     Variable loss_info = gan->q_head->loss(h, codes);
     opt_g->zero_grad();
     opt_q->zero_grad();
-    (loss_g + loss_info * o.info_weight).backward({.inputs = g_and_q});
+    (loss_g + loss_info * o.info_weight).backward({.inputs = gan->generator_and_q_parameters()});
     opt_g->step();
     opt_q->step();
     ema.update(it);
