@@ -403,29 +403,30 @@ void count_accumulation_from(Run& run, int64_t start) {
 training::Trigger every_or_end(int64_t n) { return n > 0 ? training::every(n) : training::end(); }
 
 // The run's end after the barrier: the trace and host time (--trace), the result, and rank
-// 0's summary lines and final report.
-TrainResult finish_run(Run& run, int64_t start, const TrainStep& step, StepTimer& timer,
+// 0's summary lines and final report. `end` is the iteration it ended at: --iters, or where
+// a signal stopped it.
+TrainResult finish_run(Run& run, int64_t start, int64_t end, const TrainStep& step, StepTimer& timer,
                        std::vector<trace::PhaseSummary> trace_dropped, RunFiles* files,
                        Clock::time_point loop_start) {
   const TrainOptions& o = run.o;
   std::ostream& out = run.out;
   if (!o.trace.empty()) {
-    write_trace(o.trace, *run.world, std::move(trace_dropped), o.iters - start, out);
+    write_trace(o.trace, *run.world, std::move(trace_dropped), end - start, out);
     const host_cost::Record host = host_cost::stop();
     if (run.is_rank0)
       out << "rank 0 " << step.host_split().line() << "\n"
-          << "rank 0 " << host_cost::per_step_table(host, o.iters - step.count_from(), "");
+          << "rank 0 " << host_cost::per_step_table(host, std::max<int64_t>(end - step.count_from(), 1), "");
   }
   TrainResult result;
   result.start_iteration = start;
   result.seconds = std::chrono::duration<double>(Clock::now() - loop_start).count();
-  result.iterations = o.iters - start;
+  result.iterations = end - start;
   result.ms_per_step = ms_per_step(timer, result.seconds, result.iterations);
   if (files) {
     if (files->ring8) {
       result.ring8_modes = files->ring8->modes_covered;
       result.ring8_high_quality = files->ring8->high_quality_fraction;
-      files->metrics.log_ring8(o.iters, *files->ring8, out);
+      files->metrics.log_ring8(end, *files->ring8, out);
     }
     print_sync_summary(run.wrapped, out);
     out << "metrics: " << files->metrics.path() << "\n";
@@ -535,6 +536,10 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   manager.extend(samples(sample_writer, files ? &*files : nullptr), every_or_end(o.sample_every));
   manager.extend(
       report_page(files ? &*files : nullptr, run.wrapped, o.log_every, every_or_end(o.sample_every)));
+  // SIGTERM (Slurm, ahead of its kill) or SIGUSR1 (mpirun forwards it) ends the run at the
+  // iteration's end, with the checkpoint of that iteration. Not inside an accumulation of
+  // --accumulate k: its micro-batches are in no checkpoint.
+  if (o.accumulate == 1) manager.extend(training::stop_on_signal());
   manager.start(start);
 
   const auto loop_start = Clock::now();
@@ -551,7 +556,8 @@ TrainResult train(const TrainOptions& options, const std::shared_ptr<dist::Proce
   }
   // Rank 0's final checkpoint is complete before any rank returns (a caller may resume).
   manager.finish();
-  return finish_run(run, start, step, timer, std::move(trace_dropped), files ? &*files : nullptr, loop_start);
+  return finish_run(run, start, manager.iteration(), step, timer, std::move(trace_dropped),
+                    files ? &*files : nullptr, loop_start);
 }
 
 }  // namespace tandem::models

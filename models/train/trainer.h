@@ -52,7 +52,10 @@
 // train() is the step and the extensions it registers with training::Manager
 // (models/training/manager.h), which counts the iterations and runs them after each step:
 // the learning rate, ADA's p, the checkpoint, the log point, the samples and the report page
-// (run_extensions.h). Each piece beside it states its part: out_dir, batch_maker,
+// (run_extensions.h), and, unless options.accumulate > 1, a stop on SIGTERM or SIGUSR1
+// (training::stop_on_signal): every rank ends at the iteration the signal arrived in, with
+// its checkpoint, and train() returns normally (TrainResult::iterations counts those done).
+// Each piece beside it states its part: out_dir, batch_maker,
 // checkpointer, sample_writer, rank_stats, step_timer, metrics_log.
 #pragma once
 
