@@ -4,17 +4,10 @@
 
 #include "autograd/ops.h"
 #include "kernels/elementwise.h"
-#include "kernels/reduce.h"
+#include "kernels/non_finite.h"
 #include "runtime/error.h"
 
 namespace tandem::optim {
-
-namespace {
-
-// One reduction on the tensor's device: x * 0 is 0 for finite x and NaN for NaN or Inf.
-bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels::scale(t, 0.0)).item()); }
-
-}  // namespace
 
 LossScaler::LossScaler(LossScalerOptions options) : options_(options) {
   TANDEM_CHECK(options_.init_scale > 0 && std::isfinite(options_.init_scale),
@@ -42,7 +35,7 @@ bool LossScaler::unscale_(const std::vector<Variable>& params) const {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     kernels::scale_(g, inverse);
-    finite = all_finite(g) && finite;
+    finite = kernels::all_finite(g) && finite;
   }
   return finite;
 }

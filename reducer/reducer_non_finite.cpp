@@ -1,28 +1,17 @@
 // The Reducer's check of the averaged gradients for NaN and Inf (ReducerOptions::non_finite,
 // reducer/reducer.h): one reduction per bucket, per parameter only on the failure path.
-#include <cmath>
 #include <string>
 #include <vector>
 
-#include "kernels/elementwise.h"
 #include "kernels/non_finite.h"
-#include "kernels/reduce.h"
 #include "reducer/reducer.h"
 
 namespace tandem {
 
-namespace {
-
-// One reduction on the tensor's device: x * 0 is 0 for finite x and NaN for NaN/Inf, so
-// the sum is finite exactly when every element is.
-bool all_finite(const Tensor& t) { return std::isfinite(kernels::sum_all(kernels::scale(t, 0.0)).item()); }
-
-}  // namespace
-
 void Reducer::check_finite(Phase& phase) {
   std::vector<std::string> bad;
   for (Bucket& b : phase.buckets) {
-    if (all_finite(b.grad_bucket.buffer)) continue;
+    if (kernels::all_finite(b.grad_bucket.buffer)) continue;
     // Scrubbing writes the buffer, which the transport may still be delivering from (the
     // other ranks of a shared-memory bucket read this rank's reduced slice): release() first
     // (bucket_transport.h).
@@ -30,7 +19,7 @@ void Reducer::check_finite(Phase& phase) {
     for (size_t k = 0; k < b.params.size(); ++k) {  // only on the failure path: per parameter
       size_t i = b.params[k];
       Tensor grad = b.grad_bucket.buffer.view_range(b.offsets[k], params_[i].shape());
-      if (all_finite(grad)) continue;
+      if (kernels::all_finite(grad)) continue;
       bad.push_back(names_[i]);
       if (options_.non_finite != NonFinitePolicy::scrub) continue;
       // The averages are equal on every rank, so the scrubbed values and counts are too.
