@@ -117,11 +117,7 @@ void RunFiles::write_report(const WrappedGan& wrapped, training::RunState state)
     label.insert(0, 1, '#');
     report.set_phases(label, reducers[r]->stats());
   }
-  const std::string problem = report.write(state);
-  if (!problem.empty() && !report_warned) {
-    report_warned = true;
-    write_stderr_line("tandem-train: warning: no run report: " + problem + "; training goes on");
-  }
+  report.write_or_warn(state, "tandem-train: warning: no run report");
 }
 
 std::shared_ptr<training::Extension> adaptive_p(AdaptiveAugment& ada, GanModel& model, StepRecord& record,

@@ -74,15 +74,13 @@ struct StepRecord {
 // (its history read back) and --tensorboard's events.
 struct RunFiles {
   RunFiles(const TrainOptions& o, const std::string& title, std::vector<RunSetting> settings, int64_t start);
-  // Rewrites report.html with each Reducer's phases as they stand; a report that cannot be
-  // written is a warning once, and the run goes on.
+  // Rewrites report.html with each Reducer's phases as they stand (RunReport::write_or_warn).
   void write_report(const WrappedGan& wrapped, training::RunState state);
 
   MetricsLog metrics;
   training::RunReport report;
   std::optional<TensorBoard> tensorboard;
   std::optional<data::Ring8Quality> ring8;  // the last ring8 samples' quality
-  bool report_warned = false;
 };
 
 std::shared_ptr<training::Extension> adaptive_p(AdaptiveAugment& ada, GanModel& model, StepRecord& record,

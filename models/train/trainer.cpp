@@ -431,7 +431,7 @@ TrainResult finish_run(Run& run, int64_t start, int64_t end, const TrainStep& st
     print_sync_summary(run.wrapped, out);
     out << "metrics: " << files->metrics.path() << "\n";
     files->write_report(run.wrapped, training::RunState::finished);
-    if (!files->report_warned) out << "report: " << files->report.path() << "\n";
+    if (!files->report.warned()) out << "report: " << files->report.path() << "\n";
   }
   for (const Variable& p : run.model->parameters()) result.parameters.push_back(p.data().to(Device::cpu()));
   return result;

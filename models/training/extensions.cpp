@@ -65,16 +65,10 @@ void LogReport::add_sample(int64_t iteration, const std::string& path, bool last
 void LogReport::finalize(Manager& manager) {
   if (!page_) return;
   write_page(RunState::finished);
-  if (!page_warned_) manager.print("report: " + page_->path());
+  if (!page_->warned()) manager.print("report: " + page_->path());
 }
 
-void LogReport::write_page(RunState state) {
-  const std::string problem = page_->write(state);
-  if (!problem.empty() && !page_warned_) {
-    page_warned_ = true;
-    write_stderr_line("tandem: warning: no report page: " + problem + "; training goes on");
-  }
-}
+void LogReport::write_page(RunState state) { page_->write_or_warn(state, "tandem: warning: no report page"); }
 
 std::shared_ptr<LogReport> log_report(LogReportOptions options) {
   return std::make_shared<LogReport>(std::move(options));

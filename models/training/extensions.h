@@ -109,7 +109,6 @@ class LogReport : public Extension {
   std::unique_ptr<ScalarLog> log_;
   std::unique_ptr<ScalarSink> tensorboard_;
   std::unique_ptr<RunReport> page_;  // rank 0, with options_.page
-  bool page_warned_ = false;
   Scalars latest_;
 };
 std::shared_ptr<LogReport> log_report(LogReportOptions options = {});

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "models/training/progress.h"
+#include "runtime/error.h"
 #include "runtime/file_write.h"
 
 namespace tandem::training {
@@ -449,6 +450,13 @@ std::string RunReport::html(RunState state) const {
 std::string RunReport::write(RunState state) const {
   const std::string text = html(state);
   return replace_file(path_, [&](std::FILE* fp) { std::fwrite(text.data(), 1, text.size(), fp); });
+}
+
+void RunReport::write_or_warn(RunState state, const std::string& warning) {
+  const std::string problem = write(state);
+  if (problem.empty() || warned_) return;
+  warned_ = true;
+  write_stderr_line(warning + ": " + problem + "; training goes on");
 }
 
 }  // namespace tandem::training

@@ -18,7 +18,9 @@
 // - write(state) writes <dir>/report.html atomically (report.html.tmp, renamed over it:
 //   runtime/file_write.h's replace_file, so a link at either name is replaced, never
 //   written through) and
-//   returns "" or why it could not (the caller warns; the run goes on). The page is
+//   returns "" or why it could not. write_or_warn(state, warning) writes it so and, the
+//   first time it cannot, writes "<warning>: <why>; training goes on" on stderr (the run
+//   goes on); warned() is then true. The page is
 //   self-contained: no script, no style sheet or font from elsewhere, no network. It shows,
 //   in this order: the title, the state ("running" or "finished"), the last iteration of
 //   `total` and the time it was written (UTC), the latest progress line; charts as inline
@@ -93,6 +95,8 @@ class RunReport {
   void load_history(int64_t up_to);
   std::string html(RunState state) const;
   std::string write(RunState state) const;
+  void write_or_warn(RunState state, const std::string& warning);
+  bool warned() const { return warned_; }
 
  private:
   struct Sample {
@@ -113,6 +117,7 @@ class RunReport {
   std::string latest_line_;  // "" until a point or scalars are recorded
   std::vector<Sample> samples_;
   std::vector<std::pair<std::string, std::vector<PhaseStats>>> phases_;  // per Reducer
+  bool warned_ = false;                                                  // a write failed, and said so
 };
 
 }  // namespace tandem::training

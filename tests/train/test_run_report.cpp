@@ -204,6 +204,13 @@ TEST_CASE("a report that cannot be written says why and leaves no temporary", "[
   CHECK_THAT(problem, Catch::StartsWith("cannot rename " + tmp.file("report.html.tmp") + " to " +
                                         tmp.file("report.html") + " ("));
   CHECK_FALSE(std::filesystem::exists(tmp.file("report.html.tmp")));
+  CHECK_FALSE(report.warned());
+  report.write_or_warn(RunState::running, "test: warning: no page");  // warns on stderr, once
+  CHECK(report.warned());
+  std::filesystem::remove(tmp.file("report.html"));
+  report.write_or_warn(RunState::finished, "test: warning: no page");  // written now; still warned once
+  CHECK(report.warned());
+  CHECK(std::filesystem::is_regular_file(tmp.file("report.html")));
 }
 
 TEST_CASE("a resumed run's report starts with the history in --out up to its checkpoint", "[run_report]") {
