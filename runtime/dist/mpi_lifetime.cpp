@@ -16,7 +16,9 @@
 namespace tandem::dist {
 
 void abort_on_timeout(const Error& error) {
-  write_stderr_line(std::string("tandem: ending the job: ") + error.what());
+  // The shape of every job-ending line (run_main's, the phase watchdog's): "[rank r] <message>
+  // [at <file>:<line>]", whichever path ends the job.
+  write_stderr_line("tandem: ending the job: " + error_line(error, "tandem"));
   std::fflush(stderr);
   if (detail::mpi_abort_possible()) MPI_Abort(MPI_COMM_WORLD, kTimeoutExitCode);
   std::_Exit(kTimeoutExitCode);

@@ -161,7 +161,8 @@ std::string describe_op(const std::string& op, int64_t count, DType dtype, const
 std::string timeout_message(const std::string& description, std::chrono::milliseconds timeout, int rank,
                             int size, const std::string& detail);
 
-// Policy for a timeout nobody can recover from: prints the error to stderr and ends the
+// Policy for a timeout nobody can recover from: prints "tandem: ending the job: " and the
+// error as error_line writes it ("[rank r] <message> [at <file>:<line>]") to stderr, and ends the
 // whole job (MPI_Abort with kTimeoutExitCode when MPI is running, else _Exit).
 [[noreturn]] void abort_on_timeout(const Error& error);
 
