@@ -231,6 +231,12 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+Module& Module::set_compute_dtype(DType dtype) {
+  check_compute_dtype(dtype, type_name() + (path().empty() ? "" : " '" + path() + "'"));
+  apply([dtype](Module& m) { m.compute_dtype_ = dtype; });
+  return *this;
+}
+
 Module& Module::requires_grad_(bool requires_grad) {
   for (auto& [name, param] : named_parameters()) param.set_requires_grad(requires_grad);
   return *this;

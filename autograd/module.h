@@ -26,16 +26,23 @@
 // - train(bool)/eval() set the mode of the whole subtree; requires_grad_(bool) sets
 //   requires_grad of every parameter in the subtree; zero_grad() clears (set_to_none) or
 //   zeroes in place every parameter's gradient.
+// - Precision (precision.h): set_compute_dtype(d) gives every module of the subtree the
+//   compute dtype d; a module whose forward runs GEMMs or convolutions (the layers of nn.h,
+//   nn_stylegan.h, nn_spectral_norm.h, and the models' blocks that use their children's
+//   weights directly) runs them inside precision_scope(): in its own compute dtype, or in the
+//   caller's (compute_dtype()) when it was given none. Parameters stay float32.
 // - Modules are not copyable; hold them by std::shared_ptr.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "autograd/precision.h"
 #include "autograd/variable.h"
 
 namespace tandem {
@@ -102,6 +109,12 @@ class Module {
   Module& requires_grad_(bool requires_grad);
   void zero_grad(bool set_to_none = true);
 
+  // Precision (see the contract): the subtree's compute dtype, the one this module was
+  // given (nullopt: none), and the scope its GEMMs and convolutions run in.
+  Module& set_compute_dtype(DType dtype);
+  std::optional<DType> assigned_compute_dtype() const { return compute_dtype_; }
+  PrecisionScope precision_scope() const { return PrecisionScope(compute_dtype_.value_or(compute_dtype())); }
+
   // Moves every parameter and buffer of the subtree to `device`, in place: handles held by
   // layers, optimizers built afterwards and buffer references all see the moved data.
   // Gradients are dropped. Call it before wrapping the model or building optimizers.
@@ -122,6 +135,7 @@ class Module {
   };
 
   bool training_ = true;
+  std::optional<DType> compute_dtype_;
   Module* parent_ = nullptr;  // the module this one was last registered in
   std::string name_in_parent_;
   std::vector<std::pair<std::string, Variable>> parameters_;

@@ -54,7 +54,10 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator& gen) : in_fea
   default_init(weight, bias, gen);
 }
 
-Variable Linear::forward(const Variable& x) { return linear(x, weight, bias); }
+Variable Linear::forward(const Variable& x) {
+  const PrecisionScope precision = precision_scope();
+  return linear(x, weight, bias);
+}
 
 std::string Linear::type_name() const {
   return "Linear(" + std::to_string(in_features) + ", " + std::to_string(out_features) + ")";
@@ -80,7 +83,10 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, const kernels::Conv2dParams& 
   default_init(weight, bias, gen);
 }
 
-Variable Conv2d::forward(const Variable& x) { return conv2d(x, weight, bias, params); }
+Variable Conv2d::forward(const Variable& x) {
+  const PrecisionScope precision = precision_scope();
+  return conv2d(x, weight, bias, params);
+}
 
 std::string Conv2d::type_name() const {
   return "Conv2d(" + std::to_string(in_channels) + ", " + std::to_string(out_channels) +
@@ -109,7 +115,10 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, int64_t k, const kerne
   default_init(weight, bias, gen);
 }
 
-Variable ConvTranspose2d::forward(const Variable& x) { return conv_transpose2d(x, weight, bias, params); }
+Variable ConvTranspose2d::forward(const Variable& x) {
+  const PrecisionScope precision = precision_scope();
+  return conv_transpose2d(x, weight, bias, params);
+}
 
 std::string ConvTranspose2d::type_name() const {
   return "ConvTranspose2d(" + std::to_string(in_channels) + ", " + std::to_string(out_channels) +

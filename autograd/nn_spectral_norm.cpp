@@ -107,7 +107,8 @@ Variable SpectralNorm::weight() {
 }
 
 Variable SpectralNorm::forward(const Variable& x) {
-  const Variable w = weight();
+  const Variable w = weight();  // sigma in float32
+  const PrecisionScope precision = precision_scope();
   if (auto* l = dynamic_cast<Linear*>(layer.get())) return linear(x, w, l->bias);
   if (auto* c = dynamic_cast<Conv2d*>(layer.get())) return conv2d(x, w, c->bias, c->params);
   auto* t = static_cast<ConvTranspose2d*>(layer.get());

@@ -43,6 +43,7 @@ EqualizedLinear::EqualizedLinear(int64_t in, int64_t out, EqualizedOptions o, Ge
 
 Variable EqualizedLinear::forward(const Variable& x) {
   const double c = options.gain * options.lr_multiplier / std::sqrt(static_cast<double>(in_features));
+  const PrecisionScope precision = precision_scope();
   return linear(x, scale(weight, c), scaled_bias(bias, options));
 }
 
@@ -65,6 +66,7 @@ EqualizedConv2d::EqualizedConv2d(int64_t in, int64_t out, int64_t k, int64_t str
 Variable EqualizedConv2d::forward(const Variable& x) {
   const double c =
       options.gain * options.lr_multiplier / std::sqrt(static_cast<double>(in_channels * kernel * kernel));
+  const PrecisionScope precision = precision_scope();
   return conv2d(x, scale(weight, c), scaled_bias(bias, options), params);
 }
 
@@ -144,7 +146,8 @@ Variable modulated_conv2d(const Variable& x, const Variable& weight, const Varia
     Variable y = conv2d(mul(x, reshape(styles, {n, c, 1, 1})), weight, Variable(), params);
     if (!demodulate) return y;
     // sum over c, ki, kj of (weight[o, c] styles[n, c])^2 = styles^2 @ (sum over ki, kj of weight^2)^T.
-    const Variable energy = sum(square(reshape(weight, {o, c, kh * kw})), 2);                    // [O, C]
+    const Variable energy = sum(square(reshape(weight, {o, c, kh * kw})), 2);  // [O, C]
+    const PrecisionScope reduction(DType::f32);  // demodulation coefficients: a reduction, in float32
     const Variable norms = sqrt(add_scalar(matmul(square(styles), energy, false, true), 1e-8));  // [N, O]
     return div(y, reshape(norms, {n, o, 1, 1}));
   }
@@ -179,8 +182,10 @@ Variable ModulatedConv2d::forward(const Variable& x, const Variable& w) {
   const double c = options.gain / std::sqrt(static_cast<double>(in_channels * kernel * kernel));
   const ModulatedForm form =
       options.form.value_or(is_training() ? ModulatedForm::scaled : ModulatedForm::grouped);
-  const Variable y = modulated_conv2d(x, scale(weight, c), affine->forward(w), options.demodulate,
-                                      {.padding = kernel / 2}, form);
+  const Variable styles = affine->forward(w);
+  const PrecisionScope precision = precision_scope();
+  const Variable y =
+      modulated_conv2d(x, scale(weight, c), styles, options.demodulate, {.padding = kernel / 2}, form);
   return bias.defined() ? add_bias(y, bias) : y;
 }
 

@@ -9,6 +9,10 @@
 // With groups g (PyTorch's semantics), C and O split into g consecutive blocks and output
 // block j sees input block j only; C and O must divide by g.
 // Each has backward_input and backward_weight. Shape errors name the op and both shapes.
+// Reduced precision: the two operands may both be bfloat16 or both float16; the result is
+// then float32 (accumulate_dtype), the convolution of the operands' exact float32 values
+// accumulated in float32: oneDNN's bfloat16 kernels where they run natively
+// (cpu/conv_onednn.h), otherwise the float32 kernels on the widened operands.
 #pragma once
 
 #include "runtime/tensor.h"

@@ -23,6 +23,7 @@ std::optional<FusedActivation> activation_of(const nn::Module& m) {
 // The layer's output without its bias, and the bias; nothing for other modules or a
 // layer without a bias.
 std::optional<std::pair<Variable, Variable>> without_bias(const nn::Module& m, const Variable& x) {
+  const PrecisionScope precision = m.precision_scope();
   if (const auto* l = dynamic_cast<const nn::Linear*>(&m); l != nullptr && l->bias.defined())
     return std::pair{linear(x, l->weight, Variable()), l->bias};
   if (const auto* c = dynamic_cast<const nn::Conv2d*>(&m); c != nullptr && c->bias.defined())

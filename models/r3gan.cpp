@@ -29,6 +29,7 @@ void linear_init(const Variable& weight, const Variable& bias, Generator& gen) {
 
 // conv(x) without its bias, then the bias and the leaky ReLU in one op.
 Variable conv_lrelu(const nn::Conv2d& conv, const Variable& x) {
+  const PrecisionScope precision = conv.precision_scope();
   return bias_activation(conv2d(x, conv.weight, Variable(), conv.params), conv.bias,
                          kernels::Activation::leaky_relu, kSlope);
 }
@@ -85,7 +86,11 @@ R3ganGenerator::R3ganGenerator(int64_t noise, int64_t image_channels, Generator&
 }
 
 Variable R3ganGenerator::forward(const Variable& z) {
-  Variable h = linear(z, basis->weight, Variable());
+  Variable h;
+  {
+    const PrecisionScope precision = basis->precision_scope();
+    h = linear(z, basis->weight, Variable());
+  }
   h = reshape(bias_activation(h, basis->bias, kernels::Activation::leaky_relu, kSlope),
               {z.size(0), kWidths[0], 7, 7});
   for (size_t s = 0; s < 3; ++s) {

@@ -51,6 +51,10 @@ bool is_floating(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
 }
 
+bool is_16bit_float(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
+DType accumulate_dtype(DType operand) { return is_16bit_float(operand) ? DType::f32 : operand; }
+
 uint16_t float_to_half_bits(float value) {
   uint32_t x = std::bit_cast<uint32_t>(value);
   uint32_t sign = (x >> 16) & 0x8000u;

@@ -2,9 +2,10 @@
 //
 // Contract: f32 is the working type; f64 exists on CPU for gradient checks; f16 and bf16
 // are storage types (conversion to and from float, round-to-nearest-even) used by the
-// compressed communication hooks. i32, i64 and u8 are integers as integers: counts,
-// indices, flags, hashes and bytes that cross a process group exactly. Kernels are
-// floating-point only and name the op when given an integer tensor.
+// compressed communication hooks and as the operands of reduced-precision GEMMs and
+// convolutions, whose results are float32 (accumulate_dtype; autograd/precision.h). i32, i64 and u8 are
+// integers as integers: counts, indices, flags, hashes and bytes that cross a process group exactly. Kernels
+// are floating-point only and name the op when given an integer tensor.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,10 @@ enum class DType : uint8_t { f32, f64, f16, bf16, i32, i64, u8 };
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "float32", ..., "int32", "int64", "uint8"
 bool is_floating(DType dtype);
+bool is_16bit_float(DType dtype);  // f16 or bf16
+// The dtype a product of `operand`-typed values accumulates and is returned in: float32
+// for the 16-bit floats, the operand's own dtype otherwise.
+DType accumulate_dtype(DType operand);
 
 // 16-bit floats as plain bit patterns; arithmetic happens after conversion to float.
 struct Half {

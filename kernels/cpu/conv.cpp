@@ -204,7 +204,15 @@ void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, 
 // device; only the three kernels below differ between the CPU and kernels/cuda.
 namespace {
 
+// Reduced precision (conv.h): oneDNN's bfloat16 where it runs natively, else the float32
+// kernels on the widened operands.
+bool is_reduced(const Tensor& t) { return is_16bit_float(t.dtype()); }
+
 void run_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
+  if (is_reduced(x)) {
+    if (x.device().is_cpu() && cpu::onednn_conv_forward(op, x, weight, y, g)) return;
+    return run_forward(op, x.to(DType::f32), weight.to(DType::f32), y, g);
+  }
 #if TANDEM_HAVE_CUDA
   if (x.device().is_cuda()) return cuda::conv_forward(op, x, weight, y, g);
 #endif
@@ -214,6 +222,10 @@ void run_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& 
 
 void run_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx,
                         const Geometry& g) {
+  if (is_reduced(grad)) {
+    if (grad.device().is_cpu() && cpu::onednn_conv_backward_input(op, grad, weight, dx, g)) return;
+    return run_backward_input(op, grad.to(DType::f32), weight.to(DType::f32), dx, g);
+  }
 #if TANDEM_HAVE_CUDA
   if (grad.device().is_cuda()) return cuda::conv_backward_input(op, grad, weight, dx, g);
 #endif
@@ -223,6 +235,10 @@ void run_backward_input(const char* op, const Tensor& grad, const Tensor& weight
 
 void run_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight,
                          const Geometry& g) {
+  if (is_reduced(x)) {
+    if (x.device().is_cpu() && cpu::onednn_conv_backward_weight(op, grad, x, dweight, g)) return;
+    return run_backward_weight(op, grad.to(DType::f32), x.to(DType::f32), dweight, g);
+  }
 #if TANDEM_HAVE_CUDA
   if (x.device().is_cuda()) return cuda::conv_backward_weight(op, grad, x, dweight, g);
 #endif
@@ -237,7 +253,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
   check_operands(op, x, "input", weight, "weight");
   check_params(op, p, false);
   Geometry g = conv_geometry(op, x.shape(), weight.shape(), p);
-  Tensor y = Tensor::empty({g.n, g.o, g.ho, g.wo}, x.dtype(), x.device());
+  Tensor y = Tensor::empty({g.n, g.o, g.ho, g.wo}, accumulate_dtype(x.dtype()), x.device());
   ConvRecordScope record(ConvOp::conv2d, x.shape(), weight.shape(), y.shape(), p, x.dtype());
   run_forward(op, x, weight, y, g);
   return y;
@@ -250,7 +266,7 @@ Tensor conv2d_backward_input(const Tensor& grad, const Tensor& weight, const Sha
   check_params(op, p, false);
   Geometry g = conv_geometry(op, x_shape, weight.shape(), p);
   check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
-  Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
+  Tensor dx = Tensor::empty(x_shape, accumulate_dtype(grad.dtype()), grad.device());
   ConvRecordScope record(ConvOp::conv2d_backward_input, grad.shape(), weight.shape(), x_shape, p,
                          grad.dtype());
   run_backward_input(op, grad, weight, dx, g);
@@ -264,7 +280,7 @@ Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, const Shape& 
   check_params(op, p, false);
   Geometry g = conv_geometry(op, x.shape(), weight_shape, p);
   check_grad_shape(op, grad, {g.n, g.o, g.ho, g.wo});
-  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  Tensor dw = Tensor::empty(weight_shape, accumulate_dtype(x.dtype()), x.device());
   ConvRecordScope record(ConvOp::conv2d_backward_weight, grad.shape(), x.shape(), weight_shape, p, x.dtype());
   run_backward_weight(op, grad, x, dw, g);
   return dw;
@@ -275,7 +291,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Conv2dParam
   check_operands(op, x, "input", weight, "weight");
   check_params(op, p, true);
   Geometry g = transpose_geometry(op, x.shape(), weight.shape(), p);
-  Tensor y = Tensor::empty({g.n, g.c, g.h, g.w}, x.dtype(), x.device());
+  Tensor y = Tensor::empty({g.n, g.c, g.h, g.w}, accumulate_dtype(x.dtype()), x.device());
   ConvRecordScope record(ConvOp::conv_transpose2d, x.shape(), weight.shape(), y.shape(), p, x.dtype());
   run_backward_input(op, x, weight, y, g);
   return y;
@@ -288,7 +304,7 @@ Tensor conv_transpose2d_backward_input(const Tensor& grad, const Tensor& weight,
   check_params(op, p, true);
   Geometry g = transpose_geometry(op, x_shape, weight.shape(), p);
   check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
-  Tensor dx = Tensor::empty(x_shape, grad.dtype(), grad.device());
+  Tensor dx = Tensor::empty(x_shape, accumulate_dtype(grad.dtype()), grad.device());
   ConvRecordScope record(ConvOp::conv_transpose2d_backward_input, grad.shape(), weight.shape(), x_shape, p,
                          grad.dtype());
   run_forward(op, grad, weight, dx, g);
@@ -302,7 +318,7 @@ Tensor conv_transpose2d_backward_weight(const Tensor& grad, const Tensor& x, con
   check_params(op, p, true);
   Geometry g = transpose_geometry(op, x.shape(), weight_shape, p);
   check_grad_shape(op, grad, {g.n, g.c, g.h, g.w});
-  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  Tensor dw = Tensor::empty(weight_shape, accumulate_dtype(x.dtype()), x.device());
   ConvRecordScope record(ConvOp::conv_transpose2d_backward_weight, grad.shape(), x.shape(), weight_shape, p,
                          x.dtype());
   run_backward_weight(op, x, grad, dw, g);

@@ -65,6 +65,21 @@ const char* cpu_conv_backend_name(CpuConvBackend backend) {
 
 bool onednn_built() { return TANDEM_HAVE_ONEDNN != 0; }
 
+bool onednn_bf16_native() {
+#if TANDEM_HAVE_ONEDNN
+  // The ISA oneDNN dispatches to (the CPU's, capped by DNNL_MAX_CPU_ISA) is a bit set that
+  // contains avx512_core_bf16's bits on every CPU with native bfloat16 (AMX included).
+  static const bool native = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (isa & bf16) == bf16;
+  }();
+  return native;
+#else
+  return false;
+#endif
+}
+
 int cpu_conv_threads() {
   int threads = g_threads.load(std::memory_order_relaxed);
   if (threads != kUnset) return threads;
@@ -134,11 +149,12 @@ const dnnl::engine& cpu_engine() {
   return *engine;
 }
 
-// Every argument a plan depends on; conv2d geometry, then dilation, groups, threads, layout.
+// Every argument a plan depends on; conv2d geometry, then dilation, groups, threads, layout,
+// and whether the inputs are bfloat16 (the output is float32 either way).
 using Key = std::array<int64_t, 17>;
 
-Key make_key(Pass pass, const Geometry& g, int64_t dilation, int64_t groups, int threads,
-             OnednnLayout layout) {
+Key make_key(Pass pass, const Geometry& g, int64_t dilation, int64_t groups, int threads, OnednnLayout layout,
+             bool bf16) {
   return {static_cast<int64_t>(pass),
           g.n,
           g.c,
@@ -155,7 +171,7 @@ Key make_key(Pass pass, const Geometry& g, int64_t dilation, int64_t groups, int
           groups,
           threads,
           static_cast<int64_t>(layout),
-          0};
+          bf16 ? 1 : 0};
 }
 
 // One primitive with two inputs and one output (forward: src, weights -> dst; backward
@@ -170,8 +186,9 @@ struct Plan {
   memory::desc scratchpad;
 };
 
-memory::desc plain_desc(const memory::dims& dims, tag format) {
-  return memory::desc(dims, memory::data_type::f32, format);
+memory::desc plain_desc(const memory::dims& dims, tag format,
+                        memory::data_type type = memory::data_type::f32) {
+  return memory::desc(dims, type, format);
 }
 
 // The padding after the last row and column that makes oneDNN's output size exactly g's:
@@ -187,26 +204,41 @@ memory::dims right_padding(const Geometry& g, int64_t dilation) {
 }
 
 std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, int64_t groups,
-                                OnednnLayout layout) {
-  const memory::desc x_user = plain_desc({g.n, g.c, g.h, g.w}, tag::nchw);
-  const memory::desc y_user = plain_desc({g.n, g.o, g.ho, g.wo}, tag::nchw);
-  const memory::desc w_user = groups == 1
-                                  ? plain_desc({g.o, g.c, g.kh, g.kw}, tag::oihw)
-                                  : plain_desc({groups, g.o / groups, g.c / groups, g.kh, g.kw}, tag::goihw);
-  auto chosen = [&](const memory::desc& user) {
-    return layout == OnednnLayout::plain ? user : memory::desc(user.dims(), memory::data_type::f32, tag::any);
+                                OnednnLayout layout, bool bf16) {
+  // The two inputs in the operand type, the output float32: x is the output of backward
+  // data, the weight that of backward weights, y that of forward.
+  using type = memory::data_type;
+  const type in = bf16 ? type::bf16 : type::f32;
+  const type x_type = pass == Pass::backward_data ? type::f32 : in;
+  const type w_type = pass == Pass::backward_weights ? type::f32 : in;
+  const type y_type = pass == Pass::forward ? type::f32 : in;
+  const memory::dims x_dims{g.n, g.c, g.h, g.w}, y_dims{g.n, g.o, g.ho, g.wo};
+  const memory::dims w_dims = groups == 1 ? memory::dims{g.o, g.c, g.kh, g.kw}
+                                          : memory::dims{groups, g.o / groups, g.c / groups, g.kh, g.kw};
+  const tag w_tag = groups == 1 ? tag::oihw : tag::goihw;
+  const memory::desc x_user = plain_desc(x_dims, tag::nchw, x_type);
+  const memory::desc y_user = plain_desc(y_dims, tag::nchw, y_type);
+  const memory::desc w_user = plain_desc(w_dims, w_tag, w_type);
+  // What the primitive is offered: the plain layout, or any it prefers.
+  auto offered = [&](const memory::dims& dims, tag plain, type t) {
+    return memory::desc(dims, t, layout == OnednnLayout::plain ? plain : tag::any);
   };
-  const memory::desc x_any = chosen(x_user), y_any = chosen(y_user), w_any = chosen(w_user);
+  const memory::desc x_any = offered(x_dims, tag::nchw, x_type), y_any = offered(y_dims, tag::nchw, y_type),
+                     w_any = offered(w_dims, w_tag, w_type);
   const memory::dims strides{g.stride, g.stride}, dilates{dilation - 1, dilation - 1},
       padding{g.padding, g.padding}, padding_r = right_padding(g, dilation);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::engine& engine = cpu_engine();
   const auto algo = dnnl::algorithm::convolution_direct;
+  // The forward pass itself, or the hint the backward passes are made from (every tensor
+  // in the operand type, as a training forward would have them).
+  const bool fwd = pass == Pass::forward;
   dnnl::convolution_forward::primitive_desc forward(
       dnnl::convolution_forward::desc(
-          pass == Pass::forward ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training,
-          algo, x_any, w_any, y_any, strides, dilates, padding, padding_r),
+          fwd ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training, algo,
+          fwd ? x_any : offered(x_dims, tag::nchw, in), fwd ? w_any : offered(w_dims, w_tag, in),
+          fwd ? y_any : offered(y_dims, tag::nchw, in), strides, dilates, padding, padding_r),
       attr, engine);
   auto plan = std::make_unique<Plan>();
   std::array<memory::desc, 3> inner;
@@ -249,12 +281,12 @@ std::unique_ptr<Plan> make_plan(Pass pass, const Geometry& g, int64_t dilation, 
 
 // The plans of the process, made on first use of their key; references stay valid forever.
 const Plan& plan_for(const Key& key, Pass pass, const Geometry& g, int64_t dilation, int64_t groups,
-                     OnednnLayout layout) {
+                     OnednnLayout layout, bool bf16) {
   static std::mutex mutex;
   static auto* plans = new std::map<Key, std::unique_ptr<Plan>>();
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans->find(key);
-  if (it == plans->end()) it = plans->emplace(key, make_plan(pass, g, dilation, groups, layout)).first;
+  if (it == plans->end()) it = plans->emplace(key, make_plan(pass, g, dilation, groups, layout, bf16)).first;
   return *it->second;
 }
 
@@ -273,7 +305,10 @@ std::string describe(Pass pass, const Geometry& g, int64_t dilation, int64_t gro
 // Runs pass on tensors a, b (inputs) and out (output), in the plan's argument order.
 bool run(const char* op, Pass pass, const Tensor& a, const Tensor& b, Tensor& out, const Geometry& g,
          int64_t dilation, int64_t groups) {
-  if (a.dtype() != DType::f32 || cpu_conv_backend() != CpuConvBackend::onednn) return false;
+  const bool bf16 = a.dtype() == DType::bf16;
+  if ((a.dtype() != DType::f32 && !bf16) || cpu_conv_backend() != CpuConvBackend::onednn ||
+      (bf16 && !onednn_bf16_native()))
+    return false;
   if (g.n == 0) {
     out.zero_();
     return true;
@@ -288,8 +323,8 @@ bool run(const char* op, Pass pass, const Tensor& a, const Tensor& b, Tensor& ou
   if (layout == OnednnLayout::automatic)
     layout = g.c / groups < kPlainBelowChannels ? OnednnLayout::plain : OnednnLayout::preferred;
   try {
-    const Plan& plan =
-        plan_for(make_key(pass, g, dilation, groups, threads, layout), pass, g, dilation, groups, layout);
+    const Plan& plan = plan_for(make_key(pass, g, dilation, groups, threads, layout, bf16), pass, g, dilation,
+                                groups, layout, bf16);
     const dnnl::engine& engine = cpu_engine();
     thread_local dnnl::stream stream(cpu_engine());
     std::array<const Tensor*, 3> tensors{&a, &b, &out};

@@ -19,8 +19,9 @@
 //   kernels of conv.cpp for the conv2d geometry g (the tensors' roles as there; a transposed
 //   convolution is one of them with the roles swapped), with g's `dilation` (spacing between
 //   kernel taps) and `groups` (weight [o, c / groups, kh, kw]). Each returns true having
-//   written its output, or false having touched nothing: backend eigen, a dtype other than
-//   float32, or no oneDNN in the build. An empty batch gives zeros (weight gradient) or an
+//   written its output, or false having touched nothing: backend eigen, inputs neither
+//   float32 nor bfloat16 (bfloat16 inputs give a float32 output, and run only where
+//   onednn_bf16_native()), or no oneDNN in the build. An empty batch gives zeros (weight gradient) or an
 //   empty output. A oneDNN failure throws an Error naming `op`, the shapes and oneDNN's status.
 // - Each (pass, geometry, dilation, groups, thread count, layout) makes its primitives once
 //   and keeps them for the process's life; every call gets its own scratchpad and reorder
@@ -47,6 +48,12 @@ void set_cpu_conv_backend(CpuConvBackend backend);
 void reset_cpu_conv_backend();
 const char* cpu_conv_backend_name(CpuConvBackend backend);
 bool onednn_built();
+
+// Whether oneDNN runs bfloat16 natively on this CPU (AVX512_BF16 or AMX). Without it, its
+// bfloat16 primitives would be emulation or reference code, and reduced-precision GEMMs and
+// convolutions take the widened float32 kernels instead (kernels/gemm.h, conv.h). false
+// without oneDNN in the build.
+bool onednn_bf16_native();
 
 int cpu_conv_threads();
 void set_cpu_conv_threads(int threads);

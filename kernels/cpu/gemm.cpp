@@ -67,12 +67,23 @@ GemmShape check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const T
                            << " x " << shape_str(b.shape()) << (tb ? "^T" : ""));
   TANDEM_CHECK(c.dim() == 2 && c.size(0) == m && c.size(1) == n,
                op << ": output " << shape_str(c.shape()) << " should be [" << m << ", " << n << "]");
-  check_same_dtype(op, a, c);
+  TANDEM_CHECK(c.dtype() == accumulate_dtype(a.dtype()),
+               op << ": output dtype " << dtype_name(c.dtype()) << " should be "
+                  << dtype_name(accumulate_dtype(a.dtype())) << " for " << dtype_name(a.dtype())
+                  << " operands");
   check_same_device(op, a, c);
   return {m, k, n};
 }
 
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  if (is_16bit_float(a.dtype())) {  // reduced precision (gemm.h): oneDNN's bfloat16, else widened
+    const GemmShape s = check_gemm(a, ta, b, tb, c);
+    if (a.device().is_cpu() && cpu::onednn_gemm(a, ta, b, tb, c, alpha, beta)) {
+      if (kernel_recording()) record_gemm({s.m, s.n, s.k, ta, tb, a.dtype()});
+      return;
+    }
+    return gemm(a.to(DType::f32), ta, b.to(DType::f32), tb, c, alpha, beta);
+  }
   if (kernel_recording()) {
     const GemmShape s = check_gemm(a, ta, b, tb, c);
     record_gemm({s.m, s.n, s.k, ta, tb, a.dtype()});
@@ -91,7 +102,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
                "matmul: needs 2-D operands, got " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
   int64_t m = ta ? a.size(1) : a.size(0);
   int64_t n = tb ? b.size(0) : b.size(1);
-  Tensor c = Tensor::empty({m, n}, a.dtype(), a.device());
+  Tensor c = Tensor::empty({m, n}, accumulate_dtype(a.dtype()), a.device());
   gemm(a, ta, b, tb, c, 1.0, 0.0);
   return c;
 }

@@ -34,7 +34,7 @@ struct Plan {
   dnnl::matmul primitive;
 };
 
-using Key = std::array<int64_t, 6>;  // m, n, k, ta, tb, threads
+using Key = std::array<int64_t, 7>;  // m, n, k, ta, tb, threads, bfloat16 operands
 
 // The plans of the process, made on first use of their key; references stay valid forever.
 const Plan& plan_for(const Key& key) {
@@ -43,11 +43,12 @@ const Plan& plan_for(const Key& key) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans->find(key);
   if (it == plans->end()) {
-    const auto [m, n, k, ta, tb, threads] = key;
+    const auto [m, n, k, ta, tb, threads, bf16] = key;
+    const auto operand = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
     auto plan = std::make_unique<Plan>();
-    // Row-major buffers; a transposed operand as the other order of strides.
-    plan->a = memory::desc({m, k}, memory::data_type::f32, ta ? memory::dims{1, m} : memory::dims{k, 1});
-    plan->b = memory::desc({k, n}, memory::data_type::f32, tb ? memory::dims{1, k} : memory::dims{n, 1});
+    // Row-major buffers; a transposed operand as the other order of strides. C is float32.
+    plan->a = memory::desc({m, k}, operand, ta ? memory::dims{1, m} : memory::dims{k, 1});
+    plan->b = memory::desc({k, n}, operand, tb ? memory::dims{1, k} : memory::dims{n, 1});
     plan->c = memory::desc({m, n}, memory::data_type::f32, memory::dims{n, 1});
     // A scratchpad per call: the library's own is shared between threads (ranks run as
     // threads in the tests, and a program may multiply on several).
@@ -64,20 +65,22 @@ const Plan& plan_for(const Key& key) {
 }  // namespace
 
 bool onednn_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
-  if (a.dtype() != DType::f32 || alpha != 1.0 || beta != 0.0 || cpu_conv_backend() != CpuConvBackend::onednn)
+  const bool bf16 = a.dtype() == DType::bf16;
+  if ((a.dtype() != DType::f32 && !bf16) || alpha != 1.0 || beta != 0.0 ||
+      cpu_conv_backend() != CpuConvBackend::onednn || (bf16 && !onednn_bf16_native()))
     return false;
   const int64_t m = c.size(0), n = c.size(1), k = ta ? a.size(0) : a.size(1);
   if (m < 2 || n < 2 || k < 1) return false;
   const int threads = cpu_conv_threads();
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
   try {
-    const Plan& plan = plan_for({m, n, k, ta ? 1 : 0, tb ? 1 : 0, threads});
+    const Plan& plan = plan_for({m, n, k, ta ? 1 : 0, tb ? 1 : 0, threads, bf16 ? 1 : 0});
     thread_local dnnl::stream stream(engine());
     memory am(plan.a, engine(), a.raw_data()), bm(plan.b, engine(), b.raw_data()),
         cm(plan.c, engine(), c.raw_data());
     Tensor scratch = Tensor::empty({static_cast<int64_t>((plan.scratchpad.get_size() + 3) / 4)}, DType::f32);
     memory sm(plan.scratchpad, engine(), scratch.raw_data());
-    trace::Span span("kernel", "oneDNN matmul");
+    trace::Span span("kernel", bf16 ? "oneDNN matmul bf16" : "oneDNN matmul");
     plan.primitive.execute(
         stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
     stream.wait();

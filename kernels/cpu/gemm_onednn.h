@@ -1,10 +1,13 @@
-// float32 CPU GEMMs through oneDNN's matmul, for the shapes where it beats Eigen's GEMM.
+// float32 CPU GEMMs through oneDNN's matmul, for the shapes where it beats Eigen's GEMM, and
+// the bfloat16 GEMMs of reduced precision (kernels/gemm.h).
 //
 // Contract:
 // - onednn_gemm(a, ta, b, tb, c, alpha, beta) computes C = op(A) op(B) through oneDNN and
 //   returns true, or returns false (and touches nothing) when the call is Eigen's: the CPU
 //   convolution backend is not onednn (conv_onednn.h: TANDEM_CONV_BACKEND and
-//   set_cpu_conv_backend choose both), the dtype is not float32, alpha is not 1 or beta not
+//   set_cpu_conv_backend choose both), the operands are neither float32 nor bfloat16 (with a
+//   float32 C), bfloat16 would run on oneDNN's reference code (a CPU without native
+//   bfloat16, AVX512_BF16 or AMX: onednn_bf16_native), alpha is not 1 or beta not
 //   0, or the output is a vector (m or n is 1: a matrix-vector product, where oneDNN was 0.2-0.7x
 //   Eigen's time on the GAN models' Linear shapes, against 1.2-1.55x on the others;
 //   bench/conv_bench --only linear).

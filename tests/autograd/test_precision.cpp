@@ -1,0 +1,174 @@
+// The compute precision (autograd/precision.h, Module::set_compute_dtype): ops round their
+// operands where they read them, forward, backward and second order alike, under the dtype
+// in force when they ran forward; modules run their GEMMs and convolutions in theirs.
+// The references are the kernels on operands rounded by hand (the same kernels, so bitwise).
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "autograd/grad.h"
+#include "autograd/nn.h"
+#include "autograd/ops.h"
+#include "autograd/precision.h"
+#include "kernels/conv.h"
+#include "kernels/gemm.h"
+#include "kernels/non_finite.h"
+#include "runtime/rng.h"
+
+using namespace tandem;
+
+namespace {
+
+Tensor random_f32(const Shape& shape, uint64_t seed) {
+  Tensor t = Tensor::empty(shape);
+  Generator gen(seed);
+  fill_normal(t, 0.0, 1.0, gen);
+  return t;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
+}
+
+Tensor rounded(const Tensor& t, DType dtype) { return t.to(dtype); }
+
+}  // namespace
+
+TEST_CASE("PrecisionScope sets the thread's compute dtype and restores it", "[precision]") {
+  CHECK(compute_dtype() == DType::f32);
+  {
+    PrecisionScope outer(DType::bf16);
+    CHECK(compute_dtype() == DType::bf16);
+    {
+      PrecisionScope inner(DType::f16);
+      CHECK(compute_dtype() == DType::f16);
+    }
+    CHECK(compute_dtype() == DType::bf16);
+  }
+  CHECK(compute_dtype() == DType::f32);
+  CHECK_THROWS_WITH(PrecisionScope(DType::f64), Catch::Contains("compute dtype float64 is not one"));
+  // float64 operands (gradient checks) are never rounded; float32 ones are.
+  const Tensor d = Tensor::from_values({1}, {1.0 / 3.0}, DType::f64);
+  CHECK(compute_operand(d, DType::bf16).dtype() == DType::f64);
+  CHECK(compute_operand(d.to(DType::f32), DType::bf16).dtype() == DType::bf16);
+  CHECK(compute_operand(d.to(DType::f32), DType::f32).dtype() == DType::f32);
+}
+
+TEST_CASE("matmul under bfloat16 and float16 reads rounded operands, forward and backward", "[precision]") {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(dtype));
+    const Tensor a0 = random_f32({5, 40}, 1), b0 = random_f32({40, 3}, 2), r = random_f32({5, 3}, 3);
+    Variable a(a0.clone(), true), b(b0.clone(), true);
+    Variable y;
+    {
+      PrecisionScope scope(dtype);
+      y = matmul(a, b);
+    }
+    // Forward: the kernel on the rounded operands, float32 out.
+    REQUIRE(y.data().dtype() == DType::f32);
+    CHECK(bitwise_equal(y.data(), kernels::matmul(rounded(a0, dtype), rounded(b0, dtype))));
+    CHECK_FALSE(bitwise_equal(y.data(), kernels::matmul(a0, b0)));
+    // Backward, run outside the scope: still the op's dtype, on the rounded gradient too.
+    sum(mul(y, Variable(r))).backward();
+    const Tensor g = rounded(r, dtype);
+    CHECK(bitwise_equal(a.grad(), kernels::matmul(g, rounded(b0, dtype), false, true)));
+    CHECK(bitwise_equal(b.grad(), kernels::matmul(rounded(a0, dtype), g, true, false)));
+    // Second order (create_graph) runs under the op's dtype as well.
+    Variable a2(a0.clone(), true), b2(b0.clone(), true);
+    Variable y2;
+    {
+      PrecisionScope scope(dtype);
+      y2 = matmul(a2, b2);
+    }
+    const std::vector<Variable> first =
+        grad({sum(mul(y2, Variable(r)))}, {a2}, {}, GradOptions{.create_graph = true});
+    CHECK(bitwise_equal(first[0].data(), a.grad()));
+  }
+}
+
+TEST_CASE("convolutions under float16 read rounded operands, forward and backward", "[precision]") {
+  const kernels::Conv2dParams p{.stride = 1, .padding = 1};
+  const Tensor x0 = random_f32({2, 4, 6, 6}, 4), w0 = random_f32({3, 4, 3, 3}, 5);
+  const Tensor r = random_f32({2, 3, 6, 6}, 6);
+  Variable x(x0.clone(), true), w(w0.clone(), true);
+  Variable y;
+  {
+    PrecisionScope scope(DType::f16);
+    y = conv2d(x, w, Variable(), p);
+  }
+  const Tensor x16 = rounded(x0, DType::f16), w16 = rounded(w0, DType::f16), g16 = rounded(r, DType::f16);
+  CHECK(bitwise_equal(y.data(), kernels::conv2d(x16, w16, p)));
+  sum(mul(y, Variable(r))).backward();
+  CHECK(bitwise_equal(x.grad(), kernels::conv2d_backward_input(g16, w16, x0.shape(), p)));
+  CHECK(bitwise_equal(w.grad(), kernels::conv2d_backward_weight(g16, x16, w0.shape(), p)));
+  // conv_transpose2d likewise.
+  const Tensor wt0 = random_f32({4, 2, 4, 4}, 7);
+  const kernels::Conv2dParams tp{.stride = 2, .padding = 1};
+  Variable xt(x0.clone(), true), wt(wt0.clone(), true);
+  Variable yt;
+  {
+    PrecisionScope scope(DType::bf16);
+    yt = conv_transpose2d(xt, wt, Variable(), tp);
+  }
+  const Tensor wt16 = rounded(wt0, DType::bf16), xb = rounded(x0, DType::bf16);
+  CHECK(bitwise_equal(yt.data(), kernels::conv_transpose2d(xb, wt16, tp)));
+  const Tensor rt = random_f32(yt.shape(), 8);
+  sum(mul(yt, Variable(rt))).backward();
+  const Tensor gt = rounded(rt, DType::bf16);
+  CHECK(bitwise_equal(xt.grad(), kernels::conv_transpose2d_backward_input(gt, wt16, x0.shape(), tp)));
+  CHECK(bitwise_equal(wt.grad(), kernels::conv_transpose2d_backward_weight(gt, xb, wt0.shape(), tp)));
+}
+
+TEST_CASE("A module's compute dtype covers its subtree; unset modules take the caller's", "[precision]") {
+  Generator gen(9);
+  auto first = std::make_shared<nn::Linear>(6, 8, true, gen);
+  auto second = std::make_shared<nn::Linear>(8, 2, true, gen);
+  auto net = std::make_shared<nn::Sequential>(first, std::make_shared<nn::ReLU>(), second);
+  const Tensor x0 = random_f32({4, 6}, 10);
+  const Variable x(x0);
+  const Tensor fp32 = net->forward(x).data().clone();
+  second->set_compute_dtype(DType::bf16);
+  CHECK(first->assigned_compute_dtype() == std::nullopt);
+  CHECK(second->assigned_compute_dtype() == DType::bf16);
+  const Tensor mixed = net->forward(x).data();
+  CHECK(compute_dtype() == DType::f32);  // the module's scope closed with its forward
+  // By hand: the first layer in float32, the second on rounded operands.
+  const Tensor h = relu(linear(x, first->weight, first->bias)).data();
+  const Tensor want =
+      add_bias(Variable(kernels::matmul(rounded(h, DType::bf16), rounded(second->weight.data(), DType::bf16),
+                                        false, true)),
+               second->bias)
+          .data();
+  CHECK(bitwise_equal(mixed, want));
+  CHECK_FALSE(bitwise_equal(mixed, fp32));
+  {  // an unset module takes the caller's dtype; a set one keeps its own
+    PrecisionScope scope(DType::f16);
+    second->set_compute_dtype(DType::f32);
+    const Tensor out = net->forward(x).data();
+    const Tensor h1 = first->forward(x).data();
+    CHECK(bitwise_equal(
+        h1, add_bias(Variable(kernels::matmul(rounded(x0, DType::f16),
+                                              rounded(first->weight.data(), DType::f16), false, true)),
+                     first->bias)
+                .data()));
+    CHECK(bitwise_equal(out, second->forward(relu(Variable(h1))).data()));
+  }
+  net->set_compute_dtype(DType::bf16);
+  CHECK(first->assigned_compute_dtype() == DType::bf16);
+  CHECK_THROWS_WITH(net->set_compute_dtype(DType::i32),
+                    Catch::Contains("Sequential") && Catch::Contains("int32"));
+}
+
+TEST_CASE("A float16 gradient beyond 65504 is infinite where the op reads it: what a loss scaler sees",
+          "[precision]") {
+  Generator gen(11);
+  nn::Linear layer(4, 3, true, gen);
+  layer.set_compute_dtype(DType::f16);
+  const Variable y = layer.forward(Variable(random_f32({2, 4}, 12)));
+  scale(sum(y), 1e5).backward();  // a loss scale too large for float16
+  CHECK_FALSE(kernels::all_finite(layer.weight.grad()));
+  layer.zero_grad();
+  const Variable y2 = layer.forward(Variable(random_f32({2, 4}, 12)));
+  scale(sum(y2), 1e3).backward();
+  CHECK(kernels::all_finite(layer.weight.grad()));
+}
