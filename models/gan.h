@@ -126,6 +126,8 @@ struct GanConfig {
   int64_t channels = 1;                               // image models: 1 (gray) or 3 (RGB) per pixel
   int64_t width = 0;                                  // dcgan64: ngf = ndf; 0: 64
   std::optional<double> style_mixing = std::nullopt;  // stylegan2's style mixing probability; unset: 0.9
+  DType precision = DType::f32;                       // set_low_precision's dtype
+  int64_t low_precision_res = -1;                     // and resolutions (-1: all)
 };
 
 // The hook GanModel calls right before each backward: with the loss and the parameters
@@ -184,6 +186,14 @@ class GanModel : public DataParallelModel {
   // mean a captured step replays exactly (models/train/step_graph_policy.h). structure()
   // unless a model's description rounds something off (pggan's alpha).
   virtual std::string step_key() const { return structure(); }
+  // The layers that run at one resolution each, with the side of the images they work at
+  // (G: the side they make; D: the side they read), for set_low_precision; empty for a
+  // model whose layers are not each of one resolution.
+  struct ResolutionLayer {
+    int64_t side;
+    nn::Module* layer;
+  };
+  virtual std::vector<ResolutionLayer> resolution_layers() { return {}; }
 
   LogVars train_step(const Batch& batch, OptimWrapperDict& optim_wrappers) override;
   // The D loss's fake and real terms from the critic's outputs, for the losses whose terms
@@ -245,6 +255,13 @@ optim::AdamOptions lazy_regularization_adam(optim::AdamOptions adam, int64_t eve
 // Builds a model by name; an Error lists the known names. An objective out of range, or a
 // penalty on a critic with batch norm, is an Error naming the setting (and the model).
 std::shared_ptr<GanModel> make_gan(const GanConfig& config);
+
+// Gives the model's layers the compute dtype `dtype` (autograd/precision.h): every layer
+// when `resolutions` is -1, else the layers of the `resolutions` highest sides of
+// resolution_layers() (StyleGAN's num_fp16_res: the high resolutions hold most of the work
+// and the least sensitive values). An Error naming the model when it has no such layers.
+void set_low_precision(GanModel& model, DType dtype, int64_t resolutions);
+
 const std::vector<std::string>& gan_model_names();
 
 }  // namespace tandem::models

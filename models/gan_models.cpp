@@ -102,6 +102,21 @@ class MlpGan final : public GanModel {
   std::shared_ptr<MlpDiscriminator> d_;
 };
 
+// Pairs the GEMM layers (Linear, Conv2d, ConvTranspose2d) of `part`, in order, with `sides`.
+void add_resolution_layers(const nn::Module& part, const std::vector<int64_t>& sides,
+                           std::vector<GanModel::ResolutionLayer>& out) {
+  size_t next = 0;
+  for (const auto& layer : part.children()) {
+    nn::Module* m = layer.get();
+    if (dynamic_cast<Linear*>(m) || dynamic_cast<nn::Conv2d*>(m) || dynamic_cast<nn::ConvTranspose2d*>(m)) {
+      TANDEM_CHECK(next < sides.size(), "resolution layers: more GEMM layers than sides");
+      out.push_back({sides[next++], m});
+    }
+  }
+  TANDEM_CHECK(next == sides.size(),
+               "resolution layers: " << sides.size() << " sides for " << next << " layers");
+}
+
 // DCGAN for 28x28: G z -> 128x7x7 -> 64x14x14 -> Cx28x28 (C channels); D the mirror image.
 class DcGan final : public GanModel {
  public:
@@ -141,6 +156,12 @@ class DcGan final : public GanModel {
   Variable discriminate(const Variable& x) override { return forward_fused(sequential(discriminator), x); }
   int64_t noise_dim() const override { return kNoise; }
   Shape sample_shape() const override { return {channels_, 28, 28}; }
+  std::vector<ResolutionLayer> resolution_layers() override {
+    std::vector<ResolutionLayer> layers;
+    add_resolution_layers(*generator, {7, 14, 28}, layers);
+    add_resolution_layers(*discriminator, {28, 14, 7}, layers);
+    return layers;
+  }
 
  private:
   static const nn::Sequential& sequential(const std::shared_ptr<nn::Module>& part) {
@@ -210,6 +231,12 @@ class DcGan64 final : public GanModel {
   }
   int64_t noise_dim() const override { return kNoise; }
   Shape sample_shape() const override { return {channels_, 64, 64}; }
+  std::vector<ResolutionLayer> resolution_layers() override {
+    std::vector<ResolutionLayer> layers;
+    add_resolution_layers(*generator, {4, 8, 16, 32, 64}, layers);
+    add_resolution_layers(*discriminator, {64, 32, 16, 8, 4}, layers);
+    return layers;
+  }
   std::string structure() const override {
     return width_ == kDefaultWidth ? "" : "width " + std::to_string(width_) + " (ngf = ndf)";
   }
@@ -419,7 +446,30 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
                "(stylegan2), not '"
                    << config.model << "'");
   model->objective = o;
+  set_low_precision(*model, config.precision, config.low_precision_res);
   return model;
+}
+
+void set_low_precision(GanModel& model, DType dtype, int64_t resolutions) {
+  if (dtype == DType::f32) return;
+  if (resolutions < 0) {
+    model.set_compute_dtype(dtype);
+    return;
+  }
+  const std::vector<GanModel::ResolutionLayer> layers = model.resolution_layers();
+  TANDEM_CHECK(!layers.empty(), model.type_name() << ": its layers are not of one resolution each, so "
+                                                  << resolutions << " resolutions in " << dtype_name(dtype)
+                                                  << " mean nothing; give every layer the dtype");
+  TANDEM_CHECK(resolutions >= 1, model.type_name()
+                                     << ": " << resolutions << " resolutions; needs at least 1");
+  std::vector<int64_t> sides;
+  for (const auto& l : layers) sides.push_back(l.side);
+  std::sort(sides.begin(), sides.end(), std::greater<>());
+  sides.erase(std::unique(sides.begin(), sides.end()), sides.end());
+  const int64_t lowest = sides[static_cast<size_t>(std::min<int64_t>(resolutions, std::ssize(sides)) - 1)];
+  for (const auto& l : layers) {
+    if (l.side >= lowest) l.layer->set_compute_dtype(dtype);
+  }
 }
 
 }  // namespace tandem::models

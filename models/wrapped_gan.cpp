@@ -25,6 +25,10 @@ WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::Pr
                 std::make_shared<OptimWrapper>(opt_g_, options.accumulative_counts, options.clip_grad));
   wrappers_.add("discriminator",
                 std::make_shared<OptimWrapper>(opt_d_, options.accumulative_counts, options.clip_grad));
+  if (options.loss_scaling) {  // G and D decide on their own (loss_scaler.h)
+    for (const char* part : {"generator", "discriminator"})
+      wrappers_[part].set_loss_scaler(std::make_shared<optim::LossScaler>());
+  }
   if (options.wrap == WrapMode::whole) {
     auto whole = std::make_unique<DistributedDataParallel>(model_, group, options.ddp);
     if (options.explicit_prepare) {

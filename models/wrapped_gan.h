@@ -34,6 +34,7 @@ struct WrappedGanOptions {
   bool lazy_r1_correction = true;  // D's (G's) Adam corrected for lazy R1's (path length's) extra updates
   int accumulative_counts = 1;     // both optimizer wrappers (GanModel::train_step)
   ClipGrad clip_grad;              // both optimizer wrappers: each part's averaged gradients
+  bool loss_scaling = false;       // a dynamic loss scale per optimizer wrapper (fp16; loss_scaler.h)
   DdpOptions ddp;
 };
 

@@ -8,6 +8,7 @@
 // are floating-point only and name the op when given an integer tensor.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -34,8 +35,16 @@ struct BFloat16 {
 
 uint16_t float_to_half_bits(float value);
 float half_bits_to_float(uint16_t bits);
-uint16_t float_to_bf16_bits(float value);
-float bf16_bits_to_float(uint16_t bits);
+// Inline: the reduced-precision casts run them over every operand of a GEMM (precision.h).
+inline uint16_t float_to_bf16_bits(float value) {
+  const uint32_t x = std::bit_cast<uint32_t>(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
+  const uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+inline float bf16_bits_to_float(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
 
 // Maps a C++ element type to its DType.
 template <typename T>

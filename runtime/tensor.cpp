@@ -94,6 +94,31 @@ void convert_cpu(void* dst, DType dst_dtype, const void* src, DType src_dtype, i
     for (int64_t i = 0; i < count; ++i) d[i] = static_cast<float>(s[i]);
     return;
   }
+  // The reduced-precision casts (autograd/precision.h), in loops the compiler vectorises.
+  if (src_dtype == DType::f32 && dst_dtype == DType::bf16) {
+    auto* d = static_cast<uint16_t*>(dst);
+    auto* s = static_cast<const float*>(src);
+    for (int64_t i = 0; i < count; ++i) d[i] = float_to_bf16_bits(s[i]);
+    return;
+  }
+  if (src_dtype == DType::bf16 && dst_dtype == DType::f32) {
+    auto* d = static_cast<float*>(dst);
+    auto* s = static_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < count; ++i) d[i] = bf16_bits_to_float(s[i]);
+    return;
+  }
+  if (src_dtype == DType::f32 && dst_dtype == DType::f16) {
+    auto* d = static_cast<uint16_t*>(dst);
+    auto* s = static_cast<const float*>(src);
+    for (int64_t i = 0; i < count; ++i) d[i] = float_to_half_bits(s[i]);
+    return;
+  }
+  if (src_dtype == DType::f16 && dst_dtype == DType::f32) {
+    auto* d = static_cast<float*>(dst);
+    auto* s = static_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < count; ++i) d[i] = half_bits_to_float(s[i]);
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) {
     double v = load_as_double(src, src_dtype, i);
     if (dst_dtype == DType::f16 || dst_dtype == DType::bf16) v = static_cast<float>(v);

@@ -157,6 +157,8 @@ training::Checkpoint Checkpointer::checkpoint() const {
     checkpoint.add_optimizer(prefix.substr(0, prefix.size() - 1), *optimizer);
   checkpoint.add_tensors("ema", state_.ema);
   if (state_.augment != nullptr) checkpoint.add_tensors("augment", *state_.augment);
+  if (state_.scaler_g != nullptr) checkpoint.add_tensors("scaler.generator", *state_.scaler_g);
+  if (state_.scaler_d != nullptr) checkpoint.add_tensors("scaler.discriminator", *state_.scaler_d);
   return checkpoint;
 }
 

@@ -108,6 +108,10 @@ struct TrainState {
   const optim::LrScheduler* scheduler = nullptr;
   // --augment-target: the adaptive p's state (adaptive_augment.h), "augment.0"; null: none.
   std::vector<Tensor>* augment = nullptr;
+  // --precision fp16: each part's loss scale (loss_scaler.h), "scaler.generator.0" ...;
+  // null: none.
+  std::vector<Tensor>* scaler_g = nullptr;
+  std::vector<Tensor>* scaler_d = nullptr;
 };
 
 class Checkpointer {

@@ -37,6 +37,8 @@ std::string progress_line(const LogPoint& p) {
     os << "  " << name << " ";
     if (name == "lr") {  // learning rates are small: significant digits, not decimals
       os << std::defaultfloat << std::setprecision(4) << value << std::fixed;
+    } else if (name.rfind("scale_", 0) == 0 || name.rfind("skipped_", 0) == 0) {  // whole numbers
+      os << std::setprecision(0) << value << std::setprecision(4);
     } else {
       os << value;
     }

@@ -17,8 +17,9 @@ using Clock = std::chrono::steady_clock;
 std::vector<std::pair<std::string, double>> logged_terms(const LogVars& log, bool scheduled, double lr_used) {
   std::vector<std::pair<std::string, double>> terms;
   if (scheduled) terms.emplace_back("lr", lr_used);
-  for (const char* name : {"gp", "wdist", "r1", "r2", "pl", "pl_mean", "grad_norm_d", "grad_norm_g",
-                           "scrubbed_g", "scrubbed_d", "augment_p"}) {
+  for (const char* name :
+       {"gp", "wdist", "r1", "r2", "pl", "pl_mean", "grad_norm_d", "grad_norm_g", "scrubbed_g", "scrubbed_d",
+        "scale_g", "scale_d", "skipped_g", "skipped_d", "augment_p"}) {
     if (auto found = log.find(name); found != log.end()) terms.emplace_back(name, found->second);
   }
   return terms;

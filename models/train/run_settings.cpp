@@ -39,6 +39,8 @@ std::string value_when_absent(const RunSetting& setting) {
   if (setting.flag == "--lazy-r1-correction") return "off";
   const bool off_before =
       setting.flag == "--r2-gamma" || setting.flag == "--pl-weight" || setting.flag == "--style-mixing";
+  if (setting.flag == "--precision") return "fp32";  // before reduced precision: float32
+  if (setting.flag == "--low-precision-res") return "all";
   return off_before ? "0" : "";
 }
 
@@ -148,6 +150,8 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--pggan-stage-iters", stage_iters, kept_when(pggan, "pggan")),
       value("--on-nonfinite", to_string(o.on_nonfinite)),
       integer("--max-nonfinite-steps", o.max_nonfinite_steps),  // every rank stops at the same count
+      value("--precision", precision_name(o.precision), kept()),
+      value("--low-precision-res", o.low_precision_res_spec, kept()),
       on_off("--cuda-graphs", o.cuda_graphs),  // replays skip the agreement: on or off everywhere
       on_off("--trace", !o.trace.empty()),     // a collective at start and end: on or off everywhere
       integer("--trace-steps", o.trace_steps),

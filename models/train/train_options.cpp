@@ -40,6 +40,7 @@ constexpr Named<OnNonFinite> kNonFinite[] = {{"off", OnNonFinite::off},
                                              {"stop", OnNonFinite::stop},
                                              {"scrub", OnNonFinite::scrub}};
 constexpr Named<ClipGradType> kClipGradTypes[] = {{"2", ClipGradType::l2}, {"inf", ClipGradType::inf}};
+constexpr Named<DType> kPrecisions[] = {{"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}};
 constexpr Named<bool> kOnOff[] = {{"on", true}, {"off", false}};
 constexpr Named<int64_t> kChannels[] = {{"1", 1}, {"3", 3}};
 // --model r3gan's --r1-gamma and --r2-gamma unless given.
@@ -166,6 +167,7 @@ const char* to_string(DeviceKind device) { return name_in(kDevices, device); }
 const char* to_string(GanLoss loss) { return name_in(kLosses, loss); }
 const char* to_string(OnNonFinite policy) { return name_in(kNonFinite, policy); }
 const char* to_string(ClipGradType type) { return name_in(kClipGradTypes, type); }
+const char* precision_name(DType precision) { return name_in(kPrecisions, precision); }
 
 CommandLine train_command_line(TrainOptions& o) {
   CommandLine cl("tandem-train", kSummary);
@@ -217,6 +219,17 @@ CommandLine train_command_line(TrainOptions& o) {
   cl.add_positive("--lr", &o.lr,
                   "Adam learning rate; betas (0.5, 0.999), with wgan-gp (0, 0.9), r3gan (0, 0.99)");
   cl.describe_default("--lr", "2e-4; wgan-gp 1e-4");
+  cl.add_choice(
+      "--precision", &o.precision, choices(kPrecisions),
+      "the dtype GEMMs and convolutions read their operands in, float32 accumulation and results; "
+      "parameters, gradients, the Reducer and Adam stay fp32. fp16 adds a dynamic loss scale to each "
+      "part's optimizer (steps with an overflow are skipped on every rank, logged as skipped_g and "
+      "skipped_d)");
+  cl.add("--low-precision-res", &o.low_precision_res_spec,
+         "with --precision bf16 or fp16: all (every layer), or K: the layers of the K highest resolutions "
+         "of G and D (StyleGAN's num_fp16_res; dcgan and dcgan64, whose layers each have one resolution; "
+         "the other models take all)",
+         "all|K");
   cl.add("--lr-schedule", &o.lr_schedule_spec,
          "learning rate by iteration, a factor of --lr: warmup:N[:F] (linear from F, default 0.001, to 1 "
          "over N iterations), cosine:T[:M] (cosine from 1 to M, default 0, over T iterations), step:S[:G] "
@@ -445,6 +458,16 @@ void resolve_defaults(TrainOptions& o, const FlagGiven& given) {
   } catch (const Error& e) {
     refuse("--augment: " + e.message());
   }
+  if (o.low_precision_res_spec == "all") {
+    o.low_precision_res = -1;
+  } else {
+    char* end = nullptr;
+    const long k = std::strtol(o.low_precision_res_spec.c_str(), &end, 10);
+    if (o.low_precision_res_spec.empty() || *end != '\0' || k < 1)
+      refuse("--low-precision-res " + o.low_precision_res_spec +
+             ": say all, or a whole number of resolutions >= 1");
+    o.low_precision_res = k;
+  }
   try {
     o.lr_schedule = optim::parse_lr_schedule(o.lr_schedule_spec);
   } catch (const Error& e) {
@@ -506,6 +529,18 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
     refuse("--clip-grad-type goes with --clip-grad (a positive max norm)");
   if (given("--trace") && o.trace.empty()) refuse("--trace needs a file name");
   if (given("--trace-steps") && o.trace.empty()) refuse("--trace-steps goes with --trace");
+  if (o.precision == DType::f16 &&
+      (o.on_nonfinite == OnNonFinite::stop || o.on_nonfinite == OnNonFinite::scrub))
+    refuse("--precision fp16 does not go with --on-nonfinite " + std::string(to_string(o.on_nonfinite)) +
+           ": its loss scale skips the steps whose gradients overflow and backs off (" +
+           (o.on_nonfinite == OnNonFinite::stop ? "stop would end the run at the first"
+                                                : "scrub would hide them") +
+           "); --on-nonfinite skip agrees with it");
+  if (given("--low-precision-res") && o.precision == DType::f32)
+    refuse("--low-precision-res goes with --precision bf16 or fp16");
+  if (o.low_precision_res > 0 && o.model != "dcgan" && o.model != "dcgan64")
+    refuse("--low-precision-res " + o.low_precision_res_spec + ": --model " + o.model +
+           " has no layers of one resolution each (dcgan and dcgan64 do); say all");
   if (given("--tensorboard") && o.tensorboard.empty()) refuse("--tensorboard needs a folder name");
 #if !TANDEM_HAVE_TENSORBOARD
   if (given("--tensorboard"))

@@ -17,7 +17,8 @@
 // wgan-gp, --r1-every without --r1-gamma, --lazy-r1-correction without lazy R1, --clip-grad-type without
 // --clip-grad, --data images without --data-dir, --skip-bad-images without --data images,
 // --channels 3 without --data images, --dynamic without --model mlp, --width without
-// --model dcgan64, --prepare without --wrap whole, --trace-steps without --trace, an empty
+// --model dcgan64, --low-precision-res without --precision bf16 or fp16 (or a K for a model
+// other than dcgan and dcgan64), --prepare without --wrap whole, --trace-steps without --trace, an empty
 // --trace or --tensorboard, --ema-rampup without --ema-kimg); --ema-kimg with --ema-decay;
 // --global-batch with --batch (either one: per rank, or over the
 // ranks);
@@ -45,6 +46,7 @@
 #include "models/wrap_mode.h"
 #include "runtime/command_line.h"
 #include "runtime/device.h"
+#include "runtime/dtype.h"
 
 namespace tandem::models {
 
@@ -111,6 +113,9 @@ struct TrainOptions {
   int64_t check_replicas_every = 0;      // compare parameter (and broadcast buffer) hashes every N steps
   bool detect_anomalous_params = false;  // warn of parameters a part's loss does not reach
   bool cuda_graphs = false;              // capture the step into a CUDA graph and replay it
+  DType precision = DType::f32;          // the compute dtype of GEMMs and convolutions (precision.h)
+  std::string low_precision_res_spec = "all";  // --low-precision-res as given; resolve_defaults parses it
+  int64_t low_precision_res = -1;              // the resolutions in --precision; -1: every layer
   std::string trace;          // a Chrome trace of the last steps goes here (rank 0 writes it); empty: off
   int64_t trace_steps = 200;  // steps the trace keeps (the summaries cover all); 0: every step
   std::string tensorboard;    // rank 0 writes TensorBoard event files into this folder; empty: off
@@ -126,6 +131,7 @@ const char* to_string(DeviceKind device);     // "cpu", "cuda"
 const char* to_string(GanLoss loss);          // "ns", "hinge", "wgan-gp", "rpgan"
 const char* to_string(OnNonFinite policy);    // "off", "skip", "stop", "scrub"
 const char* to_string(ClipGradType type);     // "2", "inf"
+const char* precision_name(DType precision);  // "fp32", "bf16", "fp16"
 
 CommandLine train_command_line(TrainOptions& options);
 TrainOptions parse_train_options(const std::vector<std::string>& args);

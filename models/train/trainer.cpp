@@ -41,6 +41,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The state of `part`'s loss scale for the checkpoint (--precision fp16), else null.
+std::vector<Tensor>* scaler_state(WrappedGan& wrapped, const std::string& part) {
+  optim::LossScaler* scaler = wrapped.optim_wrappers()[part].loss_scaler();
+  return scaler != nullptr ? &scaler->state() : nullptr;
+}
+
 // The group decides where tensors live: MPI reduces host tensors, NCCL its rank's GPU.
 void check_device(DeviceKind device, const dist::ProcessGroup& world) {
   TANDEM_CHECK(
@@ -247,7 +253,8 @@ struct Run {
         checkpointer(o.out,
                      {.world_size = world->size(), .elastic = options.global_batch > 0, .settings = settings},
                      {*model, wrapped.opt_g(), wrapped.opt_d(), ema.tensors(), &scheduler,
-                      ada ? &ada->state() : nullptr}) {
+                      ada ? &ada->state() : nullptr, scaler_state(wrapped, "generator"),
+                      scaler_state(wrapped, "discriminator")}) {
     if (o.cuda_graphs) graphed.emplace(wrapped, kDefaultGraphWarmup, is_rank0 ? &out : nullptr);
   }
   Run(const Run&) = delete;
@@ -351,6 +358,7 @@ class TrainStep {
       t_step = Clock::now();
       record.lr_used = run_.wrapped.opt_d().lr();
       count_nonfinite(it, record.log);
+      log_loss_scales(record.log);
       run_.ema.update(it);
     }
     host_cost::set_counting(false);
@@ -362,6 +370,18 @@ class TrainStep {
   const HostSplit& host_split() const { return host_split_; }
 
  private:
+  // --precision fp16: each part's loss scale and the steps it skipped, as the parts stand
+  // after this iteration (the same on every rank).
+  void log_loss_scales(LogVars& log) {
+    for (const auto& [name, wrapper] : run_.wrapped.optim_wrappers().items()) {
+      const optim::LossScaler* scaler = wrapper->loss_scaler();
+      if (scaler == nullptr) continue;
+      const std::string part = name == "generator" ? "g" : "d";
+      log["scale_" + part] = scaler->scale();
+      log["skipped_" + part] = static_cast<double>(scaler->skipped_steps());
+    }
+  }
+
   // --on-nonfinite scrub logs what it zeroed; skip and scrub count the events against
   // --max-nonfinite-steps (equal on every rank).
   void count_nonfinite(int64_t it, LogVars& log) {
@@ -458,6 +478,8 @@ GanConfig gan_config(const TrainOptions& o) {
   config.channels = o.channels;
   config.width = o.width;
   if (o.model == "stylegan2") config.style_mixing = o.style_mixing;
+  config.precision = o.precision;
+  config.low_precision_res = o.low_precision_res;
   return config;
 }
 
@@ -479,6 +501,7 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
                                    : o.on_nonfinite == OnNonFinite::stop  ? NonFinitePolicy::stop
                                    : o.on_nonfinite == OnNonFinite::scrub ? NonFinitePolicy::scrub
                                                                           : NonFinitePolicy::off;
+  options.loss_scaling = o.precision == DType::f16;
   return options;
 }
 

@@ -111,6 +111,15 @@ TEST_CASE("the progress line", "[metrics]") {
         "[stage 1 (14x14), fade-in]  skipped 2 non-finite step(s)  rss 1234.6 MB");
 }
 
+TEST_CASE("an fp16 run's loss scales and skipped steps print as whole numbers", "[metrics]") {
+  LogPoint p = ring8_point();
+  p.terms = {{"scale_g", 32768.0}, {"scale_d", 65536.0}, {"skipped_g", 3.0}, {"skipped_d", 0.0}};
+  CHECK(progress_line(p) ==
+        "iter     50/200  2000.0 it/s  0.5 ms/step  ETA 0s  loss_d 1.0255  loss_g 0.7874  scale_g 32768  "
+        "scale_d "
+        "65536  skipped_g 3  skipped_d 0  sync 218.1 kB/step  rss 16.6/16.3 MB");
+}
+
 TEST_CASE("a penalised run's terms follow the losses, on the console and in JSON", "[metrics]") {
   LogPoint p = ring8_point();
   p.terms = {{"gp", 0.125}, {"wdist", -1.5}};

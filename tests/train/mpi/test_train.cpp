@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "kernels/non_finite.h"
 #include "models/data/dataset.h"
 #include "models/data/dataset_identity.h"
 #include "models/metrics/feature_net.h"
@@ -20,6 +21,8 @@
 #include "models/train/fid_monitor.h"
 #include "models/train/rank_stats.h"
 #include "models/train/trainer.h"
+#include "reducer/ddp.h"
+#include "reducer/optim_wrapper.h"
 #include "runtime/checkpoint.h"
 #include "runtime/dist/process_group.h"
 #include "tests/metrics/plant_feature_net.h"
@@ -292,6 +295,134 @@ TEST_CASE(
       std::vector<Tensor> got =
           train_on(o, wrap, false, world(), iters, [&](int64_t it) { return mine.make(it); });
       require_same_but_adam_noise(got, reference, o.lr);
+    }
+  }
+}
+
+namespace {
+
+// An optimizer that keeps the gradients its step() is given (the averaged, unscaled ones)
+// and leaves the parameters as they are.
+class GradientRecorder final : public optim::Optimizer {
+ public:
+  explicit GradientRecorder(std::vector<Variable> params) : Optimizer(std::move(params), 1.0, "recorder") {}
+  void step() override {
+    for (const Variable& p : params()) seen.push_back(p.grad().clone());
+  }
+  std::vector<Tensor> seen;
+};
+
+// One train_step of tandem-train's model for `o` (whole wrap on N ranks, or one process when
+// `one_process`) on `batch`, with optimizers that record each part's gradients: D's, then G's.
+std::vector<Tensor> step_gradients(const models::TrainOptions& o, bool one_process, const Batch& batch) {
+  auto model = models::make_gan(models::gan_config(o));
+  if (!one_process) models::sync_batch_norms(o, *model, world());
+  auto record_g = std::make_shared<GradientRecorder>(model->generator->parameters());
+  auto record_d = std::make_shared<GradientRecorder>(model->discriminator->parameters());
+  OptimWrapperDict wrappers;
+  wrappers.add("generator", std::make_shared<OptimWrapper>(record_g));
+  wrappers.add("discriminator", std::make_shared<OptimWrapper>(record_d));
+  if (o.precision == DType::f16) {
+    for (const char* part : {"generator", "discriminator"})
+      wrappers[part].set_loss_scaler(std::make_shared<optim::LossScaler>());
+  }
+  model->set_iteration(0);
+  if (one_process) {
+    model->train_step(batch, wrappers);
+  } else {
+    DistributedDataParallel ddp(model, world(), models::wrapped_gan_options(o).ddp);
+    ddp.train_step(batch, wrappers);
+  }
+  std::vector<Tensor> out = record_d->seen;
+  out.insert(out.end(), record_g->seen.begin(), record_g->seen.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("dcgan in bf16 and fp16: N ranks average one process's gradients within the rounding",
+          "[train][precision]") {
+  // --precision bf16 / fp16: every GEMM and convolution reads rounded operands and
+  // accumulates in float32. The oracle is one process, in the same precision, on every
+  // rank's batch at once (--sync-bn makes G's batch norms see the global batch on N ranks
+  // too). What differs is float32 sums taken in another order (the Reducer's average, a
+  // batch's sum, oneDNN's blocking for another batch size), about 1e-7 of a value, and what
+  // that does downstream: a value that lands on the other side of a 16-bit rounding boundary
+  // moves by one 16-bit step (2^-8 of itself in bf16, 2^-11 in fp16) where an op reads it.
+  // Measured (2 and 3 ranks): at most 2.6 such steps of a gradient's largest element,
+  // after the cancellation in its sums; the bound is 8. The precision itself moves the
+  // gradients 10-30 times further (fp32 against the same oracle): at least 4 times the
+  // N-rank difference and 8 steps, or the test could not tell the two apart.
+  for (const char* precision : {"bf16", "fp16"}) {
+    const models::TrainOptions o = models::parse_train_options(
+        {"--model", "dcgan", "--batch", "4", "--seed", "3", "--sync-bn", "--precision", precision});
+    INFO(precision);
+    const double step = o.precision == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    const data::ImageDataset images = random_images(32);
+    const int size = world()->size();
+    std::vector<Tensor> inputs, targets;
+    Batch mine;
+    for (int r = 0; r < size; ++r) {
+      Batch b =
+          models::BatchMaker(
+              {.seed = o.seed, .world_size = size, .rank = r, .batch = o.batch, .noise_dim = 64}, images)
+              .make(0);
+      inputs.push_back(b.inputs);
+      targets.push_back(b.targets);
+      if (r == world()->rank()) mine = b;
+    }
+    const Batch global{concat_rows(inputs), concat_rows(targets), Tensor()};
+    models::TrainOptions one = o;
+    one.sync_bn = false;  // one process on the global batch: plain BatchNorm
+    const std::vector<Tensor> want = step_gradients(one, true, global);
+    const std::vector<Tensor> got = step_gradients(o, false, mine);
+    models::TrainOptions fp32 = one;
+    fp32.precision = DType::f32;
+    const std::vector<Tensor> full = step_gradients(fp32, true, global);
+    REQUIRE(got.size() == want.size());
+    REQUIRE(full.size() == want.size());
+    double worst = 0, worst_fp32 = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const auto g = got[i].to_vector(), w = want[i].to_vector(), f = full[i].to_vector();
+      double scale = 0, diff = 0, from_fp32 = 0;
+      for (size_t k = 0; k < g.size(); ++k) {
+        scale = std::max(scale, std::abs(w[k]));
+        diff = std::max(diff, std::abs(g[k] - w[k]));
+        from_fp32 = std::max(from_fp32, std::abs(f[k] - w[k]));
+      }
+      INFO("gradient " << i << ": N ranks off by " << diff << ", fp32 by " << from_fp32 << ", largest "
+                       << scale);
+      CHECK(diff <= 8 * step * scale);
+      worst = std::max(worst, diff / scale);
+      worst_fp32 = std::max(worst_fp32, from_fp32 / scale);
+    }
+    INFO("worst: N ranks " << worst << ", fp32 " << worst_fp32 << " of the largest element");
+    CHECK(worst_fp32 > 8 * step);
+    CHECK(worst_fp32 > 4 * worst);
+  }
+}
+
+TEST_CASE("dcgan in bf16 and fp16 on N ranks keeps the replicas bitwise equal", "[train][precision]") {
+  for (const char* precision : {"bf16", "fp16"}) {
+    const models::TrainOptions o = models::parse_train_options(
+        {"--model", "dcgan", "--batch", "4", "--seed", "3", "--sync-bn", "--precision", precision});
+    INFO(precision);
+    const data::ImageDataset images = random_images(32);
+    const models::BatchMaker mine({.seed = o.seed,
+                                   .world_size = world()->size(),
+                                   .rank = world()->rank(),
+                                   .batch = o.batch,
+                                   .noise_dim = 64},
+                                  images);
+    for (models::WrapMode wrap : {models::WrapMode::whole, models::WrapMode::separate}) {
+      const std::vector<Tensor> params =
+          train_on(o, wrap, false, world(), 3, [&](int64_t it) { return mine.make(it); });
+      for (const Tensor& p : params) {
+        Tensor rank0 = p.clone();
+        world()->broadcast(rank0, 0, "rank 0's weights")->wait();
+        CHECK(kernels::all_finite(p));
+        CHECK(std::memcmp(p.raw_data(), rank0.raw_data(), p.bytes()) == 0);
+      }
     }
   }
 }
