@@ -27,7 +27,8 @@ WrappedGan::WrappedGan(std::shared_ptr<GanModel> model, std::shared_ptr<dist::Pr
                 std::make_shared<OptimWrapper>(opt_d_, options.accumulative_counts, options.clip_grad));
   if (options.loss_scaling) {  // G and D decide on their own (loss_scaler.h)
     for (const char* part : {"generator", "discriminator"})
-      wrappers_[part].set_loss_scaler(std::make_shared<optim::LossScaler>());
+      wrappers_[part].set_loss_scaler(std::make_shared<optim::LossScaler>(
+          optim::LossScalerOptions{.init_scale = options.loss_scale_init}));
   }
   if (options.wrap == WrapMode::whole) {
     auto whole = std::make_unique<DistributedDataParallel>(model_, group, options.ddp);

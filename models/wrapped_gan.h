@@ -31,10 +31,11 @@ struct WrappedGanOptions {
   bool explicit_prepare = false;
   double lr = 2e-4;
   std::array<double, 2> betas = {0.5, 0.999};
-  bool lazy_r1_correction = true;  // D's (G's) Adam corrected for lazy R1's (path length's) extra updates
-  int accumulative_counts = 1;     // both optimizer wrappers (GanModel::train_step)
-  ClipGrad clip_grad;              // both optimizer wrappers: each part's averaged gradients
-  bool loss_scaling = false;       // a dynamic loss scale per optimizer wrapper (fp16; loss_scaler.h)
+  bool lazy_r1_correction = true;    // D's (G's) Adam corrected for lazy R1's (path length's) extra updates
+  int accumulative_counts = 1;       // both optimizer wrappers (GanModel::train_step)
+  ClipGrad clip_grad;                // both optimizer wrappers: each part's averaged gradients
+  bool loss_scaling = false;         // a dynamic loss scale per optimizer wrapper (fp16; loss_scaler.h)
+  double loss_scale_init = 65536.0;  // with loss_scaling: its scale at the start
   DdpOptions ddp;
 };
 

@@ -152,6 +152,7 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       integer("--max-nonfinite-steps", o.max_nonfinite_steps),  // every rank stops at the same count
       value("--precision", precision_name(o.precision), kept()),
       value("--low-precision-res", o.low_precision_res_spec, kept()),
+      number("--loss-scale-init", o.loss_scale_init),
       on_off("--cuda-graphs", o.cuda_graphs),  // replays skip the agreement: on or off everywhere
       on_off("--trace", !o.trace.empty()),     // a collective at start and end: on or off everywhere
       integer("--trace-steps", o.trace_steps),

@@ -230,6 +230,9 @@ CommandLine train_command_line(TrainOptions& o) {
          "of G and D (StyleGAN's num_fp16_res; dcgan and dcgan64, whose layers each have one resolution; "
          "the other models take all)",
          "all|K");
+  cl.add_positive("--loss-scale-init", &o.loss_scale_init,
+                  "with --precision fp16: each part's loss scale at the start; it halves at each step whose "
+                  "gradients overflow and doubles after 2000 steps without (PyTorch GradScaler's rule)");
   cl.add("--lr-schedule", &o.lr_schedule_spec,
          "learning rate by iteration, a factor of --lr: warmup:N[:F] (linear from F, default 0.001, to 1 "
          "over N iterations), cosine:T[:M] (cosine from 1 to M, default 0, over T iterations), step:S[:G] "
@@ -536,6 +539,8 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
            (o.on_nonfinite == OnNonFinite::stop ? "stop would end the run at the first"
                                                 : "scrub would hide them") +
            "); --on-nonfinite skip agrees with it");
+  if (given("--loss-scale-init") && o.precision != DType::f16)
+    refuse("--loss-scale-init goes with --precision fp16 (bf16 has float32's range: no loss scale)");
   if (given("--low-precision-res") && o.precision == DType::f32)
     refuse("--low-precision-res goes with --precision bf16 or fp16");
   if (o.low_precision_res > 0 && o.model != "dcgan" && o.model != "dcgan64")

@@ -18,7 +18,8 @@
 // --clip-grad, --data images without --data-dir, --skip-bad-images without --data images,
 // --channels 3 without --data images, --dynamic without --model mlp, --width without
 // --model dcgan64, --low-precision-res without --precision bf16 or fp16 (or a K for a model
-// other than dcgan and dcgan64), --prepare without --wrap whole, --trace-steps without --trace, an empty
+// other than dcgan and dcgan64), --loss-scale-init without --precision fp16, --prepare without --wrap whole,
+// --trace-steps without --trace, an empty
 // --trace or --tensorboard, --ema-rampup without --ema-kimg); --ema-kimg with --ema-decay;
 // --global-batch with --batch (either one: per rank, or over the
 // ranks);
@@ -116,6 +117,7 @@ struct TrainOptions {
   DType precision = DType::f32;          // the compute dtype of GEMMs and convolutions (precision.h)
   std::string low_precision_res_spec = "all";  // --low-precision-res as given; resolve_defaults parses it
   int64_t low_precision_res = -1;              // the resolutions in --precision; -1: every layer
+  double loss_scale_init = 65536.0;            // fp16: each part's loss scale at the start
   std::string trace;          // a Chrome trace of the last steps goes here (rank 0 writes it); empty: off
   int64_t trace_steps = 200;  // steps the trace keeps (the summaries cover all); 0: every step
   std::string tensorboard;    // rank 0 writes TensorBoard event files into this folder; empty: off

@@ -502,6 +502,7 @@ WrappedGanOptions wrapped_gan_options(const TrainOptions& o) {
                                    : o.on_nonfinite == OnNonFinite::scrub ? NonFinitePolicy::scrub
                                                                           : NonFinitePolicy::off;
   options.loss_scaling = o.precision == DType::f16;
+  options.loss_scale_init = o.loss_scale_init;
   return options;
 }
 

@@ -175,6 +175,38 @@ TEST_CASE("the trace flags: off, the last 200 steps by default, --trace-steps go
                     Catch::Contains("--trace-steps goes with --trace"));
 }
 
+TEST_CASE("the precision flags: fp32 by default, the layers, the loss scale, and what they refuse",
+          "[options][precision]") {
+  const TrainOptions d = parse_train_options({});
+  CHECK(d.precision == tandem::DType::f32);
+  CHECK(d.low_precision_res == -1);
+  CHECK(parse_train_options({"--precision", "bf16"}).precision == tandem::DType::bf16);
+  const TrainOptions o = parse_train_options(
+      {"--model", "dcgan64", "--precision", "fp16", "--low-precision-res", "2", "--loss-scale-init", "1024"});
+  CHECK(o.precision == tandem::DType::f16);
+  CHECK(o.low_precision_res == 2);
+  CHECK(o.loss_scale_init == 1024);
+  CHECK(parse_train_options({"--precision", "bf16", "--low-precision-res", "all"}).low_precision_res == -1);
+  CHECK_THROWS_WITH(parse_train_options({"--precision", "fp64"}), Catch::Contains("--precision"));
+  CHECK_THROWS_WITH(
+      parse_train_options({"--model", "dcgan", "--precision", "bf16", "--low-precision-res", "0"}),
+      Catch::Contains("--low-precision-res 0: say all, or a whole number of resolutions >= 1"));
+  CHECK_THROWS_WITH(parse_train_options({"--model", "dcgan", "--low-precision-res", "2"}),
+                    Catch::Contains("--low-precision-res goes with --precision bf16 or fp16"));
+  CHECK_THROWS_WITH(
+      parse_train_options({"--model", "mlp", "--precision", "bf16", "--low-precision-res", "1"}),
+      Catch::Contains("--model mlp has no layers of one resolution each"));
+  CHECK_THROWS_WITH(parse_train_options({"--precision", "bf16", "--loss-scale-init", "8"}),
+                    Catch::Contains("--loss-scale-init goes with --precision fp16"));
+  for (const char* policy : {"stop", "scrub"}) {
+    CHECK_THROWS_WITH(
+        parse_train_options({"--precision", "fp16", "--on-nonfinite", policy}),
+        Catch::Contains(std::string("--precision fp16 does not go with --on-nonfinite ") + policy));
+  }
+  CHECK(parse_train_options({"--precision", "fp16", "--on-nonfinite", "skip"}).precision ==
+        tandem::DType::f16);
+}
+
 TEST_CASE("the TensorBoard folder flag: off by default, refused by a build without Protobuf", "[options]") {
   CHECK(parse_train_options({}).tensorboard.empty());
   CHECK_THROWS_WITH(parse_train_options({"--tensorboard", ""}),

@@ -446,6 +446,55 @@ TEST_CASE("one collective gathers the losses averaged over the ranks and every r
   for (double mb : stats.rss_mb) CHECK(mb > 1.0);  // every slot filled by its rank
 }
 
+TEST_CASE("fp16: the loss scales' skips and back-offs resume bitwise from the checkpoint",
+          "[train][resume][precision]") {
+  // A loss scale of 2^40 overflows float16 at first: each part skips steps and halves its
+  // scale until the gradients fit. The checkpoint of iteration 10 holds both scalers; a run
+  // resumed from it ends bitwise where one without a stop does.
+  auto fp16_run = [](const std::string& dir, int64_t iters) {
+    models::TrainOptions o = short_run("ring8-mlp", dir, iters);
+    o.precision = DType::f16;
+    o.loss_scale_init = std::ldexp(1.0, 40);
+    return o;
+  };
+  std::ostringstream log;
+  auto straight = models::train(fp16_run(fresh_dir("fp16-straight"), 20), world(), log);
+  const std::string dir = fresh_dir("fp16-resumed");
+  models::train(fp16_run(dir, 10), world(), log);
+  {
+    const SafetensorsFile file = load_safetensors(checkpoint_path(dir, "ckpt", 10));
+    for (const char* part : {"generator", "discriminator"}) {
+      INFO(part);
+      const std::string prefix = std::string("scaler.") + part + ".";
+      REQUIRE(file.tensors.count(prefix + "0") == 1);
+      const double scale = file.tensors.at(prefix + "0").to_vector()[0];
+      const double skipped = file.tensors.at(prefix + "2").to_vector()[0];
+      CHECK(skipped >= 1);
+      CHECK(scale == std::ldexp(1.0, 40 - static_cast<int>(skipped)));  // halved at each skip, no growth yet
+    }
+    CHECK(file.metadata.at("precision") == "fp16");
+  }
+  auto o = fp16_run(dir, 20);
+  o.resume = true;
+  auto second = models::train(o, world(), log);
+  CHECK(second.start_iteration == 10);
+  REQUIRE(second.parameters.size() == straight.parameters.size());
+  for (size_t i = 0; i < straight.parameters.size(); ++i) {
+    INFO("parameter " << i);
+    REQUIRE(std::memcmp(second.parameters[i].raw_data(), straight.parameters[i].raw_data(),
+                        straight.parameters[i].bytes()) == 0);
+  }
+  // The log says what the scales did: skipped_g and skipped_d at the last log point.
+  testing::JsonValue last;
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    if (line.find("\"loss_d\"") != std::string::npos) last = testing::JsonReader::parse(line);  // not ring8's
+  }
+  CHECK(last.at("skipped_g").number >= 1);
+  CHECK(last.at("skipped_d").number >= 1);
+  CHECK(last.at("scale_d").number < std::ldexp(1.0, 40));
+}
+
 TEST_CASE("20 iterations straight equal 10 + resume + 10, bitwise", "[train][resume]") {
   std::ostringstream log;
   auto straight = models::train(short_run("ring8-mlp", fresh_dir("straight"), 20), world(), log);
