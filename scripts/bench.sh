@@ -3,7 +3,8 @@
 # bucket-cap sweep, exposed communication), step_bench (GAN step time, one process vs. the
 # DDP wrappers) and penalty_bench (WGAN-GP and R1 D updates vs. the plain one), then
 # conv_bench in one process (CPU convolutions and Linear GEMMs, Eigen vs. oneDNN) and
-# stylegan2's iteration with R1 and path length against the plain one (tandem-train). When
+# stylegan2's iteration with R1 and path length against the plain one and dcgan64's step in
+# bf16 and fp16 against fp32 (tandem-train, --precision). When
 # python3 can import torch, also runs the PyTorch anchor (../shared/anchors/torch_gan_ddp.py)
 # in the same run for the side-by-side comparison; without torch that part is skipped with a
 # message. Prints a summary table and writes it
@@ -37,6 +38,8 @@ PENALTY_ARGS=(--steps 50 --runs 5 --warmup 5)
 CONV_ARGS=(--reps 5)
 SG2_ROUNDS=5
 SG2_ITERS=24
+PRECISION_ROUNDS=3
+PRECISION_ITERS=16
 TORCH_ITERS=60
 if [ "${1:-}" = "--quick" ]; then
   REDUCER_ARGS=(--iters 5 --warmup 2)
@@ -45,6 +48,8 @@ if [ "${1:-}" = "--quick" ]; then
   CONV_ARGS=(--reps 2 --dcgan64-batch 16)
   SG2_ROUNDS=1
   SG2_ITERS=8
+  PRECISION_ROUNDS=1
+  PRECISION_ITERS=4
   TORCH_ITERS=20
 fi
 
@@ -73,27 +78,29 @@ echo
 echo "== conv_bench (one process): CPU convolutions and Linear GEMMs, Eigen vs. oneDNN =="
 "$TANDEM_BUILD/bin/conv_bench" "${CONV_ARGS[@]}"
 echo
+# One tandem-train run in $work/<name>: one process, one thread, ITERS iterations logged at
+# the half; prints the median step time of the second half (metrics.jsonl's ms_per_step).
+train_ms() {
+  local name="$1" iters="$2"
+  shift 2
+  rm -rf "${work:?}/$name"
+  OMP_NUM_THREADS=1 "$TANDEM_BUILD/bin/tandem-train" --iters "$iters" --log-every $((iters / 2)) \
+    --out "$work/$name" "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; exit 1; }
+  python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["ms_per_step"])' \
+    "$work/$name/metrics.jsonl"
+}
+
 # StyleGAN2's regularisers in every iteration (R1 in each D loss, path length in each G step
-# on every second row) against the same iteration without them: tandem-train, one process,
-# one thread, batch 32, the two runs interleaved round by round; each run's figure is the
-# median step time of its second half (metrics.jsonl's ms_per_step).
+# on every second row) against the same iteration without them, batch 32, the two runs
+# interleaved round by round.
 echo "== stylegan2 (one process, 1 thread, batch 32): an R1 + path-length iteration against the plain one =="
 printf "%-6s %12s %16s %7s\n" round "plain ms" "R1 + PL ms" ratio
 : >"$work/stylegan2.txt"
 for round in $(seq 1 "$SG2_ROUNDS"); do
-  line="$round"
-  for mode in plain regularised; do
-    extra=(--r1-gamma 0 --pl-weight 0)
-    [ "$mode" = regularised ] && extra=(--r1-every 1 --pl-every 1)
-    rm -rf "$work/stylegan2-$mode"
-    OMP_NUM_THREADS=1 "$TANDEM_BUILD/bin/tandem-train" --model stylegan2 --batch 32 --iters "$SG2_ITERS" \
-      --log-every $((SG2_ITERS / 2)) --out "$work/stylegan2-$mode" "${extra[@]}" >"$work/stylegan2-$mode.log" 2>&1 ||
-      { cat "$work/stylegan2-$mode.log"; exit 1; }
-    line="$line $(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["ms_per_step"])' \
-      "$work/stylegan2-$mode/metrics.jsonl")"
-  done
-  echo "$line" >>"$work/stylegan2.txt"
-  echo "$line" | awk '{ printf "%-6s %12.1f %16.1f %7.3f\n", $1, $2, $3, $3 / $2 }'
+  plain="$(train_ms stylegan2-plain "$SG2_ITERS" --model stylegan2 --batch 32 --r1-gamma 0 --pl-weight 0)"
+  regularised="$(train_ms stylegan2-regularised "$SG2_ITERS" --model stylegan2 --batch 32 --r1-every 1 --pl-every 1)"
+  echo "$round $plain $regularised" >>"$work/stylegan2.txt"
+  echo "$round $plain $regularised" | awk '{ printf "%-6s %12.1f %16.1f %7.3f\n", $1, $2, $3, $3 / $2 }'
 done
 python3 - "$work/stylegan2.txt" "$work/stylegan2.json" <<'EOF'
 import json, statistics, sys
@@ -105,6 +112,42 @@ print("median %.1f ms against %.1f ms: %.3fx (per round %s)" % (
     ", ".join("%.2f" % (b / a) for a, b in zip(plain, regularised))))
 json.dump({"plain_ms": plain, "regularised_ms": regularised, "ratio": ratio}, open(sys.argv[2], "w"))
 EOF
+echo
+
+# Reduced precision (autograd/precision.h): dcgan64's step, batch 32, with every GEMM and
+# convolution reading bf16 (oneDNN's kernels where the CPU has native bf16) or fp16 (the
+# fp32 kernels on widened operands, on a CPU without native fp16) operands, against fp32;
+# the three interleaved round by round. Then the same step in PyTorch, fp32, one thread.
+echo "== precision (one process, 1 thread, dcgan64 batch 32): bf16 and fp16 steps against fp32 =="
+printf "%-6s %10s %10s %10s %10s %10s\n" round "fp32 ms" "bf16 ms" "fp16 ms" bf16/fp32 fp16/fp32
+: >"$work/precision.txt"
+for round in $(seq 1 "$PRECISION_ROUNDS"); do
+  line="$round"
+  for precision in fp32 bf16 fp16; do
+    line="$line $(train_ms "precision-$precision" "$PRECISION_ITERS" --model dcgan64 --batch 32 --precision "$precision")"
+  done
+  echo "$line" >>"$work/precision.txt"
+  echo "$line" | awk '{ printf "%-6s %10.1f %10.1f %10.1f %10.3f %10.3f\n", $1, $2, $3, $4, $3 / $2, $4 / $2 }'
+done
+python3 - "$work/precision.txt" "$work/precision.json" <<'EOF'
+import json, statistics, sys
+rounds = [[float(x) for x in line.split()[1:]] for line in open(sys.argv[1]) if line.strip()]
+medians = {p: statistics.median(r[i] for r in rounds) for i, p in enumerate(("fp32", "bf16", "fp16"))}
+print("medians: fp32 %.1f ms, bf16 %.1f ms (%.3fx), fp16 %.1f ms (%.3fx)" % (
+    medians["fp32"], medians["bf16"], medians["bf16"] / medians["fp32"], medians["fp16"],
+    medians["fp16"] / medians["fp32"]))
+json.dump({"rounds": rounds, "median_ms": medians}, open(sys.argv[2], "w"))
+EOF
+DCGAN_ANCHOR="$(dirname "$TORCH_ANCHOR")/torch_dcgan_step.py"
+echo "null" >"$work/torch_dcgan64.json"
+DCGAN_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+if [ -f "$DCGAN_ANCHOR" ] && "$DCGAN_PYTHON" -c "import torch" 2>/dev/null; then
+  "$DCGAN_PYTHON" "$DCGAN_ANCHOR" dcgan64 32 "$PRECISION_ITERS" "$PRECISION_ROUNDS" 1 | tee "$work/torch_dcgan64.txt"
+  python3 -c 'import json, re, sys; m = re.findall(r"ms/step median ([0-9.]+)", open(sys.argv[1]).read()); json.dump(float(m[-1]) if m else None, open(sys.argv[2], "w"))' \
+    "$work/torch_dcgan64.txt" "$work/torch_dcgan64.json"
+else
+  echo "PyTorch's dcgan64 step: skipped (no torch, or $DCGAN_ANCHOR missing)"
+fi
 echo
 
 echo "[]" >"$work/torch.json"
@@ -147,11 +190,14 @@ else
 fi
 
 out="$results/$stamp.json"
-python3 - "$work/reducer.json" "$work/step.json" "$work/torch.json" "$out" "$RANKS" "$work/stylegan2.json" <<'EOF'
+python3 - "$work/reducer.json" "$work/step.json" "$work/torch.json" "$out" "$RANKS" "$work/stylegan2.json" \
+  "$work/precision.json" "$work/torch_dcgan64.json" <<'EOF'
 import json, os, statistics, sys
 reducer, step, torch = (json.load(open(p)) for p in sys.argv[1:4])
 out, ranks = sys.argv[4], int(sys.argv[5])
 stylegan2 = json.load(open(sys.argv[6]))
+precision = json.load(open(sys.argv[7]))
+torch_dcgan64_ms = json.load(open(sys.argv[8]))
 steps = {(r["model"], r["mode"]): r["step_ms"] for r in step["results"]}
 torch_ms = {r["mode"]: r["step_ms"] for r in torch if r["step_ms"] is not None}
 summary = []
@@ -207,6 +253,16 @@ add("stylegan2 R1 + path-length iteration %.1f ms / plain %.1f ms (1 process, me
     % (statistics.median(stylegan2["regularised_ms"]), statistics.median(stylegan2["plain_ms"]),
        len(stylegan2["plain_ms"])),
     round(stylegan2["ratio"], 3), "<= 1.6", stylegan2["ratio"] <= 1.6)
+ms = precision["median_ms"]
+add("dcgan64 bf16 step %.1f ms / fp32 %.1f ms (1 process, 1 thread, batch 32)" % (ms["bf16"], ms["fp32"]),
+    round(ms["bf16"] / ms["fp32"], 3), "<= 0.60", ms["bf16"] / ms["fp32"] <= 0.6)
+add("dcgan64 fp16 step %.1f ms / fp32 %.1f ms (fp16 widened to fp32 on a CPU without it)" % (ms["fp16"], ms["fp32"]),
+    round(ms["fp16"] / ms["fp32"], 3), "-", None)
+if torch_dcgan64_ms:
+    add("dcgan64 bf16 step %.1f ms / PyTorch fp32 %.1f ms" % (ms["bf16"], torch_dcgan64_ms),
+        round(ms["bf16"] / torch_dcgan64_ms, 3), "<= 0.50", ms["bf16"] / torch_dcgan64_ms <= 0.5)
+else:
+    add("dcgan64 bf16 step / PyTorch fp32 (no torch)", None, "<= 0.50", None)
 print("== summary (%d ranks on %d cores; on 2 shared cores expect noise of about +-20%%) ==" % (ranks, os.cpu_count()))
 print("  %-88s %8s %8s %5s" % ("measure", "value", "target", "met"))
 for s in summary:
@@ -214,7 +270,7 @@ for s in summary:
     met = "-" if s["met"] is None else ("yes" if s["met"] else "NO")
     print("  %-88s %8s %8s %5s" % (s["what"], value, s["target"], met))
 json.dump({"ranks": ranks, "summary": summary, "reducer_bench": reducer, "step_bench": step, "torch": torch,
-           "stylegan2": stylegan2},
+           "stylegan2": stylegan2, "precision": precision, "torch_dcgan64_ms": torch_dcgan64_ms},
           open(out, "w"), indent=1)
 print("written: " + out)
 EOF

@@ -33,12 +33,23 @@ TEST_CASE("--low-precision-res K: dcgan64's layers of the K highest resolutions,
   const auto dtypes = layer_dtypes(*model);
   // G's transposed convolutions make 4, 8, 16, 32, 64 (modules 0, 3, 6, 9, 12); D's
   // convolutions read 64, 32, 16, 8, 4 (modules 0, 2, 5, 8, 11). Batch norms stay unset.
-  const std::map<std::string, std::string> want = {
-      {"generator.0", ""},      {"generator.1", ""},        {"generator.3", ""},         {"generator.4", ""},
-      {"generator.6", ""},      {"generator.7", ""},        {"generator.9", "bfloat16"}, {"generator.10", ""},
-      {"generator.12", "bfloat16"}, {"discriminator.0", "bfloat16"}, {"discriminator.2", "bfloat16"},
-      {"discriminator.3", ""},  {"discriminator.5", ""},    {"discriminator.6", ""},     {"discriminator.8", ""},
-      {"discriminator.9", ""},  {"discriminator.11", ""}};
+  const std::map<std::string, std::string> want = {{"generator.0", ""},
+                                                   {"generator.1", ""},
+                                                   {"generator.3", ""},
+                                                   {"generator.4", ""},
+                                                   {"generator.6", ""},
+                                                   {"generator.7", ""},
+                                                   {"generator.9", "bfloat16"},
+                                                   {"generator.10", ""},
+                                                   {"generator.12", "bfloat16"},
+                                                   {"discriminator.0", "bfloat16"},
+                                                   {"discriminator.2", "bfloat16"},
+                                                   {"discriminator.3", ""},
+                                                   {"discriminator.5", ""},
+                                                   {"discriminator.6", ""},
+                                                   {"discriminator.8", ""},
+                                                   {"discriminator.9", ""},
+                                                   {"discriminator.11", ""}};
   CHECK(dtypes == want);
   // All: every module of the model.
   config.low_precision_res = -1;
@@ -62,7 +73,8 @@ TEST_CASE("a model without layers of one resolution each takes a dtype for all o
   config.model = "mlp";
   config.precision = DType::f16;
   config.low_precision_res = 1;
-  CHECK_THROWS_WITH(models::make_gan(config), Catch::Contains("mlp: its layers are not of one resolution each"));
+  CHECK_THROWS_WITH(models::make_gan(config),
+                    Catch::Contains("mlp: its layers are not of one resolution each"));
   config.low_precision_res = -1;
   for (const auto& [name, dtype] : layer_dtypes(*models::make_gan(config))) {
     INFO(name);
