@@ -354,12 +354,15 @@ class TrainStep {
       data.reset();
       t_data = Clock::now();
       if (run_.ada) run_.model->augment->set_p(run_.ada->p());
+      const int64_t g_skipped = generator_skips();
       record.log = run_.graphed ? run_.graphed->step(batch, it) : run_.wrapped.train_step(batch);
       t_step = Clock::now();
       record.lr_used = run_.wrapped.opt_d().lr();
       count_nonfinite(it, record.log);
       log_loss_scales(record.log);
-      run_.ema.update(it);
+      // A skipped G step (an overflow of its loss scale, or --on-nonfinite skip) left G as it
+      // was: its average holds too, rather than counting a step that was not taken.
+      if (generator_skips() == g_skipped) run_.ema.update(it);
     }
     host_cost::set_counting(false);
     if (counted) host_split_.add(t_begin, t_data, t_step, Clock::now());
@@ -370,6 +373,8 @@ class TrainStep {
   const HostSplit& host_split() const { return host_split_; }
 
  private:
+  int64_t generator_skips() { return run_.wrapped.optim_wrappers()["generator"].skipped_steps(); }
+
   // --precision fp16: each part's loss scale and the steps it skipped, as the parts stand
   // after this iteration (the same on every rank).
   void log_loss_scales(LogVars& log) {

@@ -495,6 +495,26 @@ TEST_CASE("fp16: the loss scales' skips and back-offs resume bitwise from the ch
   CHECK(last.at("scale_d").number < std::ldexp(1.0, 40));
 }
 
+TEST_CASE("fp16: G's average holds while its steps are skipped", "[train][precision]") {
+  // A loss scale of 1e30 overflows float16 at every step of a short run: G never moves, and
+  // its average, which would take d * a + (1 - d) * a (not always a, in float32) at each
+  // update, must not move either.
+  models::TrainOptions o = short_run("ring8-mlp", fresh_dir("fp16-ema"), 5);
+  o.precision = DType::f16;
+  o.loss_scale_init = 1e30;
+  std::ostringstream log;
+  models::train(o, world(), log);
+  const SafetensorsFile file = load_safetensors(checkpoint_path(o.out, "ckpt", 5));
+  CHECK(file.tensors.at("scaler.generator.2").to_vector()[0] == 5);  // every G step skipped
+  const auto initial = models::make_gan(models::gan_config(o))->generator->parameters();
+  for (size_t i = 0; i < initial.size(); ++i) {
+    INFO("G parameter " << i);
+    const Tensor& average = file.tensors.at("ema." + std::to_string(i));
+    REQUIRE(average.bytes() == initial[i].data().bytes());
+    CHECK(std::memcmp(average.raw_data(), initial[i].data().raw_data(), average.bytes()) == 0);
+  }
+}
+
 TEST_CASE("20 iterations straight equal 10 + resume + 10, bitwise", "[train][resume]") {
   std::ostringstream log;
   auto straight = models::train(short_run("ring8-mlp", fresh_dir("straight"), 20), world(), log);
