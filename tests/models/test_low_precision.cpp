@@ -23,7 +23,7 @@ std::map<std::string, std::string> layer_dtypes(models::GanModel& model) {
 
 }  // namespace
 
-TEST_CASE("--low-precision-res K: dcgan64's layers of the K highest resolutions, in G and D", "[precision]") {
+TEST_CASE("K low-precision resolutions: dcgan64's layers of the K highest, in G and D", "[precision]") {
   models::GanConfig config;
   config.model = "dcgan64";
   config.width = 8;

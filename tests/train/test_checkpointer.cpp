@@ -243,7 +243,8 @@ TEST_CASE("a checkpoint restores a run exactly: saved again it is byte-identical
                                            {"r1_gamma", "0"},       {"r1_every", "1"},
                                            {"r2_gamma", "0"},       {"pl_weight", "0"},
                                            {"data_fraction", "1"},  {"augment", "off"},
-                                           {"augment_target", "0"}, {"augment_kimg", "100"}});
+                                           {"augment_target", "0"}, {"augment_kimg", "100"},
+                                           {"precision", "fp32"},   {"low_precision_res", "all"}});
   std::set<std::string> groups;
   for (const auto& [name, t] : file.tensors)
     groups.insert(name.substr(0, name.find('.', name.find('.') + 1)));

@@ -103,12 +103,13 @@ TEST_CASE("a resume keeps the settings that shape the trajectory, pggan's stage 
   for (const RunSetting& s : settings_of({"--model", "mlp"})) {
     if (s.kept_on_resume) kept.insert(s.flag);
   }
-  CHECK(kept == std::set<std::string>{
-                    "--data",     "--channels",       "--width",       "--batch",          "--global-batch",
-                    "--lr",       "--lr-schedule",    "--clip-grad",   "--clip-grad-type", "--accumulate",
-                    "--seed",     "--dynamic",        "--loss",        "--gp-lambda",      "--n-critic",
-                    "--r1-gamma", "--r1-every",       "--r2-gamma",    "--pl-weight",      "--data-fraction",
-                    "--augment",  "--augment-target", "--augment-kimg"});
+  CHECK(kept ==
+        std::set<std::string>{
+            "--data",     "--channels",       "--width",        "--batch",          "--global-batch",
+            "--lr",       "--lr-schedule",    "--clip-grad",    "--clip-grad-type", "--accumulate",
+            "--seed",     "--dynamic",        "--loss",         "--gp-lambda",      "--n-critic",
+            "--r1-gamma", "--r1-every",       "--r2-gamma",     "--pl-weight",      "--data-fraction",
+            "--augment",  "--augment-target", "--augment-kimg", "--precision",      "--low-precision-res"});
   // The run's global batch, with --global-batch or without: what its checkpoints record.
   CHECK(find(run_settings(for_world_size(parse_train_options({"--batch", "8"}), 3), "mpi", ""),
              "--global-batch")
