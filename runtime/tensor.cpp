@@ -81,6 +81,14 @@ void store_from_double(void* base, DType dtype, int64_t i, double value) {
   }
 }
 
+// dst[i] = convert(src[i]) over `count` elements of the given C++ types: one direct loop.
+template <typename Src, typename Dst, typename Convert>
+void map_elements(void* dst, const void* src, int64_t count, Convert convert) {
+  auto* d = static_cast<Dst*>(dst);
+  auto* s = static_cast<const Src*>(src);
+  for (int64_t i = 0; i < count; ++i) d[i] = convert(s[i]);
+}
+
 // Converting copy between two CPU buffers. f32<->f32 etc. is a memcpy; the 16-bit types
 // convert through float so rounding is that of float_to_half_bits / float_to_bf16_bits.
 void convert_cpu(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t count) {
@@ -88,37 +96,17 @@ void convert_cpu(void* dst, DType dst_dtype, const void* src, DType src_dtype, i
     std::memcpy(dst, src, static_cast<size_t>(count) * dtype_size(dst_dtype));
     return;
   }
-  if (dst_dtype == DType::f32 && src_dtype == DType::f64) {
-    auto* d = static_cast<float*>(dst);
-    auto* s = static_cast<const double*>(src);
-    for (int64_t i = 0; i < count; ++i) d[i] = static_cast<float>(s[i]);
-    return;
-  }
+  if (dst_dtype == DType::f32 && src_dtype == DType::f64)
+    return map_elements<double, float>(dst, src, count, [](double v) { return static_cast<float>(v); });
   // The reduced-precision casts (autograd/precision.h), in loops the compiler vectorises.
-  if (src_dtype == DType::f32 && dst_dtype == DType::bf16) {
-    auto* d = static_cast<uint16_t*>(dst);
-    auto* s = static_cast<const float*>(src);
-    for (int64_t i = 0; i < count; ++i) d[i] = float_to_bf16_bits(s[i]);
-    return;
-  }
-  if (src_dtype == DType::bf16 && dst_dtype == DType::f32) {
-    auto* d = static_cast<float*>(dst);
-    auto* s = static_cast<const uint16_t*>(src);
-    for (int64_t i = 0; i < count; ++i) d[i] = bf16_bits_to_float(s[i]);
-    return;
-  }
-  if (src_dtype == DType::f32 && dst_dtype == DType::f16) {
-    auto* d = static_cast<uint16_t*>(dst);
-    auto* s = static_cast<const float*>(src);
-    for (int64_t i = 0; i < count; ++i) d[i] = float_to_half_bits(s[i]);
-    return;
-  }
-  if (src_dtype == DType::f16 && dst_dtype == DType::f32) {
-    auto* d = static_cast<float*>(dst);
-    auto* s = static_cast<const uint16_t*>(src);
-    for (int64_t i = 0; i < count; ++i) d[i] = half_bits_to_float(s[i]);
-    return;
-  }
+  if (src_dtype == DType::f32 && dst_dtype == DType::bf16)
+    return map_elements<float, uint16_t>(dst, src, count, [](float v) { return float_to_bf16_bits(v); });
+  if (src_dtype == DType::bf16 && dst_dtype == DType::f32)
+    return map_elements<uint16_t, float>(dst, src, count, [](uint16_t v) { return bf16_bits_to_float(v); });
+  if (src_dtype == DType::f32 && dst_dtype == DType::f16)
+    return map_elements<float, uint16_t>(dst, src, count, [](float v) { return float_to_half_bits(v); });
+  if (src_dtype == DType::f16 && dst_dtype == DType::f32)
+    return map_elements<uint16_t, float>(dst, src, count, [](uint16_t v) { return half_bits_to_float(v); });
   for (int64_t i = 0; i < count; ++i) {
     double v = load_as_double(src, src_dtype, i);
     if (dst_dtype == DType::f16 || dst_dtype == DType::bf16) v = static_cast<float>(v);
