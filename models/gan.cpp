@@ -131,6 +131,11 @@ void GanModel::path_length_step(const Batch& batch, OptimWrapperDict& optim_wrap
   last_pl_mean_ = term.mean;
 }
 
+double GanModel::penalty_scale(const OptimWrapper& opt_d) const {
+  const optim::LossScaler* scaler = opt_d.loss_scaler();
+  return objective.scale_penalties && scaler != nullptr ? scaler->scale() : 1.0;
+}
+
 optim::AdamOptions lazy_regularization_adam(optim::AdamOptions adam, int64_t every) {
   TANDEM_CHECK(every >= 1, "lazy regularisation every " << every << " steps: must be at least 1");
   if (every == 1) return adam;
@@ -140,7 +145,8 @@ optim::AdamOptions lazy_regularization_adam(optim::AdamOptions adam, int64_t eve
   return adam;
 }
 
-Variable GanModel::d_step_loss(const Batch& batch, const Variable& real, const Variable& fake, LogVars& log) {
+Variable GanModel::d_step_loss(const Batch& batch, const Variable& real, const Variable& fake,
+                               double inner_scale, LogVars& log) {
   const GanObjective& o = objective;
   // R2 differentiates D(fake) with respect to the detached fakes.
   Variable fake_leaf(fake.data(), /*requires_grad=*/o.r2_gamma > 0);
@@ -155,18 +161,18 @@ Variable GanModel::d_step_loss(const Batch& batch, const Variable& real, const V
     TANDEM_CHECK(batch.aux.defined(),
                  "wgan-gp: the batch carries no interpolation coefficients (Batch::aux)");
     Variable x_hat = interpolate(real_seen.data(), fake_seen.data(), batch.aux);
-    Variable gp = wgan_gp_penalty(discriminate(x_hat), x_hat);
+    Variable gp = wgan_gp_penalty(discriminate(x_hat), x_hat, inner_scale);
     total = total + o.gp_lambda * gp;
     log["gp"] = log_value("gp", gp);
     log["wdist"] = log_value("wdist", -loss);
   }
   if (real.requires_grad()) {  // R1 in every D step
-    Variable r1 = r1_penalty(d_real, real);
+    Variable r1 = r1_penalty(d_real, real, inner_scale);
     total = total + o.r1_gamma / 2 * r1;
     last_r1_ = log_value("r1", r1);
   }
   if (o.r2_gamma > 0) {
-    Variable r2 = r1_penalty(d_fake, fake_leaf);  // the same zero-centred penalty, on the fakes
+    Variable r2 = r1_penalty(d_fake, fake_leaf, inner_scale);  // the same zero-centred penalty, on the fakes
     total = total + o.r2_gamma / 2 * r2;
     log["r2"] = log_value("r2", r2);
   }
@@ -212,12 +218,12 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   // R1 every step differentiates D(real) with respect to the reals.
   Variable real(prepare_real(batch.inputs), /*requires_grad=*/o.r1_gamma > 0 && o.r1_every == 1);
   Variable fake = generate_training(Variable(batch.targets));
-  LogVars log;
-  Variable total_d = d_step_loss(batch, real, fake, log);
-  forward_d.reset();
-
   OptimWrapper& opt_d = optim_wrappers["discriminator"];
   OptimWrapper& opt_g = optim_wrappers["generator"];
+  LogVars log;
+  Variable total_d = d_step_loss(batch, real, fake, penalty_scale(opt_d), log);
+  forward_d.reset();
+
   TANDEM_CHECK(opt_g.accumulative_counts() == opt_d.accumulative_counts(),
                type_name() << ": accumulative_counts of the generator (" << opt_g.accumulative_counts()
                            << ") and of the discriminator (" << opt_d.accumulative_counts()
@@ -238,7 +244,7 @@ LogVars GanModel::train_step(const Batch& batch, OptimWrapperDict& optim_wrapper
   opt_d.update_params(total_d);
   if (lazy_r1 && iteration_ % o.r1_every == 0) {
     Variable x(real.data(), /*requires_grad=*/true);
-    Variable r1 = r1_penalty(discriminate(augmented(x, kAugmentReal)), x);
+    Variable r1 = r1_penalty(discriminate(augmented(x, kAugmentReal)), x, penalty_scale(opt_d));
     update(optim_wrappers, "discriminator", static_cast<double>(o.r1_every) * o.r1_gamma / 2 * r1);
     last_r1_ = log_value("r1", r1);
   }

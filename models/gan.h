@@ -42,6 +42,12 @@
 //   pl_batch_shrink halves its batch), scaled by pl_weight * pl_every:
 //   a phase of its own for the Reducer, as StyleGAN2's lazy Gpl. Its running mean is a
 //   buffer of the model, its noise part of z's rows (the model's noise_dim includes it).
+// - Penalties under a loss scale (fp16: a LossScaler on D's wrapper): the scaler multiplies
+//   the whole D loss, penalties included, in the outer backward. The penalties' inner
+//   gradient (WGAN-GP, R1, lazy R1, R2) runs unscaled by default, the recipe MMagic's
+//   StyleGAN2 trained stably with; scale_penalties takes it under D's current scale and
+//   unscales it (PyTorch AMP's recipe, gradient_penalty.h's inner_scale). Without a scaler
+//   it changes nothing. The path-length penalty's inner gradient always runs unscaled.
 // - The log values: loss_d (without the penalties), loss_g (of the latest G step; 0 before
 //   the first), and when they apply gp, wdist (mean D(real) - mean D(fake), the critic's
 //   Wasserstein estimate), r1 (the latest R1 value), r2 (this step's), pl and pl_mean (the
@@ -106,15 +112,16 @@ namespace tandem::models {
 // How a GAN's two parts are trained: the loss, the penalties and the D steps per G step.
 struct GanObjective {
   GanLoss loss = GanLoss::non_saturating;
-  double gp_lambda = 10.0;      // wgan-gp: the gradient penalty's weight
-  int64_t n_critic = 1;         // D steps per G step
-  double r1_gamma = 0.0;        // R1 on the reals; 0: off
-  int64_t r1_every = 1;         // R1 every this many D steps, scaled by it
-  double r2_gamma = 0.0;        // R2 on the fakes, in every D loss; 0: off
-  double pl_weight = 0.0;       // path-length regularisation of G (models/path_length.h); 0: off
-  int64_t pl_every = 4;         // a G update of the path-length penalty alone every this many G steps
-  double pl_decay = 0.01;       // the running mean path length's update rate
-  int64_t pl_batch_shrink = 2;  // the path-length step takes every k-th row of the batch
+  double gp_lambda = 10.0;       // wgan-gp: the gradient penalty's weight
+  int64_t n_critic = 1;          // D steps per G step
+  double r1_gamma = 0.0;         // R1 on the reals; 0: off
+  int64_t r1_every = 1;          // R1 every this many D steps, scaled by it
+  double r2_gamma = 0.0;         // R2 on the fakes, in every D loss; 0: off
+  double pl_weight = 0.0;        // path-length regularisation of G (models/path_length.h); 0: off
+  int64_t pl_every = 4;          // a G update of the path-length penalty alone every this many G steps
+  double pl_decay = 0.01;        // the running mean path length's update rate
+  int64_t pl_batch_shrink = 2;   // the path-length step takes every k-th row of the batch
+  bool scale_penalties = false;  // with a loss scaler on D: the penalties' inner gradient under it
 };
 
 struct GanConfig {
@@ -231,8 +238,11 @@ class GanModel : public DataParallelModel {
   // x through augment for this iteration's `call`, or x when no augment is set.
   Variable augmented(const Variable& x, int64_t call) const;
 
+  // The inner scale of D's penalties: D's loss scale with scale_penalties and a scaler, else 1.
+  double penalty_scale(const OptimWrapper& opt_d) const;
   // The D loss with its penalties for one D step (logging loss_d and the penalty terms).
-  Variable d_step_loss(const Batch& batch, const Variable& real, const Variable& fake, LogVars& log);
+  Variable d_step_loss(const Batch& batch, const Variable& real, const Variable& fake, double inner_scale,
+                       LogVars& log);
   // G's updates against the updated D, one per pending micro-batch; returns loss_g's mean.
   double g_steps(OptimWrapper& opt_g);
 

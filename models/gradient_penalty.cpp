@@ -1,5 +1,7 @@
 #include "models/gradient_penalty.h"
 
+#include <cmath>
+
 #include "autograd/grad.h"
 #include "autograd/grad_mode.h"
 #include "autograd/nn.h"
@@ -10,7 +12,7 @@ namespace tandem::models {
 namespace {
 
 // ||grad_x D(x)_i||^2 for each critic sample i, as a [samples] Variable with history.
-Variable squared_gradient_norms(const Variable& critic_out, const Variable& x) {
+Variable squared_gradient_norms(const Variable& critic_out, const Variable& x, double inner_scale) {
   TANDEM_CHECK(critic_out.dim() >= 1 && critic_out.size(0) > 0, "gradient penalty: the critic's output "
                                                                     << shape_str(critic_out.shape())
                                                                     << " has no samples");
@@ -18,7 +20,14 @@ Variable squared_gradient_norms(const Variable& critic_out, const Variable& x) {
   TANDEM_CHECK(x.size(0) % samples == 0, "gradient penalty: " << x.size(0)
                                                               << " input rows do not split evenly over "
                                                               << samples << " critic samples");
-  Variable g = grad({sum(critic_out)}, {x}, {}, {.create_graph = true})[0];
+  TANDEM_CHECK(std::isfinite(inner_scale) && inner_scale > 0,
+               "gradient penalty: inner scale " << inner_scale << " must be positive and finite");
+  Variable g;
+  if (inner_scale == 1.0) {
+    g = grad({sum(critic_out)}, {x}, {}, {.create_graph = true})[0];
+  } else {
+    g = grad({sum(critic_out) * inner_scale}, {x}, {}, {.create_graph = true})[0] * (1.0 / inner_scale);
+  }
   return sum(square(reshape(g, {samples, g.numel() / samples})), 1);
 }
 
@@ -39,12 +48,12 @@ Variable interpolate(const Tensor& real, const Tensor& fake, const Tensor& mix) 
   return Variable(mixed.data().reshape(real.shape()), /*requires_grad=*/true);
 }
 
-Variable wgan_gp_penalty(const Variable& critic_out, const Variable& x) {
-  return mean(square(sqrt(squared_gradient_norms(critic_out, x)) - 1.0));
+Variable wgan_gp_penalty(const Variable& critic_out, const Variable& x, double inner_scale) {
+  return mean(square(sqrt(squared_gradient_norms(critic_out, x, inner_scale)) - 1.0));
 }
 
-Variable r1_penalty(const Variable& critic_out, const Variable& x) {
-  return mean(squared_gradient_norms(critic_out, x));
+Variable r1_penalty(const Variable& critic_out, const Variable& x, double inner_scale) {
+  return mean(squared_gradient_norms(critic_out, x, inner_scale));
 }
 
 void check_critic_for_penalty(nn::Module& critic, const std::string& model, const std::string& what) {

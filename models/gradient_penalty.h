@@ -17,6 +17,15 @@
 //   touched and no Reducer sees it. The returned penalty carries history to the critic's
 //   parameters through the second-order graph, so the backward of a loss that includes it
 //   (the only one a Reducer synchronises) gives the parameters the penalty's gradient.
+// - inner_scale (a loss scale, loss_scaler.h; 1: off) is PyTorch AMP's recipe for a penalty
+//   under a loss scale: the inner gradient is taken of sum(D(x)) x inner_scale, so that
+//   its backward runs on values as large as the outer backward's, and divided by
+//   inner_scale again before the norms. With a power of two that changes nothing where
+//   nothing underflows or overflows: in float32 the penalty is bitwise the unscaled one. In
+//   float16 (autograd/precision.h) it keeps the inner backward's small gradients from
+//   flushing to zero, and a scale too large for it gives an infinite penalty, whose
+//   non-finite gradients the scaler skips and backs off on. 1 (the default) runs it
+//   unscaled: the recipe MMagic's StyleGAN2 trained stably with (GanObjective says which).
 // - The mean is over this rank's samples: with equal slices on every rank, the average
 //   over ranks that the Reducer takes is the mean over the global batch.
 // - check_critic_for_penalty(critic, model, what) throws an Error naming the model, the
@@ -33,8 +42,8 @@
 namespace tandem::models {
 
 Variable interpolate(const Tensor& real, const Tensor& fake, const Tensor& mix);
-Variable wgan_gp_penalty(const Variable& critic_out, const Variable& x);
-Variable r1_penalty(const Variable& critic_out, const Variable& x);
+Variable wgan_gp_penalty(const Variable& critic_out, const Variable& x, double inner_scale = 1.0);
+Variable r1_penalty(const Variable& critic_out, const Variable& x, double inner_scale = 1.0);
 void check_critic_for_penalty(nn::Module& critic, const std::string& model, const std::string& what);
 
 }  // namespace tandem::models

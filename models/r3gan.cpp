@@ -135,6 +135,24 @@ Variable R3ganDiscriminator::forward(const Variable& x) {
   return logit->forward(flatten(basis->forward(h)));
 }
 
+std::vector<GanModel::ResolutionLayer> R3gan::resolution_layers() {
+  std::vector<ResolutionLayer> layers = {{7, g_->basis.get()},
+                                         {28, g_->to_image.get()},
+                                         {28, d_->from_image.get()},
+                                         {7, d_->basis.get()},
+                                         {7, d_->logit.get()}};
+  for (size_t s = 0; s < 3; ++s) {
+    const int64_t up = 7 << s, down = 28 >> s;
+    layers.push_back({up, g_->blocks[s].get()});
+    layers.push_back({down, d_->blocks[s].get()});
+    if (s < 2) {
+      layers.push_back({up, g_->transitions[s].get()});
+      layers.push_back({down / 2, d_->transitions[s].get()});
+    }
+  }
+  return layers;
+}
+
 R3gan::R3gan(Generator& gen, int64_t channels) : channels_(channels) {
   g_ = register_module("generator", std::make_shared<R3ganGenerator>(kNoise, channels, gen));
   d_ = register_module("discriminator", std::make_shared<R3ganDiscriminator>(channels, gen));

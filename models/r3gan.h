@@ -80,6 +80,10 @@ class R3gan final : public GanModel {
   Variable discriminate(const Variable& x) override { return d_->forward(x); }
   int64_t noise_dim() const override { return kNoise; }
   Shape sample_shape() const override { return {channels_, 28, 28}; }
+  // G's basis, blocks[s], transitions[s] at 7 * 2^s, to_image at 28; D's from_image at 28,
+  // blocks[s] at 28 / 2^s, transitions[s] at the side they read after downsampling, the
+  // basis and logit at 7.
+  std::vector<ResolutionLayer> resolution_layers() override;
   R3ganGenerator& g() { return *g_; }
   R3ganDiscriminator& d() { return *d_; }
 

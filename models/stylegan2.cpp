@@ -201,6 +201,19 @@ StyleGan2::StyleGan2(Generator& gen, int64_t image_channels, double style_mixing
   path_length_mean_ = &register_buffer("path_length_mean", Tensor::zeros({}, DType::f64));
 }
 
+std::vector<GanModel::ResolutionLayer> StyleGan2::resolution_layers() {
+  constexpr int64_t kConvSides[] = {7, 14, 14, 28, 28}, kRgbSides[] = {7, 14, 28};
+  std::vector<ResolutionLayer> layers;
+  for (size_t i = 0; i < g_->convs.size(); ++i) layers.push_back({kConvSides[i], g_->convs[i].get()});
+  for (size_t i = 0; i < g_->to_rgb.size(); ++i) layers.push_back({kRgbSides[i], g_->to_rgb[i].get()});
+  for (nn::Module* layer : std::initializer_list<nn::Module*>{d_->from_rgb.get(), d_->block28.get()})
+    layers.push_back({28, layer});
+  layers.push_back({14, d_->block14.get()});
+  for (nn::Module* layer : std::initializer_list<nn::Module*>{d_->conv.get(), d_->fc.get(), d_->out.get()})
+    layers.push_back({7, layer});
+  return layers;
+}
+
 GanModel::StyledImages StyleGan2::generate_styled(const Variable& z) {
   StyledImages out;
   out.ws = g_->mixed_styles(z);

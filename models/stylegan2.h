@@ -142,6 +142,10 @@ class StyleGan2 final : public GanModel {
   int64_t noise_dim() const override { return g_->noise_dim(); }
   Shape sample_shape() const override { return {image_channels_, 28, 28}; }
   StyledImages generate_styled(const Variable& z) override;
+  // G's synthesis convs and toRGBs at the side they make (7, 14, 28); D's fromRGB and
+  // block28 at 28, block14 at 14, its 7x7 epilogue (conv, fc, out) at 7. The mapping network
+  // has no resolution: it takes a dtype only when every layer does (StyleGAN keeps it fp32).
+  std::vector<ResolutionLayer> resolution_layers() override;
 
  private:
   int64_t image_channels_;

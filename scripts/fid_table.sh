@@ -4,7 +4,9 @@
 # average where the model keeps one) against the test set. Prints a markdown table with each
 # model's FIDs, their mean and the mean step time of its run.
 #   scripts/fid_table.sh [--models "mlp dcgan ..."] [--seeds "1 2 3"] [--images N]
-#                        [--global-batch N] [--np N] [--out DIR] [--bin DIR]
+#                        [--global-batch N] [--np N] [--precision P] [--out DIR] [--bin DIR]
+# --precision bf16|fp16 trains every layer in that compute dtype (tandem-train --precision);
+# its runs are kept apart from fp32's (<model>-<P>-seed<S>), so the two tables share --out.
 # Each run is skipped when its out folder already holds a finished metrics.jsonl, so an
 # interrupted table resumes where it stopped. Step times are those of the runs themselves:
 # on a shared machine they say what the table cost, not what the models cost (bench/ for that).
@@ -16,6 +18,7 @@ seeds="1 2 3"
 images=12800
 global_batch=64
 np=2
+precision=fp32
 out="$TANDEM_ROOT/runs/fid-table"
 bin="$TANDEM_BUILD/bin"
 while [ $# -gt 0 ]; do
@@ -25,6 +28,7 @@ while [ $# -gt 0 ]; do
     --images) images="$2"; shift 2 ;;
     --global-batch) global_batch="$2"; shift 2 ;;
     --np) np="$2"; shift 2 ;;
+    --precision) precision="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
     *) echo "fid_table.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
@@ -38,30 +42,35 @@ mkdir -p "$out"
 
 finished() { [ -f "$1/metrics.jsonl" ] && grep -q '"fid' "$1/metrics.jsonl"; }
 
+# The run folder of a model and seed: fp32's keep the names they always had.
+run_name() { [ "$precision" = fp32 ] && echo "$1-seed$2" || echo "$1-$precision-seed$2"; }
+
 for seed in $seeds; do
   for model in $models; do
-    run="$out/$model-seed$seed"
+    run="$out/$(run_name "$model" "$seed")"
     finished "$run" && continue
-    echo "fid_table.sh: $model, seed $seed: $iters iterations of $global_batch images at $np ranks"
+    echo "fid_table.sh: $model, seed $seed, $precision: $iters iterations of $global_batch images at $np ranks"
     mpirun -np "$np" --oversubscribe "$bin/tandem-train" --model "$model" --data fashion-mnist \
       --global-batch "$global_batch" --iters "$iters" --seed "$seed" --log-every "$iters" \
-      --fid-every "$iters" --fid-samples 10000 --out "$run" --overwrite > "$out/$model-seed$seed.log" 2>&1 ||
-      { tail -20 "$out/$model-seed$seed.log"; echo "fid_table.sh: $model seed $seed failed" >&2; exit 1; }
+      --precision "$precision" --fid-every "$iters" --fid-samples 10000 --out "$run" --overwrite \
+      > "$run.log" 2>&1 ||
+      { tail -20 "$run.log"; echo "fid_table.sh: $model seed $seed ($precision) failed" >&2; exit 1; }
   done
 done
 
-python3 - "$out" "$images" "$np" $models -- $seeds <<'PY'
+python3 - "$out" "$images" "$np" "$precision" $models -- $seeds <<'PY'
 import json, os, statistics, sys
-out, images, np = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out, images, np, precision = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 split = sys.argv.index("--")
-models, seeds = sys.argv[4:split], sys.argv[split + 1:]
-print(f"| model | FID, seed {', '.join(seeds)} | mean | ms/step ({np} ranks) |")
+models, seeds = sys.argv[5:split], sys.argv[split + 1:]
+run_name = lambda model, seed: f"{model}-seed{seed}" if precision == "fp32" else f"{model}-{precision}-seed{seed}"
+print(f"| model ({precision}) | FID, seed {', '.join(seeds)} | mean | ms/step ({np} ranks) |")
 print("|---|---|---|---|")
 for model in models:
     fids, ms = [], []
     for seed in seeds:
         last = {}
-        with open(os.path.join(out, f"{model}-seed{seed}", "metrics.jsonl")) as f:
+        with open(os.path.join(out, run_name(model, seed), "metrics.jsonl")) as f:
             for line in f:
                 record = json.loads(line)
                 last.update({k: v for k, v in record.items() if v is not None})

@@ -41,6 +41,7 @@ std::string value_when_absent(const RunSetting& setting) {
       setting.flag == "--r2-gamma" || setting.flag == "--pl-weight" || setting.flag == "--style-mixing";
   if (setting.flag == "--precision") return "fp32";  // before reduced precision: float32
   if (setting.flag == "--low-precision-res") return "all";
+  if (setting.flag == "--penalty-scaling") return "unscaled";
   return off_before ? "0" : "";
 }
 
@@ -153,6 +154,8 @@ std::vector<RunSetting> run_settings(const TrainOptions& o, const std::string& b
       value("--precision", precision_name(o.precision), kept()),
       value("--low-precision-res", o.low_precision_res_spec, kept()),
       number("--loss-scale-init", o.loss_scale_init),
+      value("--penalty-scaling", o.scale_penalties ? "scaled" : "unscaled",
+            kept_when(o.precision == DType::f16, "with --precision fp16")),
       on_off("--cuda-graphs", o.cuda_graphs),  // replays skip the agreement: on or off everywhere
       on_off("--trace", !o.trace.empty()),     // a collective at start and end: on or off everywhere
       integer("--trace-steps", o.trace_steps),

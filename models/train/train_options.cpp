@@ -41,6 +41,7 @@ constexpr Named<OnNonFinite> kNonFinite[] = {{"off", OnNonFinite::off},
                                              {"scrub", OnNonFinite::scrub}};
 constexpr Named<ClipGradType> kClipGradTypes[] = {{"2", ClipGradType::l2}, {"inf", ClipGradType::inf}};
 constexpr Named<DType> kPrecisions[] = {{"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}};
+constexpr Named<bool> kPenaltyScalings[] = {{"unscaled", false}, {"scaled", true}};
 constexpr Named<bool> kOnOff[] = {{"on", true}, {"off", false}};
 constexpr Named<int64_t> kChannels[] = {{"1", 1}, {"3", 3}};
 // --model r3gan's --r1-gamma and --r2-gamma unless given.
@@ -116,6 +117,12 @@ const std::vector<FlagConflict>& cuda_graphs_conflicts() {
        [](O, G) { return std::string("--augment (its parameters are drawn every step)"); }},
       {"--sync-bn", "--model dcgan --sync-bn", [](O o) { return o.sync_bn; },
        [](O, G) { return std::string("--sync-bn (its statistics are gathered through the host)"); }},
+      {"--precision fp16", "--precision fp16", [](O o) { return o.precision == DType::f16; },
+       [](O, G) {
+         return std::string(
+             "--precision fp16 (its loss scale lives on the host and its overflow check is read there at "
+             "every step; bf16 needs no loss scale)");
+       }},
   };
   return conflicts;
 }
@@ -227,12 +234,18 @@ CommandLine train_command_line(TrainOptions& o) {
       "skipped_d)");
   cl.add("--low-precision-res", &o.low_precision_res_spec,
          "with --precision bf16 or fp16: all (every layer), or K: the layers of the K highest resolutions "
-         "of G and D (StyleGAN's num_fp16_res; dcgan and dcgan64, whose layers each have one resolution; "
-         "the other models take all)",
+         "of G and D (StyleGAN's num_fp16_res; dcgan, dcgan64, r3gan and stylegan2, whose layers each have "
+         "one resolution, stylegan2's mapping network excepted; the other models take all)",
          "all|K");
   cl.add_positive("--loss-scale-init", &o.loss_scale_init,
                   "with --precision fp16: each part's loss scale at the start; it halves at each step whose "
                   "gradients overflow and doubles after 2000 steps without (PyTorch GradScaler's rule)");
+  cl.add_choice(
+      "--penalty-scaling", &o.scale_penalties, choices(kPenaltyScalings),
+      "with --precision fp16: the inner gradient of D's penalties (R1, R2, WGAN-GP) runs unscaled "
+      "(the recipe MMagic's StyleGAN2 trained stably with), or scaled: under D's loss scale, then "
+      "unscaled (PyTorch AMP's recipe; it keeps small inner gradients from flushing to zero, and its "
+      "overflows are skipped steps). The loss scale multiplies the whole D loss either way");
   cl.add("--lr-schedule", &o.lr_schedule_spec,
          "learning rate by iteration, a factor of --lr: warmup:N[:F] (linear from F, default 0.001, to 1 "
          "over N iterations), cosine:T[:M] (cosine from 1 to M, default 0, over T iterations), step:S[:G] "
@@ -541,11 +554,13 @@ void validate(const TrainOptions& o, const FlagGiven& given) {
            "); --on-nonfinite skip agrees with it");
   if (given("--loss-scale-init") && o.precision != DType::f16)
     refuse("--loss-scale-init goes with --precision fp16 (bf16 has float32's range: no loss scale)");
+  if (given("--penalty-scaling") && o.precision != DType::f16)
+    refuse("--penalty-scaling goes with --precision fp16 (only fp16 has a loss scale)");
   if (given("--low-precision-res") && o.precision == DType::f32)
     refuse("--low-precision-res goes with --precision bf16 or fp16");
-  if (o.low_precision_res > 0 && o.model != "dcgan" && o.model != "dcgan64")
+  if (o.low_precision_res > 0 && (o.model == "mlp" || o.model == "ring8-mlp" || o.model == "pggan"))
     refuse("--low-precision-res " + o.low_precision_res_spec + ": --model " + o.model +
-           " has no layers of one resolution each (dcgan and dcgan64 do); say all");
+           " has no layers of one resolution each (dcgan, dcgan64, r3gan and stylegan2 do); say all");
   if (given("--tensorboard") && o.tensorboard.empty()) refuse("--tensorboard needs a folder name");
 #if !TANDEM_HAVE_TENSORBOARD
   if (given("--tensorboard"))

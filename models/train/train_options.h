@@ -118,6 +118,7 @@ struct TrainOptions {
   std::string low_precision_res_spec = "all";  // --low-precision-res as given; resolve_defaults parses it
   int64_t low_precision_res = -1;              // the resolutions in --precision; -1: every layer
   double loss_scale_init = 65536.0;            // fp16: each part's loss scale at the start
+  bool scale_penalties = false;                // fp16: D's penalties' inner gradient under the loss scale
   std::string trace;          // a Chrome trace of the last steps goes here (rank 0 writes it); empty: off
   int64_t trace_steps = 200;  // steps the trace keeps (the summaries cover all); 0: every step
   std::string tensorboard;    // rank 0 writes TensorBoard event files into this folder; empty: off

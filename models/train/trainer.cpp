@@ -477,7 +477,8 @@ GanConfig gan_config(const TrainOptions& o) {
                       .pl_weight = o.pl_weight,
                       .pl_every = o.pl_every,
                       .pl_decay = o.pl_decay,
-                      .pl_batch_shrink = o.pl_batch_shrink};
+                      .pl_batch_shrink = o.pl_batch_shrink,
+                      .scale_penalties = o.scale_penalties};
   config.pggan_stage_iters = pggan_stage_iters(o);
   config.seed = o.seed;
   config.channels = o.channels;

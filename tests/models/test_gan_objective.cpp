@@ -207,3 +207,48 @@ TEST_CASE("rpgan with R1 and R2: r2 is the zero-centred penalty on this step's f
   CHECK_THROWS_WITH(make_gan({.model = "dcgan64", .objective = {.r2_gamma = 1.0}}),
                     Catch::Contains("--r2-gamma: the critic (discriminator) of 'dcgan64' has batch norm"));
 }
+
+// GanObjective::scale_penalties: the penalties' inner gradient under D's loss scale. A scale
+// of 2^40 is infinite in float16, so under fp16 the scaled inner gradient overflows where
+// the unscaled one (the default) stays finite; in float32 the two are bit for bit the same
+// penalty and the same D update (gradient_penalty.h).
+TEST_CASE("penalties under D's loss scale: scaled inner gradients overflow in fp16, change nothing in fp32",
+          "[gan][objective][precision]") {
+  const GanObjective objectives[] = {{.r1_gamma = 1.0},
+                                     {.r1_gamma = 1.0, .r1_every = 2},
+                                     {.r2_gamma = 1.0},
+                                     {.loss = GanLoss::wgan_gp, .n_critic = 1}};
+  const char* names[] = {"R1", "lazy R1", "R2", "WGAN-GP"};
+  for (size_t k = 0; k < std::size(objectives); ++k) {
+    INFO(names[k]);
+    const char* logged = k == 2 ? "r2" : k == 3 ? "gp" : "r1";
+    for (DType precision : {DType::f16, DType::f32}) {
+      INFO(dtype_name(precision));
+      LogVars logs[2];
+      std::vector<Tensor> d_params[2];
+      for (int scaled = 0; scaled < 2; ++scaled) {
+        GanConfig config{.model = "ring8-mlp", .objective = objectives[k], .precision = precision};
+        config.objective.scale_penalties = scaled == 1;
+        auto model = make_gan(config);
+        WrappedGanOptions options = alone();
+        options.loss_scaling = true;
+        options.loss_scale_init = precision == DType::f16 ? std::ldexp(1.0, 40) : std::ldexp(1.0, 20);
+        WrappedGan wrapped(model, nullptr, options);
+        logs[scaled] = wrapped.train_step(ring8_batch(3));
+        for (const auto& [name, p] : model->discriminator->named_parameters())
+          d_params[scaled].push_back(p.data().clone());
+      }
+      REQUIRE(logs[0].count(logged) == 1);
+      CHECK(std::isfinite(logs[0].at(logged)));
+      if (precision == DType::f16) {
+        CHECK_FALSE(std::isfinite(logs[1].at(logged)));
+      } else {
+        CHECK(logs[1].at(logged) == logs[0].at(logged));
+        for (size_t p = 0; p < d_params[0].size(); ++p) {
+          INFO("D parameter " << p);
+          CHECK(d_params[0][p].to_vector() == d_params[1][p].to_vector());
+        }
+      }
+    }
+  }
+}

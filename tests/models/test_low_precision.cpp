@@ -2,7 +2,9 @@
 // a model without layers of one resolution each says.
 #include <catch2/catch.hpp>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "models/gan.h"
 
@@ -80,4 +82,57 @@ TEST_CASE("a model without layers of one resolution each takes a dtype for all o
     INFO(name);
     CHECK(dtype == "float16");
   }
+}
+
+namespace {
+
+// Every module of the model, with the compute dtype it should hold: `dtype` for the
+// modules at or under one of `prefixes` (module names), none for the others.
+void check_reduced_modules(models::GanModel& model, const std::vector<std::string>& prefixes, DType dtype) {
+  for (const auto& [name, module] : model.named_modules()) {
+    bool reduced = false;
+    for (const std::string& p : prefixes) reduced |= name == p || name.rfind(p + ".", 0) == 0;
+    INFO(name);
+    const std::optional<DType> assigned = module->assigned_compute_dtype();
+    CHECK(assigned.has_value() == reduced);
+    if (assigned && reduced) CHECK(*assigned == dtype);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("K low-precision resolutions: stylegan2's synthesis layers and D blocks, the mapping kept",
+          "[precision]") {
+  models::GanConfig config;
+  config.model = "stylegan2";
+  config.precision = DType::f16;
+  config.low_precision_res = 1;  // 28x28: G's last two convs and toRGB; D's fromRGB and first block
+  const std::vector<std::string> at28 = {"generator.conv3", "generator.conv4", "generator.to_rgb2",
+                                         "discriminator.from_rgb", "discriminator.block28"};
+  check_reduced_modules(*models::make_gan(config), at28, DType::f16);
+  config.low_precision_res = 2;  // and 14x14
+  std::vector<std::string> at14 = at28;
+  for (const char* name :
+       {"generator.conv1", "generator.conv2", "generator.to_rgb1", "discriminator.block14"})
+    at14.push_back(name);
+  check_reduced_modules(*models::make_gan(config), at14, DType::f16);
+  config.low_precision_res = 3;  // every resolution; the mapping network has none
+  std::vector<std::string> every = at14;
+  for (const char* name : {"generator.conv0", "generator.to_rgb0", "discriminator.conv", "discriminator.fc",
+                           "discriminator.out"})
+    every.push_back(name);
+  check_reduced_modules(*models::make_gan(config), every, DType::f16);
+}
+
+TEST_CASE("K low-precision resolutions: r3gan's blocks and transitions by the side they work at",
+          "[precision]") {
+  models::GanConfig config;
+  config.model = "r3gan";
+  config.precision = DType::bf16;
+  config.low_precision_res = 2;  // 28x28 and 14x14
+  check_reduced_modules(
+      *models::make_gan(config),
+      {"generator.block1", "generator.up1", "generator.block2", "generator.to_image",
+       "discriminator.from_image", "discriminator.block0", "discriminator.down0", "discriminator.block1"},
+      DType::bf16);
 }

@@ -205,6 +205,16 @@ TEST_CASE("the precision flags: fp32 by default, the layers, the loss scale, and
   }
   CHECK(parse_train_options({"--precision", "fp16", "--on-nonfinite", "skip"}).precision ==
         tandem::DType::f16);
+  for (const char* model : {"stylegan2", "r3gan"}) {
+    CHECK(parse_train_options({"--model", model, "--precision", "bf16", "--low-precision-res", "2"})
+              .low_precision_res == 2);
+  }
+  // The penalties' inner gradient: unscaled unless asked, and only fp16 has a scale to take.
+  CHECK_FALSE(d.scale_penalties);
+  CHECK(parse_train_options({"--precision", "fp16", "--penalty-scaling", "scaled"}).scale_penalties);
+  CHECK_FALSE(parse_train_options({"--precision", "fp16", "--penalty-scaling", "unscaled"}).scale_penalties);
+  CHECK_THROWS_WITH(parse_train_options({"--precision", "bf16", "--penalty-scaling", "scaled"}),
+                    Catch::Contains("--penalty-scaling goes with --precision fp16"));
 }
 
 TEST_CASE("the TensorBoard folder flag: off by default, refused by a build without Protobuf", "[options]") {
@@ -490,7 +500,7 @@ void check_conflicts(const std::vector<FlagConflict>& table, const std::vector<s
 
 TEST_CASE("what --cuda-graphs and --accumulate refuse is one table each, which their help lists",
           "[options][errors]") {
-  REQUIRE(cuda_graphs_conflicts().size() == 9);
+  REQUIRE(cuda_graphs_conflicts().size() == 10);
   check_conflicts(cuda_graphs_conflicts(), {"--device", "cuda"}, {"--cuda-graphs"}, "--cuda-graphs");
   REQUIRE(accumulate_conflicts().size() == 3);
   check_conflicts(accumulate_conflicts(), {}, {"--accumulate", "4", "--ckpt-every", "8"}, "--accumulate 4");
