@@ -5,7 +5,8 @@
 namespace tandem::nn {
 
 Variable stylegan_activation(const Variable& x, const StyleGanActivation& act) {
-  return scale(leaky_relu(x, act.slope), act.gain);
+  Variable y = scale(leaky_relu(x, act.slope), act.gain);
+  return act.clamp >= 0 ? clamp(y, -act.clamp, act.clamp) : y;
 }
 
 ResidualBlock::ResidualBlock(int64_t in, int64_t out, StyleGanActivation a, Generator& gen) : act(a) {

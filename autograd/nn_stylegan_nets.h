@@ -27,9 +27,10 @@ namespace tandem::nn {
 struct StyleGanActivation {
   double slope = 0.2;
   double gain = 1.4142135623730951;  // sqrt(2)
+  double clamp = kernels::kNoClamp;  // StyleGAN's conv_clamp: the result clamped to [-clamp, clamp]
 };
 
-// gain * leaky_relu(x, slope).
+// gain * leaky_relu(x, slope), clamped to [-clamp, clamp] when clamp >= 0.
 Variable stylegan_activation(const Variable& x, const StyleGanActivation& act);
 
 class ResidualBlock : public Module {

@@ -404,8 +404,9 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config) {
   else if (config.model == "r3gan")
     model = std::make_shared<R3gan>(gen, config.channels);
   else if (config.model == "stylegan2")
-    model = std::make_shared<StyleGan2>(gen, config.channels,
-                                        config.style_mixing.value_or(StyleGan2Generator::kStyleMixing));
+    model = std::make_shared<StyleGan2>(
+        gen, config.channels, config.style_mixing.value_or(StyleGan2Generator::kStyleMixing),
+        config.precision == DType::f16 ? StyleGan2Generator::kConvClamp : kernels::kNoClamp);
   else {
     std::string known;
     for (const auto& n : gan_model_names()) known += (known.empty() ? "" : ", ") + n;

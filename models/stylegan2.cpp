@@ -73,7 +73,7 @@ Variable StyleGan2Generator::layer(size_t i, const Variable& x, const Variable& 
   Tensor noise = reshape(slice(z, 1, column, side * side), {n, 1, side, side}).data();
   column += side * side;
   h = noises[i]->forward(h, noise);
-  return bias_activation(h, biases[i], kernels::Activation::leaky_relu, kSlope, kGain);
+  return bias_activation(h, biases[i], kernels::Activation::leaky_relu, kSlope, kGain, conv_clamp);
 }
 
 void StyleGan2Generator::check_z(const Variable& z) const {
@@ -128,13 +128,17 @@ std::vector<Variable> StyleGan2Generator::rgb_outputs(const Variable& ws, const 
   // The constant input, the same for every sample.
   Variable x = broadcast_to(reshape(constant, {1, kChannels7, 7, 7}), {n, kChannels7, 7, 7});
   std::vector<Variable> rgb;
+  auto rgb_of = [&](size_t stage, const Variable& h, const Variable& style) {
+    Variable y = to_rgb[stage]->forward(h, style);
+    rgb.push_back(conv_clamp >= 0 ? clamp(y, -conv_clamp, conv_clamp) : y);
+  };
   x = layer(0, x, w(0), z, column);
-  rgb.push_back(to_rgb[0]->forward(x, w(1)));
+  rgb_of(0, x, w(1));
   for (int64_t stage = 1; stage < 3; ++stage) {  // StyleGAN2's indices: conv 2s-1, 2s; toRGB 2s+1
     x = upsample2d(x, filter_(x));
     x = layer(static_cast<size_t>(2 * stage - 1), x, w(2 * stage - 1), z, column);
     x = layer(static_cast<size_t>(2 * stage), x, w(2 * stage), z, column);
-    rgb.push_back(to_rgb[static_cast<size_t>(stage)]->forward(x, w(2 * stage + 1)));
+    rgb_of(static_cast<size_t>(stage), x, w(2 * stage + 1));
   }
   return rgb;
 }
@@ -160,7 +164,7 @@ StyleGan2DBlock::StyleGan2DBlock(Generator& gen, int64_t in_channels, int64_t ou
 }
 
 Variable StyleGan2DBlock::forward(const Variable& x) {
-  const nn::StyleGanActivation act;
+  const nn::StyleGanActivation act{.clamp = conv_clamp};
   const Tensor& f = filter_(x);
   Variable y = skip->forward(downsample2d(x, f));
   Variable h = nn::stylegan_activation(conv0->forward(x), act);
@@ -183,19 +187,25 @@ StyleGan2Discriminator::StyleGan2Discriminator(Generator& gen, int64_t image_cha
 Variable StyleGan2Discriminator::forward(const Variable& x) {
   TANDEM_CHECK(x.dim() == 4 && x.size(2) == 28 && x.size(3) == 28,
                "stylegan2: the discriminator takes [N, C, 28, 28], got " << shape_str(x.shape()));
-  const nn::StyleGanActivation act;
-  Variable h = nn::stylegan_activation(from_rgb->forward(x), act);
+  const nn::StyleGanActivation act, clamped{.clamp = conv_clamp};
+  Variable h = nn::stylegan_activation(from_rgb->forward(x), clamped);
   h = block14->forward(block28->forward(h));
   h = nn::minibatch_stddev(h, stylegan2_stddev_group(h.size(0)), 1);
-  h = nn::stylegan_activation(conv->forward(h), act);
-  h = nn::stylegan_activation(fc->forward(flatten(h)), act);
+  h = nn::stylegan_activation(conv->forward(h), clamped);
+  h = nn::stylegan_activation(fc->forward(flatten(h)), act);  // StyleGAN's fc has no clamp
   return out->forward(h);
 }
 
-StyleGan2::StyleGan2(Generator& gen, int64_t image_channels, double style_mixing)
+void StyleGan2Discriminator::set_conv_clamp(double clamp) {
+  conv_clamp = block28->conv_clamp = block14->conv_clamp = clamp;
+}
+
+StyleGan2::StyleGan2(Generator& gen, int64_t image_channels, double style_mixing, double conv_clamp)
     : image_channels_(image_channels) {
   g_ = register_module("generator", std::make_shared<StyleGan2Generator>(gen, image_channels, style_mixing));
   d_ = register_module("discriminator", std::make_shared<StyleGan2Discriminator>(gen, image_channels));
+  g_->conv_clamp = conv_clamp;
+  d_->set_conv_clamp(conv_clamp);
   generator = g_;
   discriminator = d_;
   path_length_mean_ = &register_buffer("path_length_mean", Tensor::zeros({}, DType::f64));

@@ -46,6 +46,12 @@
 //   conv1 3x3 in -> out (EqualizedConv2d, padding 1, bias), skip 1x1 in -> out without bias,
 //   down = downsample2d by the [1, 3, 3, 1] filter (StyleGAN2 blurs, then convolves at
 //   stride 2; here the blur-and-subsample comes first and the convolution runs at stride 1).
+// - conv_clamp (StyleGAN2-ADA's, which it sets to 256 whenever layers run in fp16; off by
+//   default): every synthesis conv's output after its bias and activation, every toRGB's
+//   output, and D's fromRGB, block convs (not the skips) and 7x7 conv after their
+//   activation are clamped to [-conv_clamp, conv_clamp]; the gradient is 0 where it clamped.
+//   make_gan sets kConvClamp for --precision fp16 (activations stay float32 here, but the
+//   next GEMM rounds them to fp16, whose range ends at 65504).
 #pragma once
 
 #include <memory>
@@ -66,6 +72,7 @@ class StyleGan2Generator final : public nn::Module {
  public:
   static constexpr int64_t kLatent = 64, kWDim = 64, kMappingLayers = 4, kNumWs = 6;
   static constexpr double kStyleMixing = 0.9;  // StyleGAN2's style_mixing_prob
+  static constexpr double kConvClamp = 256.0;  // StyleGAN2-ADA's conv_clamp for fp16 layers
   // z's columns: the mixing latent and its two draws follow the five noise inputs.
   static constexpr int64_t kMixingColumn = kLatent + 7 * 7 + 2 * 14 * 14 + 2 * 28 * 28;
   // z's columns before the path-length noise.
@@ -98,6 +105,7 @@ class StyleGan2Generator final : public nn::Module {
   std::vector<std::shared_ptr<nn::NoiseInjection>> noises;
   std::vector<Variable> biases;
   std::vector<std::shared_ptr<nn::ModulatedConv2d>> to_rgb;  // one per stage
+  double conv_clamp = kernels::kNoClamp;                     // see the contract
 
  private:
   // The synthesis conv i on x with latent w and its noise from z's columns.
@@ -115,6 +123,7 @@ class StyleGan2DBlock final : public nn::Module {
   std::string type_name() const override { return "StyleGan2DBlock"; }
 
   std::shared_ptr<nn::EqualizedConv2d> conv0, conv1, skip;
+  double conv_clamp = kernels::kNoClamp;  // conv0's and conv1's activations (not the skip's)
 
  private:
   ResamplingFilter filter_{{1, 3, 3, 1}};  // StyleGAN2's [1, 3, 3, 1]
@@ -130,11 +139,15 @@ class StyleGan2Discriminator final : public nn::Module {
   std::shared_ptr<nn::EqualizedConv2d> from_rgb, conv;
   std::shared_ptr<StyleGan2DBlock> block28, block14;
   std::shared_ptr<nn::EqualizedLinear> fc, out;
+  // fromRGB's and the 7x7 conv's activations and the blocks' (set_conv_clamp sets them all).
+  double conv_clamp = kernels::kNoClamp;
+  void set_conv_clamp(double clamp);
 };
 
 class StyleGan2 final : public GanModel {
  public:
-  StyleGan2(Generator& gen, int64_t image_channels, double style_mixing = StyleGan2Generator::kStyleMixing);
+  StyleGan2(Generator& gen, int64_t image_channels, double style_mixing = StyleGan2Generator::kStyleMixing,
+            double conv_clamp = kernels::kNoClamp);
   std::string type_name() const override { return "stylegan2"; }
   Variable generate(const Variable& z) override { return g_->forward(z); }
   Variable generate_training(const Variable& z) override { return g_->synthesis(g_->mixed_styles(z), z); }

@@ -233,3 +233,60 @@ TEST_CASE("stylegan2: the mapping network's 4 layers use lr multiplier 0.01", "[
   for (double v : w0) sq += v * v;
   CHECK(std::sqrt(sq / static_cast<double>(w0.size())) > 50.0);
 }
+
+TEST_CASE("stylegan2: conv_clamp bounds what StyleGAN2-ADA clamps, and fp16 sets it to 256",
+          "[models][stylegan2][precision]") {
+  for (DType precision : {DType::f32, DType::bf16, DType::f16}) {
+    auto model = make_gan(GanConfig{.model = "stylegan2", .precision = precision});
+    auto& g = static_cast<StyleGan2Generator&>(*model->generator);
+    auto& d = static_cast<StyleGan2Discriminator&>(*model->discriminator);
+    const double want = precision == DType::f16 ? 256.0 : kernels::kNoClamp;
+    INFO(dtype_name(precision));
+    CHECK(g.conv_clamp == want);
+    CHECK(d.conv_clamp == want);
+    CHECK(d.block28->conv_clamp == want);
+    CHECK(d.block14->conv_clamp == want);
+  }
+  NoGradGuard no_grad;
+  const double c = 0.05;  // small enough to act on some of every clamped layer's values
+  auto model = make_gan(GanConfig{.model = "stylegan2", .seed = 4});
+  auto& g = static_cast<StyleGan2Generator&>(*model->generator);
+  auto& d = static_cast<StyleGan2Discriminator&>(*model->discriminator);
+  Variable z(normal({4, model->noise_dim()}, 7));
+  // G: every toRGB output within [-c, c], with values at the bound; the clamped synthesis
+  // convs change what the toRGBs see.
+  const std::vector<Variable> free_rgb = g.rgb_outputs(g.styles(z), z);
+  g.conv_clamp = c;
+  const std::vector<Variable> rgb = g.rgb_outputs(g.styles(z), z);
+  for (size_t s = 0; s < rgb.size(); ++s) {
+    INFO("stage " << s);
+    double largest = 0;
+    for (double v : rgb[s].data().to_vector()) largest = std::max(largest, std::abs(v));
+    CHECK(largest == Approx(c).epsilon(1e-6));
+    CHECK(max_abs_difference(rgb[s].data(), free_rgb[s].data()) > 0);
+  }
+  // D: the same as composing its layers by hand with the clamp after fromRGB's, the blocks'
+  // two convs' and the 7x7 conv's activations, and none on the skips and the fc.
+  Variable x(normal({4, 1, 28, 28}, 8));
+  const Tensor free_logits = d.forward(x).data();
+  d.set_conv_clamp(c);
+  const nn::StyleGanActivation act, clamped{.clamp = c};
+  const Tensor f = setup_separable_filter({1, 3, 3, 1}, DType::f32, x.device());  // as the blocks' filter
+  auto block = [&](StyleGan2DBlock& b, const Variable& h) {
+    Variable skip = b.skip->forward(downsample2d(h, f));
+    Variable y = nn::stylegan_activation(b.conv0->forward(h), clamped);
+    y = nn::stylegan_activation(b.conv1->forward(downsample2d(y, f)), clamped);
+    return scale(add(y, skip), 1.0 / std::sqrt(2.0));
+  };
+  Variable h = nn::stylegan_activation(d.from_rgb->forward(x), clamped);
+  h = block(*d.block14, block(*d.block28, h));
+  h = nn::minibatch_stddev(h, stylegan2_stddev_group(4), 1);
+  h = nn::stylegan_activation(d.conv->forward(h), clamped);
+  h = nn::stylegan_activation(d.fc->forward(flatten(h)), act);
+  const Tensor by_hand = d.out->forward(h).data();
+  const Tensor logits = d.forward(x).data();
+  const Tensor again = d.forward(x).data();
+  CHECK(logits.to_vector() == again.to_vector());
+  CHECK(logits.to_vector() == by_hand.to_vector());
+  CHECK(max_abs_difference(logits, free_logits) > 0);
+}
