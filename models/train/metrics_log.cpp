@@ -45,7 +45,12 @@ std::string progress_line(const LogPoint& p) {
   }
   os << "  sync " << format_bytes(p.bytes_per_step) << "/step";
   if (!p.structure.empty()) os << "  [" << p.structure << "]";
-  if (p.skipped_steps > 0) os << "  skipped " << p.skipped_steps << " non-finite step(s)";
+  // fp16's loss scalers count every skipped step per part (skipped_g, skipped_d above).
+  const bool counted_per_part = std::any_of(p.terms.begin(), p.terms.end(), [](const auto& term) {
+    return term.first == "skipped_g" || term.first == "skipped_d";
+  });
+  if (p.skipped_steps > 0 && !counted_per_part)
+    os << "  skipped " << p.skipped_steps << " non-finite step(s)";
   if (!p.rss_mb.empty()) {
     os << "  rss " << std::setprecision(1);
     for (size_t r = 0; r < p.rss_mb.size(); ++r) os << (r > 0 ? "/" : "") << p.rss_mb[r];
@@ -62,7 +67,11 @@ std::string metrics_json(const LogPoint& p) {
   write_json_number(os, p.loss_g);
   for (const auto& [name, value] : p.terms) {
     os << ", \"" << name << "\": ";
-    write_json_number(os, value);
+    if (name.rfind("scale_", 0) == 0 && std::isfinite(value)) {  // a loss scale, exactly
+      os << std::setprecision(17) << value << std::setprecision(6);
+    } else {
+      write_json_number(os, value);
+    }
   }
   os << ", \"ms_per_step\": ";
   write_json_number(os, p.ms_per_step);

@@ -7,12 +7,13 @@
 //   <duration>  loss_d <x.xxxx>  loss_g <x.xxxx>", "  <name> <x.xxxx>" for each term
 //   (penalties: "gp", "wdist", "r1", "r2"), "  sync <bytes>/step", then
 //   "  [<structure>]" for a model that has one, "  skipped <n> non-finite step(s)" once any
-//   step was skipped, and "  rss <rank 0>/<rank 1>/... MB" (left out without figures);
-//   it/s, ms and rss with one decimal, the ETA from the interval's ms per step and the
-//   iterations left.
+//   step was skipped (unless the terms count them per part: fp16's skipped_g, skipped_d), and "  rss <rank
+//   0>/<rank 1>/... MB" (left out without figures); it/s, ms and rss with one decimal, the ETA from the
+//   interval's ms per step and the iterations left.
 // - metrics_json(p): {"iteration": i, "loss_d": x, "loss_g": x, <"name": x for each
 //   term>, "ms_per_step": x, "bytes_per_step": n, "rss_mb": [x, ...]}: numbers with 6
-//   significant digits, a NaN or infinite value as null (JSON has no such numbers; a
+//   significant digits (the loss scales, scale_*, exactly: 2^40 is 1099511627776), a NaN or
+//   infinite value as null (JSON has no such numbers; a
 //   diverged run's losses stay readable by any JSON reader), bytes_per_step cut to an
 //   integer, rss_mb one entry per rank in rank order (numbers by the toolkit's
 //   write_json_number, as ScalarLog's lines).

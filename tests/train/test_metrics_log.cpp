@@ -118,6 +118,13 @@ TEST_CASE("an fp16 run's loss scales and skipped steps print as whole numbers", 
         "iter     50/200  2000.0 it/s  0.5 ms/step  ETA 0s  loss_d 1.0255  loss_g 0.7874  scale_g 32768  "
         "scale_d "
         "65536  skipped_g 3  skipped_d 0  sync 218.1 kB/step  rss 16.6/16.3 MB");
+  // The scalers count every skip per part: the run's total is not said again.
+  p.skipped_steps = 3;
+  CHECK(progress_line(p).find("non-finite step(s)") == std::string::npos);
+  // The scales go into metrics.jsonl exactly, beyond 6 significant digits.
+  p.terms = {{"scale_g", std::ldexp(1.0, 40)}, {"scale_d", 0.5}, {"skipped_g", 3.0}};
+  const std::string json = metrics_json(p);
+  CHECK(json.find("\"scale_g\": 1099511627776, \"scale_d\": 0.5, \"skipped_g\": 3,") != std::string::npos);
 }
 
 TEST_CASE("a penalised run's terms follow the losses, on the console and in JSON", "[metrics]") {
