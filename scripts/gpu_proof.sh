@@ -110,6 +110,14 @@ make_plan() {  # from $bin; the most telling steps first (a step that would star
   train train_dcgan_graphs 60 4 1 dcgan 64 600 --log-every 100 --cuda-graphs
   train train_dcgan64_eager 90 12 1 dcgan64 128 300 --log-every 100
   train train_dcgan64_graphs 90 6 1 dcgan64 128 300 --log-every 100 --cuda-graphs
+  # Reduced precision (autograd/precision.h): cuBLAS's 16-bit GEMMs against the CPU's, then
+  # dcgan64's step in bf16 (eager and graphed) and fp16 (eager: its loss scale is refused in a
+  # graph) against the fp32 steps above. The convolutions still run cuDNN's float32 on
+  # widened operands (kernels/conv.h), so these rows say what the GEMMs and casts cost.
+  add gemm_16bit_unit 60 2 "$bin/test_cuda" "cuda gemm on bfloat16 and float16 pairs*"
+  train train_dcgan64_bf16_eager 90 12 1 dcgan64 128 300 --log-every 100 --precision bf16
+  train train_dcgan64_bf16_graphs 90 6 1 dcgan64 128 300 --log-every 100 --precision bf16 --cuda-graphs
+  train train_dcgan64_fp16_eager 90 12 1 dcgan64 128 300 --log-every 100 --precision fp16
   # Counted (--trace: the host cost per step, and NCCL's spans against the backward).
   train trace_dcgan_np1 60 4 1 dcgan 64 100 --log-every 50 --trace "$logs/trace_dcgan_np1.json"
   local estimate=5
@@ -233,6 +241,8 @@ per_step() { grep -m 1 -F "$2" "$logs/$1.log" 2>/dev/null | awk '{print $(NF-($3
   echo "| ... CUDA graphs (ms/step) | $(last_ms train_dcgan_graphs) | <= 1.0 |"
   echo "| dcgan64, batch 128, eager (ms/step) | $(last_ms train_dcgan64_eager) | <= 1.3 x floor |"
   echo "| ... CUDA graphs (ms/step) | $(last_ms train_dcgan64_graphs) | |"
+  echo "| dcgan64, batch 128, bf16 eager / CUDA graphs (ms/step) | $(last_ms train_dcgan64_bf16_eager) / $(last_ms train_dcgan64_bf16_graphs) | <= 0.6 x fp32's |"
+  echo "| dcgan64, batch 128, fp16 eager (ms/step) | $(last_ms train_dcgan64_fp16_eager) | <= 0.6 x fp32's |"
   echo "| dcgan64 kernel floor, cuDNN on (us) | $(floor_us floor_dcgan64_on) | |"
   for cudnn in on benchmark off; do
     echo "| dcgan64 bench step / kernel floor, cuDNN $cudnn (losses read every step) | $(floor_ratio "floor_dcgan64_$cudnn") ($(floor_ratio "floor_dcgan64_$cudnn" 2)) | <= 1.3 |"

@@ -52,8 +52,9 @@ cublasHandle_t cublas_handle(int device) {
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
   const GemmShape s = check_gemm(a, ta, b, tb, c);
   const DType dtype = a.dtype();
-  TANDEM_CHECK(dtype == DType::f32 || dtype == DType::f64,
-               "matmul: dtype " << dtype_name(dtype) << " is not supported (use float32 or float64)");
+  TANDEM_CHECK(dtype == DType::f32 || dtype == DType::f64 || is_16bit_float(dtype),
+               "matmul: dtype " << dtype_name(dtype)
+                                << " is not supported (use float32, float64, or bfloat16/float16 pairs)");
   if (s.m == 0 || s.n == 0) return;
   const int device = a.device().index;
   TANDEM_CHECK_CUDA(cudaSetDevice(device));
@@ -63,7 +64,7 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
       c.zero_();
     } else if (beta != 1.0) {
       const int count = static_cast<int>(c.numel());
-      if (dtype == DType::f32) {
+      if (c.dtype() == DType::f32) {  // 16-bit operands too: their C is float32
         const float fb = static_cast<float>(beta);
         TANDEM_CHECK_CUBLAS(cublas().sscal(h, count, &fb, static_cast<float*>(c.raw_data()), 1));
       } else {
@@ -81,10 +82,16 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
   const int lda = static_cast<int>(std::max<int64_t>(1, a.size(1)));
   const int ldb = static_cast<int>(std::max<int64_t>(1, b.size(1)));
-  if (dtype == DType::f32) {
+  if (dtype != DType::f64) {
+    // float32 operands, or bfloat16/float16 pairs (gemm.h's reduced precision: tensor cores on
+    // the 16-bit operands, float32 accumulation and a float32 C); never TF32 (the handle's
+    // default math leaves float32 products in float32).
+    const cudaDataType operand = dtype == DType::bf16  ? CUDA_R_16BF
+                                 : dtype == DType::f16 ? CUDA_R_16F
+                                                       : CUDA_R_32F;
     const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
-    TANDEM_CHECK_CUBLAS(cublas().gemm_ex(h, op_b, op_a, n, m, k, &fa, b.raw_data(), CUDA_R_32F, ldb,
-                                         a.raw_data(), CUDA_R_32F, lda, &fb, c.raw_data(), CUDA_R_32F, n,
+    TANDEM_CHECK_CUBLAS(cublas().gemm_ex(h, op_b, op_a, n, m, k, &fa, b.raw_data(), operand, ldb,
+                                         a.raw_data(), operand, lda, &fb, c.raw_data(), CUDA_R_32F, n,
                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
     TANDEM_CHECK_CUBLAS(cublas().dgemm(

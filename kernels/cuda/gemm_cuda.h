@@ -1,7 +1,8 @@
 // GEMM on CUDA tensors through cuBLAS. CUDA builds only; kernels/gemm.h routes here.
 //
 // Contract: as kernels::gemm (same checks and messages). float32 uses CUBLAS_COMPUTE_32F
-// with the default math mode (no TF32), float64 cublasDgemm. Runs on the compute stream
+// with the default math mode (no TF32), float64 cublasDgemm, bfloat16 and float16 pairs
+// GemmEx on the 16-bit operands with CUBLAS_COMPUTE_32F and a float32 C. Runs on the compute stream
 // and returns without waiting.
 // cublas_handle(device): the one cuBLAS handle of that device, created on first use and
 // bound to the calling thread's compute stream (rebound when that changes, as in a CUDA

@@ -80,6 +80,29 @@ TEST_CASE("cuda gemm matches the CPU for every transpose pair, alpha and beta") 
         }
 }
 
+// Reduced precision (gemm.h): bfloat16 and float16 pairs through cuBLAS's GemmEx (tensor
+// cores, float32 accumulation), against the CPU's product of the same 16-bit values.
+// Products of two 16-bit values are exact in float32, so the two differ by the order of
+// their float32 sums only.
+TEST_CASE("cuda gemm on bfloat16 and float16 pairs equals the CPU's, with a float32 C") {
+  const GemmCase cases[] = {{3, 5, 7}, {33, 65, 9}, {64, 784, 256}, {256, 64, 784}};
+  uint64_t seed = 300;
+  for (DType dt : {DType::bf16, DType::f16})
+    for (const GemmCase& s : cases)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          Tensor a = random_cpu(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, dt, seed += 3);
+          Tensor b = random_cpu(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, dt, seed += 3);
+          Tensor c = kernels::matmul(a, b, ta, tb);
+          Tensor c_gpu = kernels::matmul(on_gpu(a), on_gpu(b), ta, tb);
+          REQUIRE(c_gpu.dtype() == DType::f32);
+          std::ostringstream what;
+          what << dtype_name(dt) << " gemm " << s.m << "x" << s.k << "x" << s.n << (ta ? " A^T" : "")
+               << (tb ? " B^T" : "");
+          require_close(c_gpu, c, what.str());
+        }
+}
+
 TEST_CASE("cuda gemm on the MLP GAN's shapes") {
   uint64_t seed = 500;
   // Forward x W^T, the weight gradient g^T x and the input gradient g W of each layer.
