@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/train/train_options.h"
+#include "models/train/trainer.h"
 
 using namespace tandem::models;
 using tandem::UsageError;
@@ -215,6 +216,14 @@ TEST_CASE("the precision flags: fp32 by default, the layers, the loss scale, and
   CHECK_FALSE(parse_train_options({"--precision", "fp16", "--penalty-scaling", "unscaled"}).scale_penalties);
   CHECK_THROWS_WITH(parse_train_options({"--precision", "bf16", "--penalty-scaling", "scaled"}),
                     Catch::Contains("--penalty-scaling goes with --precision fp16"));
+  // What the model is built with.
+  const GanConfig config =
+      gan_config(parse_train_options({"--model", "stylegan2", "--precision", "fp16", "--low-precision-res",
+                                      "2", "--penalty-scaling", "scaled"}));
+  CHECK(config.precision == tandem::DType::f16);
+  CHECK(config.low_precision_res == 2);
+  CHECK(config.objective.scale_penalties);
+  CHECK_FALSE(gan_config(parse_train_options({"--precision", "fp16"})).objective.scale_penalties);
 }
 
 TEST_CASE("the TensorBoard folder flag: off by default, refused by a build without Protobuf", "[options]") {
