@@ -78,12 +78,12 @@ GemmShape check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const T
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
   if (is_16bit_float(a.dtype())) {  // reduced precision (gemm.h): cuBLAS or oneDNN, else widened
     const GemmShape s = check_gemm(a, ta, b, tb, c);
-    if (a.device().is_cuda() || cpu::onednn_gemm(a, ta, b, tb, c, alpha, beta)) {
-      if (kernel_recording()) record_gemm({s.m, s.n, s.k, ta, tb, a.dtype()});
-      TANDEM_CUDA_ROUTE(a, cuda::gemm(a, ta, b, tb, c, alpha, beta));
-      return;
-    }
-    return gemm(a.to(DType::f32), ta, b.to(DType::f32), tb, c, alpha, beta);  // recorded as float32
+    if (a.device().is_cpu() && !cpu::onednn_gemm(a, ta, b, tb, c, alpha, beta))
+      return gemm(a.to(DType::f32), ta, b.to(DType::f32), tb, c, alpha,
+                  beta);  // widened: recorded as float32
+    if (kernel_recording()) record_gemm({s.m, s.n, s.k, ta, tb, a.dtype()});
+    TANDEM_CUDA_ROUTE(a, cuda::gemm(a, ta, b, tb, c, alpha, beta));
+    return;
   }
   if (kernel_recording()) {
     const GemmShape s = check_gemm(a, ta, b, tb, c);

@@ -68,7 +68,9 @@ std::string metrics_json(const LogPoint& p) {
   for (const auto& [name, value] : p.terms) {
     os << ", \"" << name << "\": ";
     if (name.rfind("scale_", 0) == 0 && std::isfinite(value)) {  // a loss scale, exactly
-      os << std::setprecision(17) << value << std::setprecision(6);
+      const std::streamsize digits = os.precision(17);
+      os << value;
+      os.precision(digits);
     } else {
       write_json_number(os, value);
     }

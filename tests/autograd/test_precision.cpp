@@ -13,8 +13,10 @@
 #include "kernels/gemm.h"
 #include "kernels/non_finite.h"
 #include "runtime/rng.h"
+#include "tests/bitwise_equal.h"
 
 using namespace tandem;
+using tandem::testing::bitwise_equal;
 
 namespace {
 
@@ -23,11 +25,6 @@ Tensor random_f32(const Shape& shape, uint64_t seed) {
   Generator gen(seed);
   fill_normal(t, 0.0, 1.0, gen);
   return t;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
 }
 
 Tensor rounded(const Tensor& t, DType dtype) { return t.to(dtype); }

@@ -12,9 +12,11 @@
 #include "kernels/bias_activation.h"
 #include "kernels/elementwise.h"
 #include "runtime/rng.h"
+#include "tests/bitwise_equal.h"
 
 using namespace tandem;
 using kernels::Activation;
+using tandem::testing::bitwise_equal;
 
 namespace {
 
@@ -32,11 +34,6 @@ double worst_error(const Tensor& a, const Tensor& b) {
   for (size_t i = 0; i < av.size() && i < bv.size(); ++i)
     worst = std::max(worst, std::abs(av[i] - bv[i]) / std::max(1.0, std::abs(bv[i])));
   return worst;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) == 0;
 }
 
 // The unfused path: y = act(add_bias(x, b)); grad_x = act_backward(g, saved), grad_b = bias_grad.

@@ -19,11 +19,13 @@
 #include "runtime/error.h"
 #include "runtime/rng.h"
 #include "runtime/trace.h"
+#include "tests/bitwise_equal.h"
 
 using namespace tandem;
 using kernels::Conv2dParams;
 using kernels::conv_detail::Geometry;
 using kernels::cpu::CpuConvBackend;
+using tandem::testing::bitwise_equal;
 
 namespace {
 
@@ -45,11 +47,6 @@ double relative_error(const Tensor& got, const Tensor& want) {
     scale = std::max(scale, std::abs(w[i]));
   }
   return diff / std::max(scale, 1e-300);
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
 }
 
 // Sets the CPU convolution backend for a scope; afterwards TANDEM_CONV_BACKEND decides again.

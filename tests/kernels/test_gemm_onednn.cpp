@@ -10,9 +10,11 @@
 #include "kernels/gemm.h"
 #include "runtime/rng.h"
 #include "runtime/trace.h"
+#include "tests/bitwise_equal.h"
 
 using namespace tandem;
 using kernels::cpu::CpuConvBackend;
+using tandem::testing::bitwise_equal;
 
 namespace {
 
@@ -47,10 +49,6 @@ double relative_error(const Tensor& got, const Tensor& want) {
     scale = std::max(scale, std::abs(w[i]));
   }
   return diff / scale;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
 }
 
 bool require_onednn() {

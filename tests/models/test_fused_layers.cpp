@@ -9,16 +9,13 @@
 #include "models/fused_layers.h"
 #include "models/gan.h"
 #include "runtime/rng.h"
+#include "tests/bitwise_equal.h"
 
 using namespace tandem;
 using namespace tandem::models;
+using tandem::testing::bitwise_equal;
 
 namespace {
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
-}
 
 Tensor random_tensor(const Shape& shape, uint64_t seed) {
   Tensor t = Tensor::empty(shape);

@@ -9,9 +9,11 @@
 #include "autograd/ops.h"
 #include "autograd/precision.h"
 #include "models/gradient_penalty.h"
+#include "tests/bitwise_equal.h"
 
 using namespace tandem;
 using namespace tandem::models;
+using tandem::testing::bitwise_equal;
 
 namespace {
 
@@ -27,11 +29,6 @@ Tensor wavy(const Shape& shape, double magnitude, double phase, double sign_ever
     v[k] = (negative ? -magnitude : magnitude) * (1.0 + 0.5 * std::sin(static_cast<double>(k) + phase));
   }
   return values(shape, v);
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
 }
 
 // A critic of bias-free linear layers with leaky ReLU between: weights[l] is [out, in].
