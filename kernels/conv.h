@@ -11,8 +11,9 @@
 // Each has backward_input and backward_weight. Shape errors name the op and both shapes.
 // Reduced precision: the two operands may both be bfloat16 or both float16; the result is
 // then float32 (accumulate_dtype), the convolution of the operands' exact float32 values
-// accumulated in float32: oneDNN's bfloat16 kernels where they run natively
-// (cpu/conv_onednn.h), otherwise the float32 kernels on the widened operands.
+// accumulated in float32: on a GPU, im2col + cuBLAS's 16-bit GEMMs (cuda/conv_cuda.h); on
+// the CPU, oneDNN's bfloat16 kernels where they run natively (cpu/conv_onednn.h), otherwise
+// the float32 kernels on the widened operands.
 #pragma once
 
 #include "runtime/tensor.h"

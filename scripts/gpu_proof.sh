@@ -110,11 +110,11 @@ make_plan() {  # from $bin; the most telling steps first (a step that would star
   train train_dcgan_graphs 60 4 1 dcgan 64 600 --log-every 100 --cuda-graphs
   train train_dcgan64_eager 90 12 1 dcgan64 128 300 --log-every 100
   train train_dcgan64_graphs 90 6 1 dcgan64 128 300 --log-every 100 --cuda-graphs
-  # Reduced precision (autograd/precision.h): cuBLAS's 16-bit GEMMs against the CPU's, then
+  # Reduced precision (autograd/precision.h): cuBLAS's 16-bit GEMMs and the 16-bit
+  # convolutions (im2col + those GEMMs, kernels/cuda/conv_cuda.h) against the CPU's, then
   # dcgan64's step in bf16 (eager and graphed) and fp16 (eager: its loss scale is refused in a
-  # graph) against the fp32 steps above. The convolutions still run cuDNN's float32 on
-  # widened operands (kernels/conv.h), so these rows say what the GEMMs and casts cost.
-  add gemm_16bit_unit 60 2 "$bin/test_cuda" "cuda gemm on bfloat16 and float16 pairs*"
+  # graph) against the fp32 steps above (whose convolutions are cuDNN's, in FMA float32).
+  add reduced_precision_unit 90 2 "$bin/test_cuda" "[reduced-precision]"
   train train_dcgan64_bf16_eager 90 12 1 dcgan64 128 300 --log-every 100 --precision bf16
   train train_dcgan64_bf16_graphs 90 6 1 dcgan64 128 300 --log-every 100 --precision bf16 --cuda-graphs
   train train_dcgan64_fp16_eager 90 12 1 dcgan64 128 300 --log-every 100 --precision fp16

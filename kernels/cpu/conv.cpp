@@ -204,45 +204,37 @@ void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, 
 // device; only the three kernels below differ between the CPU and kernels/cuda.
 namespace {
 
-// Reduced precision (conv.h): oneDNN's bfloat16 where it runs natively, else the float32
-// kernels on the widened operands.
+// Reduced precision (conv.h): on a GPU, cuBLAS's 16-bit GEMMs (cuda/conv_cuda.h); on the
+// CPU, oneDNN's bfloat16 where it runs natively, else the float32 kernels on the widened
+// operands.
 bool is_reduced(const Tensor& t) { return is_16bit_float(t.dtype()); }
 
 void run_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
-  if (is_reduced(x)) {
-    if (x.device().is_cpu() && cpu::onednn_conv_forward(op, x, weight, y, g)) return;
-    return run_forward(op, x.to(DType::f32), weight.to(DType::f32), y, g);
-  }
 #if TANDEM_HAVE_CUDA
   if (x.device().is_cuda()) return cuda::conv_forward(op, x, weight, y, g);
 #endif
-  if (cpu::onednn_conv_forward(op, x, weight, y, g)) return;  // oneDNN: float32 (cpu/conv_onednn.h)
+  if (cpu::onednn_conv_forward(op, x, weight, y, g)) return;  // cpu/conv_onednn.h
+  if (is_reduced(x)) return run_forward(op, x.to(DType::f32), weight.to(DType::f32), y, g);
   dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
 }
 
 void run_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx,
                         const Geometry& g) {
-  if (is_reduced(grad)) {
-    if (grad.device().is_cpu() && cpu::onednn_conv_backward_input(op, grad, weight, dx, g)) return;
-    return run_backward_input(op, grad.to(DType::f32), weight.to(DType::f32), dx, g);
-  }
 #if TANDEM_HAVE_CUDA
   if (grad.device().is_cuda()) return cuda::conv_backward_input(op, grad, weight, dx, g);
 #endif
-  if (cpu::onednn_conv_backward_input(op, grad, weight, dx, g)) return;  // oneDNN: float32
+  if (cpu::onednn_conv_backward_input(op, grad, weight, dx, g)) return;  // cpu/conv_onednn.h
+  if (is_reduced(grad)) return run_backward_input(op, grad.to(DType::f32), weight.to(DType::f32), dx, g);
   dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
 }
 
 void run_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight,
                          const Geometry& g) {
-  if (is_reduced(x)) {
-    if (x.device().is_cpu() && cpu::onednn_conv_backward_weight(op, grad, x, dweight, g)) return;
-    return run_backward_weight(op, grad.to(DType::f32), x.to(DType::f32), dweight, g);
-  }
 #if TANDEM_HAVE_CUDA
   if (x.device().is_cuda()) return cuda::conv_backward_weight(op, grad, x, dweight, g);
 #endif
-  if (cpu::onednn_conv_backward_weight(op, grad, x, dweight, g)) return;  // oneDNN: float32
+  if (cpu::onednn_conv_backward_weight(op, grad, x, dweight, g)) return;  // cpu/conv_onednn.h
+  if (is_reduced(x)) return run_backward_weight(op, grad.to(DType::f32), x.to(DType::f32), dweight, g);
   dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dweight, g); });
 }
 

@@ -1,7 +1,9 @@
-// The three convolution kernels of conv_cuda.h: cuDNN where it takes the call, else
-// im2col / col2im device kernels around cuBLAS GEMMs, following the plan of kernels/cpu/conv.cpp with one
-// launch per chunk of samples where the CPU loops over them, and one GEMM per group.
+// The three convolution kernels of conv_cuda.h: cuDNN where it takes the call, else (and
+// for 16-bit operands always) im2col / col2im device kernels around cuBLAS GEMMs, following
+// the plan of kernels/cpu/conv.cpp with one launch per chunk of samples where the CPU loops
+// over them, and one GEMM per group.
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/conv_algorithm.h"
 #include "kernels/conv_geometry.h"
@@ -127,13 +129,17 @@ void permute_rows(const Tensor& buf, int64_t rows, int64_t count, int64_t l, con
 }
 
 // The same three kernels as kernels/cpu/conv.cpp, with each loop over samples of a chunk
-// done by one launch.
-template <typename T>
+// done by one launch. T is the operands' element type and R the result's: the same for
+// float32 and float64; for bfloat16 and float16 operands (conv.h's reduced precision) T is
+// their 16-bit pattern (im2col and the row permutation only move it) and R is float32, so
+// the GEMMs run on the 16-bit operands with a float32 C (gemm_cuda.h: tensor cores, float32
+// accumulation) and the result is the contract's float32 sum, as the CPU's is.
+template <typename T, typename R>
 void forward_impl(const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
   const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements), og = g.og();
   Tensor w2 = weight.view({g.o, k});
   Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
-  Tensor out = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
+  Tensor out = nb > 1 ? Tensor::empty({g.o, nb * l}, y.dtype(), y.device()) : Tensor();
   for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
     const int64_t count = std::min(nb, g.n - n0);
     Tensor cols = col.view_range(0, {k, count * l});
@@ -144,15 +150,15 @@ void forward_impl(const Tensor& x, const Tensor& weight, Tensor& y, const Geomet
                               : out.view_range(grp * og * count * l, {og, count * l});
       gemm(wg, false, cols, false, dst, 1.0, 0.0);
     }
-    if (count > 1) permute_rows<T, true>(out.view_range(0, {g.o, count * l}), g.o, count, l, y, n0 * g.o * l);
+    if (count > 1) permute_rows<R, true>(out.view_range(0, {g.o, count * l}), g.o, count, l, y, n0 * g.o * l);
   }
 }
 
-template <typename T>
+template <typename T, typename R>
 void backward_input_impl(const Tensor& grad, const Tensor& weight, Tensor& dx, const Geometry& g) {
   const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements), og = g.og();
   Tensor w2 = weight.view({g.o, k});
-  Tensor col = Tensor::empty({k, nb * l}, grad.dtype(), grad.device());
+  Tensor col = Tensor::empty({k, nb * l}, dx.dtype(), dx.device());  // the GEMM's result
   Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, grad.dtype(), grad.device()) : Tensor();
   for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
     const int64_t count = std::min(nb, g.n - n0);
@@ -168,17 +174,17 @@ void backward_input_impl(const Tensor& grad, const Tensor& weight, Tensor& dx, c
       Tensor wg = w2.view_range(grp * og * k, {og, k});
       Tensor gsg = gs.view_range(grp * og * count * l, {og, count * l});
       gemm(wg, true, gsg, false, cols, 1.0, 0.0);
-      col2im<T>(cols, g, count, dx, n0, grp);
+      col2im<R>(cols, g, count, dx, n0, grp);
     }
   }
 }
 
-template <typename T>
+template <typename T, typename R>
 void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, const Geometry& g) {
   const int64_t k = g.k(), l = g.l(), nb = g.chunk(kMaxColumnElements), og = g.og();
   Tensor dw2 = dweight.view({g.o, k});
   Tensor col = Tensor::empty({k, nb * l}, x.dtype(), x.device());
-  Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, x.dtype(), x.device()) : Tensor();
+  Tensor gbuf = nb > 1 ? Tensor::empty({g.o, nb * l}, grad.dtype(), grad.device()) : Tensor();
   for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
     const int64_t count = std::min(nb, g.n - n0);
     Tensor gs;
@@ -199,16 +205,25 @@ void backward_weight_impl(const Tensor& grad, const Tensor& x, Tensor& dweight, 
   if (g.n == 0) dweight.zero_();
 }
 
+// Runs impl<T, R> for the operands' dtype: float32 and float64 as themselves, bfloat16 and
+// float16 as 16-bit patterns with a float32 result.
+template <typename Fn>
+void dispatch_operands(const char* op, DType dtype, Fn&& fn) {
+  if (is_16bit_float(dtype)) return fn.template operator()<uint16_t, float>();
+  dispatch_float(op, dtype, [&]<typename T>() { fn.template operator()<T, T>(); });
+}
+
 }  // namespace
 
 // Each entry point tries cuDNN first (conv_cudnn.h), which declines when the mode is off or
-// the shape is not for it; im2col + cuBLAS then does the work.
+// the shape is not for it, and 16-bit operands (its 16-bit configurations write a 16-bit
+// result, where conv.h's is float32); im2col + cuBLAS then does the work.
 void conv_forward(const char* op, const Tensor& x, const Tensor& weight, Tensor& y, const Geometry& g) {
   TANDEM_CHECK_CUDA(cudaSetDevice(x.device().index));
   const bool by_cudnn = cudnn_conv_forward(op, x, weight, y, g);
   count_conv_dispatch(by_cudnn);
   if (by_cudnn) return;
-  dispatch_float(op, x.dtype(), [&]<typename T>() { forward_impl<T>(x, weight, y, g); });
+  dispatch_operands(op, x.dtype(), [&]<typename T, typename R>() { forward_impl<T, R>(x, weight, y, g); });
 }
 
 void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weight, Tensor& dx,
@@ -217,7 +232,8 @@ void conv_backward_input(const char* op, const Tensor& grad, const Tensor& weigh
   const bool by_cudnn = cudnn_conv_backward_input(op, grad, weight, dx, g);
   count_conv_dispatch(by_cudnn);
   if (by_cudnn) return;
-  dispatch_float(op, grad.dtype(), [&]<typename T>() { backward_input_impl<T>(grad, weight, dx, g); });
+  dispatch_operands(op, grad.dtype(),
+                    [&]<typename T, typename R>() { backward_input_impl<T, R>(grad, weight, dx, g); });
 }
 
 void conv_backward_weight(const char* op, const Tensor& grad, const Tensor& x, Tensor& dweight,
@@ -226,7 +242,8 @@ void conv_backward_weight(const char* op, const Tensor& grad, const Tensor& x, T
   const bool by_cudnn = cudnn_conv_backward_weight(op, grad, x, dweight, g);
   count_conv_dispatch(by_cudnn);
   if (by_cudnn) return;
-  dispatch_float(op, x.dtype(), [&]<typename T>() { backward_weight_impl<T>(grad, x, dweight, g); });
+  dispatch_operands(op, x.dtype(),
+                    [&]<typename T, typename R>() { backward_weight_impl<T, R>(grad, x, dweight, g); });
 }
 
 }  // namespace tandem::kernels::cuda

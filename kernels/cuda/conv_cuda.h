@@ -1,6 +1,9 @@
 // The three convolution kernels on CUDA tensors: cuDNN (conv_cudnn.h) unless the mode
 // (kernels/conv_algorithm.h) is off or cuDNN declines the shape, else im2col / col2im
-// kernels + cuBLAS GEMM. CUDA builds only; the entry points of kernels/conv.h check the
+// kernels + cuBLAS GEMM. bfloat16 and float16 operand pairs (conv.h's reduced precision)
+// always take im2col + cuBLAS: its GEMMs run on the 16-bit operands with a float32 result
+// (tensor cores, float32 accumulation), where cuDNN's 16-bit configurations would write a
+// 16-bit one. CUDA builds only; the entry points of kernels/conv.h check the
 // operands, work out the Geometry, allocate the output and call these for tensors on a GPU.
 //
 // Contract: the same results as the CPU twins in kernels/cpu/conv.cpp up to the summation

@@ -84,7 +84,8 @@ TEST_CASE("cuda gemm matches the CPU for every transpose pair, alpha and beta") 
 // cores, float32 accumulation), against the CPU's product of the same 16-bit values.
 // Products of two 16-bit values are exact in float32, so the two differ by the order of
 // their float32 sums only.
-TEST_CASE("cuda gemm on bfloat16 and float16 pairs equals the CPU's, with a float32 C") {
+TEST_CASE("cuda gemm on bfloat16 and float16 pairs equals the CPU's, with a float32 C",
+          "[reduced-precision]") {
   const GemmCase cases[] = {{3, 5, 7}, {33, 65, 9}, {64, 784, 256}, {256, 64, 784}};
   uint64_t seed = 300;
   for (DType dt : {DType::bf16, DType::f16})
@@ -170,6 +171,23 @@ TEST_CASE("cuda conv_transpose2d and its gradients match the CPU") {
 TEST_CASE("cuda conv with one sample per column buffer (no row permutation)") {
   // K L = 1152 * 16384 exceeds the GPU's column buffer, so each sample is its own GEMM.
   check_conv({2, 128, 128, 128}, {4, 128, 3, 3}, {1, 1, 0}, false, DType::f32, 3000);
+}
+
+// Reduced precision (conv.h): bfloat16 and float16 operand pairs run im2col + cuBLAS's
+// 16-bit GEMMs with a float32 result, against the CPU's convolution of the same 16-bit values
+// (oneDNN's bfloat16, or float32 kernels on widened operands). Every product of two 16-bit
+// values is exact in float32, so the two differ by the order of their float32 sums only: the
+// float32 tolerance holds. Both column-buffer paths, a transposed convolution and groups.
+TEST_CASE("cuda conv2d and conv_transpose2d on bfloat16 and float16 pairs equal the CPU's, in float32",
+          "[reduced-precision]") {
+  uint64_t seed = 4000;
+  for (DType dt : {DType::bf16, DType::f16}) {
+    check_conv({8, 64, 14, 14}, {128, 64, 4, 4}, {2, 1, 0}, false, dt, seed += 3);
+    check_conv({8, 128, 7, 7}, {128, 64, 4, 4}, {2, 1, 0}, true, dt, seed += 3);
+    check_conv({4, 16, 7, 7}, {16, 8, 3, 3}, {2, 1, 1}, true, dt, seed += 3);
+    check_conv({3, 8, 9, 7}, {6, 4, 3, 2}, {1, 1, 0, 1, 2}, false, dt, seed += 3);    // two groups
+    check_conv({2, 128, 128, 128}, {4, 128, 3, 3}, {1, 1, 0}, false, dt, seed += 3);  // a sample per buffer
+  }
 }
 
 TEST_CASE("cuda conv keeps the named shape errors") {
