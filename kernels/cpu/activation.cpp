@@ -71,14 +71,19 @@ Tensor relu_backward(const Tensor& grad, const Tensor& x) {
 
 Tensor leaky_relu(const Tensor& x, double slope) {
   TANDEM_CUDA_ROUTE(x, cuda::leaky_relu(x, slope));
-  return unary("leaky_relu", x,
-               [slope](auto v) { return v > decltype(v)(0) ? v : static_cast<decltype(v)>(slope) * v; });
+  // The slope is converted outside the branch: a conversion inside it may raise a float
+  // exception, which keeps the compiler from vectorising the loop (-ftrapping-math).
+  return unary("leaky_relu", x, [slope](auto v) {
+    const auto s = static_cast<decltype(v)>(slope);
+    return v > decltype(v)(0) ? v : s * v;
+  });
 }
 
 Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
   TANDEM_CUDA_ROUTE(grad, cuda::leaky_relu_backward(grad, x, slope));
   return backward("leaky_relu_backward", grad, x, [slope](auto g, auto v) {
-    return v > decltype(v)(0) ? g : v <= decltype(v)(0) ? static_cast<decltype(g)>(slope) * g : v;
+    const auto s = static_cast<decltype(g)>(slope);  // outside the branch, as in leaky_relu
+    return v > decltype(v)(0) ? g : v <= decltype(v)(0) ? s * g : v;
   });
 }
 
