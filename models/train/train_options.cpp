@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <iterator>
+#include <sstream>
 #include <utility>
 
 #include "autograd/lr_scheduler.h"
+#include "kernels/reduced_precision.h"
 #include "models/gan.h"
 #include "models/stylegan2.h"
 #include "models/train/fid_monitor.h"
@@ -175,6 +177,19 @@ const char* to_string(GanLoss loss) { return name_in(kLosses, loss); }
 const char* to_string(OnNonFinite policy) { return name_in(kNonFinite, policy); }
 const char* to_string(ClipGradType type) { return name_in(kClipGradTypes, type); }
 const char* precision_name(DType precision) { return name_in(kPrecisions, precision); }
+
+std::string precision_summary(const TrainOptions& o) {
+  if (o.precision == DType::f32) return "";
+  std::ostringstream out;
+  out << precision_name(o.precision) << " in ";
+  if (o.low_precision_res < 0) {
+    out << "every layer";
+  } else {
+    out << "the " << o.low_precision_res << " highest resolution(s)";
+  }
+  out << " on " << kernels::reduced_precision_kernels(o.precision, o.device == DeviceKind::cuda);
+  return out.str();
+}
 
 CommandLine train_command_line(TrainOptions& o) {
   CommandLine cl("tandem-train", kSummary);

@@ -135,6 +135,9 @@ const char* to_string(GanLoss loss);          // "ns", "hinge", "wgan-gp", "rpga
 const char* to_string(OnNonFinite policy);    // "off", "skip", "stop", "scrub"
 const char* to_string(ClipGradType type);     // "2", "inf"
 const char* precision_name(DType precision);  // "fp32", "bf16", "fp16"
+// --precision in words for the run's first line: the dtype, the layers it covers and the
+// kernels it runs on there (kernels/reduced_precision.h); "" for fp32.
+std::string precision_summary(const TrainOptions& o);
 
 CommandLine train_command_line(TrainOptions& options);
 TrainOptions parse_train_options(const std::vector<std::string>& args);

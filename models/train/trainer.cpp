@@ -151,6 +151,7 @@ void print_run_start(std::ostream& out, const TrainOptions& o, const GanModel& m
       << (o.explicit_prepare ? " + explicit prepare" : "") << " wrap, " << model.parameters().size()
       << " parameter tensors";
   if (o.sync_bn) out << ", " << synced_norms << " batch norm(s) synchronised over the ranks (--sync-bn)";
+  if (o.precision != DType::f32) out << ", " << precision_summary(o);
   out << "\n";
 }
 

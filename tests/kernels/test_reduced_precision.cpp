@@ -11,6 +11,7 @@
 #include "kernels/conv.h"
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/gemm.h"
+#include "kernels/reduced_precision.h"
 #include "runtime/rng.h"
 
 using namespace tandem;
@@ -122,4 +123,26 @@ TEST_CASE("float16 operands beyond 65504 are infinite, and so is what they reach
   CHECK(std::isinf(c.to_vector()[0]));
   const Tensor cb = kernels::matmul(a.to(DType::bf16), Tensor::ones({2, 1}, DType::bf16));
   CHECK(std::isfinite(cb.to_vector()[0]));  // bfloat16 has float32's range
+}
+
+TEST_CASE("a run can say which kernels its 16-bit operands take", "[reduced_precision]") {
+  using kernels::reduced_precision_kernels;
+  for (bool gpu : {false, true}) {
+    CHECK(reduced_precision_kernels(DType::f32, gpu).empty());
+    CHECK(reduced_precision_kernels(DType::f64, gpu).empty());
+  }
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(dtype));
+    CHECK_THAT(reduced_precision_kernels(dtype, true), Catch::Contains("tensor cores"));
+  }
+  // On this CPU: bf16 natively where oneDNN has it, else (and fp16 always) float32 work that
+  // says it is slower than float32.
+  const std::string bf16 = reduced_precision_kernels(DType::bf16, false);
+  if (kernels::cpu::onednn_bf16_native()) {
+    CHECK_THAT(bf16, Catch::Contains("oneDNN's native bf16"));
+  } else {
+    CHECK_THAT(bf16, Catch::Contains("widened") && Catch::Contains("slower than fp32"));
+  }
+  CHECK_THAT(reduced_precision_kernels(DType::f16, false),
+             Catch::Contains("widened") && Catch::Contains("slower than fp32"));
 }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/reduced_precision.h"
 #include "models/train/train_options.h"
 #include "models/train/trainer.h"
 
@@ -174,6 +175,18 @@ TEST_CASE("the trace flags: off, the last 200 steps by default, --trace-steps go
                     Catch::Contains("--trace-steps must be at least 0, got -1"));
   CHECK_THROWS_WITH(parse_train_options({"--trace-steps", "10"}),
                     Catch::Contains("--trace-steps goes with --trace"));
+}
+
+TEST_CASE("the run's first line says the precision, its layers and the kernels it runs on",
+          "[options][precision]") {
+  CHECK(precision_summary(parse_train_options({})).empty());
+  CHECK(precision_summary(parse_train_options({"--precision", "fp16"})) ==
+        "fp16 in every layer on " + tandem::kernels::reduced_precision_kernels(tandem::DType::f16, false));
+  TrainOptions o =
+      parse_train_options({"--model", "dcgan64", "--precision", "bf16", "--low-precision-res", "2"});
+  o.device = tandem::DeviceKind::cuda;  // as --device cuda would, on a build or machine without a GPU too
+  CHECK(precision_summary(o) == "bf16 in the 2 highest resolution(s) on " +
+                                    tandem::kernels::reduced_precision_kernels(tandem::DType::bf16, true));
 }
 
 TEST_CASE("the precision flags: fp32 by default, the layers, the loss scale, and what they refuse",

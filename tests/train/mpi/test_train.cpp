@@ -493,6 +493,10 @@ TEST_CASE("fp16: the loss scales' skips and back-offs resume bitwise from the ch
   CHECK(last.at("skipped_g").number >= 1);
   CHECK(last.at("skipped_d").number >= 1);
   CHECK(last.at("scale_d").number < std::ldexp(1.0, 40));
+  // The first line says what the precision runs on (kernels/reduced_precision.h).
+  if (world()->rank() == 0)
+    CHECK(log.str().find(", fp16 in every layer on float32 kernels on widened operands") !=
+          std::string::npos);
 }
 
 TEST_CASE("fp16: G's average holds while its steps are skipped", "[train][precision]") {
