@@ -7,24 +7,25 @@
 namespace tandem {
 
 Variable matmul(const Variable& a, const Variable& b, bool ta, bool tb) {
-  // Operands rounded to the compute dtype where they are read (precision.h).
+  // Operands rounded to the compute dtype once, here, and kept so for backward (precision.h).
   const OperandCast in{compute_dtype()};
-  Tensor out = kernels::matmul(in(a.data()), in(b.data()), ta, tb);
+  const Variable ar = in(a), br = in(b);
+  Tensor out = kernels::matmul(ar.data(), br.data(), ta, tb);
   return make_result(
-      out, "matmul", {a, b},
-      [A = a.data(), B = b.data(), ta, tb, in](const Tensor& grad, const FunctionNode& node) {
+      out, "matmul", {ar, br},
+      [A = ar.data(), B = br.data(), ta, tb, in](const Tensor& grad, const FunctionNode& node) {
         // C = op(A) op(B): dA = g op(B)^T (transposed back if A was), dB likewise.
         const Tensor g = in(grad);
         Tensor ga, gb;
         if (node.needs_input_grad(0)) {
-          ga = ta ? kernels::matmul(in(B), g, tb, true) : kernels::matmul(g, in(B), false, !tb);
+          ga = ta ? kernels::matmul(B, g, tb, true) : kernels::matmul(g, B, false, !tb);
         }
         if (node.needs_input_grad(1)) {
-          gb = tb ? kernels::matmul(g, in(A), true, ta) : kernels::matmul(in(A), g, !ta, false);
+          gb = tb ? kernels::matmul(g, A, true, ta) : kernels::matmul(A, g, !ta, false);
         }
         return std::vector<Tensor>{ga, gb};
       },
-      [a, b, ta, tb, in](const Variable& g, const FunctionNode& node) {
+      [a = ar, b = br, ta, tb, in](const Variable& g, const FunctionNode& node) {
         PrecisionScope precision(in.dtype);
         Variable ga, gb;  // the same formulas on Variables
         if (node.needs_input_grad(0)) ga = ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb);

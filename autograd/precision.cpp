@@ -1,5 +1,8 @@
 #include "autograd/precision.h"
 
+#include <vector>
+
+#include "autograd/function.h"
 #include "runtime/error.h"
 
 namespace tandem {
@@ -26,6 +29,16 @@ PrecisionScope::~PrecisionScope() { t_compute_dtype = previous_; }
 Tensor compute_operand(const Tensor& t, DType compute) {
   if (compute == DType::f32 || !t.defined() || t.dtype() != DType::f32) return t;
   return t.to(compute);
+}
+
+Variable round_operand(const Variable& x, DType compute) {
+  if (!x.defined()) return x;
+  Tensor rounded = compute_operand(x.data(), compute);
+  if (rounded.shares_storage_with(x.data())) return x;
+  return make_result(
+      std::move(rounded), "round_operand", {x},
+      [](const Tensor& grad, const FunctionNode&) { return std::vector<Tensor>{grad}; },
+      [](const Variable& grad, const FunctionNode&) { return std::vector<Variable>{grad}; });
 }
 
 }  // namespace tandem

@@ -11,15 +11,19 @@
 //   stay float32, and an op's inputs are rounded where it reads them ("cast per op").
 //   float64 operands (gradient checks) are never rounded.
 // - An op takes the compute dtype in force when it runs forward, and its backward rounds the
-//   incoming gradient and the saved operands to that same dtype, whenever and on whatever
-//   thread the backward runs; its second-order rule (create_graph) runs under it too. In
-//   float16 a rounded value above 65504 becomes infinite: the loss scaler's overflow check
+//   incoming gradient to that same dtype (its saved operands are in it already, below),
+//   whenever and on whatever thread the backward runs; its second-order rule (create_graph) runs under it
+//   too. In float16 a rounded value above 65504 becomes infinite: the loss scaler's overflow check
 //   (loss_scaler.h) sees it in the gradients.
-// - The saved operands are the float32 inputs, rounded again in backward (the rounding is
-//   deterministic): saving rounded copies would add to memory, as the second-order rule
-//   keeps the float32 inputs alive anyway.
+// - Activations saved for backward are kept in the compute dtype: an op rounds each float32
+//   operand once, in forward, through round_operand below, and its backward and second-order
+//   rules hold those rounded copies, never the float32 inputs; a float32 input that nothing
+//   else holds is freed after the forward. round_operand is differentiable as the identity
+//   (its gradient passes through unchanged, in float32), so the gradients are those of the
+//   op at the rounded values.
 #pragma once
 
+#include "autograd/variable.h"
 #include "runtime/tensor.h"
 
 namespace tandem {
@@ -45,10 +49,17 @@ class PrecisionScope {
 // (a copy), or `t` itself when `compute` is float32 or `t` is not float32.
 Tensor compute_operand(const Tensor& t, DType compute);
 
-// compute_operand bound to the dtype an op was recorded under, for its backward closures.
+// The operand an op saves under compute dtype `compute`: `x` rounded to it as a Variable
+// whose gradient is passed to `x` unchanged (op name "round_operand"), or `x` itself when
+// compute_operand would return x's data.
+Variable round_operand(const Variable& x, DType compute);
+
+// compute_operand and round_operand bound to the dtype an op was recorded under, for its
+// forward and its backward closures.
 struct OperandCast {
   DType dtype;
   Tensor operator()(const Tensor& t) const { return compute_operand(t, dtype); }
+  Variable operator()(const Variable& x) const { return round_operand(x, dtype); }
 };
 
 }  // namespace tandem

@@ -4,12 +4,14 @@
 // The references are the kernels on operands rounded by hand (the same kernels, so bitwise).
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <memory>
 
 #include "autograd/grad.h"
 #include "autograd/nn.h"
 #include "autograd/ops.h"
 #include "autograd/precision.h"
 #include "kernels/conv.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/non_finite.h"
 #include "runtime/rng.h"
@@ -114,6 +116,44 @@ TEST_CASE("convolutions under float16 read rounded operands, forward and backwar
   const Tensor gt = rounded(rt, DType::bf16);
   CHECK(bitwise_equal(xt.grad(), kernels::conv_transpose2d_backward_input(gt, wt16, x0.shape(), tp)));
   CHECK(bitwise_equal(wt.grad(), kernels::conv_transpose2d_backward_weight(gt, xb, wt0.shape(), tp)));
+}
+
+// precision.h: what an op keeps for backward is its operands rounded to the compute dtype,
+// so a float32 activation that nothing else holds is freed once the op has run forward;
+// under float32 the op keeps the activation itself. The gradients are those of the rounded
+// operands either way.
+TEST_CASE("GEMMs and convolutions keep their operands for backward in the compute dtype", "[precision]") {
+  const kernels::Conv2dParams p{.stride = 2, .padding = 1};
+  const Tensor x0 = random_f32({2, 3, 8, 8}, 11), w0 = random_f32({4, 3, 4, 4}, 12);
+  const Tensor a0 = random_f32({5, 6}, 13), b0 = random_f32({6, 7}, 14);
+  for (DType compute : {DType::f32, DType::bf16, DType::f16}) {
+    INFO(dtype_name(compute));
+    Variable x(x0.clone(), true), w(w0.clone(), true), a(a0.clone(), true), b(b0.clone(), true);
+    std::weak_ptr<Storage> conv_input, matmul_input;
+    Variable y, c;
+    {
+      PrecisionScope scope(compute);
+      Variable h = scale(x, 2.0), e = scale(a, 2.0);  // activations whose own backward keeps nothing
+      conv_input = h.data().storage();
+      matmul_input = e.data().storage();
+      y = conv2d(h, w, Variable(), p);
+      c = matmul(e, b);
+    }
+    CHECK(conv_input.expired() == (compute != DType::f32));
+    CHECK(matmul_input.expired() == (compute != DType::f32));
+    sum(y).backward();
+    sum(c).backward();
+    // x.grad = 2 conv2d_backward_input(ones, w), w.grad = conv2d_backward_weight(ones, 2 x), all
+    // in the compute dtype (2 x rounds as x does: a power of two).
+    const Tensor ones_y = Tensor::ones(y.shape(), compute), wr = w0.to(compute);
+    const Tensor hr = kernels::scale(x0, 2.0).to(compute);
+    const Tensor gx = kernels::conv2d_backward_input(ones_y, wr, x0.shape(), p);
+    CHECK(bitwise_equal(x.grad(), kernels::scale(gx, 2.0)));
+    CHECK(bitwise_equal(w.grad(), kernels::conv2d_backward_weight(ones_y, hr, w0.shape(), p)));
+    const Tensor ones_c = Tensor::ones(c.shape(), compute), er = kernels::scale(a0, 2.0).to(compute);
+    CHECK(bitwise_equal(a.grad(), kernels::scale(kernels::matmul(ones_c, b0.to(compute), false, true), 2.0)));
+    CHECK(bitwise_equal(b.grad(), kernels::matmul(er, ones_c, true, false)));
+  }
 }
 
 TEST_CASE("A module's compute dtype covers its subtree; unset modules take the caller's", "[precision]") {
