@@ -1,5 +1,6 @@
 #include "autograd/precision.h"
 
+#include <utility>
 #include <vector>
 
 #include "autograd/function.h"
