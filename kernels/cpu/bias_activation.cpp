@@ -118,12 +118,8 @@ Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, doub
         for (int64_t j = 0; j < c; ++j) {
           const int64_t base = (i * c + j) * inner;
           const T b = pb[j];
-          if (gn == T(1) && cl < T(0)) {  // the common case: no gain, no clamp
-            for (int64_t k = 0; k < inner; ++k) po[base + k] = activate<kAct>(px[base + k] + b, s);
-          } else {
-            for (int64_t k = 0; k < inner; ++k)
-              po[base + k] = gain_clamp(activate<kAct>(px[base + k] + b, s), gn, cl);
-          }
+          for (int64_t k = 0; k < inner; ++k)
+            po[base + k] = gain_clamp(activate<kAct>(px[base + k] + b, s), gn, cl);
         }
     });
   });
