@@ -80,6 +80,11 @@ bool onednn_bf16_native() {
 #endif
 }
 
+bool onednn_takes(DType dtype) {
+  return onednn_built() && cpu_conv_backend() == CpuConvBackend::onednn &&
+         (dtype == DType::f32 || (dtype == DType::bf16 && onednn_bf16_native()));
+}
+
 int cpu_conv_threads() {
   int threads = g_threads.load(std::memory_order_relaxed);
   if (threads != kUnset) return threads;
@@ -305,10 +310,8 @@ std::string describe(Pass pass, const Geometry& g, int64_t dilation, int64_t gro
 // Runs pass on tensors a, b (inputs) and out (output), in the plan's argument order.
 bool run(const char* op, Pass pass, const Tensor& a, const Tensor& b, Tensor& out, const Geometry& g,
          int64_t dilation, int64_t groups) {
+  if (!onednn_takes(a.dtype())) return false;
   const bool bf16 = a.dtype() == DType::bf16;
-  if ((a.dtype() != DType::f32 && !bf16) || cpu_conv_backend() != CpuConvBackend::onednn ||
-      (bf16 && !onednn_bf16_native()))
-    return false;
   if (g.n == 0) {
     out.zero_();
     return true;

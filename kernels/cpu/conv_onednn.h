@@ -55,6 +55,11 @@ bool onednn_built();
 // without oneDNN in the build.
 bool onednn_bf16_native();
 
+// Whether oneDNN takes a CPU convolution or GEMM on operands of `dtype`: oneDNN is in the
+// build, the backend is onednn, and the dtype is float32, or bfloat16 where onednn_bf16_native().
+// The one test of the convolutions here, of gemm_onednn.h and of kernels/reduced_precision.h.
+bool onednn_takes(DType dtype);
+
 int cpu_conv_threads();
 void set_cpu_conv_threads(int threads);
 

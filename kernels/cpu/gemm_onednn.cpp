@@ -65,10 +65,8 @@ const Plan& plan_for(const Key& key) {
 }  // namespace
 
 bool onednn_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  if (!onednn_takes(a.dtype()) || alpha != 1.0 || beta != 0.0) return false;
   const bool bf16 = a.dtype() == DType::bf16;
-  if ((a.dtype() != DType::f32 && !bf16) || alpha != 1.0 || beta != 0.0 ||
-      cpu_conv_backend() != CpuConvBackend::onednn || (bf16 && !onednn_bf16_native()))
-    return false;
   const int64_t m = c.size(0), n = c.size(1), k = ta ? a.size(0) : a.size(1);
   if (m < 2 || n < 2 || k < 1) return false;
   const int threads = cpu_conv_threads();

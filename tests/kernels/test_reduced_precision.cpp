@@ -138,11 +138,15 @@ TEST_CASE("a run can say which kernels its 16-bit operands take", "[reduced_prec
   // On this CPU: bf16 natively where oneDNN has it, else (and fp16 always) float32 work that
   // says it is slower than float32.
   const std::string bf16 = reduced_precision_kernels(DType::bf16, false);
-  if (kernels::cpu::onednn_bf16_native()) {
+  if (kernels::cpu::onednn_takes(DType::bf16)) {
     CHECK_THAT(bf16, Catch::Contains("oneDNN's native bf16"));
   } else {
     CHECK_THAT(bf16, Catch::Contains("widened") && Catch::Contains("slower than fp32"));
   }
   CHECK_THAT(reduced_precision_kernels(DType::f16, false),
              Catch::Contains("widened") && Catch::Contains("slower than fp32"));
+  // TANDEM_CONV_BACKEND=eigen keeps oneDNN out, bf16 included: the line says so.
+  kernels::cpu::set_cpu_conv_backend(kernels::cpu::CpuConvBackend::eigen);
+  CHECK_THAT(reduced_precision_kernels(DType::bf16, false), Catch::Contains("widened"));
+  kernels::cpu::reset_cpu_conv_backend();
 }
