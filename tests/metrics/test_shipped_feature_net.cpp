@@ -74,5 +74,8 @@ TEST_CASE("the FID of fixed real images under the shipped network is the figure 
     value = fid(a, b);
   });
   // Training images [0, 2000) against the 10000 test images, as tandem prints it (4 decimals).
-  CHECK(value == Approx(kPinnedFid).epsilon(1e-6));
+  // oneDNN blocks its float32 convolutions for the CPU it finds (ISA, cache sizes), which
+  // orders the features' sums otherwise on another CPU model: 2.2343058 where pinned,
+  // 2.2343006 on another AVX-512 EPYC. Both print 2.2343; the bound is half that last digit.
+  CHECK(value == Approx(kPinnedFid).margin(5e-5));
 }
