@@ -11,6 +11,9 @@
 // the op's input Variables -- never the result, which would make a cycle; an op that needs
 // its output recomputes it from the inputs there. Ops given none raise a named error when
 // differentiated twice.
+//
+// records_graph(inputs) says whether make_result will record a node for these inputs, so
+// that an op computes what only its backward keeps (a sign class, a rounded copy) only then.
 #pragma once
 
 #include <initializer_list>
@@ -21,6 +24,8 @@
 #include "autograd/variable.h"
 
 namespace tandem {
+
+bool records_graph(const std::vector<Variable>& inputs);
 
 Variable make_result(Tensor data, const char* name, const std::vector<Variable>& inputs,
                      FunctionNode::Backward backward, FunctionNode::GraphBackward graph_backward = nullptr);

@@ -1,6 +1,7 @@
 #include "autograd/function.h"
 #include "autograd/ops.h"
 #include "kernels/activation.h"
+#include "kernels/sign_class.h"
 
 namespace tandem {
 
@@ -16,25 +17,27 @@ Tensor ones_like(const Tensor& t) { return Tensor::ones(t.shape(), t.dtype(), t.
 
 }  // namespace
 
+// relu and leaky_relu keep the sign class of x, all their backward reads of it, in one byte
+// per element (kernels/sign_class.h): x itself is freed unless something else holds it.
 Variable relu(const Variable& x) {
+  const Tensor c = records_graph({x}) ? kernels::sign_class(x.data()) : Tensor();
   return make_result(
       kernels::relu(x.data()), "relu", {x},
-      [X = x.data()](const Tensor& g, const FunctionNode&) {
-        return std::vector<Tensor>{kernels::relu_backward(g, X)};
-      },
-      [X = x.data()](const Variable& g, const FunctionNode&) {
-        return Grads{mul(g, constant_slope(kernels::relu_backward(ones_like(X), X)))};
+      [c](const Tensor& g, const FunctionNode&) { return std::vector<Tensor>{kernels::relu_backward(g, c)}; },
+      [c](const Variable& g, const FunctionNode&) {
+        return Grads{mul(g, constant_slope(kernels::relu_backward(ones_like(g.data()), c)))};
       });
 }
 
 Variable leaky_relu(const Variable& x, double slope) {
+  const Tensor c = records_graph({x}) ? kernels::sign_class(x.data()) : Tensor();
   return make_result(
       kernels::leaky_relu(x.data(), slope), "leaky_relu", {x},
-      [X = x.data(), slope](const Tensor& g, const FunctionNode&) {
-        return std::vector<Tensor>{kernels::leaky_relu_backward(g, X, slope)};
+      [c, slope](const Tensor& g, const FunctionNode&) {
+        return std::vector<Tensor>{kernels::leaky_relu_backward(g, c, slope)};
       },
-      [X = x.data(), slope](const Variable& g, const FunctionNode&) {
-        return Grads{mul(g, constant_slope(kernels::leaky_relu_backward(ones_like(X), X, slope)))};
+      [c, slope](const Variable& g, const FunctionNode&) {
+        return Grads{mul(g, constant_slope(kernels::leaky_relu_backward(ones_like(g.data()), c, slope)))};
       });
 }
 

@@ -2,7 +2,8 @@
 //
 // Contract: forward returns a new tensor of x's shape. Backward takes the incoming
 // gradient and what the forward saved (x, or the output y where that is cheaper) and
-// returns the gradient with respect to x.
+// returns the gradient with respect to x. relu_backward and leaky_relu_backward, which read
+// only x's sign, also take sign_class(x) for x (kernels/sign_class.h), with the same result.
 #pragma once
 
 #include "runtime/tensor.h"

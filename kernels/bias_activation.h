@@ -11,6 +11,8 @@
 // - bias_activation_backward(grad, y, act, slope, gain, clamp): the incoming gradient and
 //   the forward's output -> {grad_x, grad_bias} in one pass: grad_x = act'(y) * grad as the
 //   activation's backward computes it, grad_bias[c] = sum of grad_x over every axis but 1.
+//   Where sign_class_stands_for_output (relu or leaky_relu, gain 1, no clamp), y may be its
+//   sign class (kernels/sign_class.h), with the same results.
 //   The slope of relu and leaky_relu is read from the sign of y (the same as the input's for
 //   slope > 0). With a gain, act' is read from y / gain and grad_x multiplied by gain; with a
 //   clamp, grad_x is 0 where |y| < clamp fails (where the forward clamped), as StyleGAN's.
@@ -44,11 +46,15 @@ Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, doub
 BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
                                              double slope = 0.0, double gain = 1.0, double clamp = kNoClamp);
 
-// The forward's checks, which both devices share (the backward's are check_same_operands
-// on grad and y, the slope's and the gain's and clamp's).
+// The forward's checks, which both devices share.
 void check_bias_activation(const char* op, const Tensor& x, const Tensor& bias, Activation act, double slope,
                            double gain = 1.0, double clamp = kNoClamp);
 void check_activation_slope(const char* op, Activation act, double slope);
+// The backward's checks, which both devices share: grad and y (or its sign class where that
+// stands for y) of one shape and device, the slope's and the gain's and clamp's.
+void check_bias_activation_backward(const char* op, const Tensor& grad, const Tensor& y, Activation act,
+                                    double slope, double gain, double clamp);
+bool sign_class_stands_for_output(Activation act, double gain, double clamp);
 void check_gain_clamp(const char* op, double gain, double clamp);
 
 }  // namespace tandem::kernels

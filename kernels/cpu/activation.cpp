@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/dispatch.h"
+#include "kernels/sign_class.h"
 
 #if TANDEM_HAVE_CUDA
 #include "kernels/cuda/activation_cuda.h"
@@ -54,7 +56,47 @@ Tensor backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
   return out;
 }
 
+// out[i] = f(grad[i], c[i], NaN) for the sign class c of the saved tensor (sign_class.h).
+// Each op writes its formula on the class itself: reading the class as a value (1, 0, NaN)
+// through the float formula keeps the compiler from vectorising the loop (25x slower).
+template <typename F>
+Tensor sign_class_backward(const char* op, const Tensor& grad, const Tensor& c, F f) {
+  check_saved_sign(op, grad, c, "saved tensor");
+  require_cpu(op, grad);
+  Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
+  dispatch_float(op, grad.dtype(), [&]<typename T>() {
+    const T* pg = grad.data<T>();
+    const uint8_t* pc = c.data<uint8_t>();
+    T* po = out.data<T>();
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    for (int64_t i = 0, n = grad.numel(); i < n; ++i) po[i] = f(pg[i], pc[i], nan);
+  });
+  return out;
+}
+
 }  // namespace
+
+Tensor sign_class(const Tensor& x) {
+  TANDEM_CUDA_ROUTE(x, cuda::sign_class(x));
+  const char* op = "sign_class";
+  check_defined(op, x, "input");
+  require_cpu(op, x);
+  Tensor out = Tensor::empty(x.shape(), DType::u8, x.device());
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    uint8_t* po = out.data<uint8_t>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) po[i] = sign_class_of(px[i]);
+  });
+  return out;
+}
+
+void check_saved_sign(const char* op, const Tensor& grad, const Tensor& saved, const char* saved_name) {
+  check_defined(op, grad, "gradient");
+  check_defined(op, saved, saved_name);
+  check_same_shape(op, grad, saved);
+  check_same_device(op, grad, saved);
+  if (saved.dtype() != DType::u8) check_same_dtype(op, grad, saved);
+}
 
 Tensor relu(const Tensor& x) {
   TANDEM_CUDA_ROUTE(x, cuda::relu(x));
@@ -64,6 +106,11 @@ Tensor relu(const Tensor& x) {
 
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
   TANDEM_CUDA_ROUTE(grad, cuda::relu_backward(grad, x));
+  if (x.dtype() == DType::u8) {
+    return sign_class_backward("relu_backward", grad, x, [](auto g, uint8_t c, auto nan) {
+      return c == kSignPositive ? g : c == kSignNonPositive ? decltype(g)(0) : nan;
+    });
+  }
   return backward("relu_backward", grad, x, [](auto g, auto v) {
     return v > decltype(v)(0) ? g : v <= decltype(v)(0) ? decltype(g)(0) : v;
   });
@@ -81,6 +128,12 @@ Tensor leaky_relu(const Tensor& x, double slope) {
 
 Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
   TANDEM_CUDA_ROUTE(grad, cuda::leaky_relu_backward(grad, x, slope));
+  if (x.dtype() == DType::u8) {
+    return sign_class_backward("leaky_relu_backward", grad, x, [slope](auto g, uint8_t c, auto nan) {
+      const auto s = static_cast<decltype(g)>(slope);
+      return c == kSignPositive ? g : c == kSignNonPositive ? s * g : nan;
+    });
+  }
   return backward("leaky_relu_backward", grad, x, [slope](auto g, auto v) {
     const auto s = static_cast<decltype(g)>(slope);  // outside the branch, as in leaky_relu
     return v > decltype(v)(0) ? g : v <= decltype(v)(0) ? s * g : v;

@@ -4,10 +4,12 @@
 #include "kernels/bias_activation.h"
 
 #include <cmath>
+#include <limits>
 
 #include "kernels/bias_activation_backward.h"
 #include "kernels/dispatch.h"
 #include "kernels/elementwise.h"
+#include "kernels/sign_class.h"
 
 #if TANDEM_HAVE_CUDA
 #include "kernels/cuda/activation_cuda.h"
@@ -99,6 +101,22 @@ void check_bias_activation(const char* op, const Tensor& x, const Tensor& bias, 
   check_gain_clamp(op, gain, clamp);
 }
 
+void check_bias_activation_backward(const char* op, const Tensor& grad, const Tensor& y, Activation act,
+                                    double slope, double gain, double clamp) {
+  check_saved_sign(op, grad, y, "output");
+  TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
+  check_activation_slope(op, act, slope);
+  check_gain_clamp(op, gain, clamp);
+  TANDEM_CHECK(y.dtype() != DType::u8 || sign_class_stands_for_output(act, gain, clamp),
+               op << ": the output's sign class stands for it only for relu and leaky_relu without gain or "
+                     "clamp, not for "
+                  << activation_name(act) << " with gain " << gain << " and clamp " << clamp);
+}
+
+bool sign_class_stands_for_output(Activation act, double gain, double clamp) {
+  return (act == Activation::relu || act == Activation::leaky_relu) && gain == 1.0 && clamp < 0.0;
+}
+
 Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, double slope, double gain,
                        double clamp) {
   TANDEM_CUDA_ROUTE(x, cuda::bias_activation(x, bias, act, slope, gain, clamp));
@@ -130,31 +148,52 @@ BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y
                                              double slope, double gain, double clamp) {
   TANDEM_CUDA_ROUTE(grad, cuda::bias_activation_backward(grad, y, act, slope, gain, clamp));
   const char* op = "bias_activation_backward";
-  check_same_layout(op, grad, "gradient", y, "output");
-  TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
-  check_activation_slope(op, act, slope);
-  check_gain_clamp(op, gain, clamp);
+  check_bias_activation_backward(op, grad, y, act, slope, gain, clamp);
+  require_cpu(op, grad);
   int64_t n = 0, c = 0, inner = 0;
   split_channels(grad, n, c, inner);
   BiasActivationGrads out{Tensor::empty(grad.shape(), grad.dtype(), grad.device()),
                           Tensor::zeros({c}, grad.dtype(), grad.device())};
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
     const T* pg = grad.data<T>();
-    const T* py = y.data<T>();
     T* px = out.x.data<T>();
     T* pb = out.bias.data<T>();
     const T s = static_cast<T>(slope), gn = static_cast<T>(gain), cl = static_cast<T>(clamp);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < c; ++j) {
-        const int64_t base = (i * c + j) * inner;
-        T sum = 0;
-        for (int64_t k = 0; k < inner; ++k) {
-          const T gx = gain_clamp_backward(pg[base + k], py[base + k], act, s, gn, cl);
-          px[base + k] = gx;
-          sum += gx;
+    // Per channel of a sample: grad_x[k] = grad_x_at(k) over the channel's elements, then
+    // their sum, in order. Two loops, so that the first, with no sum to carry, vectorises:
+    // in one loop the sum's latency and a branch on each element's sign (mispredicted half
+    // the time) took 4x as long. Every value and the summation order are unchanged.
+    auto channels = [&](auto grad_x_at) {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < c; ++j) {
+          const int64_t base = (i * c + j) * inner;
+          for (int64_t k = base; k < base + inner; ++k) px[k] = grad_x_at(k);
+          T sum = 0;
+          for (int64_t k = base; k < base + inner; ++k) sum += px[k];
+          pb[j] += sum;
         }
-        pb[j] += sum;
+    };
+    if (y.dtype() == DType::u8) {
+      // The formula on the sign class itself (kSignPositive: the gradient; kSignNonPositive:
+      // relu's zero or leaky_relu's slope times it; kSignNaN: NaN), as activation.cpp's
+      // relu_backward and leaky_relu_backward; check_bias_activation_backward admitted no other.
+      const uint8_t* pc = y.data<uint8_t>();
+      const T nan = std::numeric_limits<T>::quiet_NaN();
+      if (act == Activation::relu) {
+        channels([&](int64_t k) {
+          return pc[k] == kSignPositive ? pg[k] : pc[k] == kSignNonPositive ? T(0) : nan;
+        });
+      } else {
+        channels([&](int64_t k) {
+          return pc[k] == kSignPositive ? pg[k] : pc[k] == kSignNonPositive ? s * pg[k] : nan;
+        });
       }
+      return;
+    }
+    const T* py = y.data<T>();
+    with_activation(act, [&]<Activation kAct>() {
+      channels([&](int64_t k) { return gain_clamp_backward(pg[k], py[k], kAct, s, gn, cl); });
+    });
   });
   return out;
 }

@@ -4,10 +4,14 @@
 //
 // bias_activation's backward is one pass: the channel sums of sums.cuh load each element
 // once, and the load computes act'(y) * grad, stores it as grad_x and hands it to the sum.
+#include <limits>
+#include <type_traits>
+
 #include "kernels/bias_activation_backward.h"
 #include "kernels/cuda/activation_cuda.h"
 #include "kernels/cuda/cuda_kernel_util.cuh"
 #include "kernels/cuda/sums.cuh"
+#include "kernels/sign_class.h"
 
 namespace tandem::kernels::cuda {
 
@@ -81,17 +85,48 @@ __global__ void bias_activation_kernel(const T* x, const T* bias, T* out, int64_
     out[i] = gain_clamp(activate(x[i] + bias[(i / inner) % channels], act, slope), gain, clamp);
 }
 
+template <typename T>
+__global__ void sign_class_kernel(const T* x, uint8_t* out, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(blockDim.x) * gridDim.x)
+    out[i] = sign_class_of(x[i]);
+}
+
+// out[i] = f(grad[i], the value standing for sign class c[i]).
+template <typename T, typename F>
+__global__ void sign_class_backward_kernel(const T* grad, const uint8_t* c, T* out, int64_t count, T nan,
+                                           F f) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(blockDim.x) * gridDim.x)
+    out[i] = f(grad[i], sign_class_value(c[i], nan));
+}
+
+// What the backward reads of y: y itself (S = T), or the value standing for its sign class
+// (S = uint8_t).
+template <typename T, typename S>
+struct SavedValue {
+  const S* saved;
+  T nan;
+  __device__ T operator()(int64_t index) const {
+    if constexpr (std::is_same_v<S, uint8_t>) {
+      return sign_class_value(saved[index], nan);
+    } else {
+      return saved[index];
+    }
+  }
+};
+
 // The channel sums' load for the backward: grad_x[index] = act'(y) * grad, stored as it
 // is summed (each element is loaded exactly once).
-template <typename T>
+template <typename T, typename S>
 struct GradXLoad {
   const T* grad;
-  const T* y;
+  SavedValue<T, S> y;
   T* grad_x;
   Activation act;
   T slope, gain, clamp;
   __device__ double operator()(int64_t index, int64_t) const {
-    const T g = gain_clamp_backward(grad[index], y[index], act, slope, gain, clamp);
+    const T g = gain_clamp_backward(grad[index], y(index), act, slope, gain, clamp);
     grad_x[index] = g;
     return static_cast<double>(g);
   }
@@ -103,17 +138,51 @@ Tensor activation_backward(const char* op, const Tensor& grad, const Tensor& sav
   return binary(op, grad, "gradient", saved, "saved tensor", f);
 }
 
+// activation_backward for the activations that read only the saved tensor's sign: saved may
+// also be its sign class (kernels/sign_class.h).
+template <typename F>
+Tensor sign_backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
+  if (saved.dtype() != DType::u8) return activation_backward(op, grad, saved, f);
+  check_saved_sign(op, grad, saved, "saved tensor");
+  require_cuda(op, grad);
+  Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
+  const int64_t n = grad.numel();
+  if (n == 0) return out;
+  set_device(grad);
+  dispatch_float(op, grad.dtype(), [&]<typename T>() {
+    sign_class_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
+        ptr<T>(grad), ptr<uint8_t>(saved), mut_ptr<T>(out), n, std::numeric_limits<T>::quiet_NaN(), f);
+    TANDEM_CHECK_LAUNCH();
+  });
+  return out;
+}
+
 }  // namespace
+
+Tensor sign_class(const Tensor& x) {
+  const char* op = "sign_class";
+  check_defined(op, x, "input");
+  require_cuda(op, x);
+  Tensor out = Tensor::empty(x.shape(), DType::u8, x.device());
+  const int64_t n = x.numel();
+  if (n == 0) return out;
+  set_device(x);
+  dispatch_float(op, x.dtype(), [&]<typename T>() {
+    sign_class_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(x), mut_ptr<uint8_t>(out), n);
+    TANDEM_CHECK_LAUNCH();
+  });
+  return out;
+}
 
 Tensor relu(const Tensor& x) { return unary("relu", "input", x, ReluOp{}); }
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
-  return activation_backward("relu_backward", grad, x, ReluBackwardOp{});
+  return sign_backward("relu_backward", grad, x, ReluBackwardOp{});
 }
 Tensor leaky_relu(const Tensor& x, double slope) {
   return unary("leaky_relu", "input", x, LeakyReluOp{slope});
 }
 Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
-  return activation_backward("leaky_relu_backward", grad, x, LeakyReluBackwardOp{slope});
+  return sign_backward("leaky_relu_backward", grad, x, LeakyReluBackwardOp{slope});
 }
 Tensor tanh(const Tensor& x) { return unary("tanh", "input", x, TanhOp{}); }
 Tensor tanh_backward(const Tensor& grad, const Tensor& y) {
@@ -150,19 +219,25 @@ Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation act, doub
 BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y, Activation act,
                                              double slope, double gain, double clamp) {
   const char* op = "bias_activation_backward";
-  check_same_layout(op, grad, "gradient", y, "output");
-  TANDEM_CHECK(grad.dim() >= 2, op << ": needs [N, C, ...], got " << shape_str(grad.shape()));
-  check_activation_slope(op, act, slope);
-  check_gain_clamp(op, gain, clamp);
+  check_bias_activation_backward(op, grad, y, act, slope, gain, clamp);
+  require_cuda(op, grad);
   const int64_t n = grad.size(0), c = grad.size(1), inner = grad.numel() / (n * c == 0 ? 1 : n * c);
   BiasActivationGrads out{Tensor::empty(grad.shape(), grad.dtype(), grad.device()),
                           Tensor::empty({c}, grad.dtype(), grad.device())};
   set_device(grad);
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
-    channel_sums(grad.device(),
-                 GradXLoad<T>{ptr<T>(grad), ptr<T>(y), mut_ptr<T>(out.x), act, static_cast<T>(slope),
-                              static_cast<T>(gain), static_cast<T>(clamp)},
-                 mut_ptr<T>(out.bias), n, c, inner, int64_t{0});
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    auto sums = [&]<typename S>() {
+      channel_sums(grad.device(),
+                   GradXLoad<T, S>{ptr<T>(grad), SavedValue<T, S>{ptr<S>(y), nan}, mut_ptr<T>(out.x), act,
+                                   static_cast<T>(slope), static_cast<T>(gain), static_cast<T>(clamp)},
+                   mut_ptr<T>(out.bias), n, c, inner, int64_t{0});
+    };
+    if (y.dtype() == DType::u8) {
+      sums.template operator()<uint8_t>();
+    } else {
+      sums.template operator()<T>();
+    }
   });
   return out;
 }

@@ -11,6 +11,7 @@
 
 namespace tandem::kernels::cuda {
 
+Tensor sign_class(const Tensor& x);  // kernels/sign_class.h
 Tensor relu(const Tensor& x);
 Tensor relu_backward(const Tensor& grad, const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double slope);

@@ -11,6 +11,7 @@
 #include "kernels/bias_activation.h"
 #include "kernels/elementwise.h"
 #include "kernels/loss.h"
+#include "kernels/sign_class.h"
 #include "tests/cuda/cuda_test_util.h"
 
 using namespace tandem;
@@ -266,6 +267,35 @@ TEST_CASE("cuda relu and leaky_relu keep NaN and Inf as the CPU does") {
         CHECK((std::isnan(a[i]) ? std::isnan(b[i]) : a[i] == b[i]));
       }
     }
+  }
+}
+
+TEST_CASE("cuda sign_class and the backwards that read it match the CPU") {
+  using kernels::Activation;
+  for (DType dt : kFloatTypes) {
+    // Edge values, then random ones: [2, 3, 4].
+    std::vector<double> v = {0.0,       -0.0,         1e-300, -1e-300, 1e-40, INFINITY,
+                             -INFINITY, std::nan(""), 2.0,    -3.0,    1.0,   -1.0};
+    for (double e : random_cpu({12}, DType::f64, fresh_seed()).to_vector()) v.push_back(e);
+    const Tensor x = Tensor::from_values({2, 3, 4}, v, dt);
+    const Tensor g = random_grid({2, 3, 4}, dt, fresh_seed());
+    const Tensor c = kernels::sign_class(x), c_gpu = kernels::sign_class(on_gpu(x));
+    CHECK(c_gpu.dtype() == DType::u8);
+    CHECK(c_gpu.to(Device::cpu()).to_vector() == c.to_vector());
+    const std::vector<std::pair<Tensor, Tensor>> pairs = {
+        {kernels::relu_backward(on_gpu(g), c_gpu), kernels::relu_backward(g, x)},
+        {kernels::leaky_relu_backward(on_gpu(g), c_gpu, 0.2), kernels::leaky_relu_backward(g, x, 0.2)},
+        {kernels::bias_activation_backward(on_gpu(g), c_gpu, Activation::leaky_relu, 0.2).x,
+         kernels::bias_activation_backward(g, x, Activation::leaky_relu, 0.2).x}};
+    for (const auto& [gpu, cpu] : pairs) {
+      std::vector<double> a = gpu.to(Device::cpu()).to_vector(), b = cpu.to_vector();
+      for (size_t i = 0; i < a.size(); ++i) {
+        INFO(dtype_name(dt) << " element " << i << ": " << a[i] << " vs " << b[i]);
+        CHECK((std::isnan(a[i]) ? std::isnan(b[i]) : a[i] == b[i]));
+      }
+    }
+    CHECK_THROWS_WITH(kernels::bias_activation_backward(on_gpu(g), c_gpu, Activation::tanh),
+                      Catch::Contains("sign class stands for it only for relu and leaky_relu"));
   }
 }
 
