@@ -57,8 +57,6 @@ Tensor backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
 }
 
 // out[i] = f(grad[i], c[i], NaN) for the sign class c of the saved tensor (sign_class.h).
-// Each op writes its formula on the class itself: reading the class as a value (1, 0, NaN)
-// through the float formula keeps the compiler from vectorising the loop (25x slower).
 template <typename F>
 Tensor sign_class_backward(const char* op, const Tensor& grad, const Tensor& c, F f) {
   check_saved_sign(op, grad, c, "saved tensor");
@@ -108,7 +106,7 @@ Tensor relu_backward(const Tensor& grad, const Tensor& x) {
   TANDEM_CUDA_ROUTE(grad, cuda::relu_backward(grad, x));
   if (x.dtype() == DType::u8) {
     return sign_class_backward("relu_backward", grad, x, [](auto g, uint8_t c, auto nan) {
-      return c == kSignPositive ? g : c == kSignNonPositive ? decltype(g)(0) : nan;
+      return relu_backward_from_class(g, c, nan);
     });
   }
   return backward("relu_backward", grad, x, [](auto g, auto v) {
@@ -130,8 +128,7 @@ Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
   TANDEM_CUDA_ROUTE(grad, cuda::leaky_relu_backward(grad, x, slope));
   if (x.dtype() == DType::u8) {
     return sign_class_backward("leaky_relu_backward", grad, x, [slope](auto g, uint8_t c, auto nan) {
-      const auto s = static_cast<decltype(g)>(slope);
-      return c == kSignPositive ? g : c == kSignNonPositive ? s * g : nan;
+      return leaky_relu_backward_from_class(g, c, static_cast<decltype(g)>(slope), nan);
     });
   }
   return backward("leaky_relu_backward", grad, x, [slope](auto g, auto v) {

@@ -173,20 +173,13 @@ BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y
           pb[j] += sum;
         }
     };
-    if (y.dtype() == DType::u8) {
-      // The formula on the sign class itself (kSignPositive: the gradient; kSignNonPositive:
-      // relu's zero or leaky_relu's slope times it; kSignNaN: NaN), as activation.cpp's
-      // relu_backward and leaky_relu_backward; check_bias_activation_backward admitted no other.
+    if (y.dtype() == DType::u8) {  // relu or leaky_relu, gain 1, no clamp: the check says so
       const uint8_t* pc = y.data<uint8_t>();
       const T nan = std::numeric_limits<T>::quiet_NaN();
       if (act == Activation::relu) {
-        channels([&](int64_t k) {
-          return pc[k] == kSignPositive ? pg[k] : pc[k] == kSignNonPositive ? T(0) : nan;
-        });
+        channels([&](int64_t k) { return relu_backward_from_class(pg[k], pc[k], nan); });
       } else {
-        channels([&](int64_t k) {
-          return pc[k] == kSignPositive ? pg[k] : pc[k] == kSignNonPositive ? s * pg[k] : nan;
-        });
+        channels([&](int64_t k) { return leaky_relu_backward_from_class(pg[k], pc[k], s, nan); });
       }
       return;
     }

@@ -5,7 +5,6 @@
 // bias_activation's backward is one pass: the channel sums of sums.cuh load each element
 // once, and the load computes act'(y) * grad, stores it as grad_x and hands it to the sum.
 #include <limits>
-#include <type_traits>
 
 #include "kernels/bias_activation_backward.h"
 #include "kernels/cuda/activation_cuda.h"
@@ -92,41 +91,42 @@ __global__ void sign_class_kernel(const T* x, uint8_t* out, int64_t count) {
     out[i] = sign_class_of(x[i]);
 }
 
-// out[i] = f(grad[i], the value standing for sign class c[i]).
+// out[i] = f(grad[i], c[i], nan) for the sign class c of the saved tensor.
 template <typename T, typename F>
 __global__ void sign_class_backward_kernel(const T* grad, const uint8_t* c, T* out, int64_t count, T nan,
                                            F f) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
        i += int64_t(blockDim.x) * gridDim.x)
-    out[i] = f(grad[i], sign_class_value(c[i], nan));
+    out[i] = f(grad[i], c[i], nan);
 }
 
-// What the backward reads of y: y itself (S = T), or the value standing for its sign class
-// (S = uint8_t).
-template <typename T, typename S>
-struct SavedValue {
-  const S* saved;
-  T nan;
-  __device__ T operator()(int64_t index) const {
-    if constexpr (std::is_same_v<S, uint8_t>) {
-      return sign_class_value(saved[index], nan);
-    } else {
-      return saved[index];
-    }
+// clang-format off
+struct ReluClassBackwardOp {
+  template <typename T> __device__ T operator()(T g, uint8_t c, T nan) const { return relu_backward_from_class(g, c, nan); }
+};
+struct LeakyReluClassBackwardOp {
+  double slope;
+  template <typename T> __device__ T operator()(T g, uint8_t c, T nan) const {
+    return leaky_relu_backward_from_class(g, c, static_cast<T>(slope), nan);
   }
 };
+// clang-format on
 
 // The channel sums' load for the backward: grad_x[index] = act'(y) * grad, stored as it
-// is summed (each element is loaded exactly once).
-template <typename T, typename S>
+// is summed (each element is loaded exactly once). act' is read from y, or, where y is null,
+// from its sign class c (relu or leaky_relu, gain 1, no clamp).
+template <typename T>
 struct GradXLoad {
   const T* grad;
-  SavedValue<T, S> y;
+  const T* y;
+  const uint8_t* c;
   T* grad_x;
   Activation act;
-  T slope, gain, clamp;
+  T slope, gain, clamp, nan;
   __device__ double operator()(int64_t index, int64_t) const {
-    const T g = gain_clamp_backward(grad[index], y(index), act, slope, gain, clamp);
+    const T g = y != nullptr ? gain_clamp_backward(grad[index], y[index], act, slope, gain, clamp)
+                : act == Activation::relu ? relu_backward_from_class(grad[index], c[index], nan)
+                                          : leaky_relu_backward_from_class(grad[index], c[index], slope, nan);
     grad_x[index] = g;
     return static_cast<double>(g);
   }
@@ -138,11 +138,10 @@ Tensor activation_backward(const char* op, const Tensor& grad, const Tensor& sav
   return binary(op, grad, "gradient", saved, "saved tensor", f);
 }
 
-// activation_backward for the activations that read only the saved tensor's sign: saved may
-// also be its sign class (kernels/sign_class.h).
+// out[i] = f(grad[i], c[i], nan) for relu and leaky_relu given the sign class of their input
+// (kernels/sign_class.h).
 template <typename F>
-Tensor sign_backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
-  if (saved.dtype() != DType::u8) return activation_backward(op, grad, saved, f);
+Tensor sign_class_backward(const char* op, const Tensor& grad, const Tensor& saved, F f) {
   check_saved_sign(op, grad, saved, "saved tensor");
   require_cuda(op, grad);
   Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
@@ -176,13 +175,16 @@ Tensor sign_class(const Tensor& x) {
 
 Tensor relu(const Tensor& x) { return unary("relu", "input", x, ReluOp{}); }
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
-  return sign_backward("relu_backward", grad, x, ReluBackwardOp{});
+  if (x.dtype() == DType::u8) return sign_class_backward("relu_backward", grad, x, ReluClassBackwardOp{});
+  return activation_backward("relu_backward", grad, x, ReluBackwardOp{});
 }
 Tensor leaky_relu(const Tensor& x, double slope) {
   return unary("leaky_relu", "input", x, LeakyReluOp{slope});
 }
 Tensor leaky_relu_backward(const Tensor& grad, const Tensor& x, double slope) {
-  return sign_backward("leaky_relu_backward", grad, x, LeakyReluBackwardOp{slope});
+  if (x.dtype() == DType::u8)
+    return sign_class_backward("leaky_relu_backward", grad, x, LeakyReluClassBackwardOp{slope});
+  return activation_backward("leaky_relu_backward", grad, x, LeakyReluBackwardOp{slope});
 }
 Tensor tanh(const Tensor& x) { return unary("tanh", "input", x, TanhOp{}); }
 Tensor tanh_backward(const Tensor& grad, const Tensor& y) {
@@ -225,19 +227,14 @@ BiasActivationGrads bias_activation_backward(const Tensor& grad, const Tensor& y
   BiasActivationGrads out{Tensor::empty(grad.shape(), grad.dtype(), grad.device()),
                           Tensor::empty({c}, grad.dtype(), grad.device())};
   set_device(grad);
+  const bool from_class = y.dtype() == DType::u8;  // relu or leaky_relu, gain 1, no clamp: checked
   dispatch_float(op, grad.dtype(), [&]<typename T>() {
-    const T nan = std::numeric_limits<T>::quiet_NaN();
-    auto sums = [&]<typename S>() {
-      channel_sums(grad.device(),
-                   GradXLoad<T, S>{ptr<T>(grad), SavedValue<T, S>{ptr<S>(y), nan}, mut_ptr<T>(out.x), act,
-                                   static_cast<T>(slope), static_cast<T>(gain), static_cast<T>(clamp)},
-                   mut_ptr<T>(out.bias), n, c, inner, int64_t{0});
-    };
-    if (y.dtype() == DType::u8) {
-      sums.template operator()<uint8_t>();
-    } else {
-      sums.template operator()<T>();
-    }
+    channel_sums(
+        grad.device(),
+        GradXLoad<T>{ptr<T>(grad), from_class ? nullptr : ptr<T>(y), from_class ? ptr<uint8_t>(y) : nullptr,
+                     mut_ptr<T>(out.x), act, static_cast<T>(slope), static_cast<T>(gain),
+                     static_cast<T>(clamp), std::numeric_limits<T>::quiet_NaN()},
+        mut_ptr<T>(out.bias), n, c, inner, int64_t{0});
   });
   return out;
 }
