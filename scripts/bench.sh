@@ -3,8 +3,8 @@
 # bucket-cap sweep, exposed communication), step_bench (GAN step time, one process vs. the
 # DDP wrappers) and penalty_bench (WGAN-GP and R1 D updates vs. the plain one), then
 # conv_bench in one process (CPU convolutions and Linear GEMMs, Eigen vs. oneDNN) and
-# stylegan2's iteration with R1 and path length against the plain one and dcgan64's step in
-# bf16 and fp16 against fp32 (tandem-train, --precision). When
+# stylegan2's iteration with R1 and path length against the plain one and dcgan64's step and
+# peak memory in bf16 and fp16 against fp32 (tandem-train, --precision). When
 # python3 can import torch, also runs the PyTorch anchor (../shared/anchors/torch_gan_ddp.py)
 # in the same run for the side-by-side comparison; without torch that part is skipped with a
 # message. Prints a summary table and writes it
@@ -138,6 +138,33 @@ print("medians: fp32 %.1f ms, bf16 %.1f ms (%.3fx), fp16 %.1f ms (%.3fx)" % (
     medians["fp16"] / medians["fp32"]))
 json.dump({"rounds": rounds, "median_ms": medians}, open(sys.argv[2], "w"))
 EOF
+# Peak memory in each precision: the resident set's high-water mark of one process, 4
+# iterations of dcgan64 at batch 128, where what the layers keep for backward is most of
+# it (GEMM and convolution operands rounded to the compute dtype, autograd/precision.h; a
+# one-byte sign class for relu and leaky_relu, kernels/sign_class.h; batch norm's float32
+# input). python3 reads the child's high-water mark from getrusage.
+echo "== precision: peak memory (one process, dcgan64 batch 128, 4 iterations) =="
+: >"$work/memory.txt"
+for precision in fp32 bf16 fp16; do
+  rm -rf "${work:?}/memory-$precision"
+  python3 - "$TANDEM_BUILD/bin/tandem-train" "$work/memory-$precision" "$precision" >>"$work/memory.txt" <<'EOF'
+import os, resource, subprocess, sys
+binary, out, precision = sys.argv[1:4]
+subprocess.run([binary, "--model", "dcgan64", "--batch", "128", "--iters", "4", "--log-every", "2",
+                "--precision", precision, "--out", out], check=True, stdout=subprocess.DEVNULL,
+               env=dict(os.environ, OMP_NUM_THREADS="1"))
+print(precision, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)  # KiB -> MiB
+EOF
+done
+python3 - "$work/memory.txt" "$work/precision.json" <<'EOF'
+import json, sys
+peak = {p: float(mib) for p, mib in (line.split() for line in open(sys.argv[1]) if line.strip())}
+print("peak RSS: fp32 %.0f MiB, bf16 %.0f MiB (%.3fx), fp16 %.0f MiB (%.3fx)" % (
+    peak["fp32"], peak["bf16"], peak["bf16"] / peak["fp32"], peak["fp16"], peak["fp16"] / peak["fp32"]))
+precision = json.load(open(sys.argv[2]))
+precision["peak_rss_mib"] = peak
+json.dump(precision, open(sys.argv[2], "w"))
+EOF
 DCGAN_ANCHOR="$(dirname "$TORCH_ANCHOR")/torch_dcgan_step.py"
 echo "null" >"$work/torch_dcgan64.json"
 DCGAN_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
@@ -258,6 +285,9 @@ add("dcgan64 bf16 step %.1f ms / fp32 %.1f ms (1 process, 1 thread, batch 32)" %
     round(ms["bf16"] / ms["fp32"], 3), "<= 0.60", ms["bf16"] / ms["fp32"] <= 0.6)
 add("dcgan64 fp16 step %.1f ms / fp32 %.1f ms (fp16 widened to fp32 on a CPU without it)" % (ms["fp16"], ms["fp32"]),
     round(ms["fp16"] / ms["fp32"], 3), "-", None)
+peak = precision["peak_rss_mib"]
+add("dcgan64 bf16 peak RSS %.0f MiB / fp32 %.0f MiB (1 process, batch 128)" % (peak["bf16"], peak["fp32"]),
+    round(peak["bf16"] / peak["fp32"], 3), "-", None)
 if torch_dcgan64_ms:
     add("dcgan64 bf16 step %.1f ms / PyTorch fp32 %.1f ms" % (ms["bf16"], torch_dcgan64_ms),
         round(ms["bf16"] / torch_dcgan64_ms, 3), "<= 0.50", ms["bf16"] / torch_dcgan64_ms <= 0.5)
