@@ -25,12 +25,11 @@ Variable bias_grad_of(Variable g) {
 Variable bias_activation(const Variable& x, const Variable& bias, Activation act, double slope, double gain,
                          double clamp) {
   Tensor y = kernels::bias_activation(x.data(), bias.data(), act, slope, gain, clamp);
-  const bool records = records_graph({x, bias});
-  const Tensor saved =
-      records && kernels::sign_class_stands_for_output(act, gain, clamp) ? kernels::sign_class(y) : y;
+  const Tensor saved = kernels::sign_class_stands_for_output(act, gain, clamp) && records_graph({x, bias})
+                           ? kernels::sign_class(y)
+                           : y;
   const bool recomputes = act == Activation::tanh || act == Activation::sigmoid;
-  const Variable x_kept = records && recomputes ? x : Variable(),
-                 bias_kept = records && recomputes ? bias : Variable();
+  const Variable x_kept = recomputes ? x : Variable(), bias_kept = recomputes ? bias : Variable();
   return make_result(
       std::move(y), "bias_activation", {x, bias},
       [saved, act, slope, gain, clamp](const Tensor& g, const FunctionNode&) {
