@@ -154,9 +154,11 @@ Variable BatchNorm::forward(const Variable& x) {
       type_name() << (path().empty() ? "" : " '" + path() + "'") << ": input " << shape_str(x.shape())
                   << " does not match; expected [N, " << num_features
                   << (input_dim_ == 2 ? "] or [N, " + std::to_string(num_features) + ", L]" : ", H, W]"));
-  if (is_training() && train_forward_) return train_forward_(*this, x);
+  const PrecisionScope precision = precision_scope();
+  const Variable in = compute_dtype() == DType::bf16 ? round_operand(x, DType::bf16) : x;
+  if (is_training() && train_forward_) return train_forward_(*this, in);
   const bool batch_stats = is_training() || !track_running_stats;
-  return batch_norm(x, weight, bias, running_mean, running_var, batch_stats, momentum, eps);
+  return batch_norm(in, weight, bias, running_mean, running_var, batch_stats, momentum, eps);
 }
 
 void BatchNorm::set_train_forward(TrainForward forward, std::string prefix) {

@@ -22,7 +22,11 @@
 //   running ones, or, without them, the batch's statistics as in training (PyTorch's
 //   rule). set_train_forward replaces the training-mode forward (SyncBatchNorm,
 //   reducer/sync_batch_norm.h, normalises with statistics over every rank's batch); the
-//   parameters, buffers and eval mode stay as they are.
+//   parameters, buffers and eval mode stay as they are. Under a bfloat16 compute dtype
+//   (precision.h) they read their input rounded to it (round_operand, in every mode), so
+//   what they keep for backward is 16-bit; statistics, parameters and the output stay
+//   float32. float16 leaves the input as it is: a convolution's float32 output above 65504
+//   would round to infinity in forward, which no loss scale undoes.
 // - Activations and resampling have no parameters: ReLU, LeakyReLU(slope, default
 //   kLeakyReluDefaultSlope = 0.01 as PyTorch, the same default as leaky_relu()), Tanh,
 //   Sigmoid, Flatten ([N, ...] -> [N, prod]), Reshape(shape) ([N, ...] -> [N, shape...]),

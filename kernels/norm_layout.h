@@ -23,15 +23,26 @@ inline Layout layout_of(const char* op, const Tensor& x) {
   return Layout{x.size(0), x.size(1), inner};
 }
 
-// A per-channel tensor (gamma, beta, running stats) must be [C] of x's dtype and device;
-// gamma and beta may be undefined (scale 1, shift 0).
+// The dtype batch norm computes and returns in for input x: float32 for a bfloat16 x
+// (a rounded operand, autograd/precision.h), x's own dtype otherwise.
+inline DType compute_dtype_of(const Tensor& x) { return x.dtype() == DType::bf16 ? DType::f32 : x.dtype(); }
+
+// Every operand but x (the gradient, gamma, beta, the statistics) is in compute_dtype_of(x).
+inline void check_compute_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what) {
+  TANDEM_CHECK(t.dtype() == compute_dtype_of(x), op << ": " << what << " is " << dtype_name(t.dtype())
+                                                    << " but an input of " << dtype_name(x.dtype())
+                                                    << " needs " << dtype_name(compute_dtype_of(x)));
+}
+
+// A per-channel tensor (gamma, beta, running stats) must be [C] of x's compute dtype and
+// x's device; gamma and beta may be undefined (scale 1, shift 0).
 inline void check_channel(const char* op, const Tensor& x, const Tensor& t, const char* what, bool optional) {
   if (optional && !t.defined()) return;
   check_defined(op, t, what);
   TANDEM_CHECK(t.dim() == 1 && t.size(0) == x.size(1), op << ": " << what << " " << shape_str(t.shape())
                                                           << " does not match channels (axis 1) of input "
                                                           << shape_str(x.shape()));
-  check_same_dtype(op, x, t);
+  check_compute_dtype(op, x, t, what);
   check_same_device(op, x, t);
 }
 

@@ -117,7 +117,9 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
   update_running(running_mean, stats.mean, momentum);
   update_running(running_var, unbiased, momentum);
 
-  const DType dtype = x.data().dtype();
+  // A bfloat16 x (BatchNorm's input under a bfloat16 compute dtype, autograd/nn.h) is read
+  // widened; the output, statistics and gradients are float32, as batch_norm's.
+  const DType dtype = accumulate_dtype(x.data().dtype());
   const Device device = x.data().device();
   Tensor g = gamma.defined() ? gamma.data() : Tensor(), b = beta.defined() ? beta.data() : Tensor();
   const bool empty = x.numel() == 0;
@@ -125,7 +127,7 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
                    : kernels::batch_norm_eval(x.data(), g, b, to_device(stats.mean, dtype, device),
                                               to_device(stats.var, dtype, device), eps);
 
-  auto backward = [X = x.data(), G = g, stats = std::move(stats), eps, group_ptr, name](
+  auto backward = [X = x.data(), G = g, dtype, stats = std::move(stats), eps, group_ptr, name](
                       const Tensor& grad, const FunctionNode& node) {
     const int64_t c = X.size(1);
     const bool empty = X.numel() == 0;
@@ -150,7 +152,7 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
       group_ptr->allreduce(both, dist::ReduceOp::sum, "SyncBatchNorm '" + name + "' backward")->synchronize();
       std::vector<double> global = to_host(both);
       if (empty) {
-        gx = Tensor::zeros(X.shape(), X.dtype(), X.device());
+        gx = Tensor::zeros(X.shape(), dtype, X.device());
       } else {
         // dx = a (grad - sum_dy / N - xhat sum_dy_xhat / N) with a = gamma inv_std, written
         // as grad a + (x - mean) b + k, in double.
@@ -165,13 +167,13 @@ Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variabl
         gx = kernels::add_bias(kernels::add(kernels::mul(grad64, per_channel(ta, grad64)),
                                             kernels::mul(centered, per_channel(tb, centered))),
                                to_device(k, DType::f64, X.device()))
-                 .to(X.dtype());
+                 .to(dtype);
       }
     }
     const std::vector<double> sum_dy(sums.begin(), sums.begin() + c),
         sum_dy_xhat(sums.begin() + c, sums.end());
-    Tensor gg = node.needs_input_grad(1) ? to_device(sum_dy_xhat, X.dtype(), X.device()) : Tensor();
-    Tensor gb = node.needs_input_grad(2) ? to_device(sum_dy, X.dtype(), X.device()) : Tensor();
+    Tensor gg = node.needs_input_grad(1) ? to_device(sum_dy_xhat, dtype, X.device()) : Tensor();
+    Tensor gb = node.needs_input_grad(2) ? to_device(sum_dy, dtype, X.device()) : Tensor();
     return std::vector<Tensor>{gx, gg, gb};
   };
   return make_result(y, "sync_batch_norm", {x, gamma, beta}, std::move(backward));

@@ -1,9 +1,11 @@
 // Batch normalisation. Statistics accumulate in double so float32 batches of many pixels
 // keep their precision; the variance is taken about the mean (two passes), never as
-// E[x^2] - E[x]^2, which cancels badly when the mean is large.
+// E[x^2] - E[x]^2, which cancels badly when the mean is large. A bfloat16 input is widened
+// where each loop loads it (exact), so the loops are those of float32 on the same values.
 #include "kernels/norm.h"
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/dispatch.h"
@@ -26,17 +28,38 @@ Layout layout_of(const char* op, const Tensor& x) {
   return s;
 }
 
+// An element of x as the compute type T: a bfloat16 widened (exactly), T itself as it is.
+template <typename T, typename X>
+T load(const X& v) {
+  if constexpr (std::is_same_v<X, BFloat16>) {
+    return bf16_bits_to_float(v.bits);
+  } else {
+    return v;
+  }
+}
+
+// Calls fn.template operator()<T, X>() with X the storage type of x and T the type every
+// other operand, the sums' results and the outputs are in (norm_detail::compute_dtype_of).
+template <typename Fn>
+void dispatch_input(const char* op, DType x_dtype, Fn&& fn) {
+  if (x_dtype == DType::bf16) {
+    fn.template operator()<float, BFloat16>();
+    return;
+  }
+  dispatch_float(op, x_dtype, [&]<typename T>() { fn.template operator()<T, T>(); });
+}
+
 // y = (x - center[ch]) * a[ch] + b[ch]; centering first keeps float32 exact-ish when the
 // mean is large against the spread.
-template <typename T>
-void affine(const T* x, const Layout& s, const std::vector<double>& center, const std::vector<double>& a,
+template <typename T, typename X>
+void affine(const X* x, const Layout& s, const std::vector<double>& center, const std::vector<double>& a,
             const std::vector<double>& b, T* y) {
   for (int64_t i = 0; i < s.n; ++i)
     for (int64_t ch = 0; ch < s.c; ++ch) {
       const int64_t base = (i * s.c + ch) * s.inner;
       const size_t k = static_cast<size_t>(ch);
       const T sm = static_cast<T>(center[k]), sa = static_cast<T>(a[k]), sb = static_cast<T>(b[k]);
-      for (int64_t j = 0; j < s.inner; ++j) y[base + j] = (x[base + j] - sm) * sa + sb;
+      for (int64_t j = 0; j < s.inner; ++j) y[base + j] = (load<T>(x[base + j]) - sm) * sa + sb;
     }
 }
 
@@ -45,12 +68,16 @@ T value_or(const Tensor& t, int64_t i, T fallback) {
   return t.defined() ? t.data<T>()[i] : fallback;
 }
 
+// CUDA's kernels read float32 and float64: a bfloat16 input reaches them widened, a copy
+// (the same values the CPU loops load).
+Tensor widened(const Tensor& x) { return x.dtype() == DType::bf16 ? x.to(DType::f32) : x; }
+
 }  // namespace
 
 Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                         Tensor& running_var, double momentum, double eps, BatchNormSaved& saved) {
-  TANDEM_CUDA_ROUTE(x,
-                    cuda::batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, saved));
+  TANDEM_CUDA_ROUTE(
+      x, cuda::batch_norm_train(widened(x), gamma, beta, running_mean, running_var, momentum, eps, saved));
   const char* op = "batch_norm";
   Layout s = layout_of(op, x);
   check_channel(op, x, gamma, "gamma", true);
@@ -59,26 +86,30 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
   check_channel(op, x, running_var, "running_var", true);
   TANDEM_CHECK(s.count() > 1,
                op << ": training needs more than one value per channel, got input " << shape_str(x.shape()));
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  saved.mean = Tensor::empty({s.c}, x.dtype(), x.device());
-  saved.inv_std = Tensor::empty({s.c}, x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() {
-    const T* px = x.data<T>();
+  const DType dtype = norm_detail::compute_dtype_of(x);
+  Tensor y = Tensor::empty(x.shape(), dtype, x.device());
+  saved.mean = Tensor::empty({s.c}, dtype, x.device());
+  saved.inv_std = Tensor::empty({s.c}, dtype, x.device());
+  dispatch_input(op, x.dtype(), [&]<typename T, typename X>() {
+    const X* px = x.data<X>();
     std::vector<double> mean(static_cast<size_t>(s.c), 0.0), var(static_cast<size_t>(s.c), 0.0);
     for (int64_t i = 0; i < s.n; ++i)
       for (int64_t ch = 0; ch < s.c; ++ch) {
-        const T* row = px + (i * s.c + ch) * s.inner;
+        const X* row = px + (i * s.c + ch) * s.inner;
         double acc = 0;
-        for (int64_t j = 0; j < s.inner; ++j) acc += row[j];
+        for (int64_t j = 0; j < s.inner; ++j) acc += load<T>(row[j]);
         mean[static_cast<size_t>(ch)] += acc;
       }
     for (double& m : mean) m /= static_cast<double>(s.count());
     for (int64_t i = 0; i < s.n; ++i)
       for (int64_t ch = 0; ch < s.c; ++ch) {
-        const T* row = px + (i * s.c + ch) * s.inner;
+        const X* row = px + (i * s.c + ch) * s.inner;
         const double m = mean[static_cast<size_t>(ch)];
         double acc = 0;
-        for (int64_t j = 0; j < s.inner; ++j) acc += (row[j] - m) * (row[j] - m);
+        for (int64_t j = 0; j < s.inner; ++j) {
+          const double d = load<T>(row[j]) - m;
+          acc += d * d;
+        }
         var[static_cast<size_t>(ch)] += acc;
       }
     std::vector<double> a(static_cast<size_t>(s.c)), b(static_cast<size_t>(s.c));
@@ -107,15 +138,15 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
 
 Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                        const Tensor& running_var, double eps) {
-  TANDEM_CUDA_ROUTE(x, cuda::batch_norm_eval(x, gamma, beta, running_mean, running_var, eps));
+  TANDEM_CUDA_ROUTE(x, cuda::batch_norm_eval(widened(x), gamma, beta, running_mean, running_var, eps));
   const char* op = "batch_norm";
   Layout s = layout_of(op, x);
   check_channel(op, x, gamma, "gamma", true);
   check_channel(op, x, beta, "beta", true);
   check_channel(op, x, running_mean, "running_mean", false);
   check_channel(op, x, running_var, "running_var", false);
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() {
+  Tensor y = Tensor::empty(x.shape(), norm_detail::compute_dtype_of(x), x.device());
+  dispatch_input(op, x.dtype(), [&]<typename T, typename X>() {
     std::vector<double> m(static_cast<size_t>(s.c)), a(static_cast<size_t>(s.c)), b(static_cast<size_t>(s.c));
     for (int64_t ch = 0; ch < s.c; ++ch) {
       const size_t k = static_cast<size_t>(ch);
@@ -124,29 +155,30 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
       a[k] = value_or<T>(gamma, ch, T(1)) * inv_std;
       b[k] = value_or<T>(beta, ch, T(0));
     }
-    affine(x.data<T>(), s, m, a, b, y.data<T>());
+    affine(x.data<X>(), s, m, a, b, y.data<T>());
   });
   return y;
 }
 
 BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& gamma,
                                    const BatchNormSaved& saved) {
-  TANDEM_CUDA_ROUTE(x, cuda::batch_norm_backward(grad, x, gamma, saved));
+  TANDEM_CUDA_ROUTE(x, cuda::batch_norm_backward(grad, widened(x), gamma, saved));
   const char* op = "batch_norm_backward";
   Layout s = layout_of(op, x);
   check_defined(op, grad, "gradient");
   check_same_shape(op, grad, x);
-  check_same_dtype(op, grad, x);
+  norm_detail::check_compute_dtype(op, x, grad, "gradient");
   check_same_device(op, grad, x);
   check_channel(op, x, gamma, "gamma", true);
   check_channel(op, x, saved.mean, "saved mean", false);
   check_channel(op, x, saved.inv_std, "saved inv_std", false);
   BatchNormGrads out;
-  out.x = Tensor::empty(x.shape(), x.dtype(), x.device());
-  out.gamma = Tensor::empty({s.c}, x.dtype(), x.device());
-  out.beta = Tensor::empty({s.c}, x.dtype(), x.device());
-  dispatch_float(op, x.dtype(), [&]<typename T>() {
-    const T* px = x.data<T>();
+  const DType dtype = norm_detail::compute_dtype_of(x);
+  out.x = Tensor::empty(x.shape(), dtype, x.device());
+  out.gamma = Tensor::empty({s.c}, dtype, x.device());
+  out.beta = Tensor::empty({s.c}, dtype, x.device());
+  dispatch_input(op, x.dtype(), [&]<typename T, typename X>() {
+    const X* px = x.data<X>();
     const T* pg = grad.data<T>();
     const T* mean = saved.mean.data<T>();
     const T* inv_std = saved.inv_std.data<T>();
@@ -159,7 +191,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
         double g_acc = 0, gx_acc = 0;
         for (int64_t j = 0; j < s.inner; ++j) {
           g_acc += pg[base + j];
-          gx_acc += pg[base + j] * (px[base + j] - m);
+          gx_acc += pg[base + j] * (load<T>(px[base + j]) - m);
         }
         sum_g[static_cast<size_t>(ch)] += g_acc;
         sum_gx[static_cast<size_t>(ch)] += gx_acc * inv_std[ch];
@@ -185,7 +217,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
         const T ta = static_cast<T>(a[k]), tb = static_cast<T>(b[k]), tc = static_cast<T>(c[k]);
         const T tm = mean[ch];
         for (int64_t j = 0; j < s.inner; ++j)
-          pdx[base + j] = pg[base + j] * ta + (px[base + j] - tm) * tb + tc;
+          pdx[base + j] = pg[base + j] * ta + (load<T>(px[base + j]) - tm) * tb + tc;
       }
   });
   return out;

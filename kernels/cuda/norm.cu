@@ -202,7 +202,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
   const Layout s = layout_of(op, x);
   check_defined(op, grad, "gradient");
   check_same_shape(op, grad, x);
-  check_same_dtype(op, grad, x);
+  norm_detail::check_compute_dtype(op, x, grad, "gradient");
   check_same_device(op, grad, x);
   check_channel(op, x, gamma, "gamma", true);
   check_channel(op, x, saved.mean, "saved mean", false);

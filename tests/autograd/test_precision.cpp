@@ -14,6 +14,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/non_finite.h"
+#include "kernels/norm.h"
 #include "runtime/rng.h"
 #include "tests/bitwise_equal.h"
 
@@ -153,6 +154,48 @@ TEST_CASE("GEMMs and convolutions keep their operands for backward in the comput
     const Tensor ones_c = Tensor::ones(c.shape(), compute), er = kernels::scale(a0, 2.0).to(compute);
     CHECK(bitwise_equal(a.grad(), kernels::scale(kernels::matmul(ones_c, b0.to(compute), false, true), 2.0)));
     CHECK(bitwise_equal(b.grad(), kernels::matmul(er, ones_c, true, false)));
+  }
+}
+
+// nn.h: under bfloat16 BatchNorm reads its input rounded, so what it keeps for backward is
+// 16-bit and a float32 activation that only fed it is freed after the forward; its output,
+// gradients and running statistics are those of the float32 kernels on the rounded input,
+// bitwise. float32 and float16 read the input as it is and keep it.
+TEST_CASE("BatchNorm reads its input rounded under bfloat16 and keeps it 16-bit", "[precision]") {
+  const Tensor x0 = random_f32({3, 4, 5, 5}, 21), r0 = random_f32({3, 4, 5, 5}, 22);
+  for (DType compute : {DType::f32, DType::bf16, DType::f16}) {
+    INFO(dtype_name(compute));
+    nn::BatchNorm2d bn(4);
+    bn.set_compute_dtype(compute);
+    Variable x(x0.clone(), true);
+    std::weak_ptr<Storage> input;
+    Variable y;
+    {
+      Variable h = scale(x, 2.0);  // an activation whose own backward keeps nothing
+      input = h.data().storage();
+      y = bn.forward(h);
+    }
+    CHECK(input.expired() == (compute == DType::bf16));
+    sum(mul(y, Variable(r0))).backward();
+    // By hand: the float32 kernels on the input bn read (2 x rounds as x does).
+    const Tensor h = compute == DType::bf16 ? rounded(kernels::scale(x0, 2.0), DType::bf16).to(DType::f32)
+                                            : kernels::scale(x0, 2.0);
+    Tensor mean = Tensor::zeros({4}), var = Tensor::ones({4});
+    kernels::BatchNormSaved saved;
+    const Tensor want_y =
+        kernels::batch_norm_train(h, Tensor::ones({4}), Tensor::zeros({4}), mean, var, 0.1, 1e-5, saved);
+    const kernels::BatchNormGrads want = kernels::batch_norm_backward(r0, h, Tensor::ones({4}), saved);
+    CHECK(y.data().dtype() == DType::f32);
+    CHECK(bitwise_equal(y.data(), want_y));
+    CHECK(bitwise_equal(x.grad(), kernels::scale(want.x, 2.0)));
+    CHECK(bitwise_equal(bn.weight.grad(), want.gamma));
+    CHECK(bitwise_equal(bn.bias.grad(), want.beta));
+    CHECK(bitwise_equal(bn.running_mean, mean));
+    CHECK(bitwise_equal(bn.running_var, var));
+    bn.eval();  // eval mode reads the rounded input too
+    const Tensor eval_want =
+        kernels::batch_norm_eval(h, Tensor::ones({4}), Tensor::zeros({4}), mean, var, 1e-5);
+    CHECK(bitwise_equal(bn.forward(Variable(kernels::scale(x0, 2.0))).data(), eval_want));
   }
 }
 

@@ -278,6 +278,33 @@ TEST_CASE("batch_norm_eval uses the running statistics", "[norm]") {
       Catch::Contains("batch_norm") && Catch::Contains("[3]") && Catch::Contains("[2, 2, 1, 2]"));
 }
 
+// norm.h: a bfloat16 input (a rounded operand) is read widened; every other operand is
+// float32, and a mismatch is an error naming the operand and both dtypes.
+TEST_CASE("batch norm kernels on a bfloat16 input give those of its float32 widening", "[norm]") {
+  const Tensor x = random_tensor({3, 2, 4, 5}, 31, DType::f32).to(DType::bf16);
+  const Tensor wide = x.to(DType::f32), grad = random_tensor({3, 2, 4, 5}, 32, DType::f32);
+  const Tensor gamma = Tensor::from_values({2}, {1.5, -0.5}), beta = Tensor::from_values({2}, {0.25, 1.0});
+  Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2}), rm_wide = rm.clone(), rv_wide = rv.clone();
+  kernels::BatchNormSaved saved, saved_wide;
+  const Tensor y = kernels::batch_norm_train(x, gamma, beta, rm, rv, 0.1, 1e-5, saved);
+  const Tensor y_wide = kernels::batch_norm_train(wide, gamma, beta, rm_wide, rv_wide, 0.1, 1e-5, saved_wide);
+  CHECK(y.dtype() == DType::f32);
+  CHECK(max_abs_diff(y.to_vector(), y_wide.to_vector()) == 0);
+  CHECK(max_abs_diff(rv.to_vector(), rv_wide.to_vector()) == 0);
+  const kernels::BatchNormGrads d = kernels::batch_norm_backward(grad, x, gamma, saved);
+  const kernels::BatchNormGrads d_wide = kernels::batch_norm_backward(grad, wide, gamma, saved_wide);
+  CHECK(d.x.dtype() == DType::f32);
+  CHECK(max_abs_diff(d.x.to_vector(), d_wide.x.to_vector()) == 0);
+  CHECK(max_abs_diff(d.gamma.to_vector(), d_wide.gamma.to_vector()) == 0);
+  CHECK(max_abs_diff(kernels::batch_norm_eval(x, gamma, beta, rm, rv, 1e-5).to_vector(),
+                     kernels::batch_norm_eval(wide, gamma, beta, rm, rv, 1e-5).to_vector()) == 0);
+  CHECK_THROWS_WITH(kernels::batch_norm_backward(grad.to(DType::bf16), x, gamma, saved),
+                    Catch::Contains("batch_norm_backward") && Catch::Contains("gradient is bfloat16") &&
+                        Catch::Contains("needs float32"));
+  CHECK_THROWS_WITH(kernels::batch_norm_eval(x, gamma.to(DType::bf16), beta, rm, rv, 1e-5),
+                    Catch::Contains("gamma is bfloat16"));
+}
+
 TEST_CASE("upsample_nearest2x and avg_pool2x values and backwards", "[pool]") {
   Tensor x = Tensor::from_values({1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}, DType::f64);
   Tensor up = kernels::upsample_nearest2x(x);

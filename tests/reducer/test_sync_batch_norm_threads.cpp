@@ -93,13 +93,14 @@ Tensor rows_of(const Tensor& t, int64_t first, int64_t count) { return t.narrow_
 // Each rank's SyncBatchNorm on its rows; the rows' results concatenated, the parameter
 // gradients summed over the ranks (the loss is the sum of the ranks' losses).
 Result sync_step(int size, const std::vector<int64_t>& counts, const Tensor& x, const Tensor& w,
-                 const Tensor& gamma, const Tensor& beta) {
+                 const Tensor& gamma, const Tensor& beta, DType compute = DType::f32) {
   std::vector<int64_t> starts(counts.size(), 0);
   for (size_t r = 1; r < counts.size(); ++r) starts[r] = starts[r - 1] + counts[r - 1];
   std::vector<Result> per_rank(static_cast<size_t>(size));
   dist::run_ranks(size, [&](std::shared_ptr<dist::ProcessGroup> group) {
     const auto r = static_cast<size_t>(group->rank());
     nn::SyncBatchNorm bn(kChannels, x.dim(), group);
+    bn.set_compute_dtype(compute);
     bn.weight.data().copy_(gamma);
     bn.bias.data().copy_(beta);
     Variable xv(rows_of(x, starts[r], counts[r]), true);
@@ -164,6 +165,35 @@ TEST_CASE("threads: SyncBatchNorm of a channel with mean 50 and std 0.5 matches 
         require_close(sync_step(size, counts, x, w, gamma, beta), want, what.str());
       }
   }
+}
+
+// Under a bfloat16 compute dtype SyncBatchNorm, as BatchNorm (autograd/nn.h), normalises its
+// input rounded to bfloat16 and returns float32: the oracle is the float64 BatchNorm of the
+// rounded batch. Channel 0 (mean 50, std 0.5) rounds in steps of 0.25, so a SyncBatchNorm
+// that read the float32 input would miss the oracle by far more than the tolerance.
+TEST_CASE("threads: SyncBatchNorm under bfloat16 normalises the rounded input, to 1e-5 of the oracle",
+          "[sync_batch_norm][threads][precision]") {
+  const Shape shape{kGlobalRows, kChannels, 4, 4};
+  const Tensor x = large_mean_batch(shape, 11, DType::f32);
+  const Tensor w = random_tensor(shape, 12);
+  const Tensor gamma = Tensor::from_values({kChannels}, {1.5, 0.7});
+  const Tensor beta = Tensor::from_values({kChannels}, {-0.3, 0.2});
+  const Result want = batch_norm_step(x.to(DType::bf16).to(DType::f64), w.to(DType::f64),
+                                      gamma.to(DType::f64), beta.to(DType::f64));
+  const Result unrounded =
+      batch_norm_step(x.to(DType::f64), w.to(DType::f64), gamma.to(DType::f64), beta.to(DType::f64));
+  REQUIRE(relative_error(unrounded.y, want.y) > 100 * kTolerance);
+  for (int size = 1; size <= 3; ++size)
+    for (const std::vector<int64_t>& counts : splits(size)) {
+      std::ostringstream what;
+      what << "SyncBatchNorm in bfloat16 over " << size << " rank(s), rows";
+      for (int64_t n : counts) what << ' ' << n;
+      const Result got = sync_step(size, counts, x, w, gamma, beta, DType::bf16);
+      CHECK(got.y.dtype() == DType::f32);
+      CHECK(got.dx.dtype() == DType::f32);
+      CHECK(got.dgamma.dtype() == DType::f32);
+      require_close(got, want, what.str());
+    }
 }
 
 TEST_CASE("threads: SyncBatchNorm without affine parameters or running statistics on [N, C, L]",
