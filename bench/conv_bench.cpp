@@ -8,7 +8,10 @@
 //   GEMM (kernels/gemm.h) against oneDNN's matmul primitive, 1 thread.
 // Times are the best of --reps (after one warm-up), in milliseconds: the least disturbed
 // by other processes on a shared machine.
-//   conv_bench [--reps N] [--dcgan64-batch B] [--layout automatic|plain|preferred]
+// - bf16: oneDNN's bfloat16 convolutions against its float32 ones, pass by pass, on the
+//   dcgan64 layers at batch 32 (bf16_rows).
+//   conv_bench [--reps N] [--dcgan64-batch B] [--bf16-batch B] [--layout automatic|plain|preferred]
+//              [--only conv|bf16|linear]
 // Without oneDNN in the build it says so and exits 0.
 #include <algorithm>
 #include <chrono>
@@ -40,6 +43,7 @@ namespace {
 struct Options {
   int reps = 5;
   int64_t dcgan64_batch = 128;
+  int64_t bf16_batch = 32;
   std::vector<int64_t> threads = {1, 2};
 };
 
@@ -139,6 +143,80 @@ int64_t conv_rows(const Options& o) {
   for (size_t i = 1; i < total.size(); ++i) std::printf(" %9.2f", total[i]);
   for (size_t i = 1; i < total.size(); ++i) std::printf(" %9.2f", total[0] / total[i]);
   std::printf("\n\n");
+  kernels::cpu::reset_cpu_conv_backend();
+  return wrong;
+}
+
+// One pass of a layer (0 forward, 1 input gradient, 2 weight gradient) on the backend in force.
+Tensor conv_one_pass(const ConvLayer& l, int pass, const Tensor& x, const Tensor& w, const Tensor& gy) {
+  kernels::Conv2dParams p{l.stride, l.padding, 0};
+  if (l.transposed) {
+    if (pass == 0) return kernels::conv_transpose2d(x, w, p);
+    if (pass == 1) return kernels::conv_transpose2d_backward_input(gy, w, x.shape(), p);
+    return kernels::conv_transpose2d_backward_weight(gy, x, w.shape(), p);
+  }
+  if (pass == 0) return kernels::conv2d(x, w, p);
+  if (pass == 1) return kernels::conv2d_backward_input(gy, w, x.shape(), p);
+  return kernels::conv2d_backward_weight(gy, x, w.shape(), p);
+}
+
+// oneDNN's bfloat16 convolutions against its float32 ones, pass by pass, on dcgan64's layers
+// at the batch of bench.sh's precision step (--bf16-batch, 32), 1 thread: what the
+// convolutions alone allow a bf16 step (autograd/precision.h). The operands are rounded
+// beforehand, so the times are the kernels' and their layout reorders, not the casts. Each
+// bf16 result is checked against the float32 kernel on the same rounded operands (1e-4: the
+// same products, float32 sums in another order). GFLOP/s counts 2 per multiply-add.
+int64_t bf16_rows(const Options& o) {
+  if (!kernels::cpu::onednn_bf16_native()) {
+    std::printf("conv_bench: this CPU has no native bf16 (AVX512_BF16 or AMX); no bf16 table\n\n");
+    return 0;
+  }
+  kernels::cpu::set_cpu_conv_backend(CpuConvBackend::onednn);
+  kernels::cpu::set_cpu_conv_threads(1);
+  bench::print_columns({{-17, "dcgan64 layer"},
+                        {-6, "pass"},
+                        {9, "fp32", "ms"},
+                        {9, "bf16", "ms"},
+                        {9, "ratio", "bf16/fp32"},
+                        {9, "fp32", "GFLOP/s"},
+                        {9, "bf16", "GFLOP/s"},
+                        {8, "relerr"}});
+  const char* pass_names[] = {"fwd", "dx", "dW"};
+  int64_t wrong = 0;
+  std::vector<double> total(2, 0.0), pass_total(6, 0.0);
+  for (const ConvLayer& l : conv_layers(o.bf16_batch)) {
+    if (std::string(l.model) != "dcgan64") continue;
+    // Operands already on bf16's grid: float32 and bf16 multiply the same values.
+    const Tensor x = random_f32(l.x, 1).to(DType::bf16), w = random_f32(l.w, 2).to(DType::bf16);
+    const Tensor x32 = x.to(DType::f32), w32 = w.to(DType::f32);
+    kernels::Conv2dParams p{l.stride, l.padding, 0};
+    const Tensor y = l.transposed ? kernels::conv_transpose2d(x32, w32, p) : kernels::conv2d(x32, w32, p);
+    const Tensor gy = random_f32(y.shape(), 3).to(DType::bf16), gy32 = gy.to(DType::f32);
+    // Multiply-adds, the same in each pass: every value of the convolution's output side (a
+    // transposed layer's input) times the weight's taps per output channel (w[0] is that
+    // side's channel count either way).
+    const Shape& small = l.transposed ? l.x : y.shape();
+    const double macs =
+        static_cast<double>(shape_numel(small)) * static_cast<double>(shape_numel(l.w) / l.w[0]);
+    for (int pass = 0; pass < 3; ++pass) {
+      const Tensor want = conv_one_pass(l, pass, x32, w32, gy32);
+      const Tensor got = conv_one_pass(l, pass, x, w, gy);
+      const double err = bench::relative_error(got, want);
+      if (!(err < 1e-4)) ++wrong;
+      const double f_ms = best_ms([&] { conv_one_pass(l, pass, x32, w32, gy32); }, o.reps);
+      const double b_ms = best_ms([&] { conv_one_pass(l, pass, x, w, gy); }, o.reps);
+      std::printf("%-17s %-6s %9.2f %9.2f %9.2f %9.0f %9.0f %8.1e\n", l.name, pass_names[pass], f_ms, b_ms,
+                  b_ms / f_ms, 2 * macs / f_ms / 1e6, 2 * macs / b_ms / 1e6, err);
+      total[0] += f_ms;
+      total[1] += b_ms;
+      pass_total[2 * pass] += f_ms;
+      pass_total[2 * pass + 1] += b_ms;
+    }
+  }
+  for (int pass = 0; pass < 3; ++pass)
+    std::printf("%-17s %-6s %9.2f %9.2f %9.2f\n", "all", pass_names[pass], pass_total[2 * pass],
+                pass_total[2 * pass + 1], pass_total[2 * pass + 1] / pass_total[2 * pass]);
+  std::printf("%-17s %-6s %9.2f %9.2f %9.2f\n\n", "all", "all", total[0], total[1], total[1] / total[0]);
   kernels::cpu::reset_cpu_conv_backend();
   return wrong;
 }
@@ -244,24 +322,27 @@ int main(int argc, char** argv) {
          "oneDNN's layouts: automatic (the default: plain for image-sized channel counts), plain (tandem's\n"
          "NCHW / OIHW) or preferred (oneDNN's blocked ones, with reorders)");
   std::string only;
-  cl.add("--only", &only, "conv or linear: that table alone (default: both)");
+  cl.add("--only", &only, "conv, bf16 or linear: that table alone (default: all three)");
+  cl.add("--bf16-batch", &o.bf16_batch, "batch of the dcgan64 layers in the bf16 table", 1);
   cl.parse(argc, argv);
-  TANDEM_CHECK(only.empty() || only == "conv" || only == "linear",
-               "conv_bench: --only " << only << " is not conv or linear");
+  TANDEM_CHECK(only.empty() || only == "conv" || only == "bf16" || only == "linear",
+               "conv_bench: --only " << only << " is not conv, bf16 or linear");
   TANDEM_CHECK(layout == "automatic" || layout == "plain" || layout == "preferred",
                "conv_bench: --layout " << layout << " is not automatic, plain or preferred");
   kernels::cpu::set_onednn_layout(layout == "plain"       ? kernels::cpu::OnednnLayout::plain
                                   : layout == "preferred" ? kernels::cpu::OnednnLayout::preferred
                                                           : kernels::cpu::OnednnLayout::automatic);
-  bench::Bench plugin{.name = "conv_bench", .wrong_label = "#wrong (oneDNN off Eigen by more than 1e-5)"};
+  bench::Bench plugin{.name = "conv_bench",
+                      .wrong_label = "#wrong (oneDNN off Eigen by more than 1e-5; bf16 off float32 by 1e-4)"};
   plugin.rows = [&](const bench::World&) -> int64_t {
     if (!kernels::cpu::onednn_built()) {
       std::printf("conv_bench: oneDNN is not in this build (TANDEM_ONEDNN); nothing to compare\n");
       return 0;
     }
-    int64_t wrong = only != "linear" ? conv_rows(o) : 0;
+    int64_t wrong = only.empty() || only == "conv" ? conv_rows(o) : 0;
+    if (only.empty() || only == "bf16") wrong += bf16_rows(o);
 #if TANDEM_HAVE_ONEDNN
-    if (only != "conv") wrong += linear_rows(o);
+    if (only.empty() || only == "linear") wrong += linear_rows(o);
 #endif
     return wrong;
   };

@@ -2,7 +2,8 @@
 # Builds and runs the benchmarks at 2 ranks: reducer_bench (Reducer vs. one plain allreduce,
 # bucket-cap sweep, exposed communication), step_bench (GAN step time, one process vs. the
 # DDP wrappers) and penalty_bench (WGAN-GP and R1 D updates vs. the plain one), then
-# conv_bench in one process (CPU convolutions and Linear GEMMs, Eigen vs. oneDNN) and
+# conv_bench in one process (CPU convolutions and Linear GEMMs, Eigen vs. oneDNN; oneDNN's
+# bf16 convolutions vs. its fp32 ones, pass by pass, where the CPU has native bf16) and
 # stylegan2's iteration with R1 and path length against the plain one and dcgan64's step and
 # peak memory in bf16 and fp16 against fp32 (tandem-train, --precision). When
 # python3 can import torch, also runs the PyTorch anchor (../shared/anchors/torch_gan_ddp.py)
@@ -75,7 +76,7 @@ echo
 echo "== penalty_bench ($RANKS ranks): WGAN-GP and R1 D updates against the plain one =="
 "${MPIRUN[@]}" "$TANDEM_BUILD/bin/penalty_bench" "${PENALTY_ARGS[@]}" --json "$work/penalty.json"
 echo
-echo "== conv_bench (one process): CPU convolutions and Linear GEMMs, Eigen vs. oneDNN =="
+echo "== conv_bench (one process): CPU convolutions and Linear GEMMs, Eigen vs. oneDNN; bf16 vs. fp32 =="
 "$TANDEM_BUILD/bin/conv_bench" "${CONV_ARGS[@]}"
 echo
 # One tandem-train run in $work/<name>: one process, one thread, ITERS iterations logged at
