@@ -203,6 +203,36 @@ TEST_CASE("cuda batch norm: train, eval and backward match the CPU") {
       }
 }
 
+// kernels/norm.h: a bfloat16 input (BatchNorm's under a bf16 compute dtype) with float32
+// operands, on the GPU as on the CPU.
+TEST_CASE("cuda batch norm: a bfloat16 input with float32 operands matches the CPU") {
+  const Shape shape{8, 16, 6, 6};
+  const int64_t c = shape[1];
+  Tensor x = random_cpu(shape, DType::f32, fresh_seed(), 2.0, 4.0).to(DType::bf16);
+  Tensor gamma = random_cpu({c}, DType::f32, fresh_seed(), 0.5, 1.5),
+         beta = random_cpu({c}, DType::f32, fresh_seed());
+  Tensor running_mean = Tensor::zeros({c}), running_var = Tensor::ones({c});
+  Tensor rm_gpu = on_gpu(running_mean), rv_gpu = on_gpu(running_var);
+  kernels::BatchNormSaved saved, saved_gpu;
+  Tensor y = kernels::batch_norm_train(x, gamma, beta, running_mean, running_var, 0.1, 1e-5, saved);
+  Tensor y_gpu =
+      kernels::batch_norm_train(on_gpu(x), on_gpu(gamma), on_gpu(beta), rm_gpu, rv_gpu, 0.1, 1e-5, saved_gpu);
+  CHECK(y_gpu.dtype() == DType::f32);
+  require_close(y_gpu, y, "batch_norm_train y, bfloat16 input");
+  require_close(rv_gpu, running_var, "batch_norm_train running_var, bfloat16 input");
+  require_close(kernels::batch_norm_eval(on_gpu(x), on_gpu(gamma), on_gpu(beta), rm_gpu, rv_gpu, 1e-5),
+                kernels::batch_norm_eval(x, gamma, beta, running_mean, running_var, 1e-5),
+                "batch_norm_eval, bfloat16 input");
+  Tensor grad = random_cpu(shape, DType::f32, fresh_seed());
+  kernels::BatchNormSaved saved_copy{on_gpu(saved.mean), on_gpu(saved.inv_std)};
+  kernels::BatchNormGrads g = kernels::batch_norm_backward(grad, x, gamma, saved);
+  kernels::BatchNormGrads g_gpu =
+      kernels::batch_norm_backward(on_gpu(grad), on_gpu(x), on_gpu(gamma), saved_copy);
+  CHECK(g_gpu.x.dtype() == DType::f32);
+  require_close(g_gpu.x, g.x, "batch_norm_backward x, bfloat16 input");
+  require_close(g_gpu.gamma, g.gamma, "batch_norm_backward gamma, bfloat16 input");
+}
+
 TEST_CASE("cuda reduce, shape and norm: a CPU operand next to a GPU one is an error naming the op and both") {
   Tensor x = random_cpu({4, 3, 2, 2}, DType::f32, fresh_seed());
   Tensor x_gpu = on_gpu(x);
