@@ -278,6 +278,61 @@ TEST_CASE("batch_norm_eval uses the running statistics", "[norm]") {
       Catch::Contains("batch_norm") && Catch::Contains("[3]") && Catch::Contains("[2, 2, 1, 2]"));
 }
 
+// kernels/cpu/norm.cpp sums several rows at once for speed: every row, in a block or in the
+// remainder after the blocks (15 rows here: a block of 8 and 7 more), must count once with
+// its own channel's terms. The reference is one plain loop per row, in the same order, and
+// the float32 results must match it bitwise.
+TEST_CASE("batch norm statistics and parameter gradients equal the plain row loops' sums, bitwise",
+          "[norm]") {
+  const Shape shape{3, 5, 7, 9};
+  const int64_t n = 3, c = 5, inner = 63;
+  const Tensor x = random_tensor(shape, 41, DType::f32), grad = random_tensor(shape, 42, DType::f32);
+  const float* px = x.data<float>();
+  const float* pg = grad.data<float>();
+  std::vector<double> mean(c, 0.0), var(c, 0.0), sum_g(c, 0.0), sum_gx(c, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double acc = 0;
+      for (int64_t j = 0; j < inner; ++j) acc += px[(i * c + ch) * inner + j];
+      mean[ch] += acc;
+    }
+  for (double& m : mean) m /= static_cast<double>(n * inner);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double acc = 0;
+      for (int64_t j = 0; j < inner; ++j) {
+        const double d = px[(i * c + ch) * inner + j] - mean[ch];
+        acc += d * d;
+      }
+      var[ch] += acc;
+    }
+  Tensor rm, rv;
+  kernels::BatchNormSaved saved;
+  kernels::batch_norm_train(x, Tensor(), Tensor(), rm, rv, 0.1, 1e-5, saved);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    CHECK(saved.mean.data<float>()[ch] == static_cast<float>(mean[ch]));
+    CHECK(saved.inv_std.data<float>()[ch] ==
+          static_cast<float>(1.0 / std::sqrt(var[ch] / static_cast<double>(n * inner) + 1e-5)));
+  }
+  const float* sm = saved.mean.data<float>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double g_acc = 0, gx_acc = 0;
+      for (int64_t j = 0; j < inner; ++j) {
+        const int64_t e = (i * c + ch) * inner + j;
+        g_acc += pg[e];
+        gx_acc += pg[e] * (px[e] - static_cast<double>(sm[ch]));
+      }
+      sum_g[ch] += g_acc;
+      sum_gx[ch] += gx_acc * saved.inv_std.data<float>()[ch];
+    }
+  const kernels::BatchNormGrads d = kernels::batch_norm_backward(grad, x, Tensor(), saved);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    CHECK(d.beta.data<float>()[ch] == static_cast<float>(sum_g[ch]));
+    CHECK(d.gamma.data<float>()[ch] == static_cast<float>(sum_gx[ch]));
+  }
+}
+
 // norm.h: a bfloat16 input (a rounded operand) is read widened; every other operand is
 // float32, and a mismatch is an error naming the operand and both dtypes.
 TEST_CASE("batch norm kernels on a bfloat16 input give those of its float32 widening", "[norm]") {
