@@ -9,8 +9,8 @@
 // batch_norm_backward: gradients for x, gamma and beta of the training-mode forward.
 // x is float32, float64 or bfloat16 (a rounded operand, autograd/precision.h); everything
 // else (gamma, beta, the statistics, the gradient, y and the gradients returned) is in x's
-// compute dtype (norm_layout.h: float32 for bfloat16, x's own otherwise). A bfloat16 x gives
-// bitwise the results of its float32 widening.
+// accumulate_dtype (runtime/dtype.h: float32 for bfloat16, x's own otherwise). A bfloat16 x
+// gives bitwise the results of its float32 widening.
 #pragma once
 
 #include "runtime/tensor.h"

@@ -23,18 +23,16 @@ inline Layout layout_of(const char* op, const Tensor& x) {
   return Layout{x.size(0), x.size(1), inner};
 }
 
-// The dtype batch norm computes and returns in for input x: float32 for a bfloat16 x
-// (a rounded operand, autograd/precision.h), x's own dtype otherwise.
-inline DType compute_dtype_of(const Tensor& x) { return x.dtype() == DType::bf16 ? DType::f32 : x.dtype(); }
-
-// Every operand but x (the gradient, gamma, beta, the statistics) is in compute_dtype_of(x).
+// Every operand but x (the gradient, gamma, beta, the statistics) is in x's accumulate
+// dtype (runtime/dtype.h): float32 for a bfloat16 x (a rounded operand, autograd/precision.h),
+// x's own dtype otherwise.
 inline void check_compute_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what) {
-  TANDEM_CHECK(t.dtype() == compute_dtype_of(x), op << ": " << what << " is " << dtype_name(t.dtype())
-                                                    << " but an input of " << dtype_name(x.dtype())
-                                                    << " needs " << dtype_name(compute_dtype_of(x)));
+  const DType want = accumulate_dtype(x.dtype());
+  TANDEM_CHECK(t.dtype() == want, op << ": " << what << " is " << dtype_name(t.dtype()) << " but an input of "
+                                     << dtype_name(x.dtype()) << " needs " << dtype_name(want));
 }
 
-// A per-channel tensor (gamma, beta, running stats) must be [C] of x's compute dtype and
+// A per-channel tensor (gamma, beta, running stats) must be [C] of x's accumulate dtype and
 // x's device; gamma and beta may be undefined (scale 1, shift 0).
 inline void check_channel(const char* op, const Tensor& x, const Tensor& t, const char* what, bool optional) {
   if (optional && !t.defined()) return;

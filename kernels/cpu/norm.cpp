@@ -40,7 +40,7 @@ T load(const X& v) {
 }
 
 // Calls fn.template operator()<T, X>() with X the storage type of x and T the type every
-// other operand, the sums' results and the outputs are in (norm_detail::compute_dtype_of).
+// other operand, the sums' results and the outputs are in (x's accumulate_dtype).
 template <typename Fn>
 void dispatch_input(const char* op, DType x_dtype, Fn&& fn) {
   if (x_dtype == DType::bf16) {
@@ -135,7 +135,7 @@ Tensor batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta
   check_channel(op, x, running_var, "running_var", true);
   TANDEM_CHECK(s.count() > 1,
                op << ": training needs more than one value per channel, got input " << shape_str(x.shape()));
-  const DType dtype = norm_detail::compute_dtype_of(x);
+  const DType dtype = accumulate_dtype(x.dtype());
   Tensor y = Tensor::empty(x.shape(), dtype, x.device());
   saved.mean = Tensor::empty({s.c}, dtype, x.device());
   saved.inv_std = Tensor::empty({s.c}, dtype, x.device());
@@ -192,7 +192,7 @@ Tensor batch_norm_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   check_channel(op, x, beta, "beta", true);
   check_channel(op, x, running_mean, "running_mean", false);
   check_channel(op, x, running_var, "running_var", false);
-  Tensor y = Tensor::empty(x.shape(), norm_detail::compute_dtype_of(x), x.device());
+  Tensor y = Tensor::empty(x.shape(), accumulate_dtype(x.dtype()), x.device());
   dispatch_input(op, x.dtype(), [&]<typename T, typename X>() {
     std::vector<double> m(static_cast<size_t>(s.c)), a(static_cast<size_t>(s.c)), b(static_cast<size_t>(s.c));
     for (int64_t ch = 0; ch < s.c; ++ch) {
@@ -220,7 +220,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
   check_channel(op, x, saved.mean, "saved mean", false);
   check_channel(op, x, saved.inv_std, "saved inv_std", false);
   BatchNormGrads out;
-  const DType dtype = norm_detail::compute_dtype_of(x);
+  const DType dtype = accumulate_dtype(x.dtype());
   out.x = Tensor::empty(x.shape(), dtype, x.device());
   out.gamma = Tensor::empty({s.c}, dtype, x.device());
   out.beta = Tensor::empty({s.c}, dtype, x.device());
