@@ -271,6 +271,11 @@ std::shared_ptr<GanModel> make_gan(const GanConfig& config);
 // resolution_layers() (StyleGAN's num_fp16_res: the high resolutions hold most of the work
 // and the least sensitive values). An Error naming the model when it has no such layers.
 void set_low_precision(GanModel& model, DType dtype, int64_t resolutions);
+// The same for layers a program lists itself (a model of its own around tandem's networks,
+// e.g. r3gan_resolution_layers): the layers of the `resolutions` (at least 1) highest sides
+// get `dtype`; `what` names the model in the errors.
+void set_low_precision(const std::vector<GanModel::ResolutionLayer>& layers, DType dtype, int64_t resolutions,
+                       const std::string& what);
 
 const std::vector<std::string>& gan_model_names();
 

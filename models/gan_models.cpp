@@ -457,12 +457,16 @@ void set_low_precision(GanModel& model, DType dtype, int64_t resolutions) {
     model.set_compute_dtype(dtype);
     return;
   }
-  const std::vector<GanModel::ResolutionLayer> layers = model.resolution_layers();
-  TANDEM_CHECK(!layers.empty(), model.type_name() << ": its layers are not of one resolution each, so "
-                                                  << resolutions << " resolutions in " << dtype_name(dtype)
-                                                  << " mean nothing; give every layer the dtype");
-  TANDEM_CHECK(resolutions >= 1, model.type_name()
-                                     << ": " << resolutions << " resolutions; needs at least 1");
+  set_low_precision(model.resolution_layers(), dtype, resolutions, model.type_name());
+}
+
+void set_low_precision(const std::vector<GanModel::ResolutionLayer>& layers, DType dtype, int64_t resolutions,
+                       const std::string& what) {
+  check_compute_dtype(dtype, what);
+  TANDEM_CHECK(!layers.empty(), what << ": its layers are not of one resolution each, so " << resolutions
+                                     << " resolutions in " << dtype_name(dtype)
+                                     << " mean nothing; give every layer the dtype");
+  TANDEM_CHECK(resolutions >= 1, what << ": " << resolutions << " resolutions; needs at least 1");
   std::vector<int64_t> sides;
   for (const auto& l : layers) sides.push_back(l.side);
   std::sort(sides.begin(), sides.end(), std::greater<>());

@@ -135,22 +135,26 @@ Variable R3ganDiscriminator::forward(const Variable& x) {
   return logit->forward(flatten(basis->forward(h)));
 }
 
-std::vector<GanModel::ResolutionLayer> R3gan::resolution_layers() {
-  std::vector<ResolutionLayer> layers = {{7, g_->basis.get()},
-                                         {28, g_->to_image.get()},
-                                         {28, d_->from_image.get()},
-                                         {7, d_->basis.get()},
-                                         {7, d_->logit.get()}};
+std::vector<GanModel::ResolutionLayer> r3gan_resolution_layers(R3ganGenerator& g, R3ganDiscriminator& d) {
+  std::vector<GanModel::ResolutionLayer> layers = {{7, g.basis.get()},
+                                                   {28, g.to_image.get()},
+                                                   {28, d.from_image.get()},
+                                                   {7, d.basis.get()},
+                                                   {7, d.logit.get()}};
   for (size_t s = 0; s < 3; ++s) {
     const int64_t up = 7 << s, down = 28 >> s;
-    layers.push_back({up, g_->blocks[s].get()});
-    layers.push_back({down, d_->blocks[s].get()});
+    layers.push_back({up, g.blocks[s].get()});
+    layers.push_back({down, d.blocks[s].get()});
     if (s < 2) {
-      layers.push_back({up, g_->transitions[s].get()});
-      layers.push_back({down / 2, d_->transitions[s].get()});
+      layers.push_back({up, g.transitions[s].get()});
+      layers.push_back({down / 2, d.transitions[s].get()});
     }
   }
   return layers;
+}
+
+std::vector<GanModel::ResolutionLayer> R3gan::resolution_layers() {
+  return r3gan_resolution_layers(*g_, *d_);
 }
 
 R3gan::R3gan(Generator& gen, int64_t channels) : channels_(channels) {

@@ -80,9 +80,7 @@ class R3gan final : public GanModel {
   Variable discriminate(const Variable& x) override { return d_->forward(x); }
   int64_t noise_dim() const override { return kNoise; }
   Shape sample_shape() const override { return {channels_, 28, 28}; }
-  // G's basis, blocks[s], transitions[s] at 7 * 2^s, to_image at 28; D's from_image at 28,
-  // blocks[s] at 28 / 2^s, transitions[s] at the side they read after downsampling, the
-  // basis and logit at 7.
+  // r3gan_resolution_layers of its networks.
   std::vector<ResolutionLayer> resolution_layers() override;
   R3ganGenerator& g() { return *g_; }
   R3ganDiscriminator& d() { return *d_; }
@@ -96,5 +94,11 @@ class R3gan final : public GanModel {
   std::shared_ptr<R3ganGenerator> g_;
   std::shared_ptr<R3ganDiscriminator> d_;
 };
+
+// The layers of an R3GAN pair with the side each works at, for set_low_precision (R3GAN
+// trains its high-resolution stages in bf16): G's basis, blocks[s], transitions[s] at
+// 7 * 2^s, to_image at 28; D's from_image at 28, blocks[s] at 28 / 2^s, transitions[s] at the
+// side they read after downsampling, the basis and logit at 7.
+std::vector<GanModel::ResolutionLayer> r3gan_resolution_layers(R3ganGenerator& g, R3ganDiscriminator& d);
 
 }  // namespace tandem::models

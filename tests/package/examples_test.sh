@@ -13,7 +13,8 @@
 #       is on disk, whatever it is writing then; --resume to 160 equals 160 straight, byte
 #       for byte.
 #   r3gan (convolutions: too slow here for the rest) is checked by (b) and (c) alone, its
-#       schedules functions of the images shown (hyper_schedule).
+#       schedules functions of the images shown (hyper_schedule), and by (b) again with its
+#       28x28 layers in bf16 (--bf16-res 1), whose weights must differ from float32's.
 #   (e) cgan alone: a stop asked by signal, as a job's end asks it: SIGUSR1 to mpirun (which
 #       forwards it to every rank), then SIGTERM to one rank alone (the others learn it at
 #       the iteration's end): each run exits 0 at one iteration on every rank with a
@@ -184,4 +185,16 @@ if printf '%s\n' "${examples[@]}" | grep -qx r3gan; then
     exit 1
   }
   echo "examples_test: r3gan: resumed run bitwise equal to the uninterrupted one"
+  # --bf16-res 1: the 28x28 layers in bf16 (a module's compute dtype); the replicas stay
+  # bitwise equal, and the weights after 3 iterations are not those of the float32 run.
+  step r3gan-bf16 "$mpiexec" -np 2 --oversubscribe "$program" "${r3[@]}" --iters 3 --bf16-res 1 --out "$runs/bf16"
+  grep -q "replicas bitwise equal on 2 ranks" "$work/r3gan-bf16.log" || {
+    echo "examples_test: r3gan --bf16-res 1 did not report bitwise equal replicas on 2 ranks" >&2
+    exit 1
+  }
+  if cmp -s "$runs/straight/r3gan-000003.safetensors" "$runs/bf16/r3gan-000003.safetensors"; then
+    echo "examples_test: r3gan --bf16-res 1 trained bitwise as float32: its layers did not take bf16" >&2
+    exit 1
+  fi
+  echo "examples_test: r3gan: --bf16-res 1 trains apart from float32, its replicas bitwise equal"
 fi

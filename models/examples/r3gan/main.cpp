@@ -2,7 +2,10 @@
 // tandem package would: tandem's R3GAN networks, the relativistic pairing loss (RpGAN), R1 on
 // real and R2 on generated images, an EMA of the generator, and R3GAN's schedules as functions
 // of the images shown (training::hyper_schedule): the learning rate and the penalties' gamma
-// fall along a cosine from their start to their end value over --kimg.
+// fall along a cosine from their start to their end value over --kimg. --bf16-res K runs the
+// layers of the K highest resolutions in bfloat16, as R3GAN trains its late stages: their
+// GEMMs and convolutions read bf16 operands and accumulate in float32, while the weights,
+// their gradients, Adam and the EMA stay float32; bf16 has float32's range, so no loss scale.
 //
 //   mpirun -np 2 r3gan --kimg 64 --batch 64 --out runs/r3gan --grid runs/r3gan/grid.png
 //
@@ -36,6 +39,7 @@ constexpr int64_t kNoise = models::R3gan::kNoise;
 struct Options {
   training::RunFlags run = {.batch = 64};
   double kimg = 64, lr_start = 2e-4, lr_end = 5e-5, gamma_start = 1.0, gamma_end = 0.1, ema_decay = 0.999;
+  int64_t bf16_res = 0;  // 0: every layer in float32
   std::string grid, data_dir = data::kFashionMnistDefaultDir;
 };
 
@@ -62,6 +66,9 @@ int run_training(Options o, bool iters_given) {
   if (!iters_given)
     o.run.iters = static_cast<int64_t>(std::ceil(o.kimg * 1000.0 / static_cast<double>(o.run.batch)));
   auto model = std::make_shared<R3>(o.run.seed);
+  if (o.bf16_res > 0)  // a module's compute dtype (autograd/module.h), set before the first forward
+    models::set_low_precision(models::r3gan_resolution_layers(*model->g, *model->d), DType::bf16, o.bf16_res,
+                              "r3gan");
   DistributedDataParallel ddp(model, world);
   optim::Adam opt_g(model->g->parameters(), {.lr = o.lr_start, .betas = {0.0, 0.99}});
   optim::Adam opt_d(model->d->parameters(), {.lr = o.lr_start, .betas = {0.0, 0.99}});
@@ -133,6 +140,8 @@ int r3gan_main(int argc, char** argv) {
   cl.add_positive("--gamma-start", &o.gamma_start, "R1's and R2's gamma at 0 kimg");
   cl.add_positive("--gamma-end", &o.gamma_end, "... and from --kimg on");
   cl.add_off_or_positive("--ema-decay", &o.ema_decay, "the generator's EMA decay (0: none)", 1.0);
+  cl.add("--bf16-res", &o.bf16_res,
+         "the layers of this many of the highest resolutions (28, 14, 7) in bfloat16 (0: none)", 0, 3);
   cl.add("--data-dir", &o.data_dir, "Fashion-MNIST's IDX files");
   cl.add("--grid", &o.grid, "at the end, write 100 samples of the EMA generator here (PNG)");
   cl.parse(argc, argv);
