@@ -54,7 +54,11 @@ if [ "${1:-}" = "--quick" ]; then
   TORCH_ITERS=20
 fi
 
-cmake -S "$ROOT" -B "$TANDEM_BUILD" -DCMAKE_BUILD_TYPE=Release -DTANDEM_TESTS=OFF >/dev/null
+# A fresh build directory gets no test suites (only the benchmarks are built); an existing
+# one keeps its own setting, so a development build's test binaries keep being rebuilt there.
+configure_args=(-DCMAKE_BUILD_TYPE=Release)
+[ -f "$TANDEM_BUILD/CMakeCache.txt" ] || configure_args+=(-DTANDEM_TESTS=OFF)
+cmake -S "$ROOT" -B "$TANDEM_BUILD" "${configure_args[@]}" >/dev/null
 cmake --build "$TANDEM_BUILD" -j "$(nproc)" --target reducer_bench step_bench penalty_bench conv_bench tandem-train \
   >/dev/null
 
