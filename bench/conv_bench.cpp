@@ -93,14 +93,22 @@ double best_ms(const std::function<void()>& fn, int reps) {
   return *std::min_element(ms.begin(), ms.end());
 }
 
+// One pass of a layer (0 forward, 1 input gradient, 2 weight gradient) on the backend in force.
+Tensor conv_one_pass(const ConvLayer& l, int pass, const Tensor& x, const Tensor& w, const Tensor& gy) {
+  kernels::Conv2dParams p{l.stride, l.padding, 0};
+  if (l.transposed) {
+    if (pass == 0) return kernels::conv_transpose2d(x, w, p);
+    if (pass == 1) return kernels::conv_transpose2d_backward_input(gy, w, x.shape(), p);
+    return kernels::conv_transpose2d_backward_weight(gy, x, w.shape(), p);
+  }
+  if (pass == 0) return kernels::conv2d(x, w, p);
+  if (pass == 1) return kernels::conv2d_backward_input(gy, w, x.shape(), p);
+  return kernels::conv2d_backward_weight(gy, x, w.shape(), p);
+}
+
 // Forward, input gradient and weight gradient of one layer on the backend in force.
 std::vector<Tensor> conv_pass(const ConvLayer& l, const Tensor& x, const Tensor& w, const Tensor& gy) {
-  kernels::Conv2dParams p{l.stride, l.padding, 0};
-  if (l.transposed)
-    return {kernels::conv_transpose2d(x, w, p), kernels::conv_transpose2d_backward_input(gy, w, x.shape(), p),
-            kernels::conv_transpose2d_backward_weight(gy, x, w.shape(), p)};
-  return {kernels::conv2d(x, w, p), kernels::conv2d_backward_input(gy, w, x.shape(), p),
-          kernels::conv2d_backward_weight(gy, x, w.shape(), p)};
+  return {conv_one_pass(l, 0, x, w, gy), conv_one_pass(l, 1, x, w, gy), conv_one_pass(l, 2, x, w, gy)};
 }
 
 int64_t conv_rows(const Options& o) {
@@ -147,19 +155,6 @@ int64_t conv_rows(const Options& o) {
   return wrong;
 }
 
-// One pass of a layer (0 forward, 1 input gradient, 2 weight gradient) on the backend in force.
-Tensor conv_one_pass(const ConvLayer& l, int pass, const Tensor& x, const Tensor& w, const Tensor& gy) {
-  kernels::Conv2dParams p{l.stride, l.padding, 0};
-  if (l.transposed) {
-    if (pass == 0) return kernels::conv_transpose2d(x, w, p);
-    if (pass == 1) return kernels::conv_transpose2d_backward_input(gy, w, x.shape(), p);
-    return kernels::conv_transpose2d_backward_weight(gy, x, w.shape(), p);
-  }
-  if (pass == 0) return kernels::conv2d(x, w, p);
-  if (pass == 1) return kernels::conv2d_backward_input(gy, w, x.shape(), p);
-  return kernels::conv2d_backward_weight(gy, x, w.shape(), p);
-}
-
 // oneDNN's bfloat16 convolutions against its float32 ones, pass by pass, on dcgan64's layers
 // at the batch of bench.sh's precision step (--bf16-batch, 32), 1 thread: what the
 // convolutions alone allow a bf16 step (autograd/precision.h). The operands are rounded
@@ -183,7 +178,7 @@ int64_t bf16_rows(const Options& o) {
                         {8, "relerr"}});
   const char* pass_names[] = {"fwd", "dx", "dW"};
   int64_t wrong = 0;
-  std::vector<double> total(2, 0.0), pass_total(6, 0.0);
+  std::vector<double> pass_total(6, 0.0);  // fp32 and bf16 of each pass
   for (const ConvLayer& l : conv_layers(o.bf16_batch)) {
     if (std::string(l.model) != "dcgan64") continue;
     // Operands already on bf16's grid: float32 and bf16 multiply the same values.
@@ -207,8 +202,6 @@ int64_t bf16_rows(const Options& o) {
       const double b_ms = best_ms([&] { conv_one_pass(l, pass, x, w, gy); }, o.reps);
       std::printf("%-17s %-6s %9.2f %9.2f %9.2f %9.0f %9.0f %8.1e\n", l.name, pass_names[pass], f_ms, b_ms,
                   b_ms / f_ms, 2 * macs / f_ms / 1e6, 2 * macs / b_ms / 1e6, err);
-      total[0] += f_ms;
-      total[1] += b_ms;
       pass_total[2 * pass] += f_ms;
       pass_total[2 * pass + 1] += b_ms;
     }
@@ -216,7 +209,9 @@ int64_t bf16_rows(const Options& o) {
   for (int pass = 0; pass < 3; ++pass)
     std::printf("%-17s %-6s %9.2f %9.2f %9.2f\n", "all", pass_names[pass], pass_total[2 * pass],
                 pass_total[2 * pass + 1], pass_total[2 * pass + 1] / pass_total[2 * pass]);
-  std::printf("%-17s %-6s %9.2f %9.2f %9.2f\n\n", "all", "all", total[0], total[1], total[1] / total[0]);
+  const double f_all = pass_total[0] + pass_total[2] + pass_total[4];
+  const double b_all = pass_total[1] + pass_total[3] + pass_total[5];
+  std::printf("%-17s %-6s %9.2f %9.2f %9.2f\n\n", "all", "all", f_all, b_all, b_all / f_all);
   kernels::cpu::reset_cpu_conv_backend();
   return wrong;
 }

@@ -146,8 +146,8 @@ EOF
 # Peak memory in each precision: the resident set's high-water mark of one process, 4
 # iterations of dcgan64 at batch 128, where what the layers keep for backward is most of
 # it (GEMM and convolution operands rounded to the compute dtype, autograd/precision.h; a
-# one-byte sign class for relu and leaky_relu, kernels/sign_class.h; batch norm's float32
-# input). python3 reads the child's high-water mark from getrusage.
+# one-byte sign class for relu and leaky_relu, kernels/sign_class.h; batch norm's input,
+# rounded under bf16, autograd/nn.h). python3 reads the child's high-water mark from getrusage.
 echo "== precision: peak memory (one process, dcgan64 batch 128, 4 iterations) =="
 : >"$work/memory.txt"
 for precision in fp32 bf16 fp16; do
